@@ -206,66 +206,113 @@ func (d *dist) delta(eps, h float64) float64 {
 }
 
 // Epsilon returns the smallest eps >= 0 with Delta(eps) <= delta, solved
-// exactly on the piecewise form delta(eps) = A_j - e^eps B_j between grid
-// points (A_j, B_j suffix sums of P-mass and Q-mass = P-mass*e^{-L}). It
+// exactly on the piecewise form delta(eps) = A_j - e^{eps-L_j} B_j between
+// grid points, where A_j is the suffix sum of P-mass above the segment and
+// B_j = sum_{i>=j} probs_i e^{L_j-L_i} <= A_j is the Q-mass rescaled to the
+// segment's upper end, so no exponential of a loss is ever formed and the
+// inversion is correct at any magnitude of eps (the losses of a long
+// composition exceed the ~709 nats where e^L overflows a float64). It
 // returns +Inf (and no error) when delta is below the infinity mass plus
-// error bound of some direction, i.e. no finite eps achieves it.
+// error bound of some direction, i.e. no finite eps achieves it. Every
+// returned eps is certified: Delta(eps) <= delta is re-checked with the
+// same compensated sum Delta uses; when rounding prevents that check from
+// passing the result is an error, never a smaller number.
 func (p *PLD) Epsilon(delta float64) (float64, error) {
 	if math.IsNaN(delta) || delta < 0 || delta > 1 {
 		return 0, fmt.Errorf("pld: delta %v must be in [0, 1]", delta)
 	}
 	best := 0.0
 	for _, d := range p.dirs() {
-		best = max(best, d.epsilon(delta, p.h))
+		e, err := d.epsilon(delta, p.h)
+		if err != nil {
+			return 0, err
+		}
+		best = max(best, e)
 	}
 	return best, nil
 }
 
-func (d *dist) epsilon(delta, h float64) float64 {
+// ErrUncertified is wrapped by an Epsilon error when no eps could be
+// certified against the delta it was asked for (rounding), so the caller
+// must refuse rather than use a number.
+var ErrUncertified = errors.New("pld: epsilon could not be certified")
+
+func (d *dist) epsilon(delta, h float64) (float64, error) {
 	// Need (inf + S(eps))*(1+sumMargin) + errL1 <= delta.
 	target := (delta-d.errL1)/(1+sumMargin) - d.inf
 	if target < 0 {
-		return math.Inf(1)
+		return math.Inf(1), nil
 	}
 	// S(0): if it already meets the target, eps = 0.
 	if d.sumAbove(0, h) <= target {
-		return 0
+		return 0, nil
 	}
-	// Scan downwards from the top: on (L_{j-1}, L_j] with L_j the lowest
-	// grid loss above eps, S(eps) = A - e^eps B with A, B the sums over
-	// i >= j. S is continuous and decreasing, so the answer lies in the
-	// first (highest) segment whose left end exceeds the target.
-	var ka, kb kahan
+	// Scan downwards from the top: on [L_{j-1}, L_j] with L_j the lowest
+	// grid loss above eps, S(eps) = A - e^{eps-L_j} B with A = sum_{i>=j}
+	// probs_i and B = sum_{i>=j} probs_i e^{L_j-L_i}. S is continuous and
+	// non-increasing, so the answer lies in the first (highest) segment
+	// whose left end exceeds the target. Moving one grid point down,
+	// B <- probs_j + e^{-h} B: every term stays in [0, 1].
+	var ka kahan
+	b := 0.0
+	decay := math.Exp(-h)
 	for i := len(d.probs) - 1; i >= 0; i-- {
 		lj := float64(d.offset+i) * h
 		if lj <= 0 {
 			break
 		}
 		ka.add(d.probs[i])
-		kb.add(d.probs[i] * math.Exp(-lj))
-		a, b := ka.value(), kb.value()
+		b = d.probs[i] + b*decay
+		a := ka.value()
 		left := max(float64(d.offset+i-1)*h, 0)
-		if a-math.Exp(left)*b > target {
-			// Solve A - e^eps B = target on [left, lj]. The check
-			// against sumAbove below guards the rounding of A - e^eps B
-			// (cancellation near the root).
-			e := math.Log((a - target) / b)
-			// Guard against rounding pushing the root outside the
-			// segment; the lower end is never returned when the
-			// segment's left value exceeds the target.
-			e = math.Min(math.Max(e, left), lj)
-			// Make sure Delta(e) <= delta exactly as Delta computes it:
-			// step up by ulps if rounding left it a hair too low.
-			for range 64 {
-				if d.sumAbove(e, h) <= target {
-					break
-				}
-				e = math.Nextafter(e, math.Inf(1)) + 1e-15*math.Abs(e)
-			}
-			return e
+		if a-math.Exp(left-lj)*b <= target {
+			continue
+		}
+		// Solve A - e^{eps-L_j} B = target on [left, lj]; B > 0 here
+		// because the left value exceeds the target >= 0 only if some
+		// mass lies above, and (A - target)/B <= 1 up to rounding.
+		e := lj
+		if b > 0 && a > target {
+			e = lj + math.Log((a-target)/b)
+		}
+		if math.IsNaN(e) {
+			e = lj
+		}
+		e = math.Min(math.Max(e, left), lj)
+		return d.certify(e, lj, target, h)
+	}
+	// No segment above 0 exceeds the target, yet S(0) does: rounding
+	// between the two computations. Certify from 0.
+	return d.certify(0, max(float64(d.offset+len(d.probs)-1)*h, 0), target, h)
+}
+
+// certify returns the smallest eps it can find in [e, hi] with
+// sumAbove(eps) <= target, stepping up by ulps from e and then bisecting
+// towards hi (sumAbove is non-increasing up to rounding, and exactly 0 at
+// the top grid loss), or ErrUncertified when not even hi passes.
+func (d *dist) certify(e, hi, target, h float64) (float64, error) {
+	for range 64 {
+		if d.sumAbove(e, h) <= target {
+			return e, nil
+		}
+		e = math.Nextafter(e, math.Inf(1)) + 1e-15*math.Abs(e)
+	}
+	if !(d.sumAbove(hi, h) <= target) {
+		return 0, fmt.Errorf("%w: delta(%v) exceeds the target at the segment's upper end", ErrUncertified, hi)
+	}
+	lo := e
+	for range 200 {
+		if hi-lo <= 1e-12*math.Max(1, math.Abs(hi)) {
+			break
+		}
+		mid := lo + (hi-lo)/2
+		if d.sumAbove(mid, h) <= target {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	return 0
+	return hi, nil
 }
 
 // sumAbove returns S(eps) = sum over L_i > eps of probs_i (1 - e^{eps-L_i}).
