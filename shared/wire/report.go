@@ -176,3 +176,18 @@ func distinct(idx []uint32, d uint32, scratch []uint64) error {
 	}
 	return err
 }
+
+// EncSize is the size of the HPKE encapsulated key that starts every
+// sealed part (envelope.EncSize).
+const EncSize = envelope.EncSize
+
+// Enc returns the HPKE encapsulated key of the report's sealed part: a
+// fresh X25519 public key drawn by every seal, so two honest reports
+// never share it and a report seen twice is a replay. It is zero if
+// Sealed is shorter than EncSize (never after ParseReport).
+func (r *Report) Enc() (enc [EncSize]byte) {
+	if len(r.Sealed) >= EncSize {
+		copy(enc[:], r.Sealed)
+	}
+	return enc
+}

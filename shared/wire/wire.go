@@ -165,3 +165,24 @@ func (l Limits) resolve() (Limits, error) {
 	}
 	return l, nil
 }
+
+// roundOffset is where every frame type carries its round number: u64
+// big-endian right after the header (docs/protocol.md, "Byte layouts").
+const roundOffset = HeaderSize
+
+// PeekRound checks a frame's header and returns its type and the round
+// field, which every frame type carries at the same offset, without
+// decoding the rest. It errs (wrapping ErrMalformed) on a bad header or
+// fewer than 10 bytes; the round it returns is not range-checked (the
+// relay answers a malformed frame with the round it claims, which may be
+// 0), so a caller that needs a valid frame must still parse it.
+func PeekRound(b []byte) (Type, uint64, error) {
+	t, err := PeekType(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(b) < roundOffset+8 {
+		return t, 0, malformed(ErrTruncated, "%d bytes, need %d for the round", len(b), roundOffset+8)
+	}
+	return t, be.Uint64(b[roundOffset:]), nil
+}
