@@ -363,7 +363,7 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 	c.mu.Lock()
 	c.lastRound = a.Round
 	c.mu.Unlock()
-	c.emit(Event{Kind: EventAnnouncement, Round: a.Round, Params: a.Params, LocalEps: setup.enc.Config().EpsL})
+	c.emit(Event{Kind: EventAnnouncement, Round: a.Round, Params: a.Params, LocalEps: setup.enc.Epsilon()})
 
 	if !setup.checkIn.Decide(c.src) {
 		c.log.Debug("sitting out", "round", a.Round)

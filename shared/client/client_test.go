@@ -143,9 +143,9 @@ func TestOneReportPerRound(t *testing.T) {
 func TestFrameSizesIndependentOfData(t *testing.T) {
 	k := testKey(t, 1)
 	simple := testParams(1)
-	simple.Protocol, simple.K, simple.Width = wire.ProtocolSSSimple, simple.D, 3
+	simple.Protocol, simple.K = wire.ProtocolSSSimple, simple.D
 	topk := testParams(1)
-	topk.Protocol, topk.K, topk.L, topk.Width = wire.ProtocolSSTopk, 3, 2, 3
+	topk.Protocol, topk.K, topk.L = wire.ProtocolSSTopk, 3, 2
 	rgb := testParams(1)
 	rgb.Randomizer, rgb.Buckets = wire.RandomizerRGB, 5
 	gauss := testParams(1)

@@ -103,7 +103,7 @@ func testData(t testing.TB, n int, src noise.Source) logreg.Dataset {
 }
 
 // testParams is SS-Double with k = 4 of d = 12 coordinates in messages of
-// width 2 (M = 2 Report frames), Laplace at eps_l = 1.
+// width 1 (M = 4 Report frames), Laplace at eps_l = 1.
 func testParams(p float64) wire.Params {
 	return wire.Params{
 		Protocol:   wire.ProtocolSSDouble,
@@ -111,7 +111,7 @@ func testParams(p float64) wire.Params {
 		D:          uint32(testShape.NumParams()),
 		K:          4,
 		L:          1,
-		Width:      2,
+		Width:      1,
 		NP:         10,
 		MinBatch:   1,
 		EpsL:       1,

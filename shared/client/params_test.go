@@ -1,19 +1,21 @@
 package client
 
 import (
+	"errors"
 	"math"
 	"testing"
 
-	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// TestFLAMEConfigGuarantee: the encoder built from announced parameters
-// has exactly the announced local guarantee (EpsL, DeltaL) per report and
-// the announced shape, for every protocol and randomizer.
-func TestFLAMEConfigGuarantee(t *testing.T) {
-	base := wire.Params{D: 60, K: 6, L: 1, Width: 3, NP: 5, MinBatch: 1, EpsL: 2, Clip: 0.5, CheckInP: 1}
+// TestSetupGuarantee: the encoder built from announced parameters has
+// exactly the announced local guarantee (EpsL, DeltaL) per report and the
+// announced shape, for every protocol and randomizer; layouts without a
+// privacy proof (width > 1) and bad budgets are refused.
+func TestSetupGuarantee(t *testing.T) {
+	base := wire.Params{D: 60, K: 6, L: 1, Width: 1, NP: 5, MinBatch: 1, EpsL: 2, Clip: 0.5, CheckInP: 1}
 	for _, proto := range []wire.Protocol{wire.ProtocolSSSimple, wire.ProtocolSSDouble, wire.ProtocolSSTopk} {
 		for _, rz := range []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian} {
 			p := base
@@ -30,14 +32,11 @@ func TestFLAMEConfigGuarantee(t *testing.T) {
 			case wire.RandomizerGaussian:
 				p.DeltaL = 1e-5
 			}
-			cfg, err := FLAMEConfig(p)
+			s, err := setupRound(p, int(p.D), 0)
 			if err != nil {
 				t.Fatalf("%v/%v: %v", proto, rz, err)
 			}
-			enc, err := mechanism.NewEncoder(cfg)
-			if err != nil {
-				t.Fatalf("%v/%v: %v", proto, rz, err)
-			}
+			enc := s.enc
 			if math.Abs(enc.Epsilon()-p.EpsL) > 1e-12 || math.Abs(enc.Delta()-p.DeltaL) > 1e-18 {
 				t.Errorf("%v/%v: encoder is (%v, %v)-LDP, announced (%v, %v)", proto, rz, enc.Epsilon(), enc.Delta(), p.EpsL, p.DeltaL)
 			}
@@ -47,18 +46,20 @@ func TestFLAMEConfigGuarantee(t *testing.T) {
 			if enc.Randomizer().Name() != rz.String() {
 				t.Errorf("randomizer %q for %v", enc.Randomizer().Name(), rz)
 			}
-			if _, err := setupRound(p, int(p.D), 0); err != nil {
-				t.Errorf("%v/%v: setup: %v", proto, rz, err)
+			wide := p
+			wide.Width = 2
+			if _, err := setupRound(wide, int(p.D), 0); !errors.Is(err, roundspec.ErrLayout) {
+				t.Errorf("%v/%v: width 2 accepted (err %v)", proto, rz, err)
 			}
 		}
 	}
 	bad := base
 	bad.Protocol, bad.Randomizer = 9, wire.RandomizerLaplace
-	if _, err := FLAMEConfig(bad); err == nil {
+	if _, err := setupRound(bad, int(bad.D), 0); err == nil {
 		t.Error("unknown protocol accepted")
 	}
 	bad.Protocol, bad.EpsL = wire.ProtocolSSDouble, math.NaN()
-	if _, err := FLAMEConfig(bad); err == nil {
+	if _, err := setupRound(bad, int(bad.D), 0); err == nil {
 		t.Error("NaN epsilon accepted")
 	}
 }
@@ -71,7 +72,7 @@ func TestFLAMEConfigGuarantee(t *testing.T) {
 // with probability below 1e-9 for a random seed (the seed is fixed).
 func TestNoiseStd(t *testing.T) {
 	const n = 20000
-	p := wire.Params{Protocol: wire.ProtocolSSDouble, D: 40, K: 4, L: 1, Width: 2, NP: 5, MinBatch: 1, EpsL: 4, Clip: 0.7, CheckInP: 1}
+	p := wire.Params{Protocol: wire.ProtocolSSDouble, D: 40, K: 4, L: 1, Width: 1, NP: 5, MinBatch: 1, EpsL: 4, Clip: 0.7, CheckInP: 1}
 	for _, rz := range []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian} {
 		for _, b := range []uint32{3, 8} {
 			q := p

@@ -91,6 +91,61 @@ type FLAMEConfig struct {
 	// NewRandomizer builds the per-coordinate randomizer at the
 	// per-coordinate budget (EpsL/D or EpsL/K).
 	NewRandomizer RandomizerFactory
+	// Keep is the probability, in (0, 1], that a perturbed coordinate
+	// reports the randomized datum; otherwise it reports a blanket sample,
+	// as a virtual volunteer at x = 1/2 would (a personal privacy level;
+	// see KeepFor). 0 selects 1.
+	Keep float64
+}
+
+// KeepFor returns the Keep probability that lowers a per-coordinate
+// guarantee eps to fraction*eps: q = (e^{f·eps} - 1)/(e^{eps} - 1).
+//
+// Privacy: the coordinate's output law is q·R(x) + (1-q)·ω with ω the
+// blanket, itself a mixture of outputs R(x') over inputs x' in [0,1]
+// (Laplace and Gaussian: ω = R(1/2); R_{γ,b}: ω = E_{x' uniform on the grid}
+// R(x')). Writing t = p_x/p_{x'} <= e^eps and s = ω/p_{x'} in
+// [e^-eps, e^eps] (with p_x/ω <= e^eps), the likelihood ratio
+// (q t + (1-q) s)/(q + (1-q) s) is at most 1 + q(e^eps - 1), attained at
+// s = 1 (amplification by subsampling against a fixed mixture), so the
+// coordinate is ln(1 + q(e^eps - 1)) = f·eps-LDP; an (eps, delta)
+// randomizer gets delta·q as well. Every output is still the law of some
+// volunteer's report at the announced level, so the cover this volunteer
+// gives everyone else in the shuffle is unchanged: a personal level
+// weakens nobody's guarantee.
+//
+// Utility: the coordinate's debiased expectation is scaled by q (a blanket
+// sample contributes zero), i.e. the volunteer counts for q of a report.
+func KeepFor(eps, fraction float64) (float64, error) {
+	if !(eps > 0) || math.IsInf(eps, 0) {
+		return 0, fmt.Errorf("mechanism: keep: epsilon %v must be finite and > 0", eps)
+	}
+	if !(fraction > 0 && fraction <= 1) {
+		return 0, fmt.Errorf("mechanism: keep: fraction %v outside (0, 1]", fraction)
+	}
+	if fraction == 1 {
+		return 1, nil
+	}
+	q := math.Expm1(fraction*eps) / math.Expm1(eps)
+	if !(q > 0 && q <= 1) {
+		// e^eps overflows for eps above ~709: q underflows to 0, a
+		// volunteer who never reports; refuse instead of pretending.
+		return 0, fmt.Errorf("mechanism: keep: fraction %v of epsilon %v gives report probability %v", fraction, eps, q)
+	}
+	return q, nil
+}
+
+// KeptEpsilon returns ln(1 + q(e^eps - 1)), the guarantee of a coordinate
+// reported with probability q (see KeepFor), computed without overflow.
+func KeptEpsilon(eps, q float64) float64 {
+	if q >= 1 {
+		return eps
+	}
+	if eps > 30 {
+		// ln(1 + q(e^eps - 1)) = eps + ln(q + (1-q)e^-eps) for large eps.
+		return eps + math.Log(q+(1-q)*math.Exp(-eps))
+	}
+	return math.Log1p(q * math.Expm1(eps))
 }
 
 // withDefaults validates cfg and fills K, L and Width.
@@ -137,6 +192,12 @@ func (cfg FLAMEConfig) withDefaults() (FLAMEConfig, error) {
 		}
 	default:
 		return cfg, fmt.Errorf("mechanism: unknown protocol %v", cfg.Protocol)
+	}
+	if cfg.Keep == 0 {
+		cfg.Keep = 1
+	}
+	if !(cfg.Keep > 0 && cfg.Keep <= 1) {
+		return cfg, fmt.Errorf("mechanism: Keep %v outside (0, 1]", cfg.Keep)
 	}
 	entries := cfg.K * cfg.L
 	if cfg.Width == 0 {
@@ -202,13 +263,28 @@ func (e *Encoder) Shape() Shape {
 
 // Epsilon and Delta give the LDP guarantee of one report on the values, by
 // basic composition over the perturbed coordinates (FLAME Lemma 2): Epsilon
-// is K times the per-coordinate epsilon (= EpsL) and Delta is K times the
-// per-coordinate delta. SS-Topk decoys carry data-independent blanket
-// samples and cost nothing.
-func (e *Encoder) Epsilon() float64 { return float64(e.cfg.K) * e.r.Epsilon() }
+// is K times the per-coordinate epsilon (= EpsL, lowered by Keep < 1 as
+// KeptEpsilon states) and Delta is K times the per-coordinate delta (times
+// Keep). SS-Topk decoys carry data-independent blanket samples and cost
+// nothing.
+func (e *Encoder) Epsilon() float64 { return float64(e.cfg.K) * e.CoordinateEpsilon() }
 
 // Delta: see Epsilon.
-func (e *Encoder) Delta() float64 { return float64(e.cfg.K) * e.r.Delta() }
+func (e *Encoder) Delta() float64 { return float64(e.cfg.K) * e.cfg.Keep * e.r.Delta() }
+
+// CoordinateEpsilon is the guarantee of one perturbed coordinate:
+// KeptEpsilon(randomizer epsilon, Keep).
+func (e *Encoder) CoordinateEpsilon() float64 { return KeptEpsilon(e.r.Epsilon(), e.cfg.Keep) }
+
+// report randomizes one normalized coordinate: R(x) with probability Keep,
+// a blanket sample otherwise. With Keep = 1 it draws exactly what
+// Randomize draws.
+func (e *Encoder) report(x float64, src noise.Source) float64 {
+	if e.cfg.Keep < 1 && !noise.Bernoulli(src, e.cfg.Keep) {
+		return e.r.Blanket(src)
+	}
+	return e.r.Randomize(x, src)
+}
 
 // Encode clips, normalizes and randomizes one update x of length D and
 // returns the report as Shape().Messages messages of Shape().Width entries,
@@ -232,12 +308,12 @@ func (e *Encoder) Encode(x []float64, src noise.Source) ([]Message, error) {
 	case SSSimple:
 		for j := range idx {
 			idx[j] = uint32(j)
-			vals[j] = e.r.Randomize(e.clip.Normalize(x[j]), src)
+			vals[j] = e.report(e.clip.Normalize(x[j]), src)
 		}
 	case SSDouble:
 		sampleWithoutReplacement(idx, e.cfg.D, src)
 		for t, j := range idx {
-			vals[t] = e.r.Randomize(e.clip.Normalize(x[j]), src)
+			vals[t] = e.report(e.clip.Normalize(x[j]), src)
 		}
 	case SSTopk:
 		e.encodeTopk(x, idx, vals, src)
@@ -264,7 +340,7 @@ func (e *Encoder) encodeTopk(x []float64, idx []uint32, vals []float64, src nois
 		isTop[j] = true
 	}
 	for t, j := range top {
-		vals[t] = e.r.Randomize(e.clip.Normalize(x[j]), src)
+		vals[t] = e.report(e.clip.Normalize(x[j]), src)
 	}
 	decoys := idx[k:]
 	if len(decoys) > 0 {

@@ -30,6 +30,27 @@ const (
 	// For SS-Topk it reveals as much about the index sets as the relay
 	// already knows.
 	OverflowRaise
+	// OverflowTruncate keeps n_p fixed: a dimension with more than n_p
+	// real entries keeps a uniformly random n_p of them (the rest are
+	// dropped by the relay and never forwarded). Width must be 1, so that
+	// dropping a message drops one entry of one dimension. The batch
+	// reveals nothing about the counts: every dimension has exactly the
+	// announced n_p entries whatever the data. Use it when the index lists
+	// depend on the data (SS-Topk), where a raised n_p would reveal
+	// max_j n_j, a function of the volunteers' top-k sets.
+	//
+	// Privacy: in an overflowing dimension the target's entry is kept with
+	// probability n_p/n_j and replaced by a uniformly chosen other real
+	// entry otherwise, i.e. the view is a mixture of the untruncated view
+	// restricted to n_p entries and a view without the target; a kept
+	// subset of n_p entries, each an eps0-LDP report of some volunteer, is
+	// covered by the per-dimension shuffle bound at n = n_p (the other
+	// n_p - 1 entries are independent reports), and mixing with a view
+	// that does not depend on the target only lowers the hockey-stick
+	// divergence (joint convexity).
+	//
+	// Utility: dropped entries bias that dimension's estimate toward zero.
+	OverflowTruncate
 )
 
 func (p OverflowPolicy) String() string {
@@ -38,6 +59,8 @@ func (p OverflowPolicy) String() string {
 		return "error"
 	case OverflowRaise:
 		return "raise"
+	case OverflowTruncate:
+		return "truncate"
 	}
 	return fmt.Sprintf("OverflowPolicy(%d)", int(p))
 }
@@ -111,7 +134,13 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	if (cfg.D*cfg.NP)%cfg.Width != 0 {
 		return nil, fmt.Errorf("mechanism: D*n_p = %d*%d is not a multiple of Width %d; try n_p = %d", cfg.D, cfg.NP, cfg.Width, FeasibleNP(cfg.D, cfg.Width, cfg.NP))
 	}
-	if cfg.Overflow != OverflowError && cfg.Overflow != OverflowRaise {
+	switch cfg.Overflow {
+	case OverflowError, OverflowRaise:
+	case OverflowTruncate:
+		if cfg.Width != 1 {
+			return nil, fmt.Errorf("mechanism: overflow policy truncate needs width 1, got %d", cfg.Width)
+		}
+	default:
 		return nil, fmt.Errorf("mechanism: unknown overflow policy %v", cfg.Overflow)
 	}
 	if cfg.Blanket == nil {
@@ -157,6 +186,8 @@ type RelayStats struct {
 	Raised bool
 	// Overflowed lists the dimensions whose real count exceeded TargetNP.
 	Overflowed []uint32
+	// Truncated is the number of real entries OverflowTruncate dropped.
+	Truncated int
 }
 
 // Batch is what the analyzer receives for one round.
@@ -200,6 +231,29 @@ func (r *Relay) Process(real []Message, src noise.Source) (Batch, error) {
 		}
 	}
 	np := cfg.NP
+	if len(st.Overflowed) > 0 && cfg.Overflow == OverflowTruncate {
+		dims := make([]uint32, len(real))
+		for i, m := range real {
+			dims[i] = m.Indices[0]
+		}
+		keep, dropped, err := KeepAtMost(dims, cfg.D, np, src)
+		if err != nil {
+			return Batch{}, err
+		}
+		kept := make([]Message, 0, len(real)-dropped)
+		for i, m := range real {
+			if keep[i] {
+				kept = append(kept, m)
+			}
+		}
+		real = kept
+		if counts, err = countIndices(real, cfg.D, cfg.Width, nil); err != nil {
+			return Batch{}, fmt.Errorf("mechanism: relay: %w", err)
+		}
+		over := st.Overflowed
+		st = summarize(counts, len(real), cfg.Width)
+		st.TargetNP, st.Overflowed, st.Truncated = cfg.NP, over, dropped
+	}
 	if len(st.Overflowed) > 0 && cfg.Overflow == OverflowError {
 		e := &DimensionOverflowError{NP: cfg.NP, Dims: st.Overflowed, Counts: make([]int, len(st.Overflowed))}
 		for i, j := range st.Overflowed {
@@ -350,4 +404,52 @@ func PlanDummies(counts []int, np, width int) ([]uint32, error) {
 		}
 	}
 	return flat, nil
+}
+
+// KeepAtMost chooses, for width-1 messages whose single indices are dims,
+// which to keep so that no dimension keeps more than np: in a dimension
+// with n_j > np entries a uniformly random subset of np is kept (a partial
+// Fisher-Yates over that dimension's positions, with src); the others keep
+// everything. It returns the keep mask and the number dropped. See
+// OverflowTruncate for why this leaks nothing and is covered by the
+// per-dimension shuffle bound at n = np.
+func KeepAtMost(dims []uint32, d, np int, src noise.Source) ([]bool, int, error) {
+	if d < 1 || np < 1 {
+		return nil, 0, fmt.Errorf("mechanism: keep at most: need d >= 1 and n_p >= 1, got d=%d n_p=%d", d, np)
+	}
+	byDim := make(map[uint32][]int)
+	counts := make([]int, d)
+	for _, j := range dims {
+		if int64(j) >= int64(d) {
+			return nil, 0, fmt.Errorf("mechanism: keep at most: %w: index %d >= d=%d", ErrMalformed, j, d)
+		}
+		counts[j]++
+	}
+	for i, j := range dims {
+		if counts[j] > np {
+			byDim[j] = append(byDim[j], i)
+		}
+	}
+	keep := make([]bool, len(dims))
+	for i := range keep {
+		keep[i] = true
+	}
+	dropped := 0
+	// Visit dimensions in index order so that a seeded src gives the same
+	// choice on every run (map order is random).
+	for j := range counts {
+		pos, ok := byDim[uint32(j)]
+		if !ok {
+			continue
+		}
+		for t := 0; t < np; t++ {
+			u := t + noise.Intn(src, len(pos)-t)
+			pos[t], pos[u] = pos[u], pos[t]
+		}
+		for _, i := range pos[np:] {
+			keep[i] = false
+			dropped++
+		}
+	}
+	return keep, dropped, nil
 }

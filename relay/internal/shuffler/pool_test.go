@@ -38,12 +38,12 @@ func markSeal(mark byte) sealFunc {
 // uses only what it needs. Either way every dimension is padded to exactly
 // n_p (ParseBatch checks coverage) and no pooled block appears twice.
 func TestPoolShortfallAndSurplus(t *testing.T) {
-	p := params() // d = 8, width = 2, n_p = 6: 24 messages
-	real := make([]wire.BatchMessage, 4)
-	for i, ix := range [][]uint32{{0, 1}, {2, 3}, {0, 7}, {5, 6}} {
-		real[i] = wire.BatchMessage{Indices: ix, Sealed: make([]byte, envelope.SealedLen(2))}
+	p := params() // d = 8, width = 1, n_p = 6: 48 messages
+	real := make([]wire.BatchMessage, 8)
+	for i, j := range []uint32{0, 1, 2, 3, 0, 7, 5, 6} {
+		real[i] = wire.BatchMessage{Indices: []uint32{j}, Sealed: make([]byte, envelope.SealedLen(1))}
 	}
-	const nd = 8*6/2 - 4
+	const nd = 8*6 - 8
 	r := Round{Round: 3, Params: p, Reports: 2, CheckedIn: 2, Population: 2}
 	for _, size := range []int{0, 5, nd, nd + 7} {
 		pool, err := newPool(r, noise.NewSeeded(9), size, markSeal(1))
@@ -98,7 +98,7 @@ func TestPresealRegistry(t *testing.T) {
 	pub := key.Public().HPKE
 	p := params()
 	r := Round{Round: 77, Params: p, HPKEPub: pub, Population: 2}
-	if got := EstimateDummies(p, 2); got != 8*6/2-2*p.Messages() {
+	if got := EstimateDummies(p, 2); got != 8*6-2*p.Messages() {
 		t.Fatalf("EstimateDummies = %d", got)
 	}
 	if err := Preseal(r, noise.NewSeeded(5)); err != nil {
@@ -116,19 +116,19 @@ func TestPresealRegistry(t *testing.T) {
 	want := EstimateDummies(p, 2)
 	waitSealed(t, pool, want)
 	register(pool) // put it back for Build
-	real := realMessages(t, pub, 77, [][]uint32{{0, 1}, {2, 3}, {0, 7}, {5, 6}}, 0.125)
+	real := realMessages(t, pub, 77, [][]uint32{{0}, {1}, {2}, {3}, {0}, {7}, {5}, {6}}, 0.125)
 	r.Reports, r.CheckedIn = 2, 2
 	b, st, err := Build(r, real, noise.NewSeeded(6), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Presealed != want || st.DummyMessages != 20 {
+	if st.Presealed != want || st.DummyMessages != 40 {
 		t.Fatalf("stats %+v, want %d presealed", st, want)
 	}
 	if takePool(r) != nil {
 		t.Fatal("pool still registered after Build")
 	}
-	// All 20 dummies (all pooled) open to Lap(1/2, 2) samples (blanket of
+	// All 40 dummies (all pooled) open to Lap(1/2, 2) samples (blanket of
 	// Laplace at eps = 2/4): the mean of 40 values has sd 0.45, so
 	// |mean - 0.5| > 2.5 has probability < 1e-7 (fixed seeds).
 	sum, n := 0.0, 0
@@ -137,11 +137,11 @@ func TestPresealRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v[0] == 0.125 && v[1] == 0.125 {
+		if v[0] == 0.125 {
 			continue
 		}
-		sum += v[0] + v[1]
-		n += 2
+		sum += v[0]
+		n++
 	}
 	if n != 40 || math.Abs(sum/40-0.5) > 2.5 {
 		t.Fatalf("%d dummy values, mean %v", n, sum/float64(n))
@@ -196,7 +196,7 @@ func TestPoolEvictionAndValidation(t *testing.T) {
 	// reporters; never negative.
 	q := p
 	q.Quota, q.CheckInP = 1, 0.5
-	if got := EstimateDummies(q, 10); got != 24-q.Messages() {
+	if got := EstimateDummies(q, 10); got != 48-q.Messages() {
 		t.Fatalf("quota estimate %d", got)
 	}
 	if got := EstimateDummies(p, 1000); got != 0 {

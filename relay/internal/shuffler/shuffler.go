@@ -20,6 +20,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/randomizer"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -54,6 +55,10 @@ type Stats struct {
 	// Overflowed is the number of dimensions whose real count exceeded
 	// TargetNP.
 	Overflowed int
+	// Truncated is the number of real messages dropped from overflowing
+	// dimensions (SS-Topk, mechanism.OverflowTruncate); never forwarded,
+	// and never told to the aggregator.
+	Truncated int
 }
 
 // ErrInfeasible is wrapped when no n_p can pad the round (only possible
@@ -61,66 +66,59 @@ type Stats struct {
 // never produce); the round must abort with reason overflow.
 var ErrInfeasible = errors.New("shuffler: infeasible padding")
 
-// Blanket returns the per-coordinate randomizer the clients of a round use,
-// built from the announced parameters; its Blanket method is the dummy
-// value distribution omega (FLAME Algorithm 3 line 10). The per-coordinate
-// budget is Params.PerCoordinateEpsilon() (EpsL split over the perturbed
-// coordinates by basic composition, FLAME Lemma 2); for the Gaussian
-// randomizer DeltaL is split the same way, delta_c = DeltaL / k with k the
-// number of perturbed coordinates (D for SS-Simple, K otherwise), since k
-// coordinates at (eps_c, delta_c) compose to (k eps_c, k delta_c).
+// Blanket returns the per-coordinate randomizer the clients of a round use
+// (roundspec.Spec.Randomizer, the one derivation all parties share); its
+// Blanket method is the dummy value distribution omega (FLAME Algorithm 3
+// line 10), clamped to the randomizer's bounded support like every report.
 func Blanket(p wire.Params) (randomizer.Randomizer, error) {
-	eps := p.PerCoordinateEpsilon()
-	switch p.Randomizer {
-	case wire.RandomizerLaplace:
-		return randomizer.NewLaplace(eps)
-	case wire.RandomizerRGB:
-		return randomizer.NewRGB(eps, int(p.Buckets))
-	case wire.RandomizerGaussian:
-		k := p.K
-		if p.Protocol == wire.ProtocolSSSimple {
-			k = p.D
-		}
-		if k == 0 {
-			return nil, errors.New("shuffler: zero perturbed coordinates")
-		}
-		return randomizer.NewGaussian(eps, p.DeltaL/float64(k))
+	spec, err := roundspec.New(p)
+	if err != nil {
+		return nil, fmt.Errorf("shuffler: %w", err)
 	}
-	return nil, fmt.Errorf("shuffler: unknown randomizer %d", p.Randomizer)
+	return spec.Randomizer(), nil
 }
 
-// NP returns the n_p to pad to: the announced target when it is feasible,
-// otherwise the smallest feasible value above it (mechanism.OverflowRaise
-// semantics). counts[j] is the number of real entries of dimension j.
+// plan decides how many real entries each dimension keeps and the n_p it
+// is padded to, by the protocol's overflow policy (roundspec.Spec.Overflow),
+// for width-1 messages whose single indices are dims:
 //
-// Feasibility (see mechanism.PlanDummies): every count <= n_p, d*n_p a
-// multiple of width, and the largest deficit n_p - min_j n_j at most the
-// number of dummy messages (d*n_p - sum_j n_j)/width. The last condition
-// is width*(n_p - min) <= d*n_p - total, i.e. n_p*(d - width) >= total -
-// width*min, linear in n_p, so the smallest solution is a ceiling division
-// followed by mechanism.FeasibleNP; a larger n_p keeps it true.
-func NP(counts []int, target, width int) (np int, overflowed int, err error) {
-	d := len(counts)
-	if d < 1 || width < 1 || width > d || target < 1 {
-		return 0, 0, fmt.Errorf("shuffler: invalid shape d=%d width=%d n_p=%d", d, width, target)
+//   - OverflowRaise (SS-Simple, SS-Double: index lists independent of the
+//     data): n_p = max(target, max_j n_j), every message kept; the raised
+//     value is a function of the random sampling only;
+//   - OverflowTruncate (SS-Topk: index lists are the volunteers' top-k
+//     sets): n_p = target always, and a dimension with n_j > target keeps
+//     a uniform subset of target entries (mechanism.KeepAtMost), so the
+//     batch reveals nothing about the counts.
+//
+// keep is nil when every message is kept.
+func plan(spec *roundspec.Spec, dims []uint32, src noise.Source) (np int, keep []bool, dropped, overflowed int, err error) {
+	p := spec.Params()
+	d, target := int(p.D), int(p.NP)
+	counts := make([]int, d)
+	hi := 0
+	for _, j := range dims {
+		if int(j) >= d {
+			return 0, nil, 0, 0, fmt.Errorf("shuffler: index %d >= d=%d", j, d)
+		}
+		counts[j]++
+		hi = max(hi, counts[j])
 	}
-	total, lo, hi := 0, counts[0], counts[0]
 	for _, c := range counts {
-		total += c
-		lo, hi = min(lo, c), max(hi, c)
 		if c > target {
 			overflowed++
 		}
 	}
-	np = max(target, hi)
-	if need := total - width*lo; need > 0 {
-		if width == d {
-			return 0, overflowed, fmt.Errorf("%w: full-width messages with unequal counts", ErrInfeasible)
+	switch spec.Overflow() {
+	case mechanism.OverflowRaise:
+		return max(target, hi), nil, 0, overflowed, nil
+	case mechanism.OverflowTruncate:
+		if overflowed == 0 {
+			return target, nil, 0, 0, nil
 		}
-		np = max(np, (need+d-width-1)/(d-width))
+		keep, dropped, err = mechanism.KeepAtMost(dims, d, target, src)
+		return target, keep, dropped, overflowed, err
 	}
-	np = mechanism.FeasibleNP(d, width, np)
-	return np, overflowed, nil
+	return 0, nil, 0, 0, fmt.Errorf("%w: overflow policy %v", ErrInfeasible, spec.Overflow())
 }
 
 // Build pads and shuffles one round. real holds the messages of the
@@ -164,34 +162,53 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 		defer pool.Stop()
 	}
 	p := r.Params
-	d, width := int(p.D), int(p.Width)
-	blanket, err := Blanket(p)
+	spec, err := roundspec.New(p)
 	if err != nil {
-		return wire.Batch{}, Stats{}, err
+		return wire.Batch{}, Stats{}, fmt.Errorf("shuffler: %w", err)
 	}
-	counts := make([]int, d)
+	d := int(p.D)
+	blanket := spec.Randomizer()
+	// roundspec admits width 1 only: every message is one dimension.
+	dims := make([]uint32, len(real))
 	for i, m := range real {
-		if len(m.Indices) != width || len(m.Sealed) != envelope.SealedLen(width) {
+		if len(m.Indices) != 1 || len(m.Sealed) != envelope.SealedLen(1) {
 			return wire.Batch{}, Stats{}, fmt.Errorf("shuffler: message %d has the wrong shape", i)
 		}
-		for _, j := range m.Indices {
-			if int(j) >= d {
-				return wire.Batch{}, Stats{}, fmt.Errorf("shuffler: message %d: index %d >= d=%d", i, j, d)
-			}
-			counts[j]++
+		if int(m.Indices[0]) >= d {
+			return wire.Batch{}, Stats{}, fmt.Errorf("shuffler: message %d: index %d >= d=%d", i, m.Indices[0], d)
 		}
+		dims[i] = m.Indices[0]
 	}
-	np, overflowed, err := NP(counts, int(p.NP), width)
+	np, keep, dropped, overflowed, err := plan(spec, dims, src)
 	if err != nil {
 		return wire.Batch{}, Stats{}, err
 	}
-	flat, err := mechanism.PlanDummies(counts, np, width)
-	if err != nil {
-		return wire.Batch{}, Stats{}, fmt.Errorf("%w: %w", ErrInfeasible, err)
+	if keep != nil {
+		kept := real[:0]
+		keptDims := dims[:0]
+		for i, m := range real {
+			if keep[i] {
+				kept = append(kept, m)
+				keptDims = append(keptDims, dims[i])
+			}
+		}
+		real, dims = kept, keptDims
 	}
-	nd := len(flat) / width
+	counts := make([]int, d)
+	for _, j := range dims {
+		counts[j]++
+	}
+	// Dummy m of dimension j carries index j; dimensions in index order
+	// (the order is erased by the shuffle below).
+	flat := make([]uint32, 0, d*np-len(real))
+	for j, c := range counts {
+		for range np - c {
+			flat = append(flat, uint32(j))
+		}
+	}
+	nd := len(flat)
 	dummies := make([]wire.BatchMessage, nd)
-	vals := make([]float64, len(flat))
+	vals := make([]float64, nd)
 	from := 0 // dummies [0, from) are pre-sealed pool blocks
 	if pool != nil {
 		ps := pool.take()
@@ -200,10 +217,10 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 			dummies[m].Sealed = ps[m]
 		}
 	}
-	for i := from * width; i < len(vals); i++ {
+	for i := from; i < nd; i++ {
 		vals[i] = blanket.Blanket(src)
 	}
-	if err := sealAll(dummies, flat, vals, width, r.HPKEPub, r.Round, workers, seal); err != nil {
+	if err := sealAll(dummies, flat, vals, 1, r.HPKEPub, r.Round, workers, seal); err != nil {
 		return wire.Batch{}, Stats{}, err
 	}
 	msgs := make([]wire.BatchMessage, 0, len(real)+nd)
@@ -227,6 +244,7 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 		RealizedNP:    np,
 		Raised:        np != int(p.NP),
 		Overflowed:    overflowed,
+		Truncated:     dropped,
 	}
 	return b, st, nil
 }

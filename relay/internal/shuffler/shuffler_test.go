@@ -3,7 +3,6 @@ package shuffler
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"math"
 	"testing"
 
@@ -17,7 +16,7 @@ import (
 func params() wire.Params {
 	return wire.Params{
 		Protocol: wire.ProtocolSSDouble, Randomizer: wire.RandomizerLaplace,
-		D: 8, K: 4, L: 1, Width: 2, NP: 6, MinBatch: 1, EpsL: 2, Clip: 1, CheckInP: 1,
+		D: 8, K: 4, L: 1, Width: 1, NP: 6, MinBatch: 1, EpsL: 2, Clip: 1, CheckInP: 1,
 	}
 }
 
@@ -48,7 +47,7 @@ func TestBuildPadsExactly(t *testing.T) {
 	}
 	pub := key.Public().HPKE
 	p := params()
-	real := realMessages(t, pub, 3, [][]uint32{{0, 1}, {2, 3}, {0, 7}, {5, 6}}, 0.125)
+	real := realMessages(t, pub, 3, [][]uint32{{0}, {1}, {2}, {3}, {0}, {7}, {5}, {6}}, 0.125)
 	b, st, err := Build(Round{Round: 3, Params: p, HPKEPub: pub, Reports: 2, CheckedIn: 3, Population: 5}, real, noise.NewSeeded(1), 2)
 	if err != nil {
 		t.Fatal(err)
@@ -61,25 +60,25 @@ func TestBuildPadsExactly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseBatch: %v", err)
 	}
-	if pb.NP != 6 || st.Raised || st.RealMessages != 4 || st.DummyMessages != 8*6/2-4 || pb.Reports != 2 || pb.CheckedIn != 3 || pb.Population != 5 {
+	if pb.NP != 6 || st.Raised || st.RealMessages != 8 || st.DummyMessages != 8*6-8 || pb.Reports != 2 || pb.CheckedIn != 3 || pb.Population != 5 {
 		t.Fatalf("batch %+v stats %+v", pb, st)
 	}
 	nreal, sum := 0, 0.0
 	for _, m := range pb.Messages {
-		if len(m.Sealed) != envelope.SealedLen(2) {
+		if len(m.Sealed) != envelope.SealedLen(1) {
 			t.Fatalf("sealed size %d", len(m.Sealed))
 		}
 		v, err := key.OpenValues(3, m.Sealed, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v[0] == 0.125 && v[1] == 0.125 {
+		if v[0] == 0.125 {
 			nreal++
 			continue
 		}
-		sum += v[0] + v[1]
+		sum += v[0]
 	}
-	if nreal != 4 {
+	if nreal != 8 {
 		t.Fatalf("%d real messages after shuffle", nreal)
 	}
 	// Blanket of Laplace at eps = 2/4 is Lap(1/2, 2): the mean of 40
@@ -90,38 +89,80 @@ func TestBuildPadsExactly(t *testing.T) {
 	}
 }
 
-// TestNPRaise: an overflowing dimension raises n_p to the smallest
-// feasible value, recorded in the stats and the batch.
+// TestNPRaise: SS-Double's index lists are data-independent, so an
+// overflowing dimension raises n_p to its count, recorded in the stats and
+// the batch, and nothing is dropped.
 func TestNPRaise(t *testing.T) {
 	p := params()
 	p.NP = 2
 	fake := func(_ [32]byte, _ uint64, v []float64) ([]byte, error) {
 		return make([]byte, envelope.SealedLen(len(v))), nil
 	}
-	idx := [][]uint32{{0, 1}, {0, 2}, {0, 3}, {0, 4}} // dimension 0 has 4 > 2 entries
+	idx := []uint32{0, 1, 0, 2, 0, 3, 0, 4} // dimension 0 has 4 > 2 entries
 	real := make([]wire.BatchMessage, len(idx))
-	for i, ix := range idx {
-		real[i] = wire.BatchMessage{Indices: ix, Sealed: make([]byte, envelope.SealedLen(2))}
+	for i, j := range idx {
+		real[i] = wire.BatchMessage{Indices: []uint32{j}, Sealed: make([]byte, envelope.SealedLen(1))}
 	}
-	b, st, err := build(Round{Round: 1, Params: p, Reports: 4, CheckedIn: 4, Population: 4}, real, noise.NewSeeded(2), 1, fake, nil)
+	b, st, err := build(Round{Round: 1, Params: p, Reports: 2, CheckedIn: 2, Population: 2}, real, noise.NewSeeded(2), 1, fake, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Raised || st.RealizedNP != 4 || st.Overflowed != 1 || b.NP != 4 {
+	if !st.Raised || st.RealizedNP != 4 || st.Overflowed != 1 || b.NP != 4 || st.Truncated != 0 || st.RealMessages != 8 {
 		t.Fatalf("stats %+v np %d", st, b.NP)
 	}
 	enc, _ := b.MarshalBinary()
 	if _, err := wire.ParseBatch(enc, p); err != nil {
 		t.Fatalf("ParseBatch: %v", err)
 	}
-	// NP: the packing bound. d=3, width=2, counts (3,3,0): the deficit of
-	// dimension 2 is n_p, the dummies (3n_p-6)/2, so n_p >= 6.
-	np, over, err := NP([]int{3, 3, 0}, 3, 2)
-	if err != nil || np != 6 || over != 0 {
-		t.Fatalf("NP = %d, %d, %v", np, over, err)
+}
+
+// TestTopkTruncates: SS-Topk's index lists depend on the data, so n_p never
+// moves: an overflowing dimension keeps exactly n_p of its real messages,
+// chosen uniformly (every one of the 5 entries of dimension 0 is kept in
+// 3/5 of 20,000 seeded rounds, within 5 standard errors: a correct choice
+// fails with probability below 1e-5).
+func TestTopkTruncates(t *testing.T) {
+	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace,
+		D: 6, K: 1, L: 2, Width: 1, NP: 3, MinBatch: 1, EpsL: 1, Clip: 1, CheckInP: 1}
+	fake := func(_ [32]byte, _ uint64, v []float64) ([]byte, error) {
+		return make([]byte, envelope.SealedLen(len(v))), nil
 	}
-	if _, _, err := NP([]int{2, 1}, 2, 2); !errors.Is(err, ErrInfeasible) {
-		t.Fatalf("full width unequal counts: %v", err)
+	src := noise.NewSeeded(7)
+	const rounds = 20000
+	var kept [5]float64
+	for range rounds {
+		var real []wire.BatchMessage
+		for i := range 5 { // five messages in dimension 0, marked 1..5
+			s := make([]byte, envelope.SealedLen(1))
+			s[0] = byte(i + 1)
+			real = append(real, wire.BatchMessage{Indices: []uint32{0}, Sealed: s})
+		}
+		real = append(real, wire.BatchMessage{Indices: []uint32{4}, Sealed: make([]byte, envelope.SealedLen(1))})
+		b, st, err := build(Round{Round: 1, Params: p, Reports: 3}, real, src, 1, fake, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.NP != 3 || st.Raised || st.Truncated != 2 || st.Overflowed != 1 || len(b.Messages) != 6*3 {
+			t.Fatalf("np %d stats %+v, %d messages", b.NP, st, len(b.Messages))
+		}
+		per := make([]int, 6)
+		for _, m := range b.Messages {
+			per[m.Indices[0]]++
+			if m.Indices[0] == 0 && m.Sealed[0] > 0 {
+				kept[m.Sealed[0]-1]++
+			}
+		}
+		for j, c := range per {
+			if c != 3 {
+				t.Fatalf("dimension %d has %d messages", j, c)
+			}
+		}
+	}
+	se := math.Sqrt(0.6 * 0.4 / rounds)
+	for i, c := range kept {
+		if f := c / rounds; math.Abs(f-0.6) > 5*se {
+			t.Errorf("entry %d kept in %.4f of rounds, want 0.6", i+1, f)
+		}
 	}
 }
 

@@ -1,0 +1,292 @@
+// Package roundspec is the one derivation from a round's announced
+// parameters (wire.Params) to everything the parties do with them: which
+// coordinates a volunteer perturbs, at which per-coordinate budget, with
+// which randomizer and blanket, how the report is laid out in messages, how
+// the relay pads and what it does on overflow, how the aggregator debiases,
+// which output values are admissible, and which privacy release the ledger
+// charges. The volunteer's client, the relay, the aggregator and the
+// experiment runner all build a Spec and ask it; none of them derives any
+// of this on its own, so they cannot disagree (TestPartiesAgree).
+//
+// # Layouts and their proofs
+//
+// New refuses every parameter set whose charged ε is not a proven bound for
+// the aggregator's whole view. For the shuffle protocols (SS-Simple,
+// SS-Double, SS-Topk) that view is, per round: the batch header (round, d,
+// width, n_p, report count), and n_p·d messages in a uniformly random order,
+// each a plaintext dimension index and an independently HPKE-sealed value
+// of fixed size. The argument, written out in docs/privacy.md, needs:
+//
+//   - width 1: one coordinate per sealed message. Every message is sealed
+//     under a fresh encapsulation, so no two of a volunteer's coordinates
+//     are linked by bytes, size or position; the view is then, per
+//     dimension j, the multiset of the n_p values with index j, and the
+//     per-dimension shuffle bound (package privacy's PLD of the
+//     randomizer's dominating pair at n = n_p) composes over the
+//     coordinates one volunteer can change (k for SS-Double, 2lk for
+//     SS-Topk, d for SS-Simple). Wider messages link a volunteer's values
+//     and void that argument, so they are refused (FLAME's own width-k
+//     layout included);
+//   - dummies that are reports of a virtual volunteer: every randomizer's
+//     blanket ω is a mixture of its outputs R(x') over x' in [0,1] (Laplace
+//     and Gaussian: R(1/2); R_{γ,b}: uniform x' on the grid), so a dummy in
+//     dimension j is, for the analysis, one more volunteer's report;
+//   - n_p that reveals nothing about the data: for SS-Simple and SS-Double
+//     the index lists are data-independent, so the relay may raise n_p to
+//     the largest count (it reveals a function of the random sampling
+//     only); for SS-Topk the index lists are the volunteers' top-k sets, so
+//     n_p stays the announced value and overflowing dimensions are
+//     truncated uniformly (mechanism.OverflowTruncate);
+//   - a bounded output range (randomizer.Bounded): clamping is
+//     post-processing of each message and lets the aggregator reject any
+//     value an honest volunteer could not have sent.
+package roundspec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/blanket-fl/blanket/shared/mechanism"
+	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/randomizer"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// ErrLayout is wrapped when announced parameters are well-formed but
+// describe a layout whose privacy Blanket cannot prove.
+var ErrLayout = errors.New("roundspec: layout without a privacy proof")
+
+// Protocol is one announceable protocol. Adding a protocol means adding an
+// implementation to the table in protocols.go; everything else in this
+// package (and in the parties) dispatches through it.
+type Protocol interface {
+	// Wire is the protocol's identifier in announcements.
+	Wire() wire.Protocol
+	// Check refuses parameters whose layout the protocol's privacy
+	// argument does not cover (wrapping ErrLayout); p already passed
+	// wire.Params.Validate.
+	Check(p wire.Params) error
+	// Perturbed is the number of coordinates of one report that carry the
+	// volunteer's data (the per-coordinate budget is EpsL / Perturbed).
+	Perturbed(p wire.Params) int
+	// Changed is the number of coordinates (dimensions) in which two
+	// neighbouring volunteers' reports can differ: the number of
+	// per-dimension shuffle releases a neighbour's privacy loss composes
+	// over.
+	Changed(p wire.Params) int
+	// Mechanism is the client encoding of package mechanism.
+	Mechanism() mechanism.Protocol
+	// Release is the privacy.Release protocol name.
+	Release() string
+	// Overflow is what the relay does with a dimension holding more than
+	// n_p real entries.
+	Overflow() mechanism.OverflowPolicy
+	// Defaults fills the protocol's own parameters (K, L, Width, NP) and
+	// server learning rate for a model of d parameters and about n
+	// volunteers per round, given the options (zero: default).
+	Defaults(d, n int, o Options) (wire.Params, float64, error)
+}
+
+// Spec is a round's parameters with everything derived from them. It is
+// immutable and safe for concurrent use.
+type Spec struct {
+	p     wire.Params
+	proto Protocol
+	rz    *randomizer.Bounded
+	cfg   mechanism.FLAMEConfig
+}
+
+// New validates p (wire.Params.Validate and the protocol's layout check) and
+// derives the round's randomizer at the per-coordinate budget
+// p.EpsL/Perturbed (and, for the Gaussian, δ = p.DeltaL/Perturbed, so the
+// report is (EpsL, DeltaL)-LDP by basic composition, FLAME Lemma 2), bounded
+// as randomizer.NewBounded states.
+func New(p wire.Params) (*Spec, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	proto, err := Lookup(p.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	if err := proto.Check(p); err != nil {
+		return nil, err
+	}
+	coords := proto.Perturbed(p)
+	if coords < 1 {
+		return nil, fmt.Errorf("roundspec: %v perturbs %d coordinates", p.Protocol, coords)
+	}
+	eps := p.EpsL / float64(coords)
+	var base randomizer.Affine
+	switch p.Randomizer {
+	case wire.RandomizerLaplace:
+		base, err = randomizer.NewLaplace(eps)
+	case wire.RandomizerRGB:
+		base, err = randomizer.NewRGB(eps, int(p.Buckets))
+	case wire.RandomizerGaussian:
+		base, err = randomizer.NewGaussian(eps, p.DeltaL/float64(coords))
+	default:
+		return nil, fmt.Errorf("roundspec: unknown randomizer %v", p.Randomizer)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("roundspec: %v randomizer at epsilon %v per coordinate: %w", p.Randomizer, eps, err)
+	}
+	rz, err := randomizer.NewBounded(base, randomizer.BoundedTail)
+	if err != nil {
+		return nil, fmt.Errorf("roundspec: %w", err)
+	}
+	s := &Spec{p: p, proto: proto, rz: rz}
+	s.cfg = mechanism.FLAMEConfig{
+		Protocol: proto.Mechanism(), D: int(p.D), K: int(p.K), L: int(p.L),
+		EpsL: p.EpsL, C: p.Clip, Width: int(p.Width),
+		NewRandomizer: func(float64) (randomizer.Affine, error) { return rz, nil },
+	}
+	if _, err := mechanism.NewEncoder(s.cfg); err != nil {
+		return nil, fmt.Errorf("roundspec: %w", err)
+	}
+	return s, nil
+}
+
+// Params returns the announced parameters.
+func (s *Spec) Params() wire.Params { return s.p }
+
+// Protocol returns the protocol implementation.
+func (s *Spec) Protocol() Protocol { return s.proto }
+
+// Perturbed is the number of coordinates of a report carrying data.
+func (s *Spec) Perturbed() int { return s.proto.Perturbed(s.p) }
+
+// Randomizer is the per-coordinate randomizer every party uses: the
+// volunteers' reports, the relay's dummies (its Blanket), the aggregator's
+// debiasing (its Affine mean) and admissible values (its Support).
+func (s *Spec) Randomizer() *randomizer.Bounded { return s.rz }
+
+// Mechanism returns the mechanism configuration (the encoder's and
+// analyzer's common input).
+func (s *Spec) Mechanism() mechanism.FLAMEConfig { return s.cfg }
+
+// Encoder returns the volunteer's encoder. personal in (0, 1) is the
+// fraction of the announced budget the volunteer chose: each perturbed
+// coordinate then reports its datum with probability
+// mechanism.KeepFor(eps_c, personal) and a blanket sample otherwise, which
+// lowers this volunteer's per-coordinate guarantee to personal·eps_c (for
+// an (ε, δ) randomizer, δ·q too) and leaves everyone else's unchanged (see
+// mechanism.KeepFor). Other values of personal select the announced level.
+func (s *Spec) Encoder(personal float64) (*mechanism.Encoder, error) {
+	cfg := s.cfg
+	if personal > 0 && personal < 1 {
+		q, err := mechanism.KeepFor(s.rz.Epsilon(), personal)
+		if err != nil {
+			return nil, fmt.Errorf("roundspec: personal level: %w", err)
+		}
+		cfg.Keep = q
+	}
+	return mechanism.NewEncoder(cfg)
+}
+
+// Analyzer returns the aggregator's estimator.
+func (s *Spec) Analyzer() (*mechanism.Analyzer, error) { return mechanism.NewAnalyzer(s.cfg) }
+
+// Center is E[ω], the blanket mean: a value that must be neutralized (it
+// failed to open, or lies outside the support) is replaced by it, so it
+// adds zero to the debiased sum in expectation, as a dummy does.
+func (s *Spec) Center() float64 {
+	offset, slope := s.rz.Affine()
+	return offset + slope/2
+}
+
+// Admissible reports whether v is a value an honest volunteer or a dummy
+// can carry (randomizer.Bounded.Contains).
+func (s *Spec) Admissible(v float64) bool { return s.rz.Contains(v) }
+
+// Overflow is the relay's overflow policy for this protocol.
+func (s *Spec) Overflow() mechanism.OverflowPolicy { return s.proto.Overflow() }
+
+// Relay returns the padding and shuffling configuration the relay applies
+// (mechanism.Relay), with the blanket of Randomizer.
+func (s *Spec) Relay() mechanism.RelayConfig {
+	return mechanism.RelayConfig{D: int(s.p.D), NP: int(s.p.NP), Width: int(s.p.Width), Overflow: s.proto.Overflow(), Blanket: s.rz}
+}
+
+// Release returns the privacy.Release the ledger charges for a round with
+// n reports whose batch held np admissible values in every dimension (the
+// aggregator counts np itself: the smallest per-dimension count of values
+// that opened and lie in the support; the relay's declared report count
+// does not enter the charge).
+//
+// Guarantee (docs/privacy.md): against replacement of one volunteer's
+// update, the round is (ε, δ)-DP for the composition over Changed
+// coordinates of the per-dimension shuffle bound with np messages, each
+// Eps0 = EpsL/Perturbed (δ0 = DeltaL/Perturbed) LDP; privacy.Account
+// computes it. For SS-Simple every dimension holds the same np messages
+// (the volunteers' and the relay's), so the release's shuffle population N
+// is np.
+func (s *Spec) Release(round, n, np int) privacy.Release {
+	r := privacy.Release{
+		Round: round, Protocol: s.proto.Release(), Randomizer: s.rz.Name(),
+		Eps0: s.rz.Epsilon(), Delta0: s.rz.Delta(),
+		D: int(s.p.D), K: int(s.p.K), L: int(s.p.L), N: n, NP: np,
+	}
+	if s.p.Randomizer == wire.RandomizerRGB {
+		r.Buckets = int(s.p.Buckets)
+	}
+	switch s.p.Protocol {
+	case wire.ProtocolSSSimple:
+		r.K, r.L, r.N, r.NP = int(s.p.D), 0, np, 0
+	case wire.ProtocolSSDouble:
+		r.L = 0
+	}
+	return r
+}
+
+// LocalRelease describes one report for the volunteer's own local-model
+// accountant (privacy.AccountLocal): Perturbed coordinates at the
+// per-coordinate guarantee, lowered by a personal level as Encoder states.
+func (s *Spec) LocalRelease(personal float64) privacy.Release {
+	eps, delta := s.rz.Epsilon(), s.rz.Delta()
+	if personal > 0 && personal < 1 {
+		if q, err := mechanism.KeepFor(eps, personal); err == nil {
+			eps, delta = mechanism.KeptEpsilon(eps, q), delta*q
+		}
+	}
+	return privacy.Release{
+		Protocol: privacy.ProtocolLocal, Randomizer: s.rz.Name(), Eps0: eps, Delta0: delta,
+		D: int(s.p.D), K: s.Perturbed(), L: 1, N: 1,
+	}
+}
+
+// NoiseStd returns the standard deviation of one debiased reported
+// coordinate at the centre of the range, in update units.
+//
+// Derivation. The analyzer maps a randomized value y of a normalized
+// coordinate x~ back by z = (y - offset)/slope and then to update units by
+// C(2z - 1) (mechanism.Clipper.Denormalize), so noise of standard deviation
+// sd on y becomes 2C·sd/slope. At x~ = 1/2:
+//   - Laplace, x + Lap(1/ε): sd = √2/ε, slope 1;
+//   - Gaussian, x + N(0, σ²): sd = σ, slope 1;
+//   - R_{γ,b}: the output is the mixture, with weights 1-γ and γ, of the
+//     randomized rounding of x~b (mean x~, variance f(1-f)/b² with f the
+//     fractional part of b/2) and Unif({0..b})/b (mean 1/2, variance
+//     (b+2)/(12b)); both means are 1/2, so sd² = (1-γ)f(1-f)/b² +
+//     γ(b+2)/(12b), and slope = 1-γ.
+//
+// (The clamping of randomizer.Bounded only lowers the variance.)
+func (s *Spec) NoiseStd() (float64, error) {
+	_, slope := s.rz.Affine()
+	var sd float64
+	switch rz := s.rz.Unwrap().(type) {
+	case *randomizer.Laplace:
+		sd = math.Sqrt2 / rz.Epsilon()
+	case *randomizer.Gaussian:
+		sd = rz.Sigma()
+	case *randomizer.RGB:
+		b := float64(rz.Buckets())
+		g := rz.Gamma()
+		f := b/2 - math.Floor(b/2)
+		sd = math.Sqrt((1-g)*f*(1-f)/(b*b) + g*(b+2)/(12*b))
+	default:
+		return 0, fmt.Errorf("roundspec: no noise scale for randomizer %q", s.rz.Name())
+	}
+	return 2 * s.p.Clip * sd / slope, nil
+}
