@@ -3,186 +3,190 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // forward is the single goroutine that turns closed rounds into persisted
-// frames and sends persisted frames to the aggregator, in order.
+// frames (padding is CPU-heavy: one round at a time) and hands them to the
+// outbox's sender, which delivers every frame independently.
 func (s *Server) forward(ctx context.Context) {
 	for {
-		var j job
 		select {
 		case <-ctx.Done():
 			return
-		case j = <-s.jobs:
-		}
-		if j.r != nil {
-			e, ok := s.finish(j.r)
-			if !ok {
-				continue
+		case c := <-s.jobs:
+			if e, ok := s.finish(c); ok {
+				s.sender.Enqueue(e)
 			}
-			j.entry = e
 		}
-		s.send(ctx, j.entry)
 	}
 }
 
 // finish persists the outcome of a closed round (a padded batch, or an
 // abort) and returns the outbox entry to send. A batch already persisted
 // for the round is never rebuilt: padding happens at most once per round.
-func (s *Server) finish(rd *round) (outbox.Entry, bool) {
+func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	ob := s.cfg.Outbox
-	s.mu.Lock()
-	real, reports, checkedIn := rd.real, rd.reports, rd.checkedIn
-	rd.real = nil
-	s.mu.Unlock()
-	rep := RoundReport{Round: rd.num, Population: rd.population, CheckedIn: checkedIn, Reports: reports}
-	if rd.population > 0 {
-		rep.CheckInRate = float64(checkedIn) / float64(rd.population)
+	real := c.Real
+	c.Real = nil
+	rep := RoundReport{Round: c.Num, Population: c.Population, CheckedIn: c.CheckedIn, Reports: c.Reports}
+	if c.Population > 0 {
+		rep.CheckInRate = float64(c.CheckedIn) / float64(c.Population)
 	}
-	if ob.Has(rd.num, outbox.Batch) || ob.Has(rd.num, outbox.Abort) {
-		s.log.Error("round already has a persisted outcome; not padding again", "round", rd.num)
+	if ob.Has(c.Num, outbox.Batch) || ob.Has(c.Num, outbox.Abort) {
+		s.log.Error("round already has a persisted outcome; not padding again", "round", c.Num)
 		return outbox.Entry{}, false
 	}
 	abort := func(reason uint8, why string) (outbox.Entry, bool) {
-		a := wire.Abort{Round: rd.num, Reason: reason, Reports: reports, CheckedIn: checkedIn, Population: rd.population}
+		a := c.AbortFor(reason)
 		b, err := a.MarshalBinary()
 		if err == nil {
-			err = ob.Put(rd.num, outbox.Abort, b)
+			err = ob.Put(c.Num, outbox.Abort, b)
 		}
 		if err != nil {
-			s.log.Error("cannot persist abort", "round", rd.num, "err", err)
+			s.log.Error("cannot persist abort", "round", c.Num, "err", err)
 			return outbox.Entry{}, false
 		}
-		ob.Remove(rd.num, outbox.OpenRound)
+		ob.Remove(c.Num, outbox.OpenRound)
 		s.m.roundsAborted.Add(1)
 		rep.Outcome, rep.Reason = "aborted", why
 		s.m.setLast(rep)
-		s.log.Warn("round aborted", "round", rd.num, "reason", why, "reports", reports,
-			"minBatch", rd.params.MinBatch, "checkedIn", checkedIn, "population", rd.population)
-		return outbox.Entry{Round: rd.num, Kind: outbox.Abort}, true
+		s.log.Warn("round aborted", "round", c.Num, "reason", why, "reports", c.Reports,
+			"minBatch", c.Params.MinBatch, "checkedIn", c.CheckedIn, "population", c.Population)
+		return outbox.Entry{Round: c.Num, Kind: outbox.Abort}, true
 	}
-	if reports < rd.params.MinBatch {
-		return abort(wire.AbortBelowMinBatch, "below minimum batch")
+	if plan := c.Plan(); plan.Abort {
+		return abort(plan.Reason, plan.Why)
 	}
-	in := shuffler.Round{Round: rd.num, Params: rd.params, HPKEPub: rd.hpkePub,
-		Reports: reports, CheckedIn: checkedIn, Population: rd.population}
+	in := shuffler.Round{Round: c.Num, Params: c.Params, HPKEPub: c.HPKEPub,
+		Reports: c.Reports, CheckedIn: c.CheckedIn, Population: c.Population}
 	batch, st, err := shuffler.Build(in, real, s.cfg.NewSource(), s.cfg.SealWorkers)
 	if err != nil {
 		if errors.Is(err, shuffler.ErrInfeasible) {
 			return abort(wire.AbortOverflow, "infeasible padding")
 		}
-		s.log.Error("cannot build batch", "round", rd.num, "err", err)
+		s.log.Error("cannot build batch", "round", c.Num, "err", err)
 		return abort(wire.AbortOverflow, "batch construction failed")
 	}
 	b, err := batch.MarshalBinary()
 	if err == nil {
 		// Persisted (fsync, atomic rename) before the first send.
-		err = ob.Put(rd.num, outbox.Batch, b)
+		err = ob.Put(c.Num, outbox.Batch, b)
 	}
 	if err != nil {
-		s.log.Error("cannot persist batch; round lost", "round", rd.num, "err", err)
+		s.log.Error("cannot persist batch; round lost", "round", c.Num, "err", err)
 		return abort(wire.AbortOverflow, "batch persistence failed")
 	}
-	ob.Remove(rd.num, outbox.OpenRound)
+	ob.Remove(c.Num, outbox.OpenRound)
 	rep.Outcome = "pending"
 	rep.TargetNP, rep.RealizedNP, rep.Raised = st.TargetNP, st.RealizedNP, st.Raised
 	rep.Overflowed, rep.Dummies, rep.Messages = st.Overflowed, st.DummyMessages, len(batch.Messages)
 	s.m.setLast(rep)
 	if st.Raised {
-		s.log.Warn("n_p raised to pad the round", "round", rd.num, "targetNP", st.TargetNP,
+		s.log.Warn("n_p raised to pad the round", "round", c.Num, "targetNP", st.TargetNP,
 			"realizedNP", st.RealizedNP, "overflowedDims", st.Overflowed)
 	}
-	s.log.Info("batch persisted", "round", rd.num, "reports", reports, "real", st.RealMessages,
+	s.log.Info("batch persisted", "round", c.Num, "reports", c.Reports, "real", st.RealMessages,
 		"dummies", st.DummyMessages, "np", st.RealizedNP, "bytes", len(b))
-	return outbox.Entry{Round: rd.num, Kind: outbox.Batch}, true
+	return outbox.Entry{Round: c.Num, Kind: outbox.Batch}, true
 }
 
-// send posts a persisted frame until the aggregator gives a definitive
-// answer, resending the identical stored bytes on every attempt, then
-// removes it from the outbox. It returns early (leaving the frame for the
-// next start) when ctx is done.
-func (s *Server) send(ctx context.Context, e outbox.Entry) {
-	b, err := s.cfg.Outbox.Get(e.Round, e.Kind)
-	if err != nil {
-		s.log.Error("persisted frame unreadable", "round", e.Round, "kind", string(e.Kind), "err", err)
-		return
+// OutcomeHeader is the response header in which the aggregator names the
+// outcome of a batch or an abort (docs/protocol.md, "Relay-aggregator
+// outcomes"); the status code says the same.
+const OutcomeHeader = "Blanket-Outcome"
+
+// classify maps the aggregator's answer to a batch or an abort to an
+// outcome: 200 accepted, 208 duplicate, 409 obsolete, 400/413/422
+// invalid; anything else (5xx, 401, 404, ...) is retried. A 2xx answer to
+// a batch must carry the BatchReply of its round, else it is retried.
+func classify(kind outbox.Kind, round uint64, status int, body []byte) (outbox.Outcome, string) {
+	var out outbox.Outcome
+	switch status {
+	case http.StatusOK:
+		out = outbox.Accepted
+	case http.StatusAlreadyReported:
+		out = outbox.Duplicate
+	case http.StatusConflict:
+		out = outbox.Obsolete
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		out = outbox.Invalid
+	default:
+		if kind == outbox.Abort && status/100 == 2 {
+			return outbox.Accepted, fmt.Sprintf("HTTP %d", status) // 204 of an older aggregator
+		}
+		return outbox.Retry, fmt.Sprintf("HTTP %d", status)
 	}
+	if kind == outbox.Batch && (out == outbox.Accepted || out == outbox.Duplicate) {
+		rep, err := wire.ParseBatchReply(body)
+		if err != nil || rep.Round != round {
+			return outbox.Retry, fmt.Sprintf("HTTP %d without a batch reply for the round", status)
+		}
+		if out == outbox.Accepted && rep.Status == wire.BatchStatusDuplicate {
+			out = outbox.Duplicate // an aggregator that answers duplicates with 200
+		}
+		return out, fmt.Sprintf("reply status %d, accepted %d, rejectedOpen %d, rejectedValue %d",
+			rep.Status, rep.Accepted, rep.RejectedOpen, rep.RejectedValue)
+	}
+	var ans struct {
+		Outcome string `json:"outcome"`
+		Detail  string `json:"detail"`
+	}
+	if json.Unmarshal(body, &ans) == nil && ans.Detail != "" {
+		return out, ans.Detail
+	}
+	return out, fmt.Sprintf("HTTP %d", status)
+}
+
+// post makes one delivery attempt of a stored frame (the outbox's
+// DeliverFunc).
+func (s *Server) post(ctx context.Context, e outbox.Entry, b []byte) (outbox.Outcome, string) {
 	path := "/v1/batch"
 	if e.Kind == outbox.Abort {
 		path = "/v1/abort"
 	}
-	wait := s.cfg.RetryMin
-	for attempt := 1; ; attempt++ {
-		s.m.sendAttempts.Add(1)
-		done, why := s.post(ctx, path, e, b)
-		if done {
-			if err := s.cfg.Outbox.Remove(e.Round, e.Kind); err != nil {
-				s.log.Error("cannot remove sent frame", "round", e.Round, "err", err)
-			}
-			return
-		}
-		s.m.sendFailures.Add(1)
-		s.log.Warn("send to aggregator failed; will resend the same bytes", "round", e.Round,
-			"kind", string(e.Kind), "attempt", attempt, "reason", why, "retryIn", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(2*wait, s.cfg.RetryMax)
-	}
-}
-
-// post makes one attempt; it reports whether the answer is definitive.
-func (s *Server) post(ctx context.Context, path string, e outbox.Entry, b []byte) (bool, string) {
 	u := strings.TrimSuffix(s.cfg.Aggregator, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
 	if err != nil {
-		return false, err.Error()
+		return outbox.Retry, err.Error()
 	}
 	req.Header.Set("Authorization", "Bearer "+s.cfg.Token)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return false, "request failed"
+		return outbox.Retry, "request failed"
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if err != nil {
-		return false, "reading reply failed"
+		return outbox.Retry, "reading reply failed"
 	}
-	if e.Kind == outbox.Abort {
-		if resp.StatusCode/100 == 2 {
-			s.log.Info("abort delivered", "round", e.Round)
-			return true, ""
-		}
-		return false, fmt.Sprintf("HTTP %d", resp.StatusCode)
+	return classify(e.Kind, e.Round, resp.StatusCode, body)
+}
+
+// delivered records a frame's definitive outcome (the sender's OnFinal).
+func (s *Server) delivered(e outbox.Entry, o outbox.Outcome, _ string) {
+	if e.Kind != outbox.Batch {
+		return
 	}
-	// A parsed BatchReply for this round is definitive whatever the HTTP
-	// status: the aggregator has decided about this batch.
-	rep, perr := wire.ParseBatchReply(body)
-	if perr != nil || rep.Round != e.Round {
-		return false, fmt.Sprintf("HTTP %d without a batch reply for the round", resp.StatusCode)
+	outcome := o.String()
+	if o == outbox.Accepted || o == outbox.Duplicate {
+		s.m.roundsForwarded.Add(1)
+		outcome = "forwarded"
 	}
-	s.log.Info("batch delivered", "round", e.Round, "status", rep.Status, "accepted", rep.Accepted,
-		"rejectedOpen", rep.RejectedOpen, "rejectedValue", rep.RejectedValue)
 	s.m.mu.Lock()
 	if s.m.last != nil && s.m.last.Round == e.Round {
-		s.m.last.Outcome = "forwarded"
+		s.m.last.Outcome = outcome
 	}
 	s.m.mu.Unlock()
-	s.m.roundsForwarded.Add(1)
-	return true, ""
 }

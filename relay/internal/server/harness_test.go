@@ -202,7 +202,7 @@ func (h *harness) close() {
 func testParams() wire.Params {
 	return wire.Params{
 		Protocol: wire.ProtocolSSDouble, Randomizer: wire.RandomizerLaplace,
-		D: 8, K: 4, L: 1, Width: 2, NP: 6, MinBatch: 2, Quota: 0,
+		D: 8, K: 4, L: 1, Width: 1, NP: 6, MinBatch: 2, Quota: 0,
 		EpsL: 2, Clip: 1, CheckInP: 1,
 	}
 }

@@ -5,27 +5,31 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+
+	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/relay/internal/round"
 )
 
 // Rejection reasons of client frames. Every received frame is counted once
 // in Metrics.Received and once in either an accepted counter or exactly one
-// of these.
+// of these. The transport rejects oversized and text frames; the others are
+// the round rules' (relay/internal/round).
 const (
-	ReasonOversized   = "oversized"     // frame above the round's Report size (close 1009)
-	ReasonText        = "text_frame"    // text frame (close 1003)
-	ReasonMalformed   = "malformed"     // wire decoding failed (Ack 4, close 1007)
-	ReasonUnexpected  = "unexpected"    // a frame type clients never send (Ack 4, close 1008)
-	ReasonNoOpenRound = "no_open_round" // no round is open (Ack 1)
-	ReasonNotInvited  = "not_invited"   // connected after the round opened (Ack 1)
-	ReasonWrongRound  = "wrong_round"   // frame for another round (Ack 2)
-	ReasonTooLate     = "too_late"      // frame for the round that just closed (Ack 5)
-	ReasonNoCheckIn   = "no_checkin"    // report without a check-in (Ack 4, close 1008)
-	ReasonDuplicate   = "duplicate"     // second check-in, replayed frame or second report (Ack 3, close 1008)
-	ReasonOutOfOrder  = "out_of_order"  // seq skips ahead (Ack 4, close 1008)
+	ReasonOversized   = "oversized"             // frame above the round's Report size (close 1009)
+	ReasonText        = "text_frame"            // text frame (close 1003)
+	ReasonMalformed   = round.ReasonMalformed   // wire decoding failed (Ack 4, close 1007)
+	ReasonUnexpected  = round.ReasonUnexpected  // a frame type clients never send (Ack 4, close 1008)
+	ReasonNoOpenRound = round.ReasonNoOpenRound // no round is open (Ack 1)
+	ReasonNotInvited  = round.ReasonNotInvited  // connected after the round opened (Ack 1)
+	ReasonWrongRound  = round.ReasonWrongRound  // frame for another round (Ack 2)
+	ReasonTooLate     = round.ReasonTooLate     // frame for the round that just closed (Ack 5)
+	ReasonNoCheckIn   = round.ReasonNoCheckIn   // report without a check-in (Ack 4, close 1008)
+	ReasonDuplicate   = round.ReasonDuplicate   // second check-in, replayed frame or second report (Ack 3, close 1008)
+	ReasonOutOfOrder  = round.ReasonOutOfOrder  // seq skips ahead (Ack 4, close 1008)
+	ReasonReplay      = round.ReasonReplay      // sealed content already admitted this round or the last (Ack 3, close 1008)
 )
 
-var reasons = []string{ReasonOversized, ReasonText, ReasonMalformed, ReasonUnexpected, ReasonNoOpenRound,
-	ReasonNotInvited, ReasonWrongRound, ReasonTooLate, ReasonNoCheckIn, ReasonDuplicate, ReasonOutOfOrder}
+var reasons = append([]string{ReasonOversized, ReasonText}, round.Reasons...)
 
 // metrics are the relay's counters. They hold counts only, never payloads.
 type metrics struct {
@@ -43,8 +47,7 @@ type metrics struct {
 	roundsOpened     atomic.Uint64
 	roundsForwarded  atomic.Uint64
 	roundsAborted    atomic.Uint64
-	sendAttempts     atomic.Uint64
-	sendFailures     atomic.Uint64
+	sender           *outbox.Sender // delivery attempts and outcomes
 
 	mu   sync.Mutex
 	last *RoundReport
@@ -63,7 +66,7 @@ func (m *metrics) reject(reason string) { m.rejected[reason].Add(1) }
 // RoundReport describes the last closed round.
 type RoundReport struct {
 	Round      uint64 `json:"round"`
-	Outcome    string `json:"outcome"` // "forwarded", "aborted", "pending"
+	Outcome    string `json:"outcome"` // "pending", "forwarded", "aborted", or the aggregator's "obsolete" / "invalid" for a dropped batch
 	Reason     string `json:"reason,omitempty"`
 	Population uint32 `json:"population"`
 	CheckedIn  uint32 `json:"checkedIn"`
@@ -84,18 +87,23 @@ type Snapshot struct {
 	Accepted map[string]uint64 `json:"accepted"`
 	Rejected map[string]uint64 `json:"rejected"`
 
-	ReportsComplete  uint64       `json:"reportsComplete"`
-	PartialDiscarded uint64       `json:"partialDiscarded"`
-	Timeouts         uint64       `json:"timeouts"`
-	Connections      int64        `json:"connections"`
-	ConnectionsTotal uint64       `json:"connectionsTotal"`
-	OriginRejected   uint64       `json:"originRejected"`
-	RoundsOpened     uint64       `json:"roundsOpened"`
-	RoundsForwarded  uint64       `json:"roundsForwarded"`
-	RoundsAborted    uint64       `json:"roundsAborted"`
-	SendAttempts     uint64       `json:"sendAttempts"`
-	SendFailures     uint64       `json:"sendFailures"`
-	LastRound        *RoundReport `json:"lastRound,omitempty"`
+	ReportsComplete  uint64 `json:"reportsComplete"`
+	PartialDiscarded uint64 `json:"partialDiscarded"`
+	Timeouts         uint64 `json:"timeouts"`
+	Connections      int64  `json:"connections"`
+	ConnectionsTotal uint64 `json:"connectionsTotal"`
+	OriginRejected   uint64 `json:"originRejected"`
+	RoundsOpened     uint64 `json:"roundsOpened"`
+	RoundsForwarded  uint64 `json:"roundsForwarded"`
+	RoundsAborted    uint64 `json:"roundsAborted"`
+	SendAttempts     uint64 `json:"sendAttempts"`
+	SendFailures     uint64 `json:"sendFailures"`
+	// Delivered counts the aggregator's definitive answers to batches and
+	// aborts by outcome (accepted, duplicate, obsolete, invalid); dropped
+	// frames are the last three. Pending: frames still being delivered.
+	Delivered map[string]uint64 `json:"delivered"`
+	Pending   int               `json:"pending"`
+	LastRound *RoundReport      `json:"lastRound,omitempty"`
 }
 
 func (m *metrics) snapshot() Snapshot {
@@ -115,8 +123,10 @@ func (m *metrics) snapshot() Snapshot {
 		RoundsOpened:     m.roundsOpened.Load(),
 		RoundsForwarded:  m.roundsForwarded.Load(),
 		RoundsAborted:    m.roundsAborted.Load(),
-		SendAttempts:     m.sendAttempts.Load(),
-		SendFailures:     m.sendFailures.Load(),
+	}
+	if m.sender != nil {
+		st := m.sender.Stats()
+		s.SendAttempts, s.SendFailures, s.Delivered, s.Pending = st.Attempts, st.Failures, st.Outcomes, st.Pending
 	}
 	for r, c := range m.rejected {
 		s.Rejected[r] = c.Load()

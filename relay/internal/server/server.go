@@ -1,7 +1,9 @@
 // Package server is the relay (shuffler) of Blanket's protocol
 // (docs/protocol.md): a websocket endpoint for clients, the round
 // lifecycle driven by the aggregator's announcements, and the forwarding of
-// padded, shuffled batches.
+// padded, shuffled batches. The round rules themselves (what a frame is
+// worth, when a round closes, what it owes the aggregator) are the pure
+// state machine of relay/internal/round; this package is their transport.
 //
 // Trust: the relay sees which connection sent which message and the
 // plaintext indices, never values (sealed to the aggregator), and never
@@ -19,7 +21,9 @@
 //     a close code for frames that are not protocol frames at all.
 //   - A client checks in (CheckIn) and then sends its M Report frames in
 //     order seq = 0..M-1. A second check-in, a replayed frame or a second
-//     report is rejected with Ack 3 and closes with 1008; a malformed frame
+//     report is rejected with Ack 3 and closes with 1008, and so is a
+//     Report whose sealed content (its HPKE encapsulated key) the relay
+//     already admitted this round or the last (ReasonReplay); a malformed frame
 //     gets Ack 4 and closes with 1007. Either way the client's partial
 //     report for the round is discarded, as it is when the client drops
 //     mid-upload or the round closes first.
@@ -32,7 +36,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +51,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -143,61 +147,31 @@ func (c *Config) validate() error {
 
 // Server is the relay. Create it with New, serve Handler, and call Run.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	up    websocket.Upgrader
-	token [32]byte // SHA-256 of "Bearer " + token
-	m     *metrics
-	web   webState // the aggregator's key as fetched (web.go)
+	cfg    Config
+	log    *slog.Logger
+	up     websocket.Upgrader
+	token  [32]byte // SHA-256 of "Bearer " + token
+	m      *metrics
+	web    webState // the aggregator's key as fetched (web.go)
+	rounds *round.Machine
+	sender *outbox.Sender
 
-	mu        sync.Mutex
-	conns     map[*client]struct{}
-	open      *round // the open round, or nil
-	last      *round // the last closed round
-	lastRound uint64 // highest round number seen (opened or persisted)
-	limit     int    // read limit for the next frame of every client
-	closing   bool
+	mu      sync.Mutex
+	conns   map[*client]struct{}
+	timer   *time.Timer // the open round's deadline
+	timerOf uint64      // the round timer belongs to
+	closing bool
 
-	jobs chan job
-	wg   sync.WaitGroup // broadcasts and timers
-}
-
-// round is one announced round. Fields after mu-guarded comment are
-// guarded by Server.mu.
-type round struct {
-	num        uint64
-	ann        []byte // the announcement exactly as received
-	params     wire.Params
-	hpkePub    [32]byte
-	deadline   time.Time
-	msgs       int // M
-	frameSize  int
-	population uint32
-	timer      *time.Timer
-
-	// guarded by Server.mu
-	closed    bool
-	checkedIn uint32
-	reports   uint32
-	real      []wire.BatchMessage
+	jobs chan *round.Closed // closed rounds to pad and forward (or abort)
+	wg   sync.WaitGroup     // broadcasts and timers
 }
 
 // client is one websocket connection.
 type client struct {
 	ws  *websocket.Conn
+	p   *round.Participant
 	wmu sync.Mutex // serializes data writes (acks, announcements)
 	mid bool       // reading a frame; touched only by the read goroutine
-
-	// guarded by Server.mu
-	invited uint64 // round whose announcement this client was sent
-	round   uint64 // round this client checked in for
-	done    bool   // report complete or disqualified for round
-	pending []wire.BatchMessage
-}
-
-type job struct {
-	r     *round // a closed round to pad and forward (or abort)
-	entry outbox.Entry
 }
 
 // announcementLimit bounds POST /v1/rounds bodies.
@@ -215,8 +189,7 @@ func New(cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		m:     newMetrics(),
 		conns: make(map[*client]struct{}),
-		limit: wire.CheckInSize,
-		jobs:  make(chan job, 1024),
+		jobs:  make(chan *round.Closed, 64),
 	}
 	s.token = sha256.Sum256([]byte("Bearer " + cfg.Token))
 	s.up = websocket.Upgrader{
@@ -230,23 +203,36 @@ func New(cfg Config) (*Server, error) {
 			http.Error(w, http.StatusText(status), status)
 		},
 	}
-	if err := s.recover(); err != nil {
+	sender, err := outbox.NewSender(cfg.Outbox, outbox.SenderConfig{
+		Deliver: s.post, Logger: cfg.Logger, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, OnFinal: s.delivered,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.sender, s.m.sender = sender, sender
+	last, err := s.recover()
+	if err != nil {
 		return nil, err
 	}
+	s.rounds = round.New(last)
 	return s, nil
 }
 
-func (s *Server) recover() error {
+// recover queues the outbox's frames for delivery, turns the marker of a
+// round left open by a stop or a crash into an Abort (relay restart), and
+// returns the highest round number the outbox knows.
+func (s *Server) recover() (uint64, error) {
 	ents, err := s.cfg.Outbox.List()
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var last uint64
 	done := make(map[uint64]bool)
 	for _, e := range ents {
 		if e.Kind != outbox.OpenRound {
 			done[e.Round] = true
 		}
-		s.lastRound = max(s.lastRound, e.Round)
+		last = max(last, e.Round)
 	}
 	for _, e := range ents {
 		switch e.Kind {
@@ -255,27 +241,24 @@ func (s *Server) recover() error {
 				a := wire.Abort{Round: e.Round, Reason: wire.AbortRelayRestart}
 				b, err := a.MarshalBinary()
 				if err != nil {
-					return fmt.Errorf("server: %w", err)
+					return 0, fmt.Errorf("server: %w", err)
 				}
 				if err := s.cfg.Outbox.Put(e.Round, outbox.Abort, b); err != nil {
-					return err
+					return 0, err
 				}
+				s.m.roundsAborted.Add(1)
 				s.log.Warn("round interrupted by a relay restart; aborting it", "round", e.Round)
-				s.jobs <- job{entry: outbox.Entry{Round: e.Round, Kind: outbox.Abort}}
+				s.sender.Enqueue(outbox.Entry{Round: e.Round, Kind: outbox.Abort})
 			}
 			if err := s.cfg.Outbox.Remove(e.Round, outbox.OpenRound); err != nil {
-				return err
+				return 0, err
 			}
 		default:
 			s.log.Info("resending persisted frame", "round", e.Round, "kind", string(e.Kind))
-			select {
-			case s.jobs <- job{entry: e}:
-			default:
-				return errors.New("server: too many persisted frames in the outbox")
-			}
+			s.sender.Enqueue(e)
 		}
 	}
-	return nil
+	return last, nil
 }
 
 // Handler returns the relay's HTTP routes.
@@ -289,12 +272,15 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// Run forwards closed rounds and pings clients until ctx is done, then
-// closes every client connection (1001) and returns. Persisted frames not
-// yet acknowledged stay in the outbox for the next start.
+// Run forwards closed rounds, delivers the outbox and pings clients until
+// ctx is done, then closes every client connection (1001) and returns.
+// Persisted frames without a definitive answer stay in the outbox for the
+// next start; a round still open stays open there (its marker makes it an
+// abort at the next start).
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.forward(ctx) })
+	wg.Go(func() { s.sender.Run(ctx) })
 	wg.Go(func() { s.pinger(ctx) })
 	if s.cfg.KeyRefresh > 0 {
 		wg.Go(func() { s.fetchKeys(ctx) })
@@ -302,8 +288,9 @@ func (s *Server) Run(ctx context.Context) error {
 	<-ctx.Done()
 	s.mu.Lock()
 	s.closing = true
-	if s.open != nil {
-		s.open.timer.Stop()
+	s.rounds.Halt()
+	if s.timer != nil {
+		s.timer.Stop()
 	}
 	conns := make([]*client, 0, len(s.conns))
 	for c := range s.conns {
@@ -369,26 +356,15 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "deadline already passed", http.StatusBadRequest)
 		return
 	}
-	rd := &round{
-		num:       a.Round,
-		ann:       body,
-		params:    a.Params,
-		hpkePub:   a.HPKEPub,
-		deadline:  a.Deadline,
-		msgs:      a.Params.Messages(),
-		frameSize: a.Params.ReportFrameSize(),
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closing:
+	if s.closing {
 		http.Error(w, "relay shutting down", http.StatusServiceUnavailable)
 		return
-	case s.open != nil:
-		http.Error(w, fmt.Sprintf("round %d is still open", s.open.num), http.StatusConflict)
-		return
-	case a.Round <= s.lastRound:
-		http.Error(w, fmt.Sprintf("round %d is not after round %d", a.Round, s.lastRound), http.StatusConflict)
+	}
+	now := time.Now()
+	if err := s.rounds.CanOpen(a, now); err != nil {
+		http.Error(w, err.Error(), openStatus(err))
 		return
 	}
 	// The marker makes a crash during the round an explicit abort.
@@ -397,40 +373,54 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "state directory not writable", http.StatusInternalServerError)
 		return
 	}
-	s.lastRound = a.Round
-	s.open = rd
-	s.limit = max(rd.frameSize, wire.CheckInSize)
+	// Under s.mu no connection joins or leaves: the machine's participants
+	// are exactly s.conns.
+	rd, err := s.rounds.Open(a, body, now)
+	if err != nil {
+		s.cfg.Outbox.Remove(a.Round, outbox.OpenRound)
+		http.Error(w, err.Error(), openStatus(err))
+		return
+	}
 	targets := make([]*client, 0, len(s.conns))
 	for c := range s.conns {
-		c.invited = rd.num
 		targets = append(targets, c)
 	}
-	rd.population = uint32(len(targets))
 	// Seal the round's dummies in the background while it is open; the
 	// batch is still built once, at close (shuffler.Preseal).
-	if err := shuffler.Preseal(shuffler.Round{Round: rd.num, Params: rd.params, HPKEPub: rd.hpkePub,
-		Population: rd.population}, s.cfg.NewSource()); err != nil {
-		s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.num, "err", err)
+	if err := shuffler.Preseal(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
+		Population: rd.Population}, s.cfg.NewSource()); err != nil {
+		s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.Num, "err", err)
 	}
 	s.m.roundsOpened.Add(1)
-	rd.timer = time.AfterFunc(time.Until(rd.deadline), func() { s.closeRound(rd, "deadline") })
-	s.log.Info("round opened", "round", rd.num, "population", rd.population, "messagesPerClient", rd.msgs,
-		"minBatch", rd.params.MinBatch, "quota", rd.params.Quota, "deadline", rd.deadline)
+	s.timer, s.timerOf = time.AfterFunc(time.Until(rd.Deadline), func() { s.closeRound(rd, "deadline") }), rd.Num
+	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messagesPerClient", rd.Msgs,
+		"minBatch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
 	s.wg.Go(func() { s.broadcast(rd, targets) })
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"round": rd.num, "population": rd.population})
+	json.NewEncoder(w).Encode(map[string]any{"round": rd.Num, "population": rd.Population})
+}
+
+// openStatus is the HTTP status of an announcement the machine refuses.
+func openStatus(err error) int {
+	switch {
+	case errors.Is(err, round.ErrDeadline):
+		return http.StatusBadRequest
+	case errors.Is(err, round.ErrHalted):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusConflict // still open, or not after the last round
 }
 
 // broadcast sends the announcement to the round's population with a few
 // writers, so one slow client delays the others by at most WriteWait.
-func (s *Server) broadcast(rd *round, targets []*client) {
+func (s *Server) broadcast(rd *round.Round, targets []*client) {
 	const writers = 8
 	ch := make(chan *client)
 	var wg sync.WaitGroup
 	for range min(writers, len(targets)) {
 		wg.Go(func() {
 			for c := range ch {
-				if err := s.write(c, rd.ann); err != nil {
+				if err := s.write(c, rd.Ann); err != nil {
 					c.ws.Close()
 				}
 			}
@@ -473,42 +463,26 @@ func (s *Server) pinger(ctx context.Context) {
 	}
 }
 
-// closeRound closes rd (at the deadline or the quota) exactly once: partial
-// reports are discarded and the complete ones are handed to the forwarder.
-func (s *Server) closeRound(rd *round, why string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closeRoundLocked(rd, why)
+// closeRound closes rd at its deadline, exactly once (the quota may have
+// closed it first).
+func (s *Server) closeRound(rd *round.Round, why string) {
+	s.closed(s.rounds.Close(rd, why))
 }
 
-func (s *Server) closeRoundLocked(rd *round, why string) {
-	if rd.closed || s.closing {
+// closed hands a round the machine closed (nil: none) to the forwarder.
+func (s *Server) closed(c *round.Closed) {
+	if c == nil {
 		return
 	}
-	rd.closed = true
-	rd.timer.Stop()
-	s.open, s.last = nil, rd
-	for c := range s.conns {
-		if c.round == rd.num && !c.done && len(c.pending) > 0 {
-			s.m.partialDiscarded.Add(1)
-		}
-		if c.round == rd.num {
-			c.pending = nil
-		}
-	}
-	s.log.Info("round closed", "round", rd.num, "why", why, "population", rd.population,
-		"checkedIn", rd.checkedIn, "reports", rd.reports)
-	s.jobs <- job{r: rd}
-}
-
-// readLimit returns the read limit for a client's next frame: the open
-// round's exact Report frame size, or, between rounds, the last round's
-// (so late reports get an Ack instead of a close); never below a
-// CheckIn, which a client sends first after each announcement.
-func (s *Server) readLimit() int64 {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return int64(s.limit)
+	if s.timer != nil && s.timerOf == c.Num {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+	s.m.partialDiscarded.Add(uint64(c.Discarded))
+	s.log.Info("round closed", "round", c.Num, "why", c.Why, "population", c.Population,
+		"checkedIn", c.CheckedIn, "reports", c.Reports)
+	s.jobs <- c
 }
 
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
@@ -531,6 +505,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.conns[c] = struct{}{}
+	c.p = s.rounds.Join()
 	s.mu.Unlock()
 	s.m.connsOpen.Add(1)
 	s.m.connsTotal.Add(1)
@@ -543,10 +518,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			ws.Close()
 			s.mu.Lock()
 			delete(s.conns, c)
-			if c.round != 0 && !c.done && len(c.pending) > 0 {
+			if s.rounds.Leave(c.p) {
 				s.m.partialDiscarded.Add(1)
 			}
-			c.pending = nil
 			s.mu.Unlock()
 			s.m.connsOpen.Add(-1)
 		}()
@@ -566,7 +540,7 @@ func (s *Server) readPump(c *client) {
 		return nil
 	})
 	for {
-		limit := s.readLimit()
+		limit := int64(s.rounds.ReadLimit())
 		ws.SetReadLimit(limit)
 		ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
 		c.mid = false
@@ -611,161 +585,42 @@ func (s *Server) closeWith(c *client, code int, text string) {
 	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(s.cfg.WriteWait))
 }
 
-// verdict is the answer to one frame.
-type verdict struct {
-	reason string // "" = accepted
-	status uint8
-	round  uint64
-	recv   uint16
-	close  int // websocket close code, 0 = keep the connection
-}
-
-// handleFrame processes one complete binary frame and reports whether the
-// connection stays open.
+// handleFrame has the round machine judge one complete binary frame,
+// counts it, answers it with an Ack, and reports whether the connection
+// stays open.
 func (s *Server) handleFrame(c *client, b []byte) bool {
-	v := s.judge(c, b)
-	if v.reason != "" {
-		s.m.reject(v.reason)
+	v := s.rounds.Frame(c.p, b)
+	switch v.Accepted {
+	case round.CheckIn:
+		s.m.acceptedCheck.Add(1)
+	case round.Report:
+		s.m.acceptedReport.Add(1)
+	default:
+		s.m.reject(v.Reason)
 	}
-	ack := wire.Ack{Round: v.round, Status: v.status, Received: v.recv}
+	if v.Discarded {
+		s.m.partialDiscarded.Add(1)
+	}
+	if v.Complete {
+		s.m.reportsComplete.Add(1)
+	}
+	s.closed(v.Closed)
+	ack := wire.Ack{Round: v.Round, Status: v.Status, Received: v.Received}
 	ab, err := ack.MarshalBinary()
 	if err == nil {
 		if err := s.write(c, ab); err != nil {
 			return false
 		}
 	}
-	if v.close != 0 {
-		s.closeWith(c, v.close, v.reason)
+	switch v.End {
+	case round.EndMalformed:
+		s.closeWith(c, websocket.CloseInvalidFramePayloadData, v.Reason)
+		return false
+	case round.EndPolicy:
+		s.closeWith(c, websocket.ClosePolicyViolation, v.Reason)
 		return false
 	}
 	return true
-}
-
-// frameRound returns the round field of a CheckIn or Report frame.
-func frameRound(b []byte) (uint64, bool) {
-	if len(b) < 10 {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(b[2:10]), true
-}
-
-// roundCheckLocked decides whether a frame for round num can go to the
-// open round.
-func (s *Server) roundCheckLocked(c *client, num uint64) (verdict, bool) {
-	rd := s.open
-	switch {
-	case rd == nil && s.last != nil && num == s.last.num:
-		return verdict{reason: ReasonTooLate, status: wire.AckTooLate, round: num}, false
-	case rd == nil:
-		return verdict{reason: ReasonNoOpenRound, status: wire.AckNoRound, round: num}, false
-	case num != rd.num:
-		if s.last != nil && num == s.last.num {
-			return verdict{reason: ReasonTooLate, status: wire.AckTooLate, round: num}, false
-		}
-		return verdict{reason: ReasonWrongRound, status: wire.AckWrongRound, round: num}, false
-	case c.invited != rd.num:
-		return verdict{reason: ReasonNotInvited, status: wire.AckNoRound, round: num}, false
-	}
-	return verdict{}, true
-}
-
-// disqualifyLocked discards the client's partial report for the open round.
-func (s *Server) disqualifyLocked(c *client) {
-	if s.open != nil && c.round == s.open.num {
-		if !c.done && len(c.pending) > 0 {
-			s.m.partialDiscarded.Add(1)
-		}
-		c.done = true
-		c.pending = nil
-	}
-}
-
-func (s *Server) judge(c *client, b []byte) verdict {
-	malformed := func(num uint64, reason string, code int) verdict {
-		s.mu.Lock()
-		s.disqualifyLocked(c)
-		s.mu.Unlock()
-		return verdict{reason: reason, status: wire.AckMalformed, round: num, close: code}
-	}
-	t, err := wire.PeekType(b)
-	if err != nil {
-		return malformed(0, ReasonMalformed, websocket.CloseInvalidFramePayloadData)
-	}
-	switch t {
-	case wire.TypeCheckIn:
-		ci, err := wire.ParseCheckIn(b)
-		if err != nil {
-			num, _ := frameRound(b)
-			return malformed(num, ReasonMalformed, websocket.CloseInvalidFramePayloadData)
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if v, ok := s.roundCheckLocked(c, ci.Round); !ok {
-			return v
-		}
-		rd := s.open
-		if c.round == rd.num {
-			s.disqualifyLocked(c)
-			return verdict{reason: ReasonDuplicate, status: wire.AckDuplicate, round: rd.num, close: websocket.ClosePolicyViolation}
-		}
-		c.round, c.done, c.pending = rd.num, false, nil
-		rd.checkedIn++
-		s.m.acceptedCheck.Add(1)
-		return verdict{round: rd.num}
-	case wire.TypeReport:
-		num, ok := frameRound(b)
-		if !ok {
-			return malformed(0, ReasonMalformed, websocket.CloseInvalidFramePayloadData)
-		}
-		s.mu.Lock()
-		v, ok := s.roundCheckLocked(c, num)
-		rd := s.open
-		s.mu.Unlock()
-		if !ok {
-			return v
-		}
-		rep, err := wire.ParseReport(b, rd.params)
-		if err != nil {
-			return malformed(num, ReasonMalformed, websocket.CloseInvalidFramePayloadData)
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if rd.closed {
-			return verdict{reason: ReasonTooLate, status: wire.AckTooLate, round: num}
-		}
-		if c.round != rd.num {
-			return verdict{reason: ReasonNoCheckIn, status: wire.AckMalformed, round: num, close: websocket.ClosePolicyViolation}
-		}
-		recv := len(c.pending)
-		if c.done {
-			// A second report, or anything after a complete one.
-			return verdict{reason: ReasonDuplicate, status: wire.AckDuplicate, round: num, recv: uint16(rd.msgs), close: websocket.ClosePolicyViolation}
-		}
-		if int(rep.Seq) != recv {
-			reason := ReasonOutOfOrder
-			status := wire.AckMalformed
-			if int(rep.Seq) < recv {
-				reason, status = ReasonDuplicate, wire.AckDuplicate // a replayed frame
-			}
-			s.disqualifyLocked(c)
-			return verdict{reason: reason, status: status, round: num, recv: uint16(recv), close: websocket.ClosePolicyViolation}
-		}
-		c.pending = append(c.pending, wire.BatchMessage{Indices: rep.Indices, Sealed: rep.Sealed})
-		s.m.acceptedReport.Add(1)
-		recv++
-		if recv == rd.msgs {
-			rd.real = append(rd.real, c.pending...)
-			c.pending, c.done = nil, true
-			rd.reports++
-			s.m.reportsComplete.Add(1)
-			if q := rd.params.Quota; q > 0 && rd.reports >= q {
-				s.closeRoundLocked(rd, "quota")
-			}
-		}
-		return verdict{round: num, recv: uint16(recv)}
-	}
-	num, _ := frameRound(b)
-	return malformed(num, ReasonUnexpected, websocket.ClosePolicyViolation)
 }
 
 // readFrame reads one message of at most limit bytes (the websocket reader

@@ -1,0 +1,438 @@
+// Package round is the relay's round state machine: the rules of
+// docs/protocol.md for one relay, without sockets, timers or files. It
+// opens a round on an announcement, judges every client frame (accept, or
+// reject with a reason, an Ack status and whether the connection must
+// end), closes the round exactly once (deadline or quota, as its caller
+// decides) and says what the closed round owes the aggregator (a batch to
+// pad, or an abort and why).
+//
+// The transport (relay/internal/server) owns the websockets, the deadline
+// timer, the outbox and the counters; it hands this package one
+// Participant per connection and one frame at a time. A Machine is safe
+// for concurrent use: frames of different connections are judged in
+// parallel (a Report is decoded outside the lock).
+//
+// Replays: the HPKE encapsulated key that starts every sealed part is a
+// fresh X25519 public key per seal, so two honest messages never share
+// one. The machine remembers the keys of every Report frame it admitted in
+// the open round and in the round before, and rejects a frame carrying one
+// again (ReasonReplay): a captured report replayed on a new connection,
+// within the round or into the next one with its round field rewritten
+// (which the aggregator could not open anyway: the seal is bound to its
+// round).
+package round
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Rejection reasons of the rules. Every frame the transport hands to
+// Machine.Frame is accepted or rejected with exactly one of these.
+const (
+	ReasonMalformed   = "malformed"     // wire decoding failed (Ack 4, close invalid)
+	ReasonUnexpected  = "unexpected"    // a frame type clients never send (Ack 4, close policy)
+	ReasonNoOpenRound = "no_open_round" // no round is open (Ack 1)
+	ReasonNotInvited  = "not_invited"   // connected after the round opened (Ack 1)
+	ReasonWrongRound  = "wrong_round"   // frame for another round (Ack 2)
+	ReasonTooLate     = "too_late"      // frame for the round that just closed (Ack 5)
+	ReasonNoCheckIn   = "no_checkin"    // report without a check-in (Ack 4, close policy)
+	ReasonDuplicate   = "duplicate"     // second check-in, replayed frame or second report on one connection (Ack 3, close policy)
+	ReasonOutOfOrder  = "out_of_order"  // seq skips ahead (Ack 4, close policy)
+	ReasonReplay      = "replay"        // sealed content already seen this round or the last (Ack 3, close policy)
+)
+
+// Reasons lists every rejection reason of the rules.
+var Reasons = []string{ReasonMalformed, ReasonUnexpected, ReasonNoOpenRound, ReasonNotInvited, ReasonWrongRound,
+	ReasonTooLate, ReasonNoCheckIn, ReasonDuplicate, ReasonOutOfOrder, ReasonReplay}
+
+// End says whether a connection must end after a frame, and why.
+type End uint8
+
+const (
+	Keep         End = iota // the connection stays open
+	EndMalformed            // the frame was not a valid frame (websocket 1007)
+	EndPolicy               // a protocol violation (websocket 1008)
+)
+
+// Accepted names what an accepted frame was.
+type Accepted uint8
+
+const (
+	Rejected Accepted = iota
+	CheckIn
+	Report
+)
+
+// Verdict is the answer to one frame.
+type Verdict struct {
+	Accepted Accepted
+	Reason   string // "" when accepted
+	Status   uint8  // the Ack status (wire.Ack*)
+	Round    uint64 // the Ack round: the frame's, or 0 if unknown
+	Received uint16 // the Ack's count of the participant's messages so far
+	End      End
+	// Discarded: the participant's partial report was discarded.
+	Discarded bool
+	// Complete: this frame completed the participant's report.
+	Complete bool
+	// Closed is set when this frame reached the quota and closed the round.
+	Closed *Closed
+}
+
+// Participant is one connection's state in the rounds. The transport
+// creates it with Machine.Join and ends it with Machine.Leave.
+type Participant struct {
+	// guarded by Machine.mu
+	invited uint64 // round whose announcement this participant was sent
+	round   uint64 // round this participant checked in for
+	done    bool   // report complete or disqualified for round
+	pending []wire.BatchMessage
+}
+
+// Round is an open (or closed) round. Its exported fields are fixed at
+// Open.
+type Round struct {
+	Num        uint64
+	Ann        []byte // the announcement exactly as received
+	Params     wire.Params
+	HPKEPub    [32]byte
+	Deadline   time.Time
+	Msgs       int // M, messages per client
+	FrameSize  int // the Report frame size
+	Population uint32
+
+	// guarded by Machine.mu
+	closed    bool
+	checkedIn uint32
+	reports   uint32
+	real      []wire.BatchMessage
+}
+
+// Closed is a round that ended: what it collected and who took part.
+type Closed struct {
+	Num        uint64
+	Params     wire.Params
+	HPKEPub    [32]byte
+	Why        string // "deadline", "quota", ...
+	Population uint32
+	CheckedIn  uint32
+	Reports    uint32              // complete reports
+	Real       []wire.BatchMessage // their messages, in arrival order
+	Discarded  int                 // partial reports discarded at the close
+}
+
+// Plan is what a closed round owes the aggregator: a batch built from
+// Real, or an abort with a reason.
+type Plan struct {
+	Abort  bool
+	Reason uint8  // wire.Abort* when Abort
+	Why    string // for logs and metrics
+}
+
+// Plan decides what to forward: an abort below MinBatch complete reports,
+// else a batch (whose padding may still turn out infeasible: AbortFor
+// wire.AbortOverflow).
+func (c *Closed) Plan() Plan {
+	if c.Reports < c.Params.MinBatch {
+		return Plan{Abort: true, Reason: wire.AbortBelowMinBatch, Why: "below minimum batch"}
+	}
+	return Plan{}
+}
+
+// AbortFor returns the Abort frame of the round for reason.
+func (c *Closed) AbortFor(reason uint8) wire.Abort {
+	return wire.Abort{Round: c.Num, Reason: reason, Reports: c.Reports, CheckedIn: c.CheckedIn, Population: c.Population}
+}
+
+// Errors of Open.
+var (
+	ErrStillOpen = errors.New("round: a round is still open")
+	ErrStale     = errors.New("round: round number not after the last one")
+	ErrDeadline  = errors.New("round: deadline already passed")
+	ErrHalted    = errors.New("round: relay shutting down")
+)
+
+// Machine is the relay's round state.
+type Machine struct {
+	mu        sync.Mutex
+	parts     map[*Participant]struct{}
+	open      *Round // the open round, or nil
+	lastNum   uint64 // the last closed round (frames for it are too late)
+	lastRound uint64 // highest round number seen (opened or persisted)
+	limit     int    // read limit for every participant's next frame
+	halted    bool
+
+	seen, prevSeen map[[wire.EncSize]byte]struct{} // encapsulated keys admitted
+}
+
+// New returns a machine whose next round must be numbered above
+// lastRound (the highest round the relay's outbox knows).
+func New(lastRound uint64) *Machine {
+	return &Machine{parts: make(map[*Participant]struct{}), lastRound: lastRound, limit: wire.CheckInSize}
+}
+
+// Join adds a participant (a new connection). It is not invited to a
+// round already open.
+func (m *Machine) Join() *Participant {
+	p := &Participant{}
+	m.mu.Lock()
+	m.parts[p] = struct{}{}
+	m.mu.Unlock()
+	return p
+}
+
+// Leave removes a participant (its connection ended) and reports whether
+// a partial report of it was discarded.
+func (m *Machine) Leave(p *Participant) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.parts, p)
+	d := p.round != 0 && !p.done && len(p.pending) > 0
+	p.pending = nil
+	return d
+}
+
+// Population returns the number of participants.
+func (m *Machine) Population() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.parts)
+}
+
+// LastRound returns the highest round number seen.
+func (m *Machine) LastRound() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastRound
+}
+
+// ReadLimit returns the size limit of every participant's next frame: the
+// open round's exact Report frame size, or, between rounds, the last
+// round's (so late reports get an Ack instead of a close); never below a
+// CheckIn, which a client sends first after each announcement.
+func (m *Machine) ReadLimit() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.limit
+}
+
+// CanOpen reports whether Open would open the round of announcement a at
+// time now, without opening it (the transport persists its marker first).
+func (m *Machine) CanOpen(a *wire.Announcement, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.canOpenLocked(a, now)
+}
+
+func (m *Machine) canOpenLocked(a *wire.Announcement, now time.Time) error {
+	switch {
+	case !a.Deadline.After(now):
+		return ErrDeadline
+	case m.halted:
+		return ErrHalted
+	case m.open != nil:
+		return fmt.Errorf("%w: round %d", ErrStillOpen, m.open.Num)
+	case a.Round <= m.lastRound:
+		return fmt.Errorf("%w: round %d is not after round %d", ErrStale, a.Round, m.lastRound)
+	}
+	return nil
+}
+
+// Open opens the round of announcement a (frame: its bytes as received) at
+// time now and invites every current participant.
+func (m *Machine) Open(a *wire.Announcement, frame []byte, now time.Time) (*Round, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.canOpenLocked(a, now); err != nil {
+		return nil, err
+	}
+	r := &Round{
+		Num: a.Round, Ann: frame, Params: a.Params, HPKEPub: a.HPKEPub, Deadline: a.Deadline,
+		Msgs: a.Params.Messages(), FrameSize: a.Params.ReportFrameSize(), Population: uint32(len(m.parts)),
+	}
+	for p := range m.parts {
+		p.invited = r.Num
+	}
+	m.lastRound, m.open = r.Num, r
+	m.limit = max(r.FrameSize, wire.CheckInSize)
+	m.prevSeen, m.seen = m.seen, make(map[[wire.EncSize]byte]struct{})
+	return r, nil
+}
+
+// Halt stops the machine from opening or closing rounds (the relay is
+// shutting down: a round open now stays open, and its outbox marker makes
+// it an abort at the next start).
+func (m *Machine) Halt() {
+	m.mu.Lock()
+	m.halted = true
+	m.mu.Unlock()
+}
+
+// Close closes r exactly once (why: "deadline", "quota", ...): partial
+// reports are discarded and the complete ones returned. It returns nil if
+// r was already closed or the machine halted.
+func (m *Machine) Close(r *Round, why string) *Closed {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closeLocked(r, why)
+}
+
+func (m *Machine) closeLocked(r *Round, why string) *Closed {
+	if r.closed || m.halted {
+		return nil
+	}
+	r.closed = true
+	if m.open == r {
+		m.open, m.lastNum = nil, r.Num
+	}
+	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, Population: r.Population,
+		CheckedIn: r.checkedIn, Reports: r.reports, Real: r.real}
+	r.real = nil
+	for p := range m.parts {
+		if p.round == r.Num {
+			if !p.done && len(p.pending) > 0 {
+				c.Discarded++
+			}
+			p.pending = nil
+		}
+	}
+	return c
+}
+
+// admitLocked decides whether a frame for round num can go to the open
+// round.
+func (m *Machine) admitLocked(p *Participant, num uint64) (Verdict, bool) {
+	r := m.open
+	switch {
+	case num != 0 && num == m.lastNum && (r == nil || num != r.Num):
+		return Verdict{Reason: ReasonTooLate, Status: wire.AckTooLate, Round: num}, false
+	case r == nil:
+		return Verdict{Reason: ReasonNoOpenRound, Status: wire.AckNoRound, Round: num}, false
+	case num != r.Num:
+		return Verdict{Reason: ReasonWrongRound, Status: wire.AckWrongRound, Round: num}, false
+	case p.invited != r.Num:
+		return Verdict{Reason: ReasonNotInvited, Status: wire.AckNoRound, Round: num}, false
+	}
+	return Verdict{}, true
+}
+
+// disqualifyLocked discards the participant's partial report for the open
+// round and reports whether there was one.
+func (m *Machine) disqualifyLocked(p *Participant) bool {
+	if m.open == nil || p.round != m.open.Num {
+		return false
+	}
+	d := !p.done && len(p.pending) > 0
+	p.done, p.pending = true, nil
+	return d
+}
+
+// reject returns a rejection that ends the connection and disqualifies
+// the participant for the open round.
+func (m *Machine) rejectLocked(p *Participant, v Verdict) Verdict {
+	v.Discarded = m.disqualifyLocked(p)
+	return v
+}
+
+// Frame judges one complete binary frame from participant p.
+func (m *Machine) Frame(p *Participant, b []byte) Verdict {
+	typ, num, err := wire.PeekRound(b)
+	if err != nil {
+		// typ is 0 unless the header is valid and the frame too short to
+		// carry its round.
+		v := Verdict{Reason: ReasonMalformed, Status: wire.AckMalformed, End: EndMalformed}
+		if typ != 0 && typ != wire.TypeCheckIn && typ != wire.TypeReport {
+			v.Reason, v.End = ReasonUnexpected, EndPolicy
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.rejectLocked(p, v)
+	}
+	switch typ {
+	case wire.TypeCheckIn:
+		return m.checkIn(p, b, num)
+	case wire.TypeReport:
+		return m.report(p, b, num)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rejectLocked(p, Verdict{Reason: ReasonUnexpected, Status: wire.AckMalformed, Round: num, End: EndPolicy})
+}
+
+func (m *Machine) checkIn(p *Participant, b []byte, num uint64) Verdict {
+	ci, err := wire.ParseCheckIn(b)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		return m.rejectLocked(p, Verdict{Reason: ReasonMalformed, Status: wire.AckMalformed, Round: num, End: EndMalformed})
+	}
+	if v, ok := m.admitLocked(p, ci.Round); !ok {
+		return v
+	}
+	r := m.open
+	if p.round == r.Num {
+		return m.rejectLocked(p, Verdict{Reason: ReasonDuplicate, Status: wire.AckDuplicate, Round: r.Num, End: EndPolicy})
+	}
+	p.round, p.done, p.pending = r.Num, false, nil
+	r.checkedIn++
+	return Verdict{Accepted: CheckIn, Round: r.Num}
+}
+
+func (m *Machine) report(p *Participant, b []byte, num uint64) Verdict {
+	m.mu.Lock()
+	v, ok := m.admitLocked(p, num)
+	r := m.open
+	m.mu.Unlock()
+	if !ok {
+		return v
+	}
+	// Decoded outside the lock: frames of other connections go on.
+	rep, err := wire.ParseReport(b, r.Params)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		return m.rejectLocked(p, Verdict{Reason: ReasonMalformed, Status: wire.AckMalformed, Round: num, End: EndMalformed})
+	}
+	if r.closed {
+		return Verdict{Reason: ReasonTooLate, Status: wire.AckTooLate, Round: num}
+	}
+	if p.round != r.Num {
+		return Verdict{Reason: ReasonNoCheckIn, Status: wire.AckMalformed, Round: num, End: EndPolicy}
+	}
+	recv := len(p.pending)
+	if p.done {
+		// A second report, or anything after a complete one.
+		return Verdict{Reason: ReasonDuplicate, Status: wire.AckDuplicate, Round: num, Received: uint16(r.Msgs), End: EndPolicy}
+	}
+	if int(rep.Seq) != recv {
+		v := Verdict{Reason: ReasonOutOfOrder, Status: wire.AckMalformed, Round: num, Received: uint16(recv), End: EndPolicy}
+		if int(rep.Seq) < recv {
+			v.Reason, v.Status = ReasonDuplicate, wire.AckDuplicate // a frame re-sent on its connection
+		}
+		return m.rejectLocked(p, v)
+	}
+	enc := rep.Enc()
+	_, dup := m.seen[enc]
+	if _, old := m.prevSeen[enc]; dup || old {
+		return m.rejectLocked(p, Verdict{Reason: ReasonReplay, Status: wire.AckDuplicate, Round: num, Received: uint16(recv), End: EndPolicy})
+	}
+	m.seen[enc] = struct{}{}
+	p.pending = append(p.pending, wire.BatchMessage{Indices: rep.Indices, Sealed: rep.Sealed})
+	recv++
+	v = Verdict{Accepted: Report, Round: num, Received: uint16(recv)}
+	if recv == r.Msgs {
+		r.real = append(r.real, p.pending...)
+		p.pending, p.done = nil, true
+		r.reports++
+		v.Complete = true
+		if q := r.Params.Quota; q > 0 && r.reports >= q {
+			v.Closed = m.closeLocked(r, "quota")
+		}
+	}
+	return v
+}

@@ -1,0 +1,296 @@
+package round
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// The rules without sockets: frames are byte slices, participants are
+// values, time is a parameter.
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func params() wire.Params {
+	return wire.Params{
+		Protocol: wire.ProtocolSSDouble, Randomizer: wire.RandomizerLaplace,
+		D: 8, K: 2, L: 1, Width: 1, NP: 4, MinBatch: 2, Quota: 0,
+		EpsL: 2, Clip: 1, CheckInP: 1,
+	}
+}
+
+func announcement(t *testing.T, num uint64, p wire.Params) (*wire.Announcement, []byte) {
+	t.Helper()
+	a := &wire.Announcement{Round: num, Deadline: t0.Add(time.Minute), Params: p, Model: make([]float64, p.D)}
+	b, err := a.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func open(t *testing.T, m *Machine, num uint64, p wire.Params) *Round {
+	t.Helper()
+	a, b := announcement(t, num, p)
+	r, err := m.Open(a, b, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func checkIn(num uint64) []byte {
+	b, _ := (&wire.CheckIn{Round: num}).MarshalBinary()
+	return b
+}
+
+// sealer makes Report frames whose sealed parts start with distinct
+// encapsulated keys (the rules never open them; a counter stands in for
+// HPKE's fresh key per seal).
+type sealer struct{ n byte }
+
+func (s *sealer) report(t *testing.T, num uint64, p wire.Params, seq int, idx uint32) []byte {
+	t.Helper()
+	s.n++
+	sealed := make([]byte, envelope.SealedLen(int(p.Width)))
+	sealed[0], sealed[1] = s.n, byte(num)
+	r := wire.Report{Round: num, Seq: uint16(seq), Count: uint16(p.Messages()), Indices: []uint32{idx}, Sealed: sealed}
+	b, err := r.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// full returns a client's M report frames.
+func (s *sealer) full(t *testing.T, num uint64, p wire.Params) [][]byte {
+	out := make([][]byte, p.Messages())
+	for i := range out {
+		out[i] = s.report(t, num, p, i, uint32(i))
+	}
+	return out
+}
+
+func expect(t *testing.T, v Verdict, acc Accepted, reason string, status uint8, end End) {
+	t.Helper()
+	if v.Accepted != acc || v.Reason != reason || v.Status != status || v.End != end {
+		t.Fatalf("verdict %+v, want accepted %d reason %q status %d end %d", v, acc, reason, status, end)
+	}
+}
+
+func participate(t *testing.T, m *Machine, p *Participant, frames [][]byte, num uint64) []Verdict {
+	t.Helper()
+	expect(t, m.Frame(p, checkIn(num)), CheckIn, "", wire.AckAccepted, Keep)
+	var vs []Verdict
+	for i, f := range frames {
+		v := m.Frame(p, f)
+		expect(t, v, Report, "", wire.AckAccepted, Keep)
+		if int(v.Received) != i+1 {
+			t.Fatalf("frame %d: received %d", i, v.Received)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+func TestOpenRules(t *testing.T) {
+	m := New(4)
+	a, b := announcement(t, 4, params())
+	if _, err := m.Open(a, b, t0); !errors.Is(err, ErrStale) {
+		t.Fatalf("round 4 after the outbox's round 4: %v", err)
+	}
+	a, b = announcement(t, 5, params())
+	if _, err := m.Open(a, b, a.Deadline); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("at its deadline: %v", err)
+	}
+	p1, p2 := m.Join(), m.Join()
+	_ = p2
+	r, err := m.Open(a, b, t0)
+	if err != nil || r.Population != 2 || r.Msgs != 2 || m.ReadLimit() != params().ReportFrameSize() {
+		t.Fatalf("open: %+v %v limit %d", r, err, m.ReadLimit())
+	}
+	a6, b6 := announcement(t, 6, params())
+	if err := m.CanOpen(a6, t0); !errors.Is(err, ErrStillOpen) {
+		t.Fatalf("second open round: %v", err)
+	}
+	late := m.Join() // joined after the announcement: not invited
+	expect(t, m.Frame(late, checkIn(5)), Rejected, ReasonNotInvited, wire.AckNoRound, Keep)
+	expect(t, m.Frame(p1, checkIn(5)), CheckIn, "", 0, Keep)
+	if c := m.Close(r, "deadline"); c == nil || c.Population != 2 || c.CheckedIn != 1 || m.Close(r, "again") != nil {
+		t.Fatalf("close once: %+v", c)
+	}
+	if m.LastRound() != 5 || m.ReadLimit() != params().ReportFrameSize() {
+		t.Fatalf("after close: last %d, limit %d", m.LastRound(), m.ReadLimit())
+	}
+	m.Halt()
+	if _, err := m.Open(a6, b6, t0); !errors.Is(err, ErrHalted) {
+		t.Fatalf("open after halt: %v", err)
+	}
+	// A halted machine closes nothing: the outbox marker makes the round
+	// an abort at the next start.
+	m2 := New(0)
+	p2 = m2.Join()
+	r2 := open(t, m2, 1, params())
+	m2.Halt()
+	if m2.Close(r2, "deadline") != nil {
+		t.Fatal("a halted machine closed a round")
+	}
+}
+
+// TestFrameRules: every frame gets exactly one verdict, with the reason,
+// Ack status and end of the protocol.
+func TestFrameRules(t *testing.T) {
+	p := params()
+	var s sealer
+	m := New(0)
+	c := m.Join()
+	expect(t, m.Frame(c, checkIn(1)), Rejected, ReasonNoOpenRound, wire.AckNoRound, Keep)
+	r := open(t, m, 1, p)
+
+	cases := []struct {
+		name   string
+		frame  []byte
+		reason string
+		status uint8
+		end    End
+	}{
+		{"empty", nil, ReasonMalformed, wire.AckMalformed, EndMalformed},
+		{"bad version", []byte{9, 2, 0, 0, 0, 0, 0, 0, 0, 1}, ReasonMalformed, wire.AckMalformed, EndMalformed},
+		{"short check-in", []byte{1, 2, 0, 0}, ReasonMalformed, wire.AckMalformed, EndMalformed},
+		{"long check-in", append(checkIn(1), 0), ReasonMalformed, wire.AckMalformed, EndMalformed},
+		{"short ack", []byte{1, 7, 0}, ReasonUnexpected, wire.AckMalformed, EndPolicy},
+		{"ack", func() []byte { b, _ := (&wire.Ack{Round: 1}).MarshalBinary(); return b }(), ReasonUnexpected, wire.AckMalformed, EndPolicy},
+		{"wrong round", checkIn(7), ReasonWrongRound, wire.AckWrongRound, Keep},
+		{"report without check-in", s.report(t, 1, p, 0, 0), ReasonNoCheckIn, wire.AckMalformed, EndPolicy},
+		{"truncated report", s.report(t, 1, p, 0, 0)[:30], ReasonMalformed, wire.AckMalformed, EndMalformed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			expect(t, m.Frame(c, tc.frame), Rejected, tc.reason, tc.status, tc.end)
+		})
+	}
+
+	a := m.Join() // joined after the open: not invited
+	expect(t, m.Frame(a, checkIn(1)), Rejected, ReasonNotInvited, wire.AckNoRound, Keep)
+	m.Close(r, "deadline")
+	expect(t, m.Frame(c, checkIn(1)), Rejected, ReasonTooLate, wire.AckTooLate, Keep)
+
+	seqs := []struct {
+		name   string
+		frames func(s *sealer) [][]byte
+		reason string
+		status uint8
+		disc   bool
+	}{
+		{"second check-in", func(*sealer) [][]byte { return [][]byte{checkIn(2)} }, ReasonDuplicate, wire.AckDuplicate, false},
+		{"re-sent frame", func(s *sealer) [][]byte { f := s.report(t, 2, p, 0, 0); return [][]byte{f, f} }, ReasonDuplicate, wire.AckDuplicate, true},
+		{"out of order", func(s *sealer) [][]byte { return [][]byte{s.report(t, 2, p, 1, 1)} }, ReasonOutOfOrder, wire.AckMalformed, false},
+		{"after a full report", func(s *sealer) [][]byte { return append(s.full(t, 2, p), s.report(t, 2, p, 0, 0)) }, ReasonDuplicate, wire.AckDuplicate, false},
+	}
+	for _, tc := range seqs {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(1)
+			c := m.Join()
+			open(t, m, 2, p)
+			expect(t, m.Frame(c, checkIn(2)), CheckIn, "", 0, Keep)
+			fs := tc.frames(&sealer{})
+			for _, f := range fs[:len(fs)-1] {
+				expect(t, m.Frame(c, f), Report, "", 0, Keep)
+			}
+			v := m.Frame(c, fs[len(fs)-1])
+			expect(t, v, Rejected, tc.reason, tc.status, EndPolicy)
+			if v.Discarded != tc.disc {
+				t.Fatalf("discarded %v, want %v", v.Discarded, tc.disc)
+			}
+		})
+	}
+}
+
+// TestReplayRejected: a report captured from one client and replayed on a
+// new connection, in the same round or (its round field rewritten) in the
+// next, is rejected as a replay and never reaches the batch.
+func TestReplayRejected(t *testing.T) {
+	p := params()
+	var s sealer
+	m := New(0)
+	honest, thief, thief2 := m.Join(), m.Join(), m.Join()
+	r := open(t, m, 1, p)
+	captured := s.full(t, 1, p)
+	participate(t, m, honest, captured, 1)
+	expect(t, m.Frame(thief, checkIn(1)), CheckIn, "", 0, Keep)
+	v := m.Frame(thief, captured[0])
+	expect(t, v, Rejected, ReasonReplay, wire.AckDuplicate, EndPolicy)
+	// A thief that sends one fresh frame first, then a captured one: its
+	// partial report is discarded.
+	expect(t, m.Frame(thief2, checkIn(1)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(thief2, s.report(t, 1, p, 0, 5)), Report, "", 0, Keep)
+	v = m.Frame(thief2, captured[1])
+	expect(t, v, Rejected, ReasonReplay, wire.AckDuplicate, EndPolicy)
+	if !v.Discarded {
+		t.Fatal("the replaying client's partial report was kept")
+	}
+	c := m.Close(r, "deadline")
+	if c.Reports != 1 || len(c.Real) != p.Messages() || c.CheckedIn != 3 {
+		t.Fatalf("closed %+v", c)
+	}
+
+	// The next round: the captured frames with the round field rewritten.
+	open(t, m, 2, p)
+	g := append([]byte(nil), captured[0]...)
+	g[9] = 2 // round 1 -> 2 (big-endian u64 at offset 2)
+	for _, pt := range []*Participant{thief, thief2} {
+		expect(t, m.Frame(pt, checkIn(2)), CheckIn, "", 0, Keep)
+		expect(t, m.Frame(pt, g), Rejected, ReasonReplay, wire.AckDuplicate, EndPolicy)
+	}
+	// Unchanged, they are for the round that closed.
+	expect(t, m.Frame(honest, captured[0]), Rejected, ReasonTooLate, wire.AckTooLate, Keep)
+}
+
+// TestQuotaAndPlan: the quota closes the round with the frame that reaches
+// it; the plan aborts below MinBatch and forwards otherwise; partial
+// reports are discarded at the close.
+func TestQuotaAndPlan(t *testing.T) {
+	p := params()
+	p.Quota = 2
+	var s sealer
+	m := New(0)
+	a, b, c := m.Join(), m.Join(), m.Join()
+	r := open(t, m, 1, p)
+	participate(t, m, a, s.full(t, 1, p), 1)
+	expect(t, m.Frame(c, checkIn(1)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(c, s.report(t, 1, p, 0, 3)), Report, "", 0, Keep) // partial
+	vs := participate(t, m, b, s.full(t, 1, p), 1)
+	last := vs[len(vs)-1]
+	if !last.Complete || last.Closed == nil {
+		t.Fatalf("quota not reached: %+v", last)
+	}
+	cl := last.Closed
+	if cl.Why != "quota" || cl.Reports != 2 || cl.CheckedIn != 3 || cl.Population != 3 || cl.Discarded != 1 ||
+		len(cl.Real) != 2*p.Messages() || cl.Plan().Abort {
+		t.Fatalf("closed %+v plan %+v", cl, cl.Plan())
+	}
+	if m.Close(r, "deadline") != nil {
+		t.Fatal("closed twice")
+	}
+	expect(t, m.Frame(c, s.report(t, 1, p, 1, 4)), Rejected, ReasonTooLate, wire.AckTooLate, Keep)
+
+	// Below MinBatch: abort, with the counts.
+	r2 := open(t, m, 2, p)
+	participate(t, m, a, s.full(t, 2, p), 2)
+	cl = m.Close(r2, "deadline")
+	plan := cl.Plan()
+	ab := cl.AbortFor(plan.Reason)
+	if !plan.Abort || plan.Reason != wire.AbortBelowMinBatch || ab.Round != 2 || ab.Reports != 1 || ab.Population != 3 {
+		t.Fatalf("plan %+v abort %+v", plan, ab)
+	}
+	// Leaving mid-upload discards the partial report.
+	open(t, m, 3, p)
+	expect(t, m.Frame(b, checkIn(3)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(b, s.report(t, 3, p, 0, 0)), Report, "", 0, Keep)
+	if !m.Leave(b) || m.Population() != 2 {
+		t.Fatal("leaving mid-upload: partial report not discarded")
+	}
+}
