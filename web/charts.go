@@ -33,6 +33,8 @@ type DashboardData struct {
 	// ModelResets lists the rounds after which the operator reset the
 	// model to zero (the privacy ledger is never reset).
 	ModelResets []int
+	// Markers are the operator's protocol changes.
+	Markers     []Marker
 	Config      []ConfigItem
 	Fingerprint string
 	WasmSHA256  string
@@ -153,6 +155,7 @@ type Chart struct {
 	YTicks        []Tick
 	RightTicks    []Tick
 	Resets        []float64 // x of model resets
+	Markers       []ChartMarker
 	Width, Height float64
 	PlotX, PlotY  float64
 	PlotW, PlotH  float64
@@ -639,4 +642,30 @@ func baseMethod(m string) string {
 		}
 	}
 	return m
+}
+
+// Marker is a change worth marking on the charts: the operator switched
+// the protocol (Label) from round Round on.
+type Marker struct {
+	Round int
+	Label string
+}
+
+// ChartMarker is a Marker's position on one chart.
+type ChartMarker struct {
+	X     float64
+	Label string
+}
+
+// WithMarkers adds a vertical marker before each marker's round that lies
+// within the rounds drawn.
+func (c Chart) WithMarkers(ms []Marker, rounds []RoundView) Chart {
+	r0, r1 := roundRange(rounds)
+	s := scale{r0: r0, r1: r1}
+	for _, m := range ms {
+		if x := float64(m.Round) - 0.5; x >= r0 && x <= r1 {
+			c.Markers = append(c.Markers, ChartMarker{X: c.x(s, x), Label: m.Label})
+		}
+	}
+	return c
 }

@@ -365,17 +365,23 @@ func TestOperatorPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	d := OperatorData{State: "paused", Round: 3, TokenRequired: true, JoinURL: "http://127.0.0.1:8081/", QR: q,
-		Form: OperatorForm{Protocol: "ss-double", EpsL: "78.5", D: 7850}, Error: "bad <input>", Pending: []string{"reset"}}
-	if err := Operator(d).Render(context.Background(), &b); err != nil {
-		t.Fatal(err)
+	render := func(d OperatorData) string {
+		var b bytes.Buffer
+		if err := Operator(d).Render(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
 	}
-	page := b.String()
-	for _, want := range []string{`id="op-state" data-state="paused"`, `formaction="/operator/start"`, `formaction="/operator/pause"`,
-		`formaction="/operator/reset"`, `formaction="/operator/config"`, `name="token"`, `id="join-qr"`,
+	d := OperatorData{State: "paused", Round: 3, LoggedIn: true, NewClass: true, JoinURL: "http://127.0.0.1:8081/", QR: q,
+		Form: OperatorForm{Protocol: "ss-double", EpsL: "78.5", D: 7850,
+			Defaults: []ProtocolDefaults{{Protocol: "ss-simple", ServerLR: "1"}, {Protocol: "ss-topk", K: "157", NPRatio: "3", ServerLR: "50"}}},
+		Error: "bad <input>", Pending: []string{"reset"}}
+	page := render(d)
+	for _, want := range []string{`id="op-state" data-state="paused"`, "paused by the teacher", `action="/operator/start"`, `action="/operator/pause"`,
+		`action="/operator/reset"`, `action="/operator/config"`, `action="/operator/newclass"`, `id="join-qr"`,
 		`<option value="ss-double" selected>`, `name="eps_l" type="number" step="any" value="78.5"`,
-		"bad &lt;input&gt;", "Reset does not reset privacy"} {
+		`data-protocol="ss-topk" data-k="157" data-np-ratio="3" data-server-lr="50"`,
+		"bad &lt;input&gt;", "Reset does not reset privacy", `class="danger"`, "/static/operator.js"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("operator page lacks %q", want)
 		}
@@ -383,6 +389,31 @@ func TestOperatorPage(t *testing.T) {
 	for _, name := range []string{"protocol", "eps_l", "clip", "k", "beta", "np_ratio", "check_in_p", "round_timeout", "min_batch"} {
 		if !strings.Contains(page, `name="`+name+`"`) {
 			t.Errorf("operator form lacks field %q", name)
+		}
+	}
+	// Enter in a configuration field submits the form's first submit
+	// button: it must be Apply, never Start, Pause, Reset or New class.
+	form := page[strings.Index(page, `<form id="operator-form"`):]
+	form = form[:strings.Index(form, "</form>")]
+	if n := strings.Count(form, `type="submit"`); n != 1 || !strings.Contains(form, `id="op-config" type="submit"`) {
+		t.Errorf("the configuration form has %d submit buttons; want only Apply", n)
+	}
+	for _, danger := range []string{"op-reset", "op-newclass"} {
+		i := strings.Index(page, `id="`+danger+`"`)
+		if i < 0 || !strings.Contains(page[strings.LastIndex(page[:i], "<form"):i], "data-confirm=") {
+			t.Errorf("%s is not in a form that asks for confirmation", danger)
+		}
+	}
+
+	// Without the operator's session: the password form, no controls.
+	d.LoggedIn = false
+	page = render(d)
+	if !strings.Contains(page, `action="/operator/login"`) || !strings.Contains(page, `name="password"`) {
+		t.Error("logged-out operator page lacks the password form")
+	}
+	for _, ctl := range []string{"/operator/start", "/operator/reset", "/operator/config", "/operator/newclass"} {
+		if strings.Contains(page, ctl) {
+			t.Errorf("logged-out operator page offers %s", ctl)
 		}
 	}
 }

@@ -1,21 +1,30 @@
 // Command runlocal is `make run`: it builds the relay and the aggregator,
-// starts both on localhost, spawns a simulated cohort of volunteers on the
-// embedded digits (native clients over real websockets), and prints the
-// global model's accuracy and the privacy spent after every round. Ctrl-C
-// stops everything cleanly. No flags are needed; see -h for the knobs.
+// starts both, spawns a simulated cohort of volunteers on the embedded
+// digits (native clients over real websockets), and prints the global
+// model's accuracy and the privacy spent after every round. The servers
+// stay up after training ends, until Ctrl-C. No flags are needed; see -h.
+//
+// In a classroom, -lan serves on the laptop's network address, so that the
+// QR code and the join link work on the students' phones, and -clients 0
+// leaves the training to real students alone.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,23 +42,175 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// options are the parsed flags.
+type options struct {
+	clients, students, rounds int
+	roundTime                 time.Duration
+	protocol, dir, class      string
+	host, publicURL           string
+	lan, resume, verbose      bool
+	paused                    bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
 	fs := flag.NewFlagSet("runlocal", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	clients := fs.Int("clients", 200, "simulated volunteers")
-	rounds := fs.Int("rounds", 30, "rounds to train (the privacy budget may stop it earlier)")
-	roundTime := fs.Duration("round-time", 10*time.Second, "how long a round stays open: time for browser volunteers to train and report")
-	protocol := fs.String("protocol", "ss-topk", "ss-simple, ss-double or ss-topk")
-	dir := fs.String("dir", "out/run", "state directory (removed at start unless -resume)")
-	resume := fs.Bool("resume", false, "keep the state of a previous run and continue it")
-	verbose := fs.Bool("v", false, "show the relay's and the aggregator's logs")
+	fs.IntVar(&o.clients, "clients", 200, "simulated volunteers (0: real students only)")
+	fs.IntVar(&o.students, "students", 20, "students expected to join from their phones (sets the padding and the minimum batch with -clients 0)")
+	fs.IntVar(&o.rounds, "rounds", 30, "rounds to train (the privacy budget may stop it earlier); the pages stay up afterwards")
+	fs.DurationVar(&o.roundTime, "round-time", 0, "how long a round stays open for browser volunteers to train and report (default 10s, 30s with -clients 0)")
+	fs.StringVar(&o.protocol, "protocol", "ss-topk", "ss-simple, ss-double or ss-topk")
+	fs.StringVar(&o.dir, "dir", "out/run", "state directory; every class keeps its ledger under DIR/classes/")
+	fs.StringVar(&o.class, "class", "", "the class (session) to use: a name under DIR/classes/ (default: a new class named by the date and time, or the latest with -resume)")
+	fs.BoolVar(&o.resume, "resume", false, "continue the latest class (model, ledger) instead of starting a new one")
+	fs.BoolVar(&o.lan, "lan", false, "serve on this computer's network address (detected) so that phones on the same Wi-Fi can join")
+	fs.StringVar(&o.host, "host", "", "address to serve on (default 127.0.0.1; with -lan the detected network address)")
+	fs.StringVar(&o.publicURL, "public-url", "", "join link for the QR code and the dashboard, if students reach the relay by another name or port")
+	fs.BoolVar(&o.paused, "paused", false, "wait for Start on the operator page before the first round (the default with -clients 0)")
+	fs.BoolVar(&o.verbose, "v", false, "show the relay's and the aggregator's logs")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case o.clients < 0:
+		return o, fmt.Errorf("-clients must be >= 0, got %d", o.clients)
+	case o.clients > 8000:
+		return o, fmt.Errorf("-clients must be at most 8000 (the embedded digits hold 8,000 training examples), got %d", o.clients)
+	case o.students < 1 && o.clients == 0:
+		return o, errors.New("-clients 0 needs -students >= 1: with no simulated volunteers, the rounds are sized for the students")
+	case o.students < 0:
+		return o, fmt.Errorf("-students must be >= 0, got %d", o.students)
+	case o.rounds < 1:
+		return o, fmt.Errorf("-rounds must be >= 1, got %d", o.rounds)
+	case o.roundTime < 0:
+		return o, fmt.Errorf("-round-time must be > 0, got %v", o.roundTime)
+	case o.lan && o.host != "":
+		return o, errors.New("give -lan or -host, not both")
+	case o.class != "" && o.resume:
+		return o, errors.New("give -class or -resume, not both")
+	case o.class != "" && (strings.ContainsAny(o.class, `/\`) || o.class == "." || o.class == ".."):
+		return o, fmt.Errorf("-class %q must be a plain name", o.class)
+	}
+	if o.publicURL != "" {
+		u, err := url.Parse(o.publicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return o, fmt.Errorf("-public-url %q must be an http(s) URL", o.publicURL)
+		}
+	}
+	if o.host != "" && net.ParseIP(o.host) == nil {
+		return o, fmt.Errorf("-host %q must be an IP address", o.host)
+	}
+	if o.roundTime == 0 {
+		o.roundTime = 10 * time.Second
+		if o.clients == 0 {
+			o.roundTime = 30 * time.Second
+		}
+	}
+	if o.clients == 0 && !set["paused"] {
+		o.paused = true
+	}
+	return o, nil
+}
+
+// aggregatorArgs sizes the rounds: n is the simulated volunteers, or the
+// students expected when there are none; the minimum batch is at most
+// half of them (at least 3, so no round ever averages one or two
+// volunteers' reports).
+func (o options) aggregatorArgs() []string {
+	n := o.clients
+	if n == 0 {
+		n = o.students
+	}
+	args := []string{"-protocol", o.protocol, "-rounds", strconv.Itoa(o.rounds), "-expected-n", strconv.Itoa(n),
+		"-round-timeout", o.roundTime.String(), "-batch-grace", "30s"}
+	if n < 40 {
+		args = append(args, "-min-batch", strconv.Itoa(max(3, n/2)))
+	}
+	if o.paused {
+		args = append(args, "-paused")
+	}
+	return args
+}
+
+// classDir returns the aggregator state directory of the class to use:
+// -class NAME, the latest class with -resume, else a new one named by the
+// time. Earlier classes are never touched.
+func classDir(root string, o options, now time.Time) (string, error) {
+	classes := filepath.Join(root, "classes")
+	switch {
+	case o.class != "":
+		return filepath.Join(classes, o.class), nil
+	case o.resume:
+		ents, err := os.ReadDir(classes)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("listing classes: %w", err)
+		}
+		var names []string
+		for _, e := range ents {
+			if e.IsDir() {
+				names = append(names, e.Name())
+			}
+		}
+		if len(names) == 0 {
+			return "", fmt.Errorf("-resume: no class under %s yet", classes)
+		}
+		slices.Sort(names)
+		return filepath.Join(classes, names[len(names)-1]), nil
+	}
+	return newClassDir(classes, now), nil
+}
+
+// newClassDir names a new class by the time, adding a suffix if the name
+// is taken.
+func newClassDir(classes string, now time.Time) string {
+	base := filepath.Join(classes, now.Format("2006-01-02_150405"))
+	dir := base
+	for i := 2; ; i++ {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return dir
+		}
+		dir = base + "-" + strconv.Itoa(i)
+	}
+}
+
+// password makes the operator password: 16 letters and digits without
+// look-alikes (0/o, 1/l/i), in four groups so it can be read out and typed
+// on a laptop; about 80 bits.
+func password() string {
+	const alphabet = "abcdefghjkmnpqrstuvwxyz23456789"
+	var b strings.Builder
+	for i, c := range []byte(rand.Text())[:16] {
+		if i > 0 && i%4 == 0 {
+			b.WriteByte('-')
+		}
+		b.WriteByte(alphabet[int(c)%len(alphabet)])
+	}
+	return b.String()
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
-	if !*resume {
-		if err := os.RemoveAll(*dir); err != nil {
+	host := o.host
+	if o.lan {
+		if host, err = localrun.LANAddress(); err != nil {
 			return err
 		}
+	}
+	aggDir, err := classDir(o.dir, o, time.Now())
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(stdout, "building the relay and the aggregator...")
 	bins, err := localrun.Build(ctx, ".", filepath.Join("out", "bin"))
@@ -61,17 +222,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logs := io.Discard
-	if *verbose {
+	if o.verbose {
 		logs = stderr
 	}
-	n := strconv.Itoa(*clients)
+	pw := password()
 	cl, err := localrun.Start(ctx, bins, localrun.Options{
-		Dir:    *dir,
+		Dir: o.dir, AggregatorDir: aggDir, Host: host, PublicURL: o.publicURL, OperatorToken: pw,
 		Stdout: logs, Stderr: logs,
 		// No quota: a round stays open for -round-time so that a volunteer
 		// who joins from a browser has time to train and report.
-		AggregatorArgs: []string{"-protocol", *protocol, "-rounds", strconv.Itoa(*rounds), "-expected-n", n,
-			"-round-timeout", roundTime.String(), "-batch-grace", "30s"},
+		AggregatorArgs: o.aggregatorArgs(),
 	})
 	if err != nil {
 		return err
@@ -84,23 +244,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n  dashboard (teacher):   %s\n  join page (volunteers): %s\n  operator controls:     %soperator\n  aggregator key fingerprint %s\n\n",
-		cl.DashboardURL(), cl.JoinURL(), cl.DashboardURL(), key.Fingerprint())
-	fmt.Fprintln(stdout, "open the join page in a browser to take part in the next round yourself.")
-	fmt.Fprintf(stdout, "%d volunteers on the embedded digits, protocol %s, %d rounds; Ctrl-C to stop\n\n", *clients, *protocol, *rounds)
+	fmt.Fprintf(stdout, "\n  dashboard (project it):  %s\n  join page (students):    %s\n  operator controls:       %s\n  operator password:       %s\n  aggregator key fingerprint %s\n  class (ledger and model): %s\n\n",
+		cl.DashboardURL(), cl.JoinURL(), cl.OperatorURL(), pw, key.Fingerprint(), aggDir)
+	if host == "" || net.ParseIP(host).IsLoopback() {
+		fmt.Fprintln(stdout, "only this computer can open these pages; for students' phones on the same Wi-Fi, run with -lan.")
+	} else {
+		fmt.Fprintln(stdout, "students on the same network join by scanning the QR code on the dashboard or opening the join page.")
+	}
+	if o.paused {
+		fmt.Fprintln(stdout, "paused: press Start on the operator page when the students have joined.")
+	}
+	if o.clients > 0 {
+		fmt.Fprintf(stdout, "%d simulated volunteers on the embedded digits, protocol %s, %d rounds; Ctrl-C to stop\n\n", o.clients, o.protocol, o.rounds)
+	} else {
+		fmt.Fprintf(stdout, "no simulated volunteers: real students only (rounds sized for %d), protocol %s, %d rounds; Ctrl-C to stop\n\n", o.students, o.protocol, o.rounds)
+	}
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cohortDone := make(chan error, 1)
-	go func() {
-		_, err := cohort.Run(cctx, cohort.Config{
-			Relay: cl.WebSocketURL(), Key: key, Clients: *clients, PerUser: 8000 / *clients,
-			Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler),
-		})
-		cohortDone <- err
-	}()
+	if o.clients > 0 {
+		go func() {
+			_, err := cohort.Run(cctx, cohort.Config{
+				Relay: cl.WebSocketURL(), Key: key, Clients: o.clients, PerUser: 8000 / o.clients,
+				Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler),
+			})
+			cohortDone <- err
+		}()
+	}
 
-	printed := 0
+	printed, stoppedShown := 0, false
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -109,10 +282,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return ctx.Err()
 		case err := <-cohortDone:
 			if err != nil && !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("cohort: %w", err)
+				fmt.Fprintf(stdout, "the simulated volunteers stopped: %v\n", err)
 			}
-			return nil
 		case <-tick.C:
+		}
+		var st status
+		if err := cl.GetJSON(ctx, "/api/status", &st); err != nil {
+			continue
+		}
+		if st.NewClass {
+			dir := newClassDir(filepath.Join(o.dir, "classes"), time.Now())
+			fmt.Fprintf(stdout, "\nnew class requested on the operator page: the previous class's ledger stays in %s\n", cl.AggregatorDir())
+			if err := cl.NewClass(ctx, dir); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "new class %s: fresh model and privacy ledger, same key and links; press Start on the operator page\n\n", dir)
+			printed, stoppedShown = 0, false
+			continue
 		}
 		rs, err := cl.Rounds(ctx)
 		if err != nil {
@@ -125,13 +311,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			printed = r.Round
 			fmt.Fprintln(stdout, formatRound(r))
 		}
-		var st localrun.Status
-		if err := cl.GetJSON(ctx, "/api/status", &st); err == nil && !st.Running && st.Stopped != "" {
+		if !st.Running && st.Stopped != "" && !stoppedShown {
+			stoppedShown = true
 			fmt.Fprintf(stdout, "\ntraining stopped: %s\nprivacy spent: epsilon %.4g at delta %.0e (%s); target %.4g\n",
 				st.Stopped, st.Epsilon, st.Delta, st.Method, st.TargetEpsilon)
-			return nil
+			fmt.Fprintln(stdout, "the dashboard and the pages stay up; Ctrl-C to stop (or New class on the operator page).")
 		}
 	}
+}
+
+// status is the part of /api/status the runner reads.
+type status struct {
+	localrun.Status
+	NewClass bool `json:"new_class_requested"`
 }
 
 func formatRound(r localrun.Round) string {

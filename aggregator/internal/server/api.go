@@ -128,21 +128,27 @@ type Status struct {
 	Running       bool    `json:"running"`
 	// Paused: the operator paused the announcements; ModelResets counts
 	// the operator's model resets (the ledger is never reset).
-	Paused      bool       `json:"paused"`
-	ModelResets int        `json:"model_resets"`
-	Stopped     string     `json:"stopped,omitempty"`
-	Params      paramsJSON `json:"params"`
+	Paused      bool `json:"paused"`
+	ModelResets int  `json:"model_resets"`
+	// NewClassRequested: the operator asked for a new class; the
+	// supervisor (make run) restarts the aggregator with a fresh ledger.
+	NewClassRequested bool       `json:"new_class_requested,omitempty"`
+	Stopped           string     `json:"stopped,omitempty"`
+	Params            paramsJSON `json:"params"`
 }
 
-// Status returns the current status.
+// Status returns the current status. It never waits for the accountant:
+// the epsilon spent is the ledger's figure as recorded with the last
+// charged round (the round record is committed after its charge), not a
+// call into the ledger, whose lock a charge holds while it composes.
 func (s *Server) Status() Status {
-	eps, _, method := s.ledger.Spent()
-	te, td := s.ledger.Target()
+	te, td := s.ledger.Target() // fixed at start: no lock
+	newClass := s.newClassRequested()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := Status{Round: s.st.Round, Epsilon: eps, Delta: td, Method: method, TargetEpsilon: te, TargetDelta: td,
+	st := Status{Round: s.st.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
 		Fingerprint: s.fp, Running: s.stopped == "", Stopped: s.stopped, Params: s.st.Params,
-		Paused: s.paused, ModelResets: len(s.st.ModelResets)}
+		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass}
 	if s.st.Open != nil {
 		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
 	}
@@ -150,6 +156,9 @@ func (s *Server) Status() Status {
 		if r.Status == StatusOK {
 			st.RoundsOK++
 			st.Accuracy, st.Loss = r.Accuracy, r.Loss
+		}
+		if r.EpsilonTightest != nil {
+			st.Epsilon, st.Method = *r.EpsilonTightest, r.Method
 		}
 	}
 	return st

@@ -66,9 +66,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "decryption goroutines (0: GOMAXPROCS)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	joinURL := fs.String("join-url", DefaultJoinURL, "the relay's public URL for volunteers (dashboard and operator QR code)")
-	opToken := fs.String("operator-token", "", "require this token for the operator controls (prefer -operator-token-file)")
+	opToken := fs.String("operator-token", "", "the operator password for the controls (prefer -operator-token-file; default: a random one, printed at start)")
 	opTokenFile := fs.String("operator-token-file", "", "file holding the operator token")
 	paused := fs.Bool("paused", false, "start paused: announce the first round after POST /operator/start")
+	newClass := fs.Bool("new-class", false, "offer New class on the operator page: pause and report new_class_requested in /api/status for a supervisor (make run) to restart with a fresh state directory")
 	wasmFile := fs.String("wasm", "", "wasm client module to serve at /blanket.wasm (the relay's, so both show one SHA-256)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -140,13 +141,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Params: params, RelayURL: *relay, Token: tok, StateDir: *stateDir, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
 		ExpectedN: *expected, ServerLR: lr, Test: test, Workers: *workers, Logger: log,
-		Web: WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm},
+		Web: WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass},
 	})
 	if err != nil {
 		return fail(1, "%v", err)
 	}
 	defer srv.Close()
 	fmt.Fprintf(stdout, "aggregator key fingerprint: %s\n", srv.Fingerprint())
+	if optok == "" {
+		fmt.Fprintf(stdout, "operator password (made up for this run; -operator-token-file to choose one): %s\n", srv.OperatorToken())
+	}
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -20,43 +20,88 @@ type sseEvent struct {
 // with the current status).
 const subscriberBuffer = 32
 
+// Per-client limits of the /events streams: one network address may hold
+// maxStreamsPerClient streams (a few tabs), and the operator (a request
+// with the operator's session) may open operatorReserve streams beyond the
+// global maximum, so that anonymous streams can never lock the teacher
+// out of the live dashboard.
+const (
+	maxStreamsPerClient = 4
+	operatorReserve     = 8
+)
+
 var (
 	errTooManySubscribers = errors.New("too many event streams")
+	errTooManyFromClient  = errors.New("too many event streams from this address")
 	errEventsClosed       = errors.New("the server is shutting down")
 )
 
 // broker fans events out to the /events streams: publishing never blocks
-// (a stream whose buffer is full is dropped), and at most max streams are
-// open at once.
+// (a stream whose buffer is full is dropped), at most max anonymous
+// streams are open at once, maxStreamsPerClient per client address, and
+// up to operatorReserve more for the operator.
 type broker struct {
-	mu     sync.Mutex
-	subs   map[chan sseEvent]struct{}
-	max    int
-	closed bool
+	mu       sync.Mutex
+	subs     map[chan sseEvent]string // stream -> client address
+	byClient map[string]int
+	anon     int // streams not opened by the operator
+	max      int
+	closed   bool
+	operator map[chan sseEvent]bool
 }
 
 func newBroker(max int) *broker {
-	return &broker{subs: map[chan sseEvent]struct{}{}, max: max}
+	return &broker{subs: map[chan sseEvent]string{}, byClient: map[string]int{}, operator: map[chan sseEvent]bool{}, max: max}
 }
 
-func (b *broker) subscribe() (chan sseEvent, error) {
+// subscribe opens a stream for client (its network address). Operator
+// streams have their own operatorReserve and no per-client limit.
+func (b *broker) subscribe(client string, operator bool) (chan sseEvent, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, errEventsClosed
 	}
-	if len(b.subs) >= b.max {
+	switch {
+	case operator && len(b.subs)-b.anon >= operatorReserve:
 		return nil, errTooManySubscribers
+	case !operator && b.anon >= b.max:
+		return nil, errTooManySubscribers
+	case !operator && b.byClient[client] >= maxStreamsPerClient:
+		return nil, errTooManyFromClient
 	}
 	ch := make(chan sseEvent, subscriberBuffer)
-	b.subs[ch] = struct{}{}
+	b.subs[ch] = client
+	b.byClient[client]++
+	if operator {
+		b.operator[ch] = true
+	} else {
+		b.anon++
+	}
 	return ch, nil
+}
+
+// drop removes ch from the counts; the caller holds mu.
+func (b *broker) drop(ch chan sseEvent) {
+	client, ok := b.subs[ch]
+	if !ok {
+		return
+	}
+	delete(b.subs, ch)
+	if b.byClient[client]--; b.byClient[client] <= 0 {
+		delete(b.byClient, client)
+	}
+	if b.operator[ch] {
+		delete(b.operator, ch)
+	} else {
+		b.anon--
+	}
 }
 
 // unsubscribe removes ch (a no-op if publish or close already dropped it).
 func (b *broker) unsubscribe(ch chan sseEvent) {
 	b.mu.Lock()
-	delete(b.subs, ch)
+	b.drop(ch)
 	b.mu.Unlock()
 }
 
@@ -77,7 +122,7 @@ func (b *broker) publish(ev sseEvent) {
 		case ch <- ev:
 		default:
 			close(ch)
-			delete(b.subs, ch)
+			b.drop(ch)
 		}
 	}
 }
@@ -89,7 +134,7 @@ func (b *broker) close() {
 	b.closed = true
 	for ch := range b.subs {
 		close(ch)
-		delete(b.subs, ch)
+		b.drop(ch)
 	}
 }
 
@@ -131,7 +176,7 @@ const sseWriteTimeout = 30 * time.Second
 // heartbeat so proxies keep the stream open. The stream ends when the
 // client goes away, falls too far behind, or the server shuts down.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
-	ch, err := s.events.subscribe()
+	ch, err := s.events.subscribe(clientAddr(r), s.operatorSession(r))
 	if err != nil {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)

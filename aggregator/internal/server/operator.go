@@ -2,13 +2,17 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,6 +116,62 @@ type ConfigChange struct {
 	ServerLR     float64
 }
 
+// Sane ranges of the operator's values: a value outside them either
+// stops training (a local budget whose first round exceeds the target),
+// removes the protection it is there for (a batch of one or two reports
+// hides nobody), or leaves a classroom waiting (a day-long round).
+const (
+	maxOperatorEpsL     = 1000
+	maxOperatorClip     = 1
+	minOperatorMinBatch = 3
+	minOperatorTimeout  = 5 * time.Second
+	maxOperatorTimeout  = time.Hour
+	maxOperatorServerLR = 1000
+	minOperatorNPRatio  = 0.25
+	maxOperatorNPRatio  = 100
+)
+
+// checkRanges refuses values outside the sane ranges (zero keeps the
+// current value or the default) for a model of d parameters and n
+// expected reports per round.
+func (c ConfigChange) checkRanges(d, n int) error {
+	var errs []error
+	out := func(name string, v any, lo, hi any) {
+		errs = append(errs, fmt.Errorf("%s = %v is outside [%v, %v]", name, v, lo, hi))
+	}
+	if c.EpsL != 0 && c.EpsL > maxOperatorEpsL {
+		out("local budget ε_l", c.EpsL, "> 0", maxOperatorEpsL)
+	}
+	if c.Clip != 0 && c.Clip > maxOperatorClip {
+		out("clipping bound C", c.Clip, "> 0", maxOperatorClip)
+	}
+	if c.K != 0 && (c.K < 1 || c.K > d/2) {
+		out("k", c.K, 1, d/2)
+	}
+	if c.Beta != 0 && c.Beta > 0.5 {
+		out("β = k/d", c.Beta, "> 0", 0.5)
+	}
+	if c.NPRatio != 0 && (c.NPRatio < minOperatorNPRatio || c.NPRatio > maxOperatorNPRatio) {
+		out("n / n_p", c.NPRatio, minOperatorNPRatio, maxOperatorNPRatio)
+	}
+	if c.CheckInP > 1 {
+		out("check-in probability p", c.CheckInP, "> 0", 1)
+	}
+	if c.RoundTimeout != 0 && (c.RoundTimeout < minOperatorTimeout || c.RoundTimeout > maxOperatorTimeout) {
+		out("round timeout", c.RoundTimeout, minOperatorTimeout, maxOperatorTimeout)
+	}
+	if c.MinBatch != 0 && (c.MinBatch < minOperatorMinBatch || c.MinBatch > max(n, minOperatorMinBatch)) {
+		out("minimum batch", c.MinBatch, minOperatorMinBatch, max(n, minOperatorMinBatch))
+	}
+	if c.ServerLR > maxOperatorServerLR {
+		out("server learning rate", c.ServerLR, "> 0", maxOperatorServerLR)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}
+
 // Reconfigure validates a new configuration and schedules it for the next
 // announced round (at once if no round is open): the open round's batch is
 // still parsed and estimated with the parameters it was announced with.
@@ -138,8 +198,10 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 	if c.K < 0 || c.MinBatch < 0 || c.RoundTimeout < 0 || c.RoundTimeout > maxRoundTimeout {
 		return fmt.Errorf("server: k, min batch and round timeout must be >= 0 (timeout at most %v)", maxRoundTimeout)
 	}
-	if c.Beta > 1 {
-		return fmt.Errorf("server: beta = k/d must be in (0, 1], got %v", c.Beta)
+	d := int(p.D)
+	n := cur.ExpectedN
+	if err := c.checkRanges(d, n); err != nil {
+		return err
 	}
 	proto := p.Protocol
 	if c.Protocol != "" {
@@ -148,8 +210,20 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 			return fmt.Errorf("server: %w", err)
 		}
 	}
-	d := int(p.D)
-	n := cur.ExpectedN
+	if proto != p.Protocol {
+		// A new protocol starts from its own defaults: values the form
+		// still shows from the old protocol (server learning rate d/k of
+		// ss-topk, its k and padding) are not carried over.
+		if c.ServerLR == cur.ServerLR {
+			c.ServerLR = 0
+		}
+		if c.K == int(p.K) {
+			c.K = 0
+		}
+		if p.NP > 0 && math.Abs(c.NPRatio-float64(n)/float64(p.NP)) < 1e-6 {
+			c.NPRatio = 0
+		}
+	}
 	f := paramFlags{protocol: proto.String(), randomizer: p.Randomizer.String(), buckets: int(p.Buckets),
 		minBatch: int(p.MinBatch), epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP, serverLR: c.ServerLR}
 	if proto == p.Protocol && proto != wire.ProtocolSSSimple {
@@ -237,6 +311,12 @@ func (s *Server) applyPending() error {
 	if pc == nil && !reset {
 		return nil
 	}
+	if pc != nil && pc.params.Protocol != s.cfg.Params.Protocol {
+		live := s.cfg.Web.live
+		live.mu.Lock()
+		live.markers = append(live.markers, web.Marker{Round: s.st.Round + 1, Label: pc.params.Protocol.String()})
+		live.mu.Unlock()
+	}
 	err := s.commit(func(st *checkpoint) {
 		if pc != nil {
 			s.cfg.Params, s.cfg.ServerLR, s.cfg.RoundTimeout, s.proto = pc.params, pc.lr, pc.timeout, pc.proto
@@ -304,34 +384,86 @@ func originCheck(r *http.Request) (present, same bool) {
 	return false, false
 }
 
-// operatorAllowed applies the same-origin rule and the optional token. A
-// request naming another origin is always refused; one naming none (not a
-// browser form) only passes with a valid X-Operator-Token header.
+// operatorCookie names the operator's session cookie, set by the login
+// form: HttpOnly, SameSite=Strict, valid while the password is.
+const operatorCookie = "blanket_operator"
+
+// sessionValue is the session cookie's value: an HMAC of a fixed label
+// keyed by the password's hash, so the cookie proves the password was
+// typed without holding it.
+func (s *Server) sessionValue() string {
+	m := hmac.New(sha256.New, s.cfg.Web.tokenSum[:])
+	m.Write([]byte("blanket operator session v1"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// operatorSession reports whether r carries the operator's session cookie
+// or the X-Operator-Token header.
+func (s *Server) operatorSession(r *http.Request) bool {
+	if c, err := r.Cookie(operatorCookie); err == nil && hmac.Equal([]byte(c.Value), []byte(s.sessionValue())) {
+		return true
+	}
+	return s.checkToken(r.Header.Get("X-Operator-Token"))
+}
+
+// checkToken compares tok with the operator password in constant time.
+func (s *Server) checkToken(tok string) bool {
+	if tok == "" {
+		return false
+	}
+	sum, want := sha256Sum(tok), s.cfg.Web.tokenSum
+	return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+}
+
+// OperatorToken is the operator password (given, or made up at start).
+func (s *Server) OperatorToken() string { return s.cfg.Web.OperatorToken }
+
+// clientAddr is the request's client IP address, for per-client limits.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// operatorAllowed refuses a request naming another origin, then requires
+// the operator password: the session cookie, the X-Operator-Token header
+// or the form field "token". A same-origin Origin header proves nothing
+// (any program can send one), so it never stands in for the password.
 func (s *Server) operatorAllowed(r *http.Request) (bool, string) {
-	present, same := originCheck(r)
-	want := s.cfg.Web.tokenSum
-	check := func(tok string) bool {
-		sum := sha256Sum(tok)
-		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-	}
-	hdr := r.Header.Get("X-Operator-Token")
-	switch {
-	case present && !same:
+	if present, same := originCheck(r); present && !same {
 		return false, "cross-origin request refused"
-	case !present && (s.cfg.Web.OperatorToken == "" || !check(hdr)):
-		return false, "request without Origin or Referer refused (send the X-Operator-Token header)"
 	}
-	if s.cfg.Web.OperatorToken == "" {
+	if s.operatorSession(r) || s.checkToken(r.PostFormValue("token")) {
 		return true, ""
 	}
-	tok := hdr
-	if tok == "" {
-		tok = r.PostFormValue("token")
+	return false, "operator password required: log in on the operator page (or send the X-Operator-Token header)"
+}
+
+// serveLogin is POST /operator/login: the password form. A right password
+// sets the session cookie and returns to the operator page.
+func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxOperatorForm)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
+		return
 	}
-	if !check(tok) {
-		return false, "wrong or missing operator token"
+	if present, same := originCheck(r); present && !same {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		return
 	}
-	return true, ""
+	if !s.checkToken(strings.TrimSpace(r.PostFormValue("password"))) {
+		s.log.Warn("operator login refused", "remote", r.RemoteAddr)
+		d := s.OperatorData(false)
+		d.Error = "Wrong password. It was printed where the demo was started (make run)."
+		operatorHeaders(w)
+		renderPage(w, r, http.StatusForbidden, web.Operator(d))
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: operatorCookie, Value: s.sessionValue(), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/operator?done=login", http.StatusSeeOther)
 }
 
 // operatorMessages are the outcomes named by /operator?done=...
@@ -340,10 +472,13 @@ var operatorMessages = map[string]string{
 	"pause":  "Paused: no new round will be announced; the open round still finishes.",
 	"reset":  "The model is reset to zero for the next round. Privacy already spent is kept in the ledger.",
 	"config": "Configuration accepted: it applies from the next announced round.",
+	"newclass": "A new class is starting: a fresh model and privacy ledger; the previous class's ledger stays on disk. " +
+		"Press Start when the students are ready.",
+	"login": "Logged in.",
 }
 
 func (s *Server) serveOperator(w http.ResponseWriter, r *http.Request) {
-	d := s.OperatorData()
+	d := s.OperatorData(s.operatorSession(r))
 	d.Message = operatorMessages[r.URL.Query().Get("done")]
 	operatorHeaders(w)
 	renderPage(w, r, http.StatusOK, web.Operator(d))
@@ -359,7 +494,11 @@ func operatorHeaders(w http.ResponseWriter) {
 // serveOperatorAction is POST /operator/{start,pause,reset,config}.
 func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
-	if _, ok := operatorMessages[action]; !ok {
+	if action == "login" {
+		s.serveLogin(w, r)
+		return
+	}
+	if _, ok := operatorMessages[action]; !ok || (action == "newclass" && !s.cfg.Web.NewClass) {
 		http.NotFound(w, r)
 		return
 	}
@@ -391,9 +530,11 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 		if c, err = parseConfigForm(r.PostForm); err == nil {
 			err = s.Reconfigure(c)
 		}
+	case "newclass":
+		s.RequestNewClass()
 	}
 	if err != nil {
-		d := s.OperatorData()
+		d := s.OperatorData(true)
 		d.Error = err.Error()
 		if action == "config" {
 			d.Form = formFromPost(r.PostForm, d.Form.D)
@@ -448,13 +589,46 @@ func formFromPost(f url.Values, d int) web.OperatorForm {
 		MinBatch: f.Get("min_batch"), ServerLR: f.Get("server_lr"), D: d}
 }
 
-// OperatorData collects what the operator page shows.
-func (s *Server) OperatorData() web.OperatorData {
+// RequestNewClass pauses the round loop and asks the supervisor (make run)
+// for a new class: /api/status reports new_class_requested, and the
+// supervisor restarts the aggregator with a fresh state directory. This
+// aggregator's ledger is never reset.
+func (s *Server) RequestNewClass() {
+	live := s.cfg.Web.live
+	live.mu.Lock()
+	live.newClass = true
+	live.mu.Unlock()
+	s.log.Info("operator: new class requested (this class's ledger stays on disk)")
+	s.Pause()
+}
+
+// newClassRequested reports whether the operator asked for a new class.
+func (s *Server) newClassRequested() bool {
+	live := s.cfg.Web.live
+	live.mu.Lock()
+	defer live.mu.Unlock()
+	return live.newClass
+}
+
+// markers returns the chart markers (protocol changes).
+func (s *Server) markers() []web.Marker {
+	live := s.cfg.Web.live
+	live.mu.Lock()
+	defer live.mu.Unlock()
+	return slices.Clone(live.markers)
+}
+
+// OperatorData collects what the operator page shows; loggedIn shows the
+// controls, otherwise the password form.
+func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 	s.mu.RLock()
 	cfg := s.cfg
 	d := web.OperatorData{State: state(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
 		ModelResets: len(s.st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
-		TokenRequired: cfg.Web.OperatorToken != ""}
+		LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
+	if s.st.Open != nil {
+		d.Deadline = s.st.Open.Deadline
+	}
 	if s.st.Open != nil {
 		d.OpenRound = s.st.Open.Round
 	}
@@ -470,10 +644,34 @@ func (s *Server) OperatorData() web.OperatorData {
 	p := cfg.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	d.Form = web.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
-		RoundTimeout: g(cfg.RoundTimeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(cfg.ServerLR), D: int(p.D)}
+		RoundTimeout: g(cfg.RoundTimeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(cfg.ServerLR), D: int(p.D),
+		Defaults: protocolDefaults(cfg)}
 	if p.Protocol != wire.ProtocolSSSimple {
 		d.Form.K = strconv.Itoa(int(p.K))
 		d.Form.NPRatio = g(float64(cfg.ExpectedN) / float64(p.NP))
 	}
 	return d
+}
+
+// protocolDefaults are the form values each protocol starts from for the
+// current model, expected n and local budget (buildParams with the
+// protocol's own defaults).
+func protocolDefaults(cfg Config) []web.ProtocolDefaults {
+	p := cfg.Params
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	var out []web.ProtocolDefaults
+	for _, name := range web.Protocols {
+		np, lr, err := buildParams(int(p.D), cfg.ExpectedN, paramFlags{protocol: name, randomizer: p.Randomizer.String(),
+			buckets: int(p.Buckets), minBatch: int(p.MinBatch), epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP})
+		if err != nil {
+			continue
+		}
+		def := web.ProtocolDefaults{Protocol: name, ServerLR: g(lr)}
+		if np.Protocol != wire.ProtocolSSSimple {
+			def.K = strconv.Itoa(int(np.K))
+			def.NPRatio = g(float64(cfg.ExpectedN) / float64(np.NP))
+		}
+		out = append(out, def)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -35,10 +37,18 @@ type WebOptions struct {
 	// JoinURL is the relay's public URL that volunteers open (default
 	// DefaultJoinURL); it must be an http(s) URL.
 	JoinURL string
-	// OperatorToken, if not empty, must accompany every operator POST
-	// (form field "token" or header X-Operator-Token); compared in
-	// constant time. Same-origin is checked regardless.
+	// OperatorToken is the operator password: every operator POST needs
+	// it (the session cookie the login form sets, form field "token" or
+	// header X-Operator-Token; compared in constant time), and a foreign
+	// Origin is refused regardless. Empty: validate makes up a random one
+	// (Server.OperatorToken), so the controls are never open to anyone
+	// who can reach the dashboard.
 	OperatorToken string
+	// NewClass offers "New class" on the operator page: the aggregator
+	// pauses and reports new_class_requested in /api/status, for a
+	// supervisor (make run) to restart it with a fresh state directory, so
+	// the new class gets its own ledger and the old one stays on disk.
+	NewClass bool
 	// StartPaused makes the round loop wait for /operator/start before
 	// announcing the first round.
 	StartPaused bool
@@ -52,6 +62,16 @@ type WebOptions struct {
 
 	qr       web.QR   // the join URL's QR code
 	tokenSum [32]byte // SHA-256 of OperatorToken
+	live     *liveState
+}
+
+// liveState is what the pages show that the checkpoint does not keep:
+// protocol changes (chart markers) and a pending new class. It is shared
+// by every copy of the WebOptions.
+type liveState struct {
+	mu       sync.Mutex
+	markers  []web.Marker
+	newClass bool
 }
 
 // validate sets the defaults and checks the options.
@@ -63,7 +83,10 @@ func (o *WebOptions) validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("server: join URL %q must be an http(s) URL", o.JoinURL)
 	}
-	if o.OperatorToken != "" && len(o.OperatorToken) < minTokenLen {
+	if o.OperatorToken == "" {
+		o.OperatorToken = rand.Text()
+	}
+	if len(o.OperatorToken) < minTokenLen {
 		return fmt.Errorf("server: the operator token must have at least %d bytes", minTokenLen)
 	}
 	if o.Heartbeat < 0 || o.MaxSubscribers < 0 {
@@ -81,6 +104,9 @@ func (o *WebOptions) validate() error {
 	}
 	o.qr = q
 	o.tokenSum = sha256Sum(o.OperatorToken)
+	if o.live == nil {
+		o.live = &liveState{}
+	}
 	return nil
 }
 
@@ -91,7 +117,7 @@ func (s *Server) registerWeb(mux *http.ServeMux) {
 	mux.HandleFunc("GET /fragments/charts", s.serveCharts)
 	mux.HandleFunc("GET /events", s.serveEvents)
 	mux.HandleFunc("GET /operator", s.serveOperator)
-	mux.HandleFunc("POST /operator/{action}", s.serveOperatorAction)
+	mux.HandleFunc("POST /operator/{action}", s.serveOperatorAction) // start, pause, reset, config, newclass, login
 	mux.Handle("GET /static/", web.Static())
 	mux.Handle("GET /blanket.wasm", s.cfg.Web.Wasm)
 	mux.Handle("GET /api/wasm", s.cfg.Web.Wasm.InfoHandler())
@@ -158,7 +184,7 @@ func (s *Server) DashboardData() web.DashboardData {
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
 		State: state(st.Stopped, paused), Stopped: st.Stopped,
 		Model:       web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
-		ModelResets: resets, Config: configItems(cfg), Fingerprint: s.fp,
+		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL,
 	}
 	d.Rounds = make([]web.RoundView, len(rounds))

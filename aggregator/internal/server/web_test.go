@@ -32,7 +32,8 @@ func get(t *testing.T, u string) (int, string) {
 }
 
 // opPost posts form to /operator/<action> with the given headers (Origin
-// defaults to the server's own origin; "-" removes it).
+// defaults to the server's own origin and X-Operator-Token to the
+// operator password; "-" removes either).
 func (h *harness) opPost(action string, form url.Values, hdr map[string]string) (int, string) {
 	h.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.http.URL+"/operator/"+action, strings.NewReader(form.Encode()))
@@ -41,6 +42,7 @@ func (h *harness) opPost(action string, form url.Values, hdr map[string]string) 
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", h.http.URL)
+	req.Header.Set("X-Operator-Token", h.srv.OperatorToken())
 	for k, v := range hdr {
 		if v == "-" {
 			req.Header.Del(k)
@@ -107,7 +109,7 @@ func TestDashboardServed(t *testing.T) {
 		t.Errorf("/blanket.wasm without a module: %d", code)
 	}
 	code, op := get(t, h.http.URL+"/operator")
-	if code != http.StatusOK || !strings.Contains(op, `id="join-qr"`) || !strings.Contains(op, `<option value="ss-topk" selected>`) {
+	if code != http.StatusOK || !strings.Contains(op, `id="join-qr"`) || !strings.Contains(op, `name="password"`) {
 		t.Errorf("operator page: %d", code)
 	}
 }
@@ -217,11 +219,62 @@ func TestEventsBounded(t *testing.T) {
 	if code, _ := get(t, h.http.URL+"/events"); code != http.StatusServiceUnavailable {
 		t.Errorf("second stream: HTTP %d, want 503", code)
 	}
+	// The anonymous streams are used up; the operator still gets one.
+	req, _ := http.NewRequest(http.MethodGet, h.http.URL+"/events", nil)
+	req.Header.Set("X-Operator-Token", h.srv.OperatorToken())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("operator stream while anonymous streams are full: HTTP %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestEventsLimitPerClient(t *testing.T) {
+	b := newBroker(100)
+	for i := range maxStreamsPerClient {
+		if _, err := b.subscribe("10.0.0.7", false); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	if _, err := b.subscribe("10.0.0.7", false); err != errTooManyFromClient {
+		t.Errorf("stream %d from one address: %v, want %v", maxStreamsPerClient+1, err, errTooManyFromClient)
+	}
+	if _, err := b.subscribe("10.0.0.8", false); err != nil {
+		t.Errorf("another address: %v", err)
+	}
+	// 64 anonymous streams from everywhere never lock the operator out.
+	full := newBroker(2)
+	full.subscribe("a", false)
+	full.subscribe("b", false)
+	if _, err := full.subscribe("c", false); err != errTooManySubscribers {
+		t.Errorf("third anonymous stream: %v", err)
+	}
+	var ops []chan sseEvent
+	for i := range operatorReserve {
+		ch, err := full.subscribe("a", true)
+		if err != nil {
+			t.Fatalf("operator stream %d: %v", i, err)
+		}
+		ops = append(ops, ch)
+	}
+	if _, err := full.subscribe("a", true); err != errTooManySubscribers {
+		t.Errorf("operator stream beyond the reserve: %v", err)
+	}
+	full.unsubscribe(ops[0])
+	if _, err := full.subscribe("a", true); err != nil {
+		t.Errorf("operator stream after one closed: %v", err)
+	}
+	if _, err := full.subscribe("c", false); err != errTooManySubscribers {
+		t.Errorf("operator streams freed anonymous capacity: %v", err)
+	}
 }
 
 func TestBrokerDropsSlowSubscriber(t *testing.T) {
 	b := newBroker(2)
-	slow, _ := b.subscribe()
+	slow, _ := b.subscribe("x", false)
 	for range subscriberBuffer + 1 {
 		b.publish(sseEvent{name: "x", data: []byte("{}")})
 	}
@@ -236,8 +289,11 @@ func TestBrokerDropsSlowSubscriber(t *testing.T) {
 		t.Errorf("slow subscriber got %d events before being dropped, want %d", n, subscriberBuffer)
 	}
 	b.unsubscribe(slow) // no-op after the drop
+	if len(b.byClient) != 0 || b.anon != 0 {
+		t.Errorf("counts after the drop: %v, %d anonymous", b.byClient, b.anon)
+	}
 	b.close()
-	if _, err := b.subscribe(); err != errEventsClosed {
+	if _, err := b.subscribe("x", false); err != errEventsClosed {
 		t.Errorf("subscribe after close: %v", err)
 	}
 }
@@ -246,11 +302,10 @@ func TestOperatorRefusesCrossOrigin(t *testing.T) {
 	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
 	h.relay.next(t)
 	for name, hdr := range map[string]map[string]string{
-		"other origin":       {"Origin": "http://evil.example"},
-		"null origin":        {"Origin": "null"},
-		"other referer":      {"Origin": "-", "Referer": "http://evil.example/operator"},
-		"no origin, referer": {"Origin": "-"},
-		"cross-site fetch":   {"Sec-Fetch-Site": "cross-site"},
+		"other origin":     {"Origin": "http://evil.example"},
+		"null origin":      {"Origin": "null"},
+		"other referer":    {"Origin": "-", "Referer": "http://evil.example/operator"},
+		"cross-site fetch": {"Sec-Fetch-Site": "cross-site"},
 	} {
 		if code, _ := h.opPost("pause", nil, hdr); code != http.StatusForbidden {
 			t.Errorf("%s: HTTP %d, want 403", name, code)
@@ -270,13 +325,89 @@ func TestOperatorRefusesCrossOrigin(t *testing.T) {
 	}
 }
 
+// TestOperatorPasswordByDefault: an aggregator given no operator token
+// makes one up, and the controls need it: a program that copies the
+// aggregator's own Origin proves nothing.
+func TestOperatorPasswordByDefault(t *testing.T) {
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), func(c *Config) { c.Web.NewClass = true })
+	h.relay.next(t)
+	if len(h.srv.OperatorToken()) < minTokenLen {
+		t.Fatalf("made-up operator password %q is too short", h.srv.OperatorToken())
+	}
+	for _, action := range []string{"pause", "reset", "config", "newclass"} {
+		if code, _ := h.opPost(action, url.Values{"eps_l": {"3"}}, map[string]string{"X-Operator-Token": "-"}); code != http.StatusForbidden {
+			t.Errorf("%s with the server's own Origin and no password: HTTP %d, want 403", action, code)
+		}
+	}
+	if st := h.srv.Status(); st.Paused || st.NewClassRequested {
+		t.Fatalf("refused requests changed the state: %+v", st)
+	}
+	h.srv.mu.RLock()
+	pending := h.srv.pendingCfg != nil || h.srv.pendingReset
+	h.srv.mu.RUnlock()
+	if pending {
+		t.Fatal("a refused request left a change pending")
+	}
+	if _, page := get(t, h.http.URL+"/operator"); !strings.Contains(page, `name="password"`) || strings.Contains(page, `action="/operator/pause"`) {
+		t.Error("the operator page without a session should show the password form and no controls")
+	}
+}
+
+func TestOperatorLogin(t *testing.T) {
+	const tok = "operator-token-0123456789"
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), func(c *Config) { c.Web.OperatorToken = tok })
+	login := func(pw, origin string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, h.http.URL+"/operator/login", strings.NewReader(url.Values{"password": {pw}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := login(tok+"x", h.http.URL); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("wrong password: HTTP %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	if resp := login(tok, "http://evil.example"); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("cross-origin login: HTTP %d", resp.StatusCode)
+	}
+	resp := login(tok, h.http.URL)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("login: HTTP %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	c := resp.Cookies()[0]
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || strings.Contains(c.Value, tok) {
+		t.Errorf("session cookie %+v", c)
+	}
+	// The cookie alone (what a browser sends) authorizes the controls.
+	if code, _ := h.opPost("pause", nil, map[string]string{"X-Operator-Token": "-", "Cookie": c.Name + "=" + c.Value}); code != http.StatusSeeOther || !h.srv.Paused() {
+		t.Fatalf("pause with the session cookie: HTTP %d", code)
+	}
+	if code, _ := h.opPost("start", nil, map[string]string{"X-Operator-Token": "-", "Cookie": c.Name + "=" + c.Value + "x"}); code != http.StatusForbidden {
+		t.Errorf("forged cookie: HTTP %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, h.http.URL+"/operator", nil)
+	req.AddCookie(c)
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r2.Body)
+	r2.Body.Close()
+	if !strings.Contains(string(b), `action="/operator/config"`) {
+		t.Error("logged-in operator page lacks the controls")
+	}
+}
+
 func TestOperatorToken(t *testing.T) {
 	const tok = "operator-token-0123456789"
 	h := newHarness(t, t.TempDir(), newFakeRelay(t), func(c *Config) { c.Web.OperatorToken = tok })
-	if code, _ := h.opPost("pause", nil, nil); code != http.StatusForbidden {
+	if code, _ := h.opPost("pause", nil, map[string]string{"X-Operator-Token": "-"}); code != http.StatusForbidden {
 		t.Errorf("no token: HTTP %d", code)
 	}
-	if code, _ := h.opPost("pause", url.Values{"token": {tok + "x"}}, nil); code != http.StatusForbidden {
+	if code, _ := h.opPost("pause", url.Values{"token": {tok + "x"}}, map[string]string{"X-Operator-Token": "-"}); code != http.StatusForbidden {
 		t.Errorf("wrong token: HTTP %d", code)
 	}
 	// A cross-origin request is refused even with the right token.
@@ -286,15 +417,28 @@ func TestOperatorToken(t *testing.T) {
 	if h.srv.Paused() {
 		t.Fatal("paused by a refused request")
 	}
-	if code, _ := h.opPost("pause", url.Values{"token": {tok}}, nil); code != http.StatusSeeOther || !h.srv.Paused() {
+	if code, _ := h.opPost("pause", url.Values{"token": {tok}}, map[string]string{"X-Operator-Token": "-"}); code != http.StatusSeeOther || !h.srv.Paused() {
 		t.Fatalf("form token: HTTP %d", code)
 	}
 	// A non-browser client (no Origin) with the header token.
-	if code, _ := h.opPost("start", nil, map[string]string{"Origin": "-", "X-Operator-Token": tok}); code != http.StatusSeeOther || h.srv.Paused() {
+	if code, _ := h.opPost("start", nil, map[string]string{"Origin": "-"}); code != http.StatusSeeOther || h.srv.Paused() {
 		t.Fatalf("header token: HTTP %d", code)
 	}
-	if _, page := get(t, h.http.URL+"/operator"); !strings.Contains(page, `name="token"`) {
-		t.Error("operator page lacks the token field")
+}
+
+func TestOperatorNewClass(t *testing.T) {
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
+	h.relay.next(t)
+	if code, _ := h.opPost("newclass", nil, nil); code != http.StatusNotFound {
+		t.Errorf("new class without a supervisor: HTTP %d, want 404", code)
+	}
+	h2 := newHarness(t, t.TempDir(), newFakeRelay(t), func(c *Config) { c.Web.NewClass = true })
+	h2.relay.next(t)
+	if code, _ := h2.opPost("newclass", nil, nil); code != http.StatusSeeOther {
+		t.Fatalf("new class: HTTP %d", code)
+	}
+	if st := h2.srv.Status(); !st.NewClassRequested || !st.Paused {
+		t.Errorf("status after new class: %+v", st)
 	}
 }
 
@@ -340,7 +484,11 @@ func TestOperatorConfigAppliesToNextAnnouncement(t *testing.T) {
 	h.waitAnnounced(1)
 	// Invalid configurations are refused and leave nothing pending.
 	for _, bad := range []url.Values{{"eps_l": {"-1"}}, {"protocol": {"ss-bogus"}}, {"clip": {"NaN"}}, {"check_in_p": {"1.5"}},
-		{"k": {"9"}}, {"round_timeout": {"1e9"}}, {"beta": {"2"}}} {
+		{"k": {"9"}}, {"round_timeout": {"1e9"}}, {"beta": {"2"}},
+		// Values that pass the protocol's checks but wreck a class: a
+		// budget whose first round exceeds the target, a batch of one, a
+		// day-long round, a runaway learning rate.
+		{"eps_l": {"1e9"}}, {"min_batch": {"1"}}, {"round_timeout": {"86400"}}, {"server_lr": {"1e6"}}, {"clip": {"50"}}} {
 		code, page := h.opPost("config", bad, nil)
 		if code != http.StatusBadRequest || !strings.Contains(page, `id="op-error"`) {
 			t.Errorf("config %v: HTTP %d", bad, code)
@@ -353,7 +501,7 @@ func TestOperatorConfigAppliesToNextAnnouncement(t *testing.T) {
 		t.Fatal("a refused configuration is pending")
 	}
 	form := url.Values{"protocol": {"ss-topk"}, "eps_l": {"3"}, "clip": {"0.25"}, "k": {"2"}, "np_ratio": {"0.5"},
-		"check_in_p": {"0.5"}, "round_timeout": {"7"}, "min_batch": {"2"}}
+		"check_in_p": {"0.5"}, "round_timeout": {"7"}, "min_batch": {"3"}}
 	if code, page := h.opPost("config", form, nil); code != http.StatusSeeOther {
 		t.Fatalf("config: HTTP %d: %s", code, page)
 	}
@@ -444,5 +592,35 @@ func TestDashboardGzip(t *testing.T) {
 	b, err := io.ReadAll(zr)
 	if err != nil || !strings.Contains(string(b), `id="chart-accuracy"`) {
 		t.Fatalf("gzipped dashboard: %v %.100q", err, b)
+	}
+}
+
+// TestOperatorProtocolSwitchDefaults: switching protocol starts from the
+// new protocol's defaults even though the form posts the old protocol's
+// values (ss-topk's server learning rate d/k kept on ss-simple destroyed
+// the model), and marks the switch on the charts.
+func TestOperatorProtocolSwitchDefaults(t *testing.T) {
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
+	h.relay.next(t)
+	h.waitAnnounced(1)
+	shown := h.srv.OperatorData(true).Form
+	form := url.Values{"protocol": {"ss-double"}, "eps_l": {shown.EpsL}, "clip": {shown.Clip}, "k": {shown.K},
+		"np_ratio": {shown.NPRatio}, "check_in_p": {shown.CheckInP}, "round_timeout": {shown.RoundTimeout},
+		"min_batch": {"3"}, "server_lr": {shown.ServerLR}}
+	if shown.ServerLR != "2" {
+		t.Fatalf("server learning rate shown %q, want the harness's 2", shown.ServerLR)
+	}
+	if code, page := h.opPost("config", form, nil); code != http.StatusSeeOther {
+		t.Fatalf("config: HTTP %d: %s", code, page)
+	}
+	h.finishRound(1)
+	if a := h.relay.next(t); a.Params.Protocol != wire.ProtocolSSDouble {
+		t.Fatalf("round 2 protocol %v", a.Params.Protocol)
+	}
+	if lr := h.srv.OperatorData(true).Form.ServerLR; lr != "1" {
+		t.Errorf("server learning rate after switching to ss-double: %s, want its default 1", lr)
+	}
+	if m := h.srv.DashboardData().Markers; len(m) != 1 || m[0].Round != 2 || m[0].Label != "ss-double" {
+		t.Errorf("chart markers %+v, want ss-double from round 2", m)
 	}
 }

@@ -91,7 +91,25 @@ type Options struct {
 	// RelayArgs are extra flags for the relay.
 	RelayArgs []string
 	// Stdout and Stderr receive the two processes' output (nil: discarded).
+	// The last lines of each process's stderr are kept regardless and
+	// quoted in the error when a process exits during start.
 	Stdout, Stderr io.Writer
+	// Host is the address both servers bind to (default 127.0.0.1). A
+	// classroom uses the laptop's LAN address (LANAddress) so that phones
+	// on the same network reach the join page.
+	Host string
+	// PublicURL, if set, is the join link shown on the dashboard and
+	// encoded in the operator page's QR code, instead of the relay's own
+	// http://Host:port/ (for a name, a proxy or a forwarded port).
+	PublicURL string
+	// OperatorToken is the operator password the aggregator requires for
+	// its controls; written to Dir/operator-token (mode 0600) and passed
+	// by file. Empty: the aggregator makes up its own.
+	OperatorToken string
+	// AggregatorDir is the aggregator's state directory (key, ledger,
+	// checkpoint); default Dir/aggregator. A class is one such directory:
+	// see NewClass.
+	AggregatorDir string
 }
 
 // Cluster is a running relay and aggregator.
@@ -111,6 +129,17 @@ func Start(ctx context.Context, bins Binaries, opts Options) (*Cluster, error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("localrun: %w", err)
 	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.AggregatorDir == "" {
+		opts.AggregatorDir = filepath.Join(opts.Dir, "aggregator")
+	}
+	if opts.OperatorToken != "" {
+		if err := os.WriteFile(filepath.Join(opts.Dir, "operator-token"), []byte(opts.OperatorToken), 0o600); err != nil {
+			return nil, fmt.Errorf("localrun: write operator token: %w", err)
+		}
+	}
 	c := &Cluster{bins: bins, opts: opts}
 	tokenPath := filepath.Join(opts.Dir, "token")
 	if b, err := os.ReadFile(tokenPath); err == nil && len(b) > 0 {
@@ -124,10 +153,10 @@ func Start(ctx context.Context, bins Binaries, opts Options) (*Cluster, error) {
 		}
 	}
 	var err error
-	if c.relayAddr, err = freeAddr(); err != nil {
+	if c.relayAddr, err = freeAddr(opts.Host); err != nil {
 		return nil, err
 	}
-	if c.aggAddr, err = freeAddr(); err != nil {
+	if c.aggAddr, err = freeAddr(opts.Host); err != nil {
 		return nil, err
 	}
 	if err := c.StartRelay(ctx); err != nil {
@@ -142,8 +171,20 @@ func Start(ctx context.Context, bins Binaries, opts Options) (*Cluster, error) {
 
 // JoinURL is the volunteers' join page (served by the relay); DashboardURL
 // the teacher's dashboard (served by the aggregator).
-func (c *Cluster) JoinURL() string      { return c.RelayURL() + "/" }
+// JoinURL is Options.PublicURL when set.
+func (c *Cluster) JoinURL() string {
+	if c.opts.PublicURL != "" {
+		return c.opts.PublicURL
+	}
+	return c.RelayURL() + "/"
+}
 func (c *Cluster) DashboardURL() string { return c.AggregatorURL() + "/" }
+
+// OperatorURL is the aggregator's operator page.
+func (c *Cluster) OperatorURL() string { return c.AggregatorURL() + "/operator" }
+
+// AggregatorDir is the current class's aggregator state directory.
+func (c *Cluster) AggregatorDir() string { return c.opts.AggregatorDir }
 
 // RelayURL is the relay's HTTP base URL; WebSocketURL its client endpoint.
 func (c *Cluster) RelayURL() string     { return "http://" + c.relayAddr }
@@ -168,9 +209,13 @@ func (c *Cluster) StartRelay(ctx context.Context) error {
 // StartAggregator (re)starts the aggregator process with its persistent
 // state (key, ledger, checkpoint).
 func (c *Cluster) StartAggregator(ctx context.Context) error {
-	args := append([]string{"serve", "-listen", c.aggAddr, "-relay", c.RelayURL(),
-		"-token-file", filepath.Join(c.opts.Dir, "token"), "-state", filepath.Join(c.opts.Dir, "aggregator"),
-		"-wasm", c.bins.Wasm, "-join-url", c.RelayURL() + "/"}, c.opts.AggregatorArgs...)
+	args := []string{"serve", "-listen", c.aggAddr, "-relay", c.RelayURL(),
+		"-token-file", filepath.Join(c.opts.Dir, "token"), "-state", c.opts.AggregatorDir,
+		"-wasm", c.bins.Wasm, "-join-url", c.JoinURL(), "-new-class"}
+	if c.opts.OperatorToken != "" {
+		args = append(args, "-operator-token-file", filepath.Join(c.opts.Dir, "operator-token"))
+	}
+	args = append(args, c.opts.AggregatorArgs...)
 	cmd, err := c.launch(ctx, c.bins.Aggregator, args, c.AggregatorURL()+"/healthz")
 	if err != nil {
 		return fmt.Errorf("localrun: aggregator: %w", err)
@@ -191,9 +236,45 @@ func (c *Cluster) Stop() error {
 	return errors.Join(stop(c.agg, syscall.SIGINT), stop(c.relay, syscall.SIGINT))
 }
 
+// NewClass starts a new class: it stops the aggregator and starts it again,
+// on the same address, with a fresh state directory dir, so the new class
+// has its own privacy ledger and model. The previous class's directory,
+// ledger included, stays on disk untouched. The key file is copied so
+// that the fingerprint volunteers compare stays the same (the relay keeps
+// running and need not refetch it).
+func (c *Cluster) NewClass(ctx context.Context, dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("localrun: new class: %s already exists", dir)
+	}
+	key, err := os.ReadFile(filepath.Join(c.opts.AggregatorDir, keyFile))
+	if err != nil {
+		return fmt.Errorf("localrun: new class: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("localrun: new class: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, keyFile), key, 0o600); err != nil {
+		return fmt.Errorf("localrun: new class: %w", err)
+	}
+	if err := c.StopAggregator(); err != nil {
+		return err
+	}
+	c.opts.AggregatorDir = dir
+	return c.StartAggregator(ctx)
+}
+
+// keyFile is the aggregator's key file in its state directory
+// (aggregator/internal/server.KeyFile).
+const keyFile = "key.bin"
+
 func (c *Cluster) launch(ctx context.Context, bin string, args []string, health string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = c.opts.Stdout, c.opts.Stderr
+	tail := &tailWriter{max: 4 << 10}
+	cmd.Stdout = c.opts.Stdout
+	cmd.Stderr = tail
+	if c.opts.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(c.opts.Stderr, tail)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -203,7 +284,7 @@ func (c *Cluster) launch(ctx context.Context, bin string, args []string, health 
 	for {
 		select {
 		case err := <-exited:
-			return nil, fmt.Errorf("%s exited during start: %v", filepath.Base(bin), err)
+			return nil, fmt.Errorf("%s exited during start (%w); its last output:\n%s", filepath.Base(bin), err, tail.String())
 		case <-ctx.Done():
 			cmd.Process.Kill()
 			return nil, ctx.Err()
@@ -219,7 +300,7 @@ func (c *Cluster) launch(ctx context.Context, bin string, args []string, health 
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			return nil, fmt.Errorf("%s did not answer %s", filepath.Base(bin), health)
+			return nil, fmt.Errorf("%s did not answer %s; its last output:\n%s", filepath.Base(bin), health, tail.String())
 		}
 	}
 }
@@ -279,8 +360,8 @@ func (c *Cluster) Rounds(ctx context.Context) ([]Round, error) {
 	return r.Rounds, err
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("localrun: free port: %w", err)
 	}
