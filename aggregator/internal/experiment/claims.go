@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
@@ -88,32 +87,6 @@ func claimReleases(delta float64, release func(run *runResult, rec roundRecord) 
 			c.Caveated = a.Epsilon
 		}
 		return c
-	}
-}
-
-// flameRelease describes one FLAME round (or its LDP-FL variant without
-// shuffler) for the accountant.
-func flameRelease(cfg mechanism.FLAMEConfig, enc *mechanism.Encoder, shuffle bool) func(*runResult, roundRecord) privacy.Release {
-	proto := map[mechanism.Protocol]string{mechanism.SSSimple: privacy.ProtocolSSSimple, mechanism.SSDouble: privacy.ProtocolSSDouble, mechanism.SSTopk: privacy.ProtocolSSTopk}[cfg.Protocol]
-	if !shuffle {
-		proto = privacy.ProtocolLocal
-	}
-	r := enc.Randomizer()
-	name := privacy.RandomizerLaplace
-	if r.Name() == "gaussian" {
-		name = privacy.RandomizerGaussian
-	}
-	return func(run *runResult, rec roundRecord) privacy.Release {
-		k, l := cfg.K, cfg.L
-		if cfg.Protocol == mechanism.SSSimple {
-			k, l = cfg.D, 0
-		}
-		np := rec.NP
-		if cfg.Protocol == mechanism.SSSimple {
-			np = 0
-		}
-		return privacy.Release{Round: rec.Round, Protocol: proto, Randomizer: name, Eps0: r.Epsilon(), Delta0: r.Delta(),
-			D: cfg.D, K: k, L: l, N: rec.Participants, NP: np}
 	}
 }
 

@@ -8,7 +8,10 @@ import (
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/randomizer"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // roundInput is what a method sees in one round: the users that took part
@@ -29,6 +32,9 @@ type roundOutput struct {
 	np int
 	// raised is set when the relay had to raise n_p (OverflowRaise).
 	raised bool
+	// truncated counts the real entries the relay dropped from
+	// overflowing dimensions (OverflowTruncate).
+	truncated int
 }
 
 // method is one row of a comparison table.
@@ -79,7 +85,7 @@ func flameMethods(p flameParams, d, n int, train logreg.TrainConfig) ([]*method,
 	if k < 1 || k > d {
 		return nil, fmt.Errorf("beta %v gives k = %d for d = %d", p.Beta, k, d)
 	}
-	np := mechanism.FeasibleNP(d, k, int(math.Ceil(float64(n)/p.NPRatio)))
+	np := int(math.Ceil(float64(n)/p.NPRatio - 1e-9))
 	_, l, err := mechanism.TopkNu(n, np, d, k)
 	if err != nil {
 		return nil, fmt.Errorf("ss-topk groups: %w", err)
@@ -104,41 +110,56 @@ func flameMethods(p flameParams, d, n int, train logreg.TrainConfig) ([]*method,
 	for _, c := range []struct {
 		id, name, note string
 		cfg            mechanism.FLAMEConfig
-		shuffle        bool
-		policy         mechanism.OverflowPolicy
-		np             int
-		serverLR       float64
 	}{
 		{id: "ldp-fl-gauss", name: "LDP-FL (Gaussian)", note: fmt.Sprintf("Gaussian per coordinate at (eps_l/d, %.1e), no shuffler", perCoordDelta),
 			cfg: mechanism.FLAMEConfig{Protocol: mechanism.SSSimple, D: d, EpsL: p.EpsL, C: p.C, NewRandomizer: gauss}},
 		{id: "ldp-fl-laplace", name: "LDP-FL (Laplace)", note: "Laplace per coordinate at eps_l/d, no shuffler",
 			cfg: mechanism.FLAMEConfig{Protocol: mechanism.SSSimple, D: d, EpsL: p.EpsL, C: p.C, NewRandomizer: laplace}},
-		{id: "ss-simple", name: "SS-Simple", note: "Laplace at eps_l/d on all d coordinates, shuffled",
-			cfg:     mechanism.FLAMEConfig{Protocol: mechanism.SSSimple, D: d, EpsL: p.EpsL, C: p.C, NewRandomizer: laplace},
-			shuffle: true, np: n},
-		{id: "ss-double", name: "SS-Double", note: fmt.Sprintf("k = %d sampled coordinates at eps_l/k, padded to n_p = %d, shuffled", k, np),
-			cfg:     mechanism.FLAMEConfig{Protocol: mechanism.SSDouble, D: d, K: k, EpsL: p.EpsL, C: p.C, NewRandomizer: laplace},
-			shuffle: true, np: np, policy: mechanism.OverflowRaise},
-		{id: "ss-topk", name: "SS-Topk", note: fmt.Sprintf("top k = %d at eps_l/k among k(l-1) decoys, l = %d, padded to n_p >= %d, shuffled; server lr d/k as FLAME's code", k, l, np),
-			cfg:     mechanism.FLAMEConfig{Protocol: mechanism.SSTopk, D: d, K: k, L: l, EpsL: p.EpsL, C: p.C, NewRandomizer: laplace},
-			shuffle: true, np: np, policy: mechanism.OverflowRaise, serverLR: float64(d) / float64(k)},
 	} {
-		m, err := flameShuffleMethod(c.id, c.name, c.note, c.cfg, c.shuffle, c.np, c.policy, train)
+		m, err := ldpMethod(c.id, c.name, c.note, c.cfg, train)
 		if err != nil {
 			return nil, err
 		}
-		if c.serverLR > 0 {
-			m.serverLR = c.serverLR
+		ms = append(ms, m)
+	}
+	// The shuffled protocols are built exactly as the aggregator announces
+	// them (roundspec.Build and roundspec.New): width-1 messages, the
+	// protocol's overflow policy, the bounded randomizer.
+	for _, c := range []struct {
+		id, name, note string
+		opts           roundspec.Options
+	}{
+		{id: "ss-simple", name: "SS-Simple", note: "Laplace at eps_l/d on all d coordinates, one per message, shuffled",
+			opts: roundspec.Options{Protocol: wire.ProtocolSSSimple, NP: n}},
+		{id: "ss-double", name: "SS-Double", note: fmt.Sprintf("k = %d sampled coordinates at eps_l/k, one per message, padded to n_p >= %d, shuffled", k, np),
+			opts: roundspec.Options{Protocol: wire.ProtocolSSDouble, K: k, NP: np}},
+		{id: "ss-topk", name: "SS-Topk", note: fmt.Sprintf("top k = %d at eps_l/k among k(l-1) decoys, l = %d, one per message, padded to n_p = %d (overflow truncated), shuffled; server lr d/k as FLAME's code", k, l, np),
+			opts: roundspec.Options{Protocol: wire.ProtocolSSTopk, K: k, L: l, NP: np}},
+	} {
+		o := c.opts
+		o.EpsL, o.Clip, o.MinBatch = p.EpsL, p.C, 1
+		params, lr, err := roundspec.Build(d, n, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
+		spec, err := roundspec.New(params)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		m, err := shuffleMethod(c.id, c.name, c.note, spec, train)
+		if err != nil {
+			return nil, err
+		}
+		m.serverLR = lr
 		ms = append(ms, m)
 	}
 	return ms, nil
 }
 
-// flameShuffleMethod runs FLAME's client encoding (in parallel over users),
-// the relay's padding and shuffle (or, without shuffle, the LDP-FL path), and
-// the analyzer's estimator.
-func flameShuffleMethod(id, name, note string, cfg mechanism.FLAMEConfig, shuffle bool, np int, policy mechanism.OverflowPolicy, train logreg.TrainConfig) (*method, error) {
+// ldpMethod is LDP-FL: FLAME's client encoding (in parallel over users)
+// without shuffler, and the analyzer's estimator with each dimension's own
+// count.
+func ldpMethod(id, name, note string, cfg mechanism.FLAMEConfig, train logreg.TrainConfig) (*method, error) {
 	enc, err := mechanism.NewEncoder(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -147,37 +168,73 @@ func flameShuffleMethod(id, name, note string, cfg mechanism.FLAMEConfig, shuffl
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	var relay *mechanism.Relay
-	if shuffle {
-		relay, err = mechanism.NewRelay(mechanism.RelayConfig{
-			D: cfg.D, NP: np, Width: enc.Shape().Width, Overflow: policy, Blanket: enc.Randomizer(),
-		})
+	m := &method{id: id, name: name, table: tableFLAME, note: note, train: train, serverLR: 1}
+	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
+		all, err := encodeAll(ctx, w, in, enc)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return roundOutput{}, err
 		}
+		batch, err := mechanism.Collect(cfg.D, all)
+		if err != nil {
+			return roundOutput{}, fmt.Errorf("collect: %w", err)
+		}
+		est, err := an.Estimate(batch, len(in.updates))
+		if err != nil {
+			return roundOutput{}, fmt.Errorf("analyzer: %w", err)
+		}
+		return roundOutput{delta: est}, nil
+	}
+	r := enc.Randomizer()
+	m.claim = claimReleases(defaultFLAMEParams().Delta, func(_ *runResult, rec roundRecord) privacy.Release {
+		return privacy.Release{Round: rec.Round, Protocol: privacy.ProtocolLocal, Randomizer: r.Name(), Eps0: r.Epsilon(), Delta0: r.Delta(),
+			D: cfg.D, K: cfg.D, N: rec.Participants}
+	})
+	return m, nil
+}
+
+// encodeAll runs the clients' encoder over every update in parallel, each
+// with its own seeded source, and concatenates the messages.
+func encodeAll(ctx context.Context, w *world, in roundInput, enc *mechanism.Encoder) ([]mechanism.Message, error) {
+	reports := make([][]mechanism.Message, len(in.updates))
+	err := w.forEach(ctx, len(in.updates), func(_, i int) error {
+		src := noise.NewSeeded(mix(w.seed, tagClient, uint64(in.round), uint64(in.users[i])))
+		msgs, err := enc.Encode(in.updates[i], src)
+		reports[i] = msgs
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	var all []mechanism.Message
+	for _, r := range reports {
+		all = append(all, r...)
+	}
+	return all, nil
+}
+
+// shuffleMethod runs one announceable shuffle protocol as the parties do:
+// the clients' encoder, the relay's padding and shuffle and the analyzer,
+// all from the round's spec, and the release the ledger would charge.
+func shuffleMethod(id, name, note string, spec *roundspec.Spec, train logreg.TrainConfig) (*method, error) {
+	enc, err := spec.Encoder(0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	an, err := spec.Analyzer()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	relay, err := mechanism.NewRelay(spec.Relay())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	m := &method{id: id, name: name, table: tableFLAME, note: note, train: train, serverLR: 1}
 	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
-		reports := make([][]mechanism.Message, len(in.updates))
-		err := w.forEach(ctx, len(in.updates), func(_, i int) error {
-			src := noise.NewSeeded(mix(w.seed, tagClient, uint64(in.round), uint64(in.users[i])))
-			msgs, err := enc.Encode(in.updates[i], src)
-			reports[i] = msgs
-			return err
-		})
+		all, err := encodeAll(ctx, w, in, enc)
 		if err != nil {
-			return roundOutput{}, fmt.Errorf("encode: %w", err)
+			return roundOutput{}, err
 		}
-		var all []mechanism.Message
-		for _, r := range reports {
-			all = append(all, r...)
-		}
-		var batch mechanism.Batch
-		if relay != nil {
-			batch, err = relay.Process(all, noise.NewSeeded(mix(w.seed, tagRelay, uint64(in.round))))
-		} else {
-			batch, err = mechanism.Collect(cfg.D, all)
-		}
+		batch, err := relay.Process(all, noise.NewSeeded(mix(w.seed, tagRelay, uint64(in.round))))
 		if err != nil {
 			return roundOutput{}, fmt.Errorf("relay: %w", err)
 		}
@@ -185,9 +242,11 @@ func flameShuffleMethod(id, name, note string, cfg mechanism.FLAMEConfig, shuffl
 		if err != nil {
 			return roundOutput{}, fmt.Errorf("analyzer: %w", err)
 		}
-		return roundOutput{delta: est, np: batch.NP, raised: batch.Stats.Raised}, nil
+		return roundOutput{delta: est, np: batch.NP, raised: batch.Stats.Raised, truncated: batch.Stats.Truncated}, nil
 	}
-	m.claim = claimReleases(defaultFLAMEParams().Delta, flameRelease(enc.Config(), enc, shuffle))
+	m.claim = claimReleases(defaultFLAMEParams().Delta, func(_ *runResult, rec roundRecord) privacy.Release {
+		return spec.Release(rec.Round, rec.Participants, rec.NP)
+	})
 	return m, nil
 }
 

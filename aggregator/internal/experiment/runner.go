@@ -30,6 +30,7 @@ type roundRecord struct {
 	CheckInRate  float64 `json:"check_in_rate,omitempty"`
 	NP           int     `json:"n_p,omitempty"`
 	Raised       bool    `json:"n_p_raised,omitempty"`
+	Truncated    int     `json:"truncated,omitempty"`
 	Accuracy     float64 `json:"accuracy"`
 	Loss         float64 `json:"loss"`
 	Seconds      float64 `json:"seconds"`
@@ -107,7 +108,7 @@ func run(ctx context.Context, w *world, m *method, usersPerRound, rounds int, pr
 		for j, v := range out.delta {
 			global[j] += m.serverLR * v
 		}
-		rec.NP, rec.Raised = out.np, out.raised
+		rec.NP, rec.Raised, rec.Truncated = out.np, out.raised, out.truncated
 		if rec.Accuracy, err = logreg.Accuracy(global, w.test); err != nil {
 			return nil, fmt.Errorf("%s: evaluate: %w", m.name, err)
 		}

@@ -64,7 +64,7 @@ func BenchmarkOpenAggregate(b *testing.B) {
 		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 			for b.Loop() {
-				mb, c := openBatch(key, bt.Round, bt, ps.center, 0)
+				mb, c := openBatch(key, bt.Round, bt, ps.center, ps.spec.Admissible, 0)
 				if c.accepted != len(bt.Messages) {
 					b.Fatalf("accepted %d of %d", c.accepted, len(bt.Messages))
 				}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +16,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/logreg"
-	"github.com/blanket-fl/blanket/shared/mechanism"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -230,7 +229,9 @@ type paramFlags struct {
 }
 
 // buildParams turns the flags into round parameters for a model of d
-// parameters and about n clients per round, and the server learning rate.
+// parameters and about n clients per round, and the server learning rate:
+// roundspec.Build, the one place protocol defaults are chosen (so only
+// layouts with a privacy proof come out; -width other than 1 is refused).
 func buildParams(d, n int, f paramFlags) (wire.Params, float64, error) {
 	proto, err := wire.ParseProtocol(f.protocol)
 	if err != nil {
@@ -243,72 +244,18 @@ func buildParams(d, n int, f paramFlags) (wire.Params, float64, error) {
 	if n < 1 {
 		return wire.Params{}, 0, fmt.Errorf("expected n must be >= 1, got %d", n)
 	}
-	for _, v := range []struct {
-		name string
-		v    int
-	}{{"k", f.k}, {"l", f.l}, {"width", f.width}, {"np", f.np}, {"buckets", f.buckets}, {"min-batch", f.minBatch}, {"quota", f.quota}} {
-		if v.v < 0 || v.v > math.MaxUint32 {
-			return wire.Params{}, 0, fmt.Errorf("-%s must be in [0, %d], got %d", v.name, uint32(math.MaxUint32), v.v)
-		}
+	if f.width != 0 && f.width != 1 {
+		return wire.Params{}, 0, fmt.Errorf("-width %d: %w (only width 1 is announceable)", f.width, roundspec.ErrLayout)
 	}
-	p, err := DefaultParams(d, n)
-	if err != nil {
-		return wire.Params{}, 0, err
+	o := roundspec.Options{
+		Protocol: proto, Randomizer: rz, K: f.k, L: f.l, NP: f.np, Buckets: f.buckets,
+		MinBatch: f.minBatch, Quota: f.quota, EpsL: f.epsL, DeltaL: f.deltaL, Clip: f.clip, CheckInP: f.checkIn,
+		ServerLR: f.serverLR,
 	}
-	p.Protocol, p.Randomizer = proto, rz
-	p.EpsL, p.DeltaL, p.Clip, p.CheckInP = f.epsL, f.deltaL, f.clip, f.checkIn
-	p.Buckets = uint32(f.buckets)
-	if f.minBatch > 0 {
-		p.MinBatch = uint32(f.minBatch)
+	if proto == wire.ProtocolSSSimple && f.quota == 0 {
+		// Every client reports every coordinate: a quota of n_p keeps
+		// dimensions from overflowing.
+		o.Quota = max(f.np, n)
 	}
-	p.Quota = uint32(f.quota)
-	if f.k > 0 {
-		p.K = uint32(f.k)
-	}
-	switch proto {
-	case wire.ProtocolSSSimple:
-		p.K, p.L, p.Width = uint32(d), 1, uint32(d)
-		if f.width > 0 {
-			p.Width = uint32(f.width)
-		}
-		// Every client reports every coordinate: n_p must hold all n.
-		p.NP = uint32(mechanism.FeasibleNP(d, int(p.Width), n))
-		if f.quota == 0 {
-			p.Quota = p.NP
-		}
-	case wire.ProtocolSSDouble:
-		p.L, p.Width = 1, p.K
-	case wire.ProtocolSSTopk:
-		p.Width = p.K
-	}
-	if f.width > 0 {
-		p.Width = uint32(f.width)
-	}
-	if f.np > 0 {
-		p.NP = uint32(f.np)
-	} else if proto != wire.ProtocolSSSimple {
-		p.NP = uint32(mechanism.FeasibleNP(d, int(p.Width), int(math.Ceil(float64(n)/DefaultNPRatio))))
-	}
-	if proto == wire.ProtocolSSTopk {
-		if f.l > 0 {
-			p.L = uint32(f.l)
-		} else if int(p.K) < d {
-			_, l, err := mechanism.TopkNu(n, int(p.NP), d, int(p.K))
-			if err != nil {
-				return wire.Params{}, 0, err
-			}
-			p.L = uint32(l)
-		}
-	}
-	if err := p.Validate(); err != nil {
-		return wire.Params{}, 0, err
-	}
-	lr := f.serverLR
-	if lr == 0 {
-		lr = 1
-		if proto == wire.ProtocolSSTopk {
-			lr = float64(p.D) / float64(p.K)
-		}
-	}
-	return p, lr, nil
+	return roundspec.Build(d, n, o)
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/shared/client"
 	"log/slog"
 	"math"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -78,55 +78,34 @@ type Config struct {
 }
 
 // Defaults for MNIST logistic regression (d = 784*10 + 10 = 7850) and
-// about 200 clients per round; see DefaultParams.
+// about 200 clients per round; the protocol defaults themselves live in
+// roundspec (Options).
 const (
 	DefaultExpectedClients = 200
-	DefaultEpsL            = 78.5 // FLAME's eps_l: 0.5 per coordinate at k = 157
-	DefaultClip            = 0.01 // FLAME's C
-	DefaultBetaInv         = 50   // k = d/50 (FLAME's beta = 1/50)
-	DefaultNPRatio         = 3    // n/n_p = 3 (FLAME's default padding)
-	DefaultMinBatch        = 20
+	DefaultEpsL            = roundspec.DefaultEpsL
+	DefaultClip            = roundspec.DefaultClip
+	DefaultBetaInv         = roundspec.DefaultBetaInv
+	DefaultNPRatio         = roundspec.DefaultNPRatio
+	DefaultMinBatch        = roundspec.DefaultMinBatch
 	DefaultTargetEpsilon   = 750
 	DefaultTargetDelta     = 1e-5
 )
 
 // DefaultParams returns SS-Topk with the Laplace randomizer for a model of
-// d parameters and about n clients per round, FLAME's settings scaled to
-// n: k = round(d/50), width k (one message per group), n_p the smallest
-// feasible value >= ceil(n/3), l = the largest l the padding holds (FLAME
-// Theorem 5, mechanism.TopkNu), eps_l = 78.5 (0.5 per reported
-// coordinate), C = 0.01, every connected client checks in (p = 1), min
-// batch 20, no quota. For d = 7850 and n = 200: k = 157, n_p = 67, l = 16,
-// 16 messages per client, 3,350 messages per batch.
-//
-// Privacy at these defaults, by privacy.Account's tightest valid method
-// without caveat (PLD of FMT'23 clones, per coordinate, composed over the
-// 2lk coordinates a replacement can change): about eps = 32 for one round
-// at delta = 1e-5 and about 709 for 50 rounds, hence the default target
-// (750, 1e-5). FLAME's caveated per-round bound (Theorem 4 with Bennett)
-// is about 0.98; it is shown in the API but never used to admit a round.
+// d parameters and about n clients per round (roundspec.Build with zero
+// options): FLAME's settings scaled to n, k = round(d/50), width 1 (one
+// coordinate per sealed message, the layout the accountant's per-dimension
+// shuffle bound covers), n_p = ceil(n/3), l = the largest l the padding
+// holds (FLAME Theorem 5, mechanism.TopkNu), eps_l = 78.5 (0.5 per reported
+// coordinate), C = 0.01, every connected client checks in, min batch 20.
+// For d = 7850 and n = 200: k = 157, n_p = 67, l = 16, 2,512 messages per
+// client, 525,950 per batch.
 func DefaultParams(d, n int) (wire.Params, error) {
-	if d < 2 || n < 1 {
-		return wire.Params{}, fmt.Errorf("server: default params need d >= 2 and n >= 1, got d=%d n=%d", d, n)
-	}
-	k := max(1, int(math.Round(float64(d)/DefaultBetaInv)))
-	if k >= d {
-		k = d - 1
-	}
-	np := mechanism.FeasibleNP(d, k, int(math.Ceil(float64(n)/DefaultNPRatio)))
-	_, l, err := mechanism.TopkNu(n, np, d, k)
+	p, _, err := roundspec.Build(d, n, roundspec.Options{})
 	if err != nil {
 		return wire.Params{}, fmt.Errorf("server: default params: %w", err)
 	}
-	p := wire.Params{
-		Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace,
-		D: uint32(d), K: uint32(k), L: uint32(l), Width: uint32(k), NP: uint32(np),
-		MinBatch: DefaultMinBatch, EpsL: DefaultEpsL, Clip: DefaultClip, CheckInP: 1,
-	}
-	if uint32(n) < p.MinBatch {
-		p.MinBatch = uint32(n)
-	}
-	return p, p.Validate()
+	return p, nil
 }
 
 // minTokenLen is the shortest accepted bearer token.
@@ -204,85 +183,39 @@ func (c *Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// protocolSetup is what the analyzer derives from the round parameters.
+// protocolSetup is what the analyzer derives from the round parameters,
+// all of it through roundspec (the derivation the clients and the relay
+// use too).
 type protocolSetup struct {
+	spec     *roundspec.Spec
 	analyzer *mechanism.Analyzer
 	// center is E[R(1/2)], the blanket mean: a message that fails to open
-	// is given this value in every entry, so it contributes zero to the
-	// debiased sum in expectation (as a padding dummy does; see
-	// mechanism.Analyzer).
+	// or opens to an inadmissible value is given this value, so it
+	// contributes zero to the debiased sum in expectation (as a padding
+	// dummy does; see mechanism.Analyzer).
 	center float64
-	// release is the privacy.Release of a round, to be completed with the
-	// round, N and NP.
-	release privacy.Release
 }
 
-// setupProtocol builds the analyzer for p exactly as the clients build
-// their encoder (shared/client: the same protocol, randomizer at the
-// per-coordinate budget EpsL/D or EpsL/K, and for the Gaussian the report's
-// delta split evenly over the perturbed coordinates).
+// setupProtocol builds the analyzer for p (roundspec.New: refuses layouts
+// without a privacy proof).
 func setupProtocol(p wire.Params) (*protocolSetup, error) {
-	var relProto string
-	switch p.Protocol {
-	case wire.ProtocolSSSimple:
-		relProto = privacy.ProtocolSSSimple
-	case wire.ProtocolSSDouble:
-		relProto = privacy.ProtocolSSDouble
-	case wire.ProtocolSSTopk:
-		relProto = privacy.ProtocolSSTopk
-	default:
-		return nil, fmt.Errorf("server: unknown protocol %v", p.Protocol)
-	}
-	var rzName string
-	switch p.Randomizer {
-	case wire.RandomizerLaplace:
-		rzName = privacy.RandomizerLaplace
-	case wire.RandomizerRGB:
-		rzName = privacy.RandomizerRGB
-	case wire.RandomizerGaussian:
-		rzName = privacy.RandomizerGaussian
-	default:
-		return nil, fmt.Errorf("server: unknown randomizer %v", p.Randomizer)
-	}
-	// The one mapping from announced parameters to the mechanism, shared
-	// with the clients and the relay so all three build the same randomizer.
-	cfg, err := client.FLAMEConfig(p)
+	spec, err := roundspec.New(p)
 	if err != nil {
 		return nil, fmt.Errorf("server: protocol: %w", err)
 	}
-	enc, err := mechanism.NewEncoder(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("server: protocol: %w", err)
-	}
-	an, err := mechanism.NewAnalyzer(cfg)
+	an, err := spec.Analyzer()
 	if err != nil {
 		return nil, fmt.Errorf("server: analyzer: %w", err)
 	}
-	r := enc.Randomizer()
-	offset, slope := r.Affine()
-	rel := privacy.Release{Protocol: relProto, Randomizer: rzName, Eps0: r.Epsilon(), Delta0: r.Delta(),
-		D: int(p.D), K: int(p.K), L: int(p.L), Buckets: int(p.Buckets)}
-	if p.Protocol == wire.ProtocolSSSimple {
-		rel.K, rel.L = int(p.D), 0
-	}
-	if p.Protocol != wire.ProtocolSSTopk {
-		rel.L = 0
-	}
-	return &protocolSetup{analyzer: an, center: offset + slope/2, release: rel}, nil
+	return &protocolSetup{spec: spec, analyzer: an, center: spec.Center()}, nil
 }
 
 // releaseFor returns the privacy.Release of a round with n reports padded
-// to np. SS-Simple releases carry no n_p (every client reports every
-// coordinate; see the experiment runner's flameRelease). Check-in is not
-// recorded in the release: privacy.Account does not amplify SS-* rounds by
-// it, so leaving it out never under-counts; the history keeps the rate.
+// to np (roundspec.Spec.Release). Check-in is not recorded in the release:
+// privacy.Account does not amplify SS-* rounds by it, so leaving it out
+// never under-counts; the history keeps the rate.
 func (ps *protocolSetup) releaseFor(round, n, np int) privacy.Release {
-	r := ps.release
-	r.Round, r.N, r.NP = round, n, np
-	if r.Protocol == privacy.ProtocolSSSimple {
-		r.NP = 0
-	}
-	return r
+	return ps.spec.Release(round, n, np)
 }
 
 func finiteF(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

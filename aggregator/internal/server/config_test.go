@@ -15,11 +15,11 @@ func TestDefaultParams(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 7850, K: 157, L: 16,
-		Width: 157, NP: 67, MinBatch: DefaultMinBatch, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
+		Width: 1, NP: 67, MinBatch: DefaultMinBatch, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 	if p != want {
 		t.Fatalf("DefaultParams = %+v, want %+v", p, want)
 	}
-	if p.Messages() != 16 || p.BatchMessages(p.NP) != 3350 || p.PerCoordinateEpsilon() != 0.5 {
+	if p.Messages() != 2512 || p.BatchMessages(p.NP) != 525950 || p.PerCoordinateEpsilon() != 0.5 {
 		t.Fatalf("messages %d, batch %d, eps0 %v", p.Messages(), p.BatchMessages(p.NP), p.PerCoordinateEpsilon())
 	}
 	ps, err := setupProtocol(p)
@@ -39,12 +39,12 @@ func TestBuildParams(t *testing.T) {
 	}
 	f := base
 	f.protocol = "ss-simple"
-	if p, lr, err = buildParams(7850, 200, f); err != nil || p.K != 7850 || p.L != 1 || p.Width != 7850 || p.NP != 200 || p.Quota != 200 || lr != 1 {
+	if p, lr, err = buildParams(7850, 200, f); err != nil || p.K != 7850 || p.L != 1 || p.Width != 1 || p.NP != 200 || p.Quota != 200 || lr != 1 {
 		t.Fatalf("ss-simple: %+v lr %v err %v", p, lr, err)
 	}
 	f = base
 	f.protocol, f.k = "ss-double", 785
-	if p, _, err = buildParams(7850, 200, f); err != nil || p.K != 785 || p.L != 1 || p.Width != 785 || p.NP != 67 {
+	if p, _, err = buildParams(7850, 200, f); err != nil || p.K != 785 || p.L != 1 || p.Width != 1 || p.NP != 67 {
 		t.Fatalf("ss-double: %+v err %v", p, err)
 	}
 	for name, f := range map[string]paramFlags{

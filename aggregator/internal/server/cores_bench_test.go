@@ -41,7 +41,7 @@ func BenchmarkOpenAggregateCores(b *testing.B) {
 		}
 	}
 	agg := func() {
-		mb, c := openBatch(key, bt.Round, bt, ps.center, 0)
+		mb, c := openBatch(key, bt.Round, bt, ps.center, ps.spec.Admissible, 0)
 		if c.accepted != len(bt.Messages) {
 			b.Fatalf("accepted %d of %d", c.accepted, len(bt.Messages))
 		}

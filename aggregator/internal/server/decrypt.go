@@ -11,6 +11,9 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
+// errInadmissible marks a value outside the randomizer's support.
+var errInadmissible = errors.New("value outside the randomizer's support")
+
 // openCounts are the BatchReply counts of one batch.
 type openCounts struct {
 	accepted, rejectedOpen, rejectedValue int
@@ -25,8 +28,10 @@ const openChunk = 16
 // workers goroutines and returns the batch in the analyzer's form, the
 // values written into one flat array (message i's values at
 // [i*w, (i+1)*w)). A message that fails to open (ErrOpen: tampered, wrong
-// round or key) or opens to a non-finite value (ErrNonFinite) is counted
-// and all its entries are set to center, the blanket mean E[R(1/2)]: it
+// round or key) or opens to a value no honest volunteer or dummy can carry
+// (non-finite, outside the randomizer's bounded support, or off R_{γ,b}'s
+// grid: admissible reports false) is counted and all its entries are set
+// to center, the blanket mean E[R(1/2)]: it
 // then contributes zero to the debiased sum in expectation, exactly like a
 // padding dummy, and every dimension still holds n_p values (the
 // analyzer's padding check). Counting per message keeps accepted +
@@ -36,7 +41,12 @@ const openChunk = 16
 // openChunk messages), so a slow core does not hold up the batch; each
 // worker writes only its own messages' slots and keeps its own counts, so
 // there is no other sharing.
-func openBatch(key *envelope.PrivateKey, round uint64, b *wire.Batch, center float64, workers int) (mechanism.Batch, openCounts) {
+//
+// Bounded influence: every value that enters the estimate lies in the
+// support [lo, hi] an honest report can reach, so one report moves each of
+// its coordinates' debiased sums by at most max(hi - center, center - lo)
+// divided by the randomizer's slope, as an honest one can.
+func openBatch(key *envelope.PrivateKey, round uint64, b *wire.Batch, center float64, admissible func(float64) bool, workers int) (mechanism.Batch, openCounts) {
 	w := int(b.Width)
 	n := len(b.Messages)
 	vals := make([]float64, n*w)
@@ -58,11 +68,19 @@ func openBatch(key *envelope.PrivateKey, round uint64, b *wire.Batch, center flo
 				m := b.Messages[i]
 				msgs[i] = mechanism.Message{Indices: m.Indices, Values: dst}
 				_, err := key.OpenValues(round, m.Sealed, dst)
+				if err == nil {
+					for _, v := range dst {
+						if !admissible(v) {
+							err = errInadmissible
+							break
+						}
+					}
+				}
 				switch {
 				case err == nil:
 					c.accepted++
 					continue
-				case errors.Is(err, envelope.ErrNonFinite):
+				case errors.Is(err, envelope.ErrNonFinite), errors.Is(err, errInadmissible):
 					c.rejectedValue++
 				default:
 					c.rejectedOpen++

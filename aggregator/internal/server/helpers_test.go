@@ -24,7 +24,7 @@ const testToken = "test-token-0123456789abcdef"
 // (d = 8), SS-Topk with k = 2, l = 2, width 2 (2 messages per client),
 // n_p = 4: a batch has d*n_p/width = 16 messages, room for 8 clients.
 func testParams() wire.Params {
-	return wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 8, K: 2, L: 2, Width: 2,
+	return wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 8, K: 2, L: 2, Width: 1,
 		NP: 4, MinBatch: 2, EpsL: 2, Clip: 0.5, CheckInP: 1}
 }
 
@@ -257,15 +257,39 @@ func post(t testing.TB, url, token string, body []byte) (int, []byte) {
 
 func (h *harness) sendBatch(frame []byte) *wire.BatchReply {
 	h.t.Helper()
-	code, body := post(h.t, h.http.URL+"/v1/batch", testToken, frame)
-	if code != http.StatusOK {
-		h.t.Fatalf("batch: HTTP %d: %s", code, body)
+	r, _ := h.sendBatchOutcome(frame)
+	return r
+}
+
+// sendBatchOutcome posts a batch and returns the reply and the outcome,
+// checking that the status code and the outcome header agree.
+func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, Intake) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.http.URL+"/v1/batch", bytes.NewReader(frame))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	in := Intake(resp.Header.Get(OutcomeHeader))
+	switch in {
+	case IntakeAccepted, IntakeDuplicate, IntakeObsolete, IntakeInvalid:
+	default:
+		h.t.Fatalf("batch: HTTP %d, outcome %q: %s", resp.StatusCode, in, body)
+	}
+	if resp.StatusCode != in.HTTPStatus() {
+		h.t.Fatalf("batch: HTTP %d for outcome %s", resp.StatusCode, in)
 	}
 	r, err := wire.ParseBatchReply(body)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return r
+	return r, in
 }
 
 func constValue(v float64) func(int, int) float64 { return func(int, int) float64 { return v } }
