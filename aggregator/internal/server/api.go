@@ -11,6 +11,9 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
+// OutcomeHeader names the outcome (Intake) of a batch or an abort.
+const OutcomeHeader = "Blanket-Outcome"
+
 // maxAbortBytes bounds an Abort request body.
 const maxAbortBytes = 1 << 10
 
@@ -26,7 +29,8 @@ func (s *Server) maxBatchBytes() int64 {
 // Handler returns the HTTP API:
 //
 //	POST /v1/batch   relay, bearer token; body Batch frame, reply BatchReply frame
-//	POST /v1/abort   relay, bearer token; body Abort frame
+//	POST /v1/abort   relay, bearer token; body Abort frame, reply IntakeAnswer JSON
+//	                 (both: the outcome as status code and OutcomeHeader, see Intake)
 //	GET  /api/status current round, accuracy, loss, epsilon spent and target, fingerprint
 //	GET  /api/rounds every round: status, accuracy, loss, epsilon by every method, n, n_p, check-in rate
 //	GET  /api/key    public keys and fingerprint
@@ -69,24 +73,27 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	reply, err := s.HandleBatch(body)
+	reply, intake, err := s.BatchIntake(body)
 	if err != nil {
 		s.log.Error("batch not processed", "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
+	w.Header().Set(OutcomeHeader, string(intake))
 	if reply.Round == 0 {
 		// Not a batch frame at all, or round 0: no reply frame exists.
-		http.Error(w, "invalid batch frame", http.StatusBadRequest)
+		http.Error(w, "invalid batch frame", intake.HTTPStatus())
 		return
 	}
 	frame, merr := reply.MarshalBinary()
 	if merr != nil {
 		s.log.Error("encoding batch reply", "err", merr)
+		w.Header().Del(OutcomeHeader)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(intake.HTTPStatus())
 	w.Write(frame)
 }
 
@@ -95,15 +102,11 @@ func (s *Server) serveAbort(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	matched, err := s.HandleAbort(body)
-	switch {
-	case err != nil && !matched:
-		http.Error(w, "invalid abort: "+err.Error(), http.StatusBadRequest)
-	case !matched:
-		http.Error(w, "round not open", http.StatusConflict)
-	default:
-		w.WriteHeader(http.StatusNoContent)
-	}
+	ans := s.AbortIntake(body)
+	w.Header().Set(OutcomeHeader, string(ans.Outcome))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ans.Outcome.HTTPStatus())
+	json.NewEncoder(w).Encode(ans)
 }
 
 // Status is the JSON of GET /api/status.

@@ -20,8 +20,10 @@
 //   - an abort (POST /v1/abort): nothing charged; the next round follows.
 //   - nothing by deadline + BatchGrace: abandoned, nothing charged.
 //
-// A second, different batch for a finished round is answered "duplicate"
-// and ignored; an identical re-send (same SHA-256) gets the stored reply.
+// Every batch and abort gets a definitive outcome (Intake): accepted,
+// duplicate (an identical re-send, same SHA-256: the stored reply again),
+// obsolete (the round is closed here another way, or not open: a second,
+// different batch, an abort after the round was abandoned) or invalid.
 //
 // # Crash safety
 //
@@ -453,53 +455,101 @@ func (s *Server) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
 }
 
-// HandleBatch processes one Batch frame and returns the reply. It is the
-// body of POST /v1/batch after authentication; err is non-nil only for
-// internal failures (the ledger could not record the charge; nothing was
-// decrypted), answered 500 so the relay retries.
+// Intake is the definitive outcome of a batch or an abort the relay posts
+// (docs/protocol.md, "Relay-aggregator outcomes"). The relay removes a
+// frame from its outbox on any of them and never sends it again; only an
+// internal failure (HTTP 500) or no answer makes it resend the same bytes.
+type Intake string
+
+const (
+	// IntakeAccepted: processed now (a batch's reply status says how:
+	// ok, refused by the budget, or invalid after its charge).
+	IntakeAccepted Intake = "accepted"
+	// IntakeDuplicate: this frame was already processed (a resend whose
+	// answer was lost); a batch gets its stored reply again.
+	IntakeDuplicate Intake = "duplicate"
+	// IntakeObsolete: the round is closed here another way (abandoned,
+	// aborted, lost, another batch) or is not the open round.
+	IntakeObsolete Intake = "obsolete"
+	// IntakeInvalid: the bytes can never be processed (not a frame of the
+	// kind, malformed, disagreeing with the round's parameters).
+	IntakeInvalid Intake = "invalid"
+)
+
+// HTTPStatus is the status code that carries the outcome: 200 accepted,
+// 208 duplicate, 409 obsolete, 400 invalid.
+func (i Intake) HTTPStatus() int {
+	switch i {
+	case IntakeAccepted:
+		return http.StatusOK
+	case IntakeDuplicate:
+		return http.StatusAlreadyReported
+	case IntakeObsolete:
+		return http.StatusConflict
+	}
+	return http.StatusBadRequest
+}
+
+// IntakeAnswer is the JSON body of an answer to POST /v1/abort.
+type IntakeAnswer struct {
+	Round   uint64 `json:"round"`
+	Outcome Intake `json:"outcome"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// HandleBatch processes one Batch frame and returns the reply (see
+// BatchIntake, which also returns the outcome).
 func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
+	reply, _, err := s.BatchIntake(frame)
+	return reply, err
+}
+
+// BatchIntake processes one Batch frame and returns the reply and its
+// outcome. It is the body of POST /v1/batch after authentication; err is
+// non-nil only for internal failures (the ledger could not record the
+// charge; nothing was decrypted), answered 500 so the relay retries. The
+// reply's Round is 0 only when the frame is not a batch frame of a round.
+func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	digest := sha256.Sum256(frame)
 	dig := hex.EncodeToString(digest[:])
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 
-	var round uint64
-	if t, err := wire.PeekType(frame); err != nil || t != wire.TypeBatch || len(frame) < 10 {
+	t, round, err := wire.PeekRound(frame)
+	if err != nil || t != wire.TypeBatch || round < 1 {
 		s.log.Warn("batch rejected: not a batch frame", "bytes", len(frame))
-		return wire.BatchReply{Status: wire.BatchStatusInvalid}, nil
+		return wire.BatchReply{Status: wire.BatchStatusInvalid}, IntakeInvalid, nil
 	}
-	round = uint64(frame[2])<<56 | uint64(frame[3])<<48 | uint64(frame[4])<<40 | uint64(frame[5])<<32 |
-		uint64(frame[6])<<24 | uint64(frame[7])<<16 | uint64(frame[8])<<8 | uint64(frame[9])
 	reply := wire.BatchReply{Round: round}
-	if round < 1 || round > uint64(s.st.Round+1) || int(round) <= 0 {
+	if round > uint64(s.st.Round+1) || int(round) <= 0 {
 		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch rejected: unknown round", "round", round, "last", s.st.Round)
-		return reply, nil
+		s.log.Warn("batch ignored: a round never announced", "round", round, "last", s.st.Round)
+		return reply, IntakeObsolete, nil
 	}
 	r := int(round)
 	if rec := s.record(r); rec != nil {
 		if rec.Digest == dig && rec.Reply != nil {
 			s.log.Info("identical batch re-sent; answering with the stored reply", "round", r)
 			return wire.BatchReply{Round: round, Accepted: uint32(rec.Accepted), RejectedOpen: uint32(rec.RejectedOpen),
-				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, nil
+				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, IntakeDuplicate, nil
 		}
-		s.log.Warn("batch rejected: the round is already closed", "round", r, "status", rec.Status)
+		s.log.Warn("batch ignored: the round is already closed", "round", r, "status", rec.Status)
 		reply.Status = wire.BatchStatusDuplicate
-		return reply, nil
+		return reply, IntakeObsolete, nil
 	}
 	if s.st.Open == nil || s.st.Open.Round != r {
 		// A round below the last finished one with no record cannot
 		// happen; a round not open is not accepted.
 		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch rejected: round not open", "round", r)
-		return reply, nil
+		s.log.Warn("batch ignored: round not open", "round", r)
+		return reply, IntakeObsolete, nil
 	}
 	start := time.Now()
 	b, err := wire.ParseBatch(frame, s.cfg.Params)
 	if err != nil {
 		s.log.Warn("batch rejected: malformed", "round", r, "err", err)
 		reply.Status = wire.BatchStatusInvalid
-		return reply, nil
+		return reply, IntakeInvalid, nil
 	}
 	rec := RoundRecord{
 		Round: r, AnnouncedAt: s.st.Open.AnnouncedAt, Deadline: s.st.Open.Deadline, Digest: dig,
@@ -521,18 +571,18 @@ func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
 			s.log.Warn("batch refused: privacy budget", "round", r, "err", err)
 			s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 			s.stop("privacy budget: " + err.Error())
-			return reply, nil
+			return reply, IntakeAccepted, nil
 		case errors.Is(err, ledger.ErrInvalidRelease):
 			s.log.Warn("batch rejected: invalid release", "round", r, "err", err)
 			reply.Status = wire.BatchStatusInvalid
-			return reply, nil
+			return reply, IntakeInvalid, nil
 		default:
 			s.log.Error("ledger charge failed; nothing decrypted", "round", r, "err", err)
-			return wire.BatchReply{}, fmt.Errorf("server: charging round %d: %w", r, err)
+			return wire.BatchReply{}, "", fmt.Errorf("server: charging round %d: %w", r, err)
 		}
 	}
 
-	mb, counts := openBatch(s.key, round, b, s.proto.center, s.cfg.Workers)
+	mb, counts := openBatch(s.key, round, b, s.proto.center, s.proto.spec.Admissible, s.cfg.Workers)
 	s.opened.Add(int64(len(b.Messages)))
 	reply.Accepted, reply.RejectedOpen, reply.RejectedValue = uint32(counts.accepted), uint32(counts.rejectedOpen), uint32(counts.rejectedValue)
 	rec.Accepted, rec.RejectedOpen, rec.RejectedValue = counts.accepted, counts.rejectedOpen, counts.rejectedValue
@@ -587,7 +637,7 @@ func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
 		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
 	}
 	s.log.Info("round finished", args...)
-	return reply, nil
+	return reply, IntakeAccepted, nil
 }
 
 // fillEpsilon stores the cumulative guarantee after the round by every
@@ -607,22 +657,47 @@ func (s *Server) fillEpsilon(rec *RoundRecord) {
 	rec.Epsilon = rowsOf(rep)
 }
 
-// HandleAbort processes an Abort frame: the open round is closed with
-// nothing charged and the next round follows. It reports whether the
-// abort matched the open round or an already aborted one.
+// HandleAbort processes an Abort frame (see AbortIntake): it reports
+// whether the abort matched the open round or an already aborted one.
 func (s *Server) HandleAbort(frame []byte) (bool, error) {
+	ans := s.AbortIntake(frame)
+	if ans.Outcome == IntakeInvalid {
+		return false, errors.New(ans.Detail)
+	}
+	return ans.Outcome == IntakeAccepted || ans.Outcome == IntakeDuplicate, nil
+}
+
+// AbortIntake processes an Abort frame: the open round is closed with
+// nothing charged and the next round follows (accepted). An abort of a
+// round already aborted is a duplicate; of a round closed another way, or
+// not open, obsolete; bytes that are not an Abort frame, invalid.
+func (s *Server) AbortIntake(frame []byte) IntakeAnswer {
 	a, err := wire.ParseAbort(frame)
 	if err != nil {
-		return false, err
+		_, round, _ := wire.PeekRound(frame)
+		return IntakeAnswer{Round: round, Outcome: IntakeInvalid, Detail: "invalid abort: " + err.Error()}
 	}
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
+	ans := IntakeAnswer{Round: a.Round}
 	r := int(a.Round)
+	if r <= 0 {
+		ans.Outcome, ans.Detail = IntakeObsolete, "round out of range"
+		return ans
+	}
 	if rec := s.record(r); rec != nil {
-		return rec.Status == StatusAborted, nil
+		if rec.Status == StatusAborted {
+			ans.Outcome, ans.Detail = IntakeDuplicate, fmt.Sprintf("round %d already aborted", r)
+		} else {
+			ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
+			s.log.Info("abort ignored: the round is already closed", "round", r, "status", rec.Status)
+		}
+		return ans
 	}
 	if s.st.Open == nil || s.st.Open.Round != r {
-		return false, nil
+		ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, s.st.Round)
+		s.log.Info("abort ignored: round not open", "round", r, "last", s.st.Round)
+		return ans
 	}
 	o := *s.st.Open
 	rec := RoundRecord{Round: r, Status: StatusAborted, Detail: abortReason(a.Reason), AnnouncedAt: o.AnnouncedAt,
@@ -634,7 +709,8 @@ func (s *Server) HandleAbort(frame []byte) (bool, error) {
 		"checked_in", a.CheckedIn, "population", a.Population)
 	s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 	s.notify()
-	return true, nil
+	ans.Outcome = IntakeAccepted
+	return ans
 }
 
 func abortReason(r uint8) string {

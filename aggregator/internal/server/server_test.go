@@ -62,19 +62,23 @@ func TestDuplicateAndIdenticalResend(t *testing.T) {
 	h.relay.next(t)
 	pub := h.srv.PublicKey()
 	frame := makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})
-	first := h.sendBatch(frame)
+	first, in := h.sendBatchOutcome(frame)
+	if in != IntakeAccepted || first.Status != wire.BatchStatusOK {
+		t.Fatalf("first batch: %s %+v", in, first)
+	}
 	model := h.srv.Model()
 	opened := h.srv.opened.Load()
-	// An identical re-send (a relay retry) gets the stored reply.
-	again := h.sendBatch(frame)
-	if *again != *first {
-		t.Fatalf("identical resend: %+v, first %+v", again, first)
+	// An identical re-send (a relay retry) gets the stored reply, as a
+	// duplicate.
+	again, in := h.sendBatchOutcome(frame)
+	if *again != *first || in != IntakeDuplicate {
+		t.Fatalf("identical resend: %s %+v, first %+v", in, again, first)
 	}
-	// A different batch for the same round is rejected as duplicate.
+	// A different batch for the same round is ignored: obsolete.
 	other := makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 5, value: constValue(0.9)})
-	dup := h.sendBatch(other)
-	if dup.Status != wire.BatchStatusDuplicate || dup.Accepted != 0 {
-		t.Fatalf("different batch: %+v", dup)
+	dup, in := h.sendBatchOutcome(other)
+	if dup.Status != wire.BatchStatusDuplicate || dup.Accepted != 0 || in != IntakeObsolete {
+		t.Fatalf("different batch: %s %+v", in, dup)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 {
 		t.Fatalf("ledger charged %d times", n)
@@ -304,13 +308,13 @@ func TestAbort(t *testing.T) {
 	if code := abort(7); code != http.StatusConflict {
 		t.Fatalf("abort of a round never announced: HTTP %d", code)
 	}
-	if code := abort(1); code != http.StatusNoContent {
+	if code := abort(1); code != http.StatusOK {
 		t.Fatalf("abort: HTTP %d", code)
 	}
 	if a := h.relay.next(t); a.Round != 2 {
 		t.Fatalf("after the abort: announced round %d, want 2", a.Round)
 	}
-	if code := abort(1); code != http.StatusNoContent {
+	if code := abort(1); code != http.StatusAlreadyReported {
 		t.Fatalf("repeated abort: HTTP %d", code)
 	}
 	if len(h.srv.ledger.Releases()) != 0 {

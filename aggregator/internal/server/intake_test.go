@@ -1,0 +1,95 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// TestIntakeAfterAbandon is the wedge the chaos tester found: the relay
+// was down past round 1's deadline + grace, the aggregator abandoned round
+// 1 and moved on, and the relay, restarted, posts its abort (relay
+// restart) and perhaps a batch for round 1. Every answer must be
+// definitive and say so: obsolete (409, outcome header, machine-readable
+// body), never an answer the relay would have to retry.
+func TestIntakeAfterAbandon(t *testing.T) {
+	relay := newFakeRelay(t)
+	h := newHarness(t, t.TempDir(), relay, nil)
+	if a := relay.next(t); a.Round != 1 {
+		t.Fatalf("round %d", a.Round)
+	}
+	h.srv.abandon(1, "test: no batch or abort in time")
+	if a := relay.next(t); a.Round != 2 {
+		t.Fatalf("after the abandon: round %d, want 2", a.Round)
+	}
+
+	abortFrame := func(round uint64) []byte {
+		b, err := (&wire.Abort{Round: round, Reason: wire.AbortRelayRestart}).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	postAbort := func(body []byte) (int, string, IntakeAnswer) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, h.http.URL+"/v1/abort", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ans IntakeAnswer
+		if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+			t.Fatalf("abort answer not JSON: %v", err)
+		}
+		return resp.StatusCode, resp.Header.Get(OutcomeHeader), ans
+	}
+
+	code, hdr, ans := postAbort(abortFrame(1))
+	if code != http.StatusConflict || hdr != string(IntakeObsolete) || ans.Outcome != IntakeObsolete || ans.Round != 1 || ans.Detail == "" {
+		t.Fatalf("abort of the abandoned round: HTTP %d, %q, %+v", code, hdr, ans)
+	}
+	// Asked again (the relay's answer was lost): the same definitive answer.
+	if code, _, ans := postAbort(abortFrame(1)); code != http.StatusConflict || ans.Outcome != IntakeObsolete {
+		t.Fatalf("abort again: HTTP %d %+v", code, ans)
+	}
+	// Not an abort at all: invalid, also final.
+	if code, hdr, ans := postAbort([]byte{1, 6, 0}); code != http.StatusBadRequest || hdr != string(IntakeInvalid) || ans.Outcome != IntakeInvalid {
+		t.Fatalf("malformed abort: HTTP %d %q %+v", code, hdr, ans)
+	}
+	// A round the aggregator never announced.
+	if code, _, ans := postAbort(abortFrame(1 << 40)); code != http.StatusConflict || ans.Outcome != IntakeObsolete || ans.Round != 1<<40 {
+		t.Fatalf("abort of a future round: HTTP %d %+v", code, ans)
+	}
+
+	// A batch for the abandoned round, and for a round never announced.
+	pub := h.srv.PublicKey()
+	r, in := h.sendBatchOutcome(makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
+	if in != IntakeObsolete || r.Round != 1 || r.Status != wire.BatchStatusDuplicate {
+		t.Fatalf("batch for the abandoned round: %s %+v", in, r)
+	}
+	r, in = h.sendBatchOutcome(makeBatch(t, pub, testParams(), batchSpec{round: 1 << 40, reports: 4, value: constValue(0.6)}))
+	if in != IntakeObsolete || r.Round != 1<<40 {
+		t.Fatalf("batch for a future round: %s %+v", in, r)
+	}
+	if code, _ := post(t, h.http.URL+"/v1/batch", testToken, []byte("not a frame")); code != http.StatusBadRequest {
+		t.Fatalf("garbage batch: HTTP %d", code)
+	}
+	if len(h.srv.ledger.Releases()) != 0 || h.srv.opened.Load() != 0 {
+		t.Fatal("an obsolete frame was charged or opened")
+	}
+	// The open round is untouched: its abort is accepted, then a duplicate.
+	if code, hdr, ans := postAbort(abortFrame(2)); code != http.StatusOK || hdr != string(IntakeAccepted) || ans.Outcome != IntakeAccepted {
+		t.Fatalf("abort of the open round: HTTP %d %q %+v", code, hdr, ans)
+	}
+	if code, _, ans := postAbort(abortFrame(2)); code != http.StatusAlreadyReported || ans.Outcome != IntakeDuplicate {
+		t.Fatalf("abort of the open round again: HTTP %d %+v", code, ans)
+	}
+	if a := relay.next(t); a.Round != 3 {
+		t.Fatalf("after the abort: round %d, want 3", a.Round)
+	}
+}
