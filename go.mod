@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/a-h/templ v0.3.977
 	github.com/andybalholm/brotli v1.1.0
+	github.com/cloudflare/circl v1.6.5
 	github.com/gorilla/websocket v1.5.3
 	gonum.org/v1/gonum v0.17.0
 	rsc.io/qr v0.2.0
@@ -19,10 +20,11 @@ require (
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/natefinch/atomic v1.0.1 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/mod v0.26.0 // indirect
-	golang.org/x/net v0.42.0 // indirect
+	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sync v0.16.0 // indirect
-	golang.org/x/sys v0.34.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/tools v0.35.0 // indirect
 )
 
