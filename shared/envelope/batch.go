@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"crypto/hpke"
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -48,7 +49,22 @@ const Width1Len = 8 + Overhead
 // SealValues). On error no message is returned; errors wrap ErrSeal. An
 // empty values gives an empty, non-nil result.
 func SealEach(hpkePub [32]byte, round uint64, values []float64) ([][]byte, error) {
-	pk, err := kem.NewPublicKey(hpkePub[:])
+	return sealEach(hpkePub, round, values, ownSender)
+}
+
+// sealEach is SealEach with crypto/hpke (own false) or the package's own
+// sender (own true, the js/wasm path; see sender.go).
+func sealEach(hpkePub [32]byte, round uint64, values []float64, own bool) ([][]byte, error) {
+	var (
+		pk hpke.PublicKey
+		s  *sender
+	)
+	var err error
+	if own {
+		s, err = newSender(hpkePub, round)
+	} else {
+		pk, err = kem.NewPublicKey(hpkePub[:])
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSeal, err)
 	}
@@ -57,18 +73,34 @@ func SealEach(hpkePub [32]byte, round uint64, values []float64) ([][]byte, error
 	out := make([][]byte, len(values))
 	err = parallel(len(values), func(lo, hi int) error {
 		var pt [8]byte
+		var ephs [batchChunk * 32]byte
+		if own {
+			// One crypto/rand read for the chunk's ephemeral scalars.
+			if _, err := rand.Read(ephs[:32*(hi-lo)]); err != nil {
+				return fmt.Errorf("%w: %w", ErrSeal, err)
+			}
+			defer clear(ephs[:])
+		}
 		for i := lo; i < hi; i++ {
 			binary.BigEndian.PutUint64(pt[:], math.Float64bits(values[i]))
-			c, err := hpke.Seal(pk, kdf, aead, in, pt[:])
+			m := backing[i*Width1Len : i*Width1Len : (i+1)*Width1Len]
+			var c []byte
+			var err error
+			if own {
+				c, err = s.seal(m, (*[32]byte)(ephs[32*(i-lo):]), pt[:])
+			} else {
+				c, err = hpke.Seal(pk, kdf, aead, in, pt[:])
+				if err == nil {
+					c = append(m, c...)
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("%w: message %d: %w", ErrSeal, i, err)
 			}
-			if len(c) != Width1Len {
+			if len(c) != Width1Len || &c[0] != &backing[i*Width1Len] {
 				return fmt.Errorf("%w: message %d: sealed length %d, want %d", ErrSeal, i, len(c), Width1Len)
 			}
-			m := backing[i*Width1Len : (i+1)*Width1Len : (i+1)*Width1Len]
-			copy(m, c)
-			out[i] = m
+			out[i] = c
 		}
 		return nil
 	})

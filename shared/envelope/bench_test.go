@@ -296,3 +296,26 @@ func BenchmarkOpenEach(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSealSender seals one value with crypto/hpke (the native path,
+// and the js path before the own sender) and with the own sender (the js
+// path), on the same platform in the same run.
+func BenchmarkSealSender(b *testing.B) {
+	k := testKey(b, 1)
+	pub := k.Public().HPKE
+	one := []float64{0.5}
+	for _, s := range []struct {
+		name string
+		own  bool
+	}{{"crypto-hpke", false}, {"own", true}} {
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			warmUp(b, func() error { _, err := sealValues(pub, 1, one, s.own); return err })
+			for b.Loop() {
+				if _, err := sealValues(pub, 1, one, s.own); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

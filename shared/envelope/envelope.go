@@ -5,7 +5,9 @@
 //
 // Values are sealed with HPKE (RFC 9180) in base mode, single-shot, with the
 // suite DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 (Go's
-// crypto/hpke). The info string binds a ciphertext to its round:
+// crypto/hpke; under js/wasm the package's own sender of the same suite,
+// whose X25519 suits WebAssembly, see sender.go; every message is opened
+// by crypto/hpke). The info string binds a ciphertext to its round:
 //
 //	info = "blanket/v1 values round " || u64be(round)
 //
@@ -260,17 +262,31 @@ func Verify(pub PublicKey, msg []byte, sig [64]byte) bool {
 // they are (including non-finite ones, which the aggregator rejects after
 // opening); the relay seals its dummies with this same function.
 func SealValues(hpkePub [32]byte, round uint64, values []float64) ([]byte, error) {
-	pk, err := kem.NewPublicKey(hpkePub[:])
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSeal, err)
-	}
+	return sealValues(hpkePub, round, values, ownSender)
+}
+
+// sealValues is SealValues with crypto/hpke (own false) or the package's
+// own sender (own true, the js/wasm path; see sender.go).
+func sealValues(hpkePub [32]byte, round uint64, values []float64, own bool) ([]byte, error) {
 	pt := make([]byte, 8*len(values))
 	for i, v := range values {
 		binary.BigEndian.PutUint64(pt[8*i:], math.Float64bits(v))
 	}
-	out, err := hpke.Seal(pk, kdf, aead, info(round), pt)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSeal, err)
+	var out []byte
+	if own {
+		var err error
+		if out, err = sealOwn(hpkePub, round, pt); err != nil {
+			return nil, err
+		}
+	} else {
+		pk, err := kem.NewPublicKey(hpkePub[:])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSeal, err)
+		}
+		out, err = hpke.Seal(pk, kdf, aead, info(round), pt)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSeal, err)
+		}
 	}
 	if len(out) != SealedLen(len(values)) {
 		return nil, fmt.Errorf("%w: sealed length %d, want %d", ErrSeal, len(out), SealedLen(len(values)))
