@@ -28,16 +28,17 @@ type JoinData struct {
 var epsLevels = []struct {
 	value, label string
 }{
-	{"0.5", "More private: half the announced ε"},
-	{"0.25", "Even more private: a quarter of the announced ε"},
-	{"0.1", "Most private: a tenth of the announced ε"},
+	{"0.5", "More private (half the ε)"},
+	{"0.25", "Even more private (¼ of the ε)"},
+	{"0.1", "Most private (a tenth of the ε)"},
 }
 
 // JoinPage is the volunteers' page (GET / on the relay): what taking part
-// means, the choice of data and privacy level, start and stop, live status,
-// and what can be checked (the aggregator's key fingerprint, the module's
-// SHA-256). The element ids are the contract of docs/web.md; static/join.js
-// drives them.
+// means (a short lead, the details one tap away), the choice of data and
+// privacy level, Start and Stop with the live status right below them (so
+// it is on screen after Start on a phone and a laptop), and what can be
+// checked (the aggregator's key fingerprint, the module's SHA-256). The
+// element ids are the contract of docs/web.md; static/join.js drives them.
 func JoinPage(d JoinData) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -71,7 +72,7 @@ func JoinPage(d JoinData) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Help train a digit recognizer, privately</h1><section id=\"consent\" aria-labelledby=\"consent-h\"><h2 id=\"consent-h\">What happens if you join</h2><p>Your browser trains a small model that recognizes handwritten digits, here on this device, and sends a noisy summary of what it learned. Nobody receives your digits or drawings.</p><ul><li><strong>What stays here:</strong> your drawings, and which part (shard) of the sample digits your browser picked, never leave this browser.</li><li><strong>What is sent:</strong> in each round you take part in, a few messages with your model update, after your browser has clipped it and added random noise. The noise makes each message ε-locally differentially private: on its own it reveals very little about your data, even to someone who reads it. The numbers are sealed (encrypted) so that only the aggregator can open them.</li><li><strong>The relay</strong> (this server) receives your messages. It sees who you are (your connection and network address) and when you send, but never the values: they are sealed. It mixes everybody's messages with dummy messages and shuffles them.</li><li><strong>The aggregator</strong> (the teacher's server) opens the shuffled messages. It sees the values, but never who sent them. It publishes only the averaged model.</li><li>You can stop at any time. What was already sent stays sent; nothing more is sent after you stop.</li></ul></section><form id=\"join-form\" aria-labelledby=\"choices-h\" novalidate><h2 id=\"choices-h\">Your choices</h2><fieldset><legend>What should your browser learn from?</legend><div class=\"choice\"><input type=\"radio\" id=\"source-shard\" name=\"source\" value=\"shard\" checked> <label for=\"source-shard\">A random share of the sample digits (nothing to do)</label></div><div class=\"choice\"><input type=\"radio\" id=\"source-draw\" name=\"source\" value=\"drawings\" aria-controls=\"drawing\"> <label for=\"source-draw\">My own drawings of digits</label></div></fieldset><fieldset id=\"drawing\" class=\"drawing\"><legend>Your drawings (optional; only used with “My own drawings”)</legend><p id=\"canvas-help\" class=\"hint\">Draw one digit with a finger, a pen or the mouse. With the keyboard: focus the square, move with the arrow keys, press Space to paint, Delete to clear. Drawing is optional: the sample digits need no drawing at all.</p><canvas id=\"canvas\" width=\"280\" height=\"280\" tabindex=\"0\" role=\"img\" aria-label=\"Drawing area for one digit, 28 by 28 squares\" aria-describedby=\"canvas-help\"></canvas><div class=\"row\"><label for=\"label\">This digit is</label> <select id=\"label\" name=\"label\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Help train a digit recognizer, privately</h1><section id=\"consent\" aria-labelledby=\"consent-h\"><h2 id=\"consent-h\" class=\"sr-only\">What happens if you join</h2><p>Your browser trains a small model that recognizes handwritten digits, here on this device, and sends a noisy summary of what it learned. Nobody receives your digits or drawings.</p><details id=\"consent-details\"><summary>What exactly is sent, and who sees what</summary><ul><li><strong>What stays here:</strong> your drawings, and which part (shard) of the sample digits your browser picked, never leave this browser.</li><li><strong>What is sent:</strong> in each round you take part in, a few messages with your model update, after your browser has clipped it and added random noise. The noise makes each message ε-locally differentially private: on its own it reveals very little about your data, even to someone who reads it. The numbers are sealed (encrypted) so that only the aggregator can open them.</li><li><strong>The relay</strong> (this server) receives your messages. It sees who you are (your connection and network address) and when you send, but never the values: they are sealed. It mixes everybody's messages with dummy messages and shuffles them.</li><li><strong>The aggregator</strong> (the teacher's server) opens the shuffled messages. It sees the values, but never who sent them. It publishes only the averaged model.</li><li>You can stop at any time. What was already sent stays sent; nothing more is sent after you stop.</li></ul></details></section><form id=\"join-form\" aria-labelledby=\"choices-h\" novalidate><h2 id=\"choices-h\" class=\"sr-only\">Your choices</h2><fieldset><legend>What should your browser learn from?</legend><div class=\"choice\"><input type=\"radio\" id=\"source-shard\" name=\"source\" value=\"shard\" checked> <label for=\"source-shard\">A random share of the sample digits (nothing to do)</label></div><div class=\"choice\"><input type=\"radio\" id=\"source-draw\" name=\"source\" value=\"drawings\" aria-controls=\"drawing\"> <label for=\"source-draw\">My own drawings of digits</label></div></fieldset><fieldset id=\"drawing\" class=\"drawing\"><legend>Your drawings</legend><p id=\"canvas-help\" class=\"hint\">Draw one digit with a finger, a pen or the mouse, pick what it is, then Add. With the keyboard: focus the square, move with the arrow keys, press Space to paint, Delete to clear.</p><canvas id=\"canvas\" width=\"280\" height=\"280\" tabindex=\"0\" role=\"img\" aria-label=\"Drawing area for one digit, 28 by 28 squares\" aria-describedby=\"canvas-help\"></canvas><div class=\"row\"><label for=\"label\">This digit is</label> <select id=\"label\" name=\"label\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -83,7 +84,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var3 string
 				templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 101, Col: 38}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 104, Col: 38}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 				if templ_7745c5c3_Err != nil {
@@ -96,7 +97,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var4 string
 				templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 101, Col: 58}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 104, Col: 58}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 				if templ_7745c5c3_Err != nil {
@@ -107,7 +108,7 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</select> <button type=\"button\" id=\"add-drawing\">Add drawing</button> <button type=\"button\" id=\"clear-drawing\">Clear</button></div><p id=\"drawings\" aria-live=\"polite\" data-value=\"0\">No drawings yet.</p></fieldset><div class=\"field\"><label for=\"eps-level\">Your privacy level (optional)</label> <select id=\"eps-level\" name=\"eps-level\" aria-describedby=\"eps-help\"><option value=\"0\" selected>The level the teacher announced</option> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</select> <button type=\"button\" id=\"add-drawing\">Add drawing</button> <button type=\"button\" id=\"clear-drawing\">Clear</button></div><p id=\"drawings\" aria-live=\"polite\" data-value=\"0\">No drawings yet.</p><div id=\"drawing-previews\" class=\"previews\" aria-label=\"Your drawings\"></div><div class=\"row\"><button type=\"button\" id=\"undo-drawing\" disabled>Undo last drawing</button></div></fieldset><div class=\"field\"><label for=\"eps-level\">Your privacy level (optional)</label> <select id=\"eps-level\" name=\"eps-level\" aria-describedby=\"eps-help\"><option value=\"0\" selected>As announced by the teacher</option> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -119,7 +120,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var5 string
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(l.value)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 114, Col: 29}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 121, Col: 29}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 				if templ_7745c5c3_Err != nil {
@@ -132,7 +133,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(l.label)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 114, Col: 41}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 121, Col: 41}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 				if templ_7745c5c3_Err != nil {
@@ -143,7 +144,7 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</select><p id=\"eps-help\" class=\"hint\">A smaller ε adds more noise to your messages: more private for you, less useful for the model.</p></div><div class=\"buttons\"><button type=\"submit\" id=\"start\" disabled>Start</button> <button type=\"button\" id=\"stop\" disabled>Stop</button></div></form><section aria-labelledby=\"status-h\"><h2 id=\"status-h\">Status</h2><p id=\"status\" data-state=\"idle\" role=\"status\" aria-live=\"polite\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</select><p id=\"eps-help\" class=\"hint\">A smaller ε adds more noise to your messages: more private for you, less useful for the model.</p></div><div class=\"buttons\"><button type=\"submit\" id=\"start\" class=\"primary\" disabled>Start</button> <button type=\"button\" id=\"stop\" disabled>Stop</button></div><div id=\"live\" class=\"live\" aria-labelledby=\"status-h\"><h2 id=\"status-h\" class=\"sr-only\">Status</h2><p id=\"status\" data-state=\"idle\" role=\"status\" aria-live=\"polite\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -158,7 +159,7 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</p><label for=\"progress\">Training this round</label> <progress id=\"progress\" max=\"1\" value=\"0\">0%</progress><dl class=\"facts\"><dt>Sent so far</dt><dd id=\"sent\" data-messages=\"0\" data-bytes=\"0\">Nothing yet.</dd><dt>Your privacy spent (ε)</dt><dd id=\"my-epsilon\" data-value=\"0\">0 (nothing sent yet)</dd><dt>Rounds you joined</dt><dd id=\"rounds-joined\" data-value=\"0\">0</dd></dl></section><section aria-labelledby=\"check-h\"><h2 id=\"check-h\">Check before you trust</h2><p>Compare this fingerprint with the one on the teacher’s screen. If they differ, do not join: your messages would be sealed to someone else.</p><dl class=\"facts\"><dt>Aggregator key fingerprint</dt>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</p><p id=\"round-info\" class=\"hint\" aria-live=\"off\"></p><label for=\"progress\" id=\"progress-label\">Training this round</label> <progress id=\"progress\" max=\"1\" value=\"0\">0%</progress> <details id=\"error-details\" hidden><summary>Technical details</summary> <code id=\"error-text\"></code></details></div></form><section aria-labelledby=\"facts-h\"><h2 id=\"facts-h\">What you have sent</h2><dl class=\"facts\"><dt>Sent so far</dt><dd id=\"sent\" data-messages=\"0\" data-bytes=\"0\">Nothing yet.</dd><dt>Your privacy spent (ε)</dt><dd><span id=\"my-epsilon\" data-value=\"0\">0 (nothing sent yet)</span> <span id=\"eps-meaning\" class=\"hint\">ε measures how much your messages could reveal about you: 0 is nothing at all, and the smaller it is, the less anyone could tell whether your data was used.</span></dd><dt>Rounds you joined</dt><dd id=\"rounds-joined\" data-value=\"0\">0</dd></dl></section><section aria-labelledby=\"check-h\"><h2 id=\"check-h\">Check before you trust</h2><p>Compare this fingerprint with the one on the teacher’s screen. If they differ, do not join: your messages would be sealed to someone else.</p><dl class=\"facts\"><dt>Aggregator key fingerprint</dt>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -170,7 +171,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 155, Col: 58}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 176, Col: 58}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
@@ -183,7 +184,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var8 string
 				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 155, Col: 76}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 176, Col: 76}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 				if templ_7745c5c3_Err != nil {
@@ -211,7 +212,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 162, Col: 57}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 183, Col: 57}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -224,7 +225,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 162, Col: 77}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 183, Col: 77}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 				if templ_7745c5c3_Err != nil {
@@ -237,7 +238,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var11 string
 				templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.Size()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 164, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 185, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 				if templ_7745c5c3_Err != nil {
@@ -250,7 +251,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var12 string
 				templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.GzipSize()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 164, Col: 80}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 185, Col: 80}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 				if templ_7745c5c3_Err != nil {
@@ -273,7 +274,7 @@ func JoinPage(d JoinData) templ.Component {
 			var templ_7745c5c3_Var13 string
 			templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatBool(d.Wasm != nil))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 173, Col: 83}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 194, Col: 83}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 			if templ_7745c5c3_Err != nil {

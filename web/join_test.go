@@ -169,3 +169,32 @@ func TestLayoutChildren(t *testing.T) {
 		t.Errorf("layout: %s", s)
 	}
 }
+
+// TestJoinPageStatusNextToStart: the live status (text, countdown,
+// progress) comes right after Start and Stop, before the longer sections,
+// so it is on screen after pressing Start; the technical text of an error
+// has its own place, and ε is explained in one sentence.
+func TestJoinPageStatusNextToStart(t *testing.T) {
+	page := renderJoin(t, JoinData{Wasm: testModule(t)})
+	order := []string{`id="source-shard"`, `id="eps-level"`, `id="start"`, `id="stop"`, `id="status"`, `id="round-info"`, `id="progress"`, `id="facts-h"`, `id="check-h"`}
+	last := -1
+	for _, id := range order {
+		i := strings.Index(page, id)
+		if i < last {
+			t.Errorf("%s comes before the previous element of %v", id, order)
+		}
+		last = i
+	}
+	if !strings.Contains(page, `id="error-details" hidden`) {
+		t.Error("no hidden place for an error's technical details")
+	}
+	meaning := element(page, "eps-meaning")
+	if meaning == "" || !strings.Contains(page, "the less anyone could tell whether your data was used") {
+		t.Error("ε is not explained in plain words")
+	}
+	for _, l := range epsLevels {
+		if len(l.label) > 34 {
+			t.Errorf("privacy level label %q is too long for a 390 px phone", l.label)
+		}
+	}
+}

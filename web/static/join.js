@@ -8,25 +8,108 @@
   const form = $("join-form"), startBtn = $("start"), stopBtn = $("stop");
   const statusEl = $("status"), progressEl = $("progress"), sentEl = $("sent");
   const epsEl = $("my-epsilon"), roundsEl = $("rounds-joined"), fpEl = $("fingerprint");
+  const infoEl = $("round-info"), progressLabel = $("progress-label");
+  const errBox = $("error-details"), errTextEl = $("error-text");
   const hasWasm = $("join-script").dataset.wasm === "true";
 
   let api = null;          // globalThis.blanket once ready
   let running = false;
-  const pending = [];      // drawings added before the client was ready
-  let drawings = 0;
+  const drawn = [];        // drawings not yet handed to the client: {pixels, label}
+  let given = 0;           // drawings handed to the client (cannot be undone)
   const totals = { messages: 0, bytes: 0 };
 
   const errText = (e) => (e && e.message) || String(e);
-  function setStatus(state, text) {
+  // friendly turns a Go or browser error into words for a student; the
+  // original stays under "Technical details".
+  function friendly(raw) {
+    const e = String(raw || "");
+    const rules = [
+      [/fingerprint|pinned/i, "The teacher's key does not match the one this server gives out. Do not join; tell the teacher."],
+      [/no local data|no drawings/i, "Add at least one drawing first, or choose the sample digits."],
+      [/budget|exhaust/i, "The class has used up its privacy budget, so training is over. Thank you for taking part!"],
+      [/too late|no open round|wrong round|not invited/i, "This round closed before your update arrived. You will take part in the next one."],
+      [/stale|old round/i, "Your device missed a round. Waiting for the next one."],
+      [/websocket|dial|connect|closed|network|fetch|refused|timeout|HTTP 5/i,
+        "Cannot reach the class server. Check that this device is on the same Wi-Fi as the teacher's laptop, then press Start again."],
+    ];
+    for (const [re, text] of rules) if (re.test(e)) return text;
+    return "Something went wrong. Press Start to try again; if it keeps happening, tell the teacher.";
+  }
+  function setStatus(state, text, raw) {
     statusEl.dataset.state = state;
     statusEl.textContent = text;
+    errBox.hidden = !raw;
+    errTextEl.textContent = raw ? String(raw) : "";
+  }
+  function setError(prefix, raw) {
+    setStatus("error", prefix + friendly(raw), raw || "");
   }
   function setRunning(on) {
     running = on;
     startBtn.disabled = on || !api;
     stopBtn.disabled = !on;
     for (const el of form.querySelectorAll("input[name=source], #eps-level")) el.disabled = on;
+    if (on) pollRound();
   }
+
+  // ---- the round as the relay sees it: countdown, pause, progress ----
+  // Between rounds the progress bar shows how much of the open round's
+  // time has passed (its deadline from GET /api/round); while training, how
+  // far training got.
+  const round = { open: 0, deadline: 0, start: 0, paused: false, stopped: "", skew: 0, timer: 0 };
+  function phase() { return statusEl.dataset.state; }
+  function showRound() {
+    const now = Date.now() + round.skew;
+    let text = "", state = "";
+    if (round.stopped) {
+      text = "Training is over for this class. Thank you for taking part!";
+      state = "stopped";
+    } else if (round.paused && !round.open) {
+      text = "Paused by the teacher. Training continues when they press Start.";
+      state = "paused";
+    } else if (round.open && round.deadline) {
+      const left = Math.max(0, Math.ceil((round.deadline - now) / 1000));
+      text = `Round ${round.open} is open: it closes in ${left} s.` + (round.paused ? " The teacher paused training after this round." : "");
+      state = "open";
+    } else if (running) {
+      text = "The next round starts in a moment.";
+      state = "between";
+    }
+    infoEl.textContent = text;
+    infoEl.dataset.state = state;
+    const p = phase();
+    if (p === "training") {
+      progressLabel.textContent = "Training on your data";
+    } else if (p === "sent") {
+      progressLabel.textContent = "Your update for this round was sent";
+      progressEl.value = 1;
+    } else if (running && round.open && round.deadline && round.start) {
+      progressLabel.textContent = `Time passed in round ${round.open}`;
+      progressEl.value = Math.min(1, Math.max(0, (now - round.start) / Math.max(1, round.deadline - round.start)));
+    } else {
+      progressLabel.textContent = round.paused ? "Paused by the teacher" : "Waiting for a round";
+      progressEl.value = 0;
+    }
+  }
+  async function pollRound() {
+    clearTimeout(round.timer);
+    try {
+      const r = await fetch("/api/round", { cache: "no-store" });
+      if (r.ok) {
+        const info = await r.json();
+        if (info.now) round.skew = Date.parse(info.now) - Date.now();
+        const dl = info.deadline ? Date.parse(info.deadline) : 0;
+        if (info.open_round !== round.open) round.start = info.open_round ? Date.now() + round.skew : 0;
+        round.open = info.reachable ? info.open_round : 0;
+        round.deadline = dl;
+        round.paused = !!info.paused;
+        round.stopped = info.stopped || "";
+      }
+    } catch { /* the status line says so when the connection drops */ }
+    showRound();
+    round.timer = setTimeout(pollRound, running ? 2000 : 10000);
+  }
+  setInterval(showRound, 1000);
 
   // ---- the wasm client ----
   async function load() {
@@ -61,17 +144,18 @@
     setRunning(false);
     setStatus("idle", "Ready. Read the text above, make your choices, then press Start.");
     api.onEvent(onEvent); // after "Ready": the client may report at once
-    for (const d of pending.splice(0)) api.addDrawing(d.pixels, d.label);
+    pollRound();
   }
 
   function onEvent(e) {
     const round = e.round ? `Round ${e.round}: ` : "";
+    if (e.round && e.kind === "announcement") pollRound();
     switch (e.kind) {
       case "connected":
         setStatus("waiting", "Connected to the relay. Waiting for the next round…");
         break;
       case "disconnected":
-        setStatus("connecting", "Connection lost; reconnecting…" + (e.error ? ` (${e.error})` : ""));
+        setStatus("connecting", "Connection lost; reconnecting… (check that you are still on the class Wi-Fi)", e.error);
         break;
       case "announcement":
         progressEl.value = 0;
@@ -79,6 +163,7 @@
         break;
       case "sat-out":
         setStatus("waiting", `${round}sitting this one out (a random draw that is part of the privacy protection). Waiting for the next round…`);
+        progressEl.value = 0;
         break;
       case "checked-in":
         progressEl.value = 0;
@@ -110,13 +195,13 @@
         }
         break;
       case "ack":
-        if (e.error) setStatus("error", `${round}the relay did not accept a message (${e.error}).`);
+        if (e.error) setError(round, e.error);
         break;
       case "rejected":
-        setStatus("error", `${round}announcement rejected (${e.error}); nothing was sent for it.`);
+        setStatus("waiting", `${round}skipped: ${friendly(e.error)} Nothing was sent for it.`, e.error);
         break;
       case "failed":
-        setStatus("error", `${round}could not be completed (${e.error}); nothing was sent for it.`);
+        setError(`${round}nothing was sent. `, e.error);
         break;
       case "stopped":
         setRunning(false);
@@ -124,11 +209,12 @@
         break;
       case "error":
         setRunning(false);
-        setStatus("error", `Error: ${e.error}`);
+        setError("", e.error);
         break;
       default:
-        if (e.error) setStatus("error", String(e.error));
+        if (e.error) setError("", e.error);
     }
+    showRound();
   }
 
   async function keyFingerprint() {
@@ -151,25 +237,32 @@
     ev.preventDefault();
     if (!api || running) return;
     const source = form.querySelector("input[name=source]:checked").value;
-    if (source === "drawings" && drawings === 0) {
+    if (source === "drawings" && drawn.length + given === 0) {
       setStatus("error", "Add at least one drawing first, or choose the sample digits.");
       return;
     }
     const fingerprint = await keyFingerprint();
     if (!fingerprint) {
-      setStatus("error", "The relay does not know the aggregator's key yet; try again in a moment.");
+      setStatus("error", "The class server is still starting. Try again in a moment.");
+      return;
+    }
+    try {
+      giveDrawings();
+    } catch (e) {
+      setError("Could not use your drawings. ", errText(e));
       return;
     }
     const shardSeed = crypto.getRandomValues(new Uint32Array(1))[0];
+    setStatus("connecting", "Connecting to the relay…");
     setRunning(true);
     progressEl.value = 0;
-    setStatus("connecting", "Connecting to the relay…");
+    $("live").scrollIntoView({ block: "nearest" });
     const relay = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/ws`;
     try {
       await api.start({ relay, fingerprint, source, shardSeed, epsLevel: Number($("eps-level").value) || 0 });
     } catch (e) {
       setRunning(false);
-      setStatus("error", `Could not start: ${errText(e)}`);
+      setError("Could not start. ", errText(e));
     }
   });
 
@@ -310,25 +403,66 @@
     return out;
   }
 
+  // Drawings stay in this page until Start (or until the client is
+  // running), so the last ones can be undone; each has a small preview.
+  const note = $("drawings"), previews = $("drawing-previews"), undoBtn = $("undo-drawing");
+  function showDrawings(lastLabel) {
+    const n = drawn.length + given;
+    note.dataset.value = n;
+    note.textContent = n === 0 ? "No drawings yet." :
+      `${n} drawing${n === 1 ? "" : "s"}` + (lastLabel === undefined ? "" : ` (the last one: a ${lastLabel})`) + ". They stay in this browser.";
+    undoBtn.disabled = drawn.length === 0;
+  }
+  function preview(px, label) {
+    const fig = document.createElement("figure");
+    const c = document.createElement("canvas");
+    c.width = c.height = N;
+    const g = c.getContext("2d"), img = g.createImageData(N, N);
+    for (let i = 0; i < N * N; i++) {
+      const v = 255 - Math.round(255 * px[i]);
+      img.data.set([v, v, v, 255], i * 4);
+    }
+    g.putImageData(img, 0, 0);
+    c.setAttribute("role", "img");
+    c.setAttribute("aria-label", `a drawing of ${label}`);
+    const cap = document.createElement("figcaption");
+    cap.textContent = String(label);
+    fig.append(c, cap);
+    previews.append(fig);
+  }
+  // giveDrawings hands the drawings so far to the client (from then on
+  // they are part of training and can no longer be undone).
+  function giveDrawings() {
+    if (!api) return;
+    while (drawn.length) {
+      const d = drawn[0];
+      api.addDrawing(d.pixels, d.label);
+      drawn.shift();
+      given++;
+    }
+    showDrawings();
+  }
+
   $("add-drawing").addEventListener("click", () => {
     const px = pixels();
-    const note = $("drawings");
     if (!px) {
       note.textContent = "Draw a digit first.";
       return;
     }
     const label = Number($("label").value);
-    try {
-      if (api) api.addDrawing(px, label);
-      else pending.push({ pixels: px, label });
-    } catch (e) {
-      note.textContent = `Could not add the drawing: ${errText(e)}`;
-      return;
+    drawn.push({ pixels: px, label });
+    preview(px, label);
+    if (running) {
+      try { giveDrawings(); } catch (e) { note.textContent = `Could not add the drawing: ${friendly(errText(e))}`; return; }
     }
-    drawings++;
-    note.dataset.value = drawings;
-    note.textContent = `${drawings} drawing${drawings === 1 ? "" : "s"} added (the last one: a ${label}). They stay in this browser.`;
+    showDrawings(label);
     clearInk();
+  });
+  undoBtn.addEventListener("click", () => {
+    if (!drawn.length) return;
+    drawn.pop();
+    previews.lastElementChild?.remove();
+    showDrawings();
   });
   $("clear-drawing").addEventListener("click", clearInk);
 
@@ -336,6 +470,6 @@
   load().catch((e) => {
     setRunning(false);
     startBtn.disabled = true;
-    setStatus("error", `Could not load the Blanket client: ${errText(e)}`);
+    setError("Could not load the Blanket client. ", errText(e));
   });
 })();

@@ -32,11 +32,47 @@ const keyLimit = 64 << 10
 // ETag changes).
 const sampleMaxAge = 30 * 24 * time.Hour
 
-// webState is the relay's view of the aggregator's public key.
+// webState is the relay's view of the aggregator's public key and, for
+// the join page's countdown, of its round status.
 type webState struct {
 	mu      sync.RWMutex
 	key     envelope.PublicKey
 	keyJSON []byte // nil until the key is known
+
+	// roundMu serializes status fetches: at most one per roundTTL, however
+	// many phones poll.
+	roundMu   sync.Mutex
+	round     RoundInfo
+	roundTime time.Time
+}
+
+// roundTTL is how long the relay reuses the aggregator's status for GET
+// /api/round; roundLimit bounds the status answer.
+const (
+	roundTTL   = time.Second
+	roundLimit = 64 << 10
+)
+
+// RoundInfo is the JSON of the relay's GET /api/round: what a volunteer's
+// page (and the projected dashboard) needs to say what happens next. It
+// carries no volunteer's data: the round state is the aggregator's public
+// status, Volunteers the relay's count of open connections.
+type RoundInfo struct {
+	// Reachable is false while the relay cannot reach the aggregator.
+	Reachable bool `json:"reachable"`
+	// Round is the last finished round, OpenRound the open one (0: none)
+	// and Deadline when it closes.
+	Round     int       `json:"round"`
+	OpenRound int       `json:"open_round"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	// Paused: the teacher paused training; Stopped says why training
+	// ended ("" while it goes on).
+	Paused  bool   `json:"paused"`
+	Stopped string `json:"stopped,omitempty"`
+	// Volunteers is the number of volunteers connected to the relay now.
+	Volunteers int64 `json:"volunteers"`
+	// Now is the relay's clock, so a page can correct its own.
+	Now time.Time `json:"now"`
 }
 
 // currentKey returns the key's JSON and fingerprint ("" and nil while
@@ -59,6 +95,7 @@ func (s *Server) registerWeb(mux *http.ServeMux) {
 	mux.Handle("GET /blanket.wasm", s.cfg.Wasm)
 	mux.Handle("GET /api/wasm", s.cfg.Wasm.InfoHandler())
 	mux.HandleFunc("GET /api/key", s.handleKey)
+	mux.HandleFunc("GET /api/round", s.handleRound)
 	mux.Handle("GET /digits.idx.gz", sampleFile(sample.ImagesGz))
 	mux.Handle("GET /labels.idx.gz", sampleFile(sample.LabelsGz))
 }
@@ -80,6 +117,71 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	if err := web.JoinPage(web.JoinData{Fingerprint: fp, Wasm: s.cfg.Wasm}).Render(r.Context(), w); err != nil {
 		s.log.Warn("join page not rendered", "err", err)
 	}
+}
+
+// handleRound serves RoundInfo. The answer is public (the aggregator's own
+// status is), so any origin may read it: the teacher's dashboard, served by
+// the aggregator, shows the relay's volunteer count.
+func (s *Server) handleRound(w http.ResponseWriter, r *http.Request) {
+	info := s.roundInfo(r.Context())
+	info.Volunteers = s.Metrics().Connections
+	info.Now = time.Now().UTC()
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Access-Control-Allow-Origin", "*")
+	json.NewEncoder(w).Encode(info)
+}
+
+// roundInfo returns the aggregator's round status, fetched at most once
+// per roundTTL (requests meanwhile wait for the one fetch and share it).
+func (s *Server) roundInfo(ctx context.Context) RoundInfo {
+	st := &s.web
+	st.roundMu.Lock()
+	defer st.roundMu.Unlock()
+	if time.Since(st.roundTime) < roundTTL {
+		return st.round
+	}
+	info, err := s.fetchRound(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return st.round // this caller went away: keep the old answer for the others
+		}
+		s.log.Debug("cannot fetch the aggregator's status", "err", err)
+		info = RoundInfo{}
+	}
+	st.round, st.roundTime = info, time.Now()
+	return info
+}
+
+// fetchRound reads the aggregator's GET /api/status.
+func (s *Server) fetchRound(ctx context.Context) (RoundInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.Aggregator, "/")+"/api/status", nil)
+	if err != nil {
+		return RoundInfo{}, fmt.Errorf("status request: %w", err)
+	}
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return RoundInfo{}, fmt.Errorf("status request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return RoundInfo{}, fmt.Errorf("status request: HTTP %s", resp.Status)
+	}
+	var st struct {
+		Round     int       `json:"round"`
+		OpenRound int       `json:"open_round"`
+		Deadline  time.Time `json:"deadline"`
+		Paused    bool      `json:"paused"`
+		Stopped   string    `json:"stopped"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, roundLimit)).Decode(&st); err != nil {
+		return RoundInfo{}, fmt.Errorf("aggregator status: %w", err)
+	}
+	return RoundInfo{Reachable: true, Round: st.Round, OpenRound: st.OpenRound, Deadline: st.Deadline,
+		Paused: st.Paused, Stopped: st.Stopped}, nil
 }
 
 // handleKey serves the aggregator's public key (JSON of envelope.PublicKey)

@@ -331,3 +331,73 @@ func TestWebSameOrigin(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// statusAgg serves /api/key and a fixed /api/status, counting status
+// requests.
+type statusAgg struct {
+	keyAgg
+	status string
+	n      int
+}
+
+func (a *statusAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/api/status" {
+		a.mu.Lock()
+		a.n++
+		a.mu.Unlock()
+		io.WriteString(w, a.status)
+		return
+	}
+	a.keyAgg.ServeHTTP(w, r)
+}
+
+// TestWebRound: GET /api/round passes on the aggregator's round state
+// (open round, deadline, paused) that the join page counts down from,
+// readable by the dashboard's origin, and asks the aggregator at most once
+// per second however many phones poll.
+func TestWebRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agg := &statusAgg{keyAgg: keyAgg{key: pubKey(t, 1)},
+			status: `{"round": 3, "open_round": 4, "deadline": "2030-01-02T03:04:05Z", "paused": true, "epsilon": 1.5}`}
+		w := newWebRelay(t, agg, nil, time.Minute)
+		defer w.close()
+		synctest.Wait()
+		var info RoundInfo
+		for range 5 {
+			resp, b := w.get("/api/round", nil)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Fatalf("HTTP %d, CORS %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+			}
+			if err := json.Unmarshal(b, &info); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+		if !info.Reachable || info.Round != 3 || info.OpenRound != 4 || !info.Deadline.Equal(want) || !info.Paused {
+			t.Errorf("round info %+v", info)
+		}
+		if agg.n != 1 {
+			t.Errorf("%d status requests for 5 polls within a second, want 1", agg.n)
+		}
+		time.Sleep(2 * time.Second)
+		w.get("/api/round", nil)
+		if agg.n != 2 {
+			t.Errorf("%d status requests after the cache expired, want 2", agg.n)
+		}
+	})
+}
+
+// TestWebRoundUnreachable: without an aggregator status the answer says
+// so instead of failing.
+func TestWebRoundUnreachable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWebRelay(t, &keyAgg{key: pubKey(t, 1)}, nil, time.Minute)
+		defer w.close()
+		synctest.Wait()
+		resp, b := w.get("/api/round", nil)
+		var info RoundInfo
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &info) != nil || info.Reachable {
+			t.Fatalf("HTTP %d: %s", resp.StatusCode, b)
+		}
+	})
+}
