@@ -70,6 +70,7 @@ func run(args []string) error {
 	state := fs.String("state", "relay-state", "state directory (persisted batches)")
 	origins := fs.String("origins", "", "comma-separated extra allowed websocket origins (scheme://host[:port]); same-host and native clients (no Origin) are always allowed")
 	wasmPath := fs.String("wasm", defaultWasm, "the wasm client served at /blanket.wasm (\"\": none; the default is used only if the file exists)")
+	warmup := fs.Duration("warmup", 5*time.Second, "after a restart that interrupted a round or left frames undelivered, refuse announcements this long so volunteers reconnect first (the aggregator retries)")
 	keyRefresh := fs.Duration("key-refresh", time.Minute, "how often to refetch the aggregator's public key for GET /api/key and the join page")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -94,6 +95,9 @@ func run(args []string) error {
 			allowed = append(allowed, o)
 		}
 	}
+	if *warmup < 0 {
+		return errors.New("-warmup must not be negative")
+	}
 	if *keyRefresh <= 0 {
 		return errors.New("-key-refresh must be positive")
 	}
@@ -114,6 +118,7 @@ func run(args []string) error {
 		Logger:     log,
 		Wasm:       wasm,
 		KeyRefresh: *keyRefresh,
+		Warmup:     *warmup,
 	})
 	if err != nil {
 		return err

@@ -117,9 +117,10 @@ func (a *fakeAgg) snapshot() (batches, aborts [][]byte) {
 type harness struct {
 	t      *testing.T
 	key    *envelope.PrivateKey
-	agg    *fakeAgg
+	agg    http.Handler
 	dir    string
 	srv    *Server
+	lmu    sync.Mutex // guards relayL across restarts
 	relayL *pipeListener
 	aggL   *pipeListener
 	relayH *http.Server
@@ -132,7 +133,7 @@ type harness struct {
 
 type harnessOpt func(*Config)
 
-func newHarness(t *testing.T, agg *fakeAgg, dir string, opts ...harnessOpt) *harness {
+func newHarness(t *testing.T, agg http.Handler, dir string, opts ...harnessOpt) *harness {
 	t.Helper()
 	key, err := envelope.DeriveKey([32]byte{7})
 	if err != nil {
@@ -174,9 +175,12 @@ func (h *harness) start(opts ...harnessOpt) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.relayL = newPipeListener()
+	l := newPipeListener()
+	h.lmu.Lock()
+	h.relayL = l
+	h.lmu.Unlock()
 	h.relayH = &http.Server{Handler: h.srv.Handler()}
-	go h.relayH.Serve(h.relayL)
+	go h.relayH.Serve(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.runErr = make(chan error, 1)
@@ -188,7 +192,9 @@ func (h *harness) stop() {
 	h.cancel()
 	<-h.runErr
 	h.relayH.Close()
+	h.lmu.Lock()
 	h.relayL.Close()
+	h.lmu.Unlock()
 }
 
 // close stops everything so the bubble can end.
@@ -228,8 +234,17 @@ func (h *harness) announcement(round uint64, p wire.Params, deadline time.Durati
 	return b
 }
 
+// relayDial dials the relay running now (its listener changes at every
+// restart).
+func (h *harness) relayDial(ctx context.Context, n, a string) (net.Conn, error) {
+	h.lmu.Lock()
+	l := h.relayL
+	h.lmu.Unlock()
+	return l.dial(ctx, n, a)
+}
+
 func (h *harness) httpClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: h.relayL.dial}}
+	return &http.Client{Transport: &http.Transport{DialContext: h.relayDial}}
 }
 
 func (h *harness) post(path, token string, body []byte) int {
@@ -266,7 +281,7 @@ func (h *harness) dial(header http.Header) (*tclient, *http.Response, error) {
 func (h *harness) dialOpt(header http.Header, reader bool) (*tclient, *http.Response, error) {
 	var raw net.Conn
 	d := websocket.Dialer{NetDialContext: func(ctx context.Context, n, a string) (net.Conn, error) {
-		c, err := h.relayL.dial(ctx, n, a)
+		c, err := h.relayDial(ctx, n, a)
 		raw = c
 		return c, err
 	}}

@@ -88,6 +88,14 @@ type Config struct {
 	// Wasm is the client module served at /blanket.wasm (nil: none; the
 	// join page says so). See web.go for the volunteers' routes.
 	Wasm *web.WasmModule
+	// Warmup is how long after a restart that found the outbox non-empty
+	// (a round interrupted, or frames not yet delivered) the relay refuses
+	// announcements (503; the aggregator retries them), so that volunteers
+	// cut off by the restart reconnect before the next round fixes its
+	// population (only connections present when a round opens may report
+	// in it). 0: none. A first start, or one after a clean stop between
+	// rounds, does not wait.
+	Warmup time.Duration
 	// KeyRefresh is how often the aggregator's public key is refetched
 	// for GET /api/key and the join page; 0 means the relay never fetches
 	// it (GET /api/key answers 503).
@@ -114,7 +122,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("server: origin %q must be scheme://host[:port]", o)
 		}
 	}
-	for _, d := range []*time.Duration{&c.PingInterval, &c.PongWait, &c.FrameTimeout, &c.WriteWait, &c.RetryMin, &c.RetryMax, &c.KeyRefresh} {
+	for _, d := range []*time.Duration{&c.PingInterval, &c.PongWait, &c.FrameTimeout, &c.WriteWait, &c.RetryMin, &c.RetryMax, &c.KeyRefresh, &c.Warmup} {
 		if *d < 0 {
 			return errors.New("server: negative duration")
 		}
@@ -161,6 +169,7 @@ type Server struct {
 	timer   *time.Timer // the open round's deadline
 	timerOf uint64      // the round timer belongs to
 	closing bool
+	warm    time.Time // announcements are refused before (Config.Warmup)
 
 	jobs chan *round.Closed // closed rounds to pad and forward (or abort)
 	wg   sync.WaitGroup     // broadcasts and timers
@@ -210,21 +219,25 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.sender, s.m.sender = sender, sender
-	last, err := s.recover()
+	last, interrupted, err := s.recover()
 	if err != nil {
 		return nil, err
 	}
 	s.rounds = round.New(last)
+	if interrupted {
+		s.warm = time.Now().Add(cfg.Warmup)
+	}
 	return s, nil
 }
 
 // recover queues the outbox's frames for delivery, turns the marker of a
 // round left open by a stop or a crash into an Abort (relay restart), and
-// returns the highest round number the outbox knows.
-func (s *Server) recover() (uint64, error) {
+// returns the highest round number the outbox knows and whether it held
+// anything.
+func (s *Server) recover() (uint64, bool, error) {
 	ents, err := s.cfg.Outbox.List()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var last uint64
 	done := make(map[uint64]bool)
@@ -241,24 +254,24 @@ func (s *Server) recover() (uint64, error) {
 				a := wire.Abort{Round: e.Round, Reason: wire.AbortRelayRestart}
 				b, err := a.MarshalBinary()
 				if err != nil {
-					return 0, fmt.Errorf("server: %w", err)
+					return 0, false, fmt.Errorf("server: %w", err)
 				}
 				if err := s.cfg.Outbox.Put(e.Round, outbox.Abort, b); err != nil {
-					return 0, err
+					return 0, false, err
 				}
 				s.m.roundsAborted.Add(1)
 				s.log.Warn("round interrupted by a relay restart; aborting it", "round", e.Round)
 				s.sender.Enqueue(outbox.Entry{Round: e.Round, Kind: outbox.Abort})
 			}
 			if err := s.cfg.Outbox.Remove(e.Round, outbox.OpenRound); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		default:
 			s.log.Info("resending persisted frame", "round", e.Round, "kind", string(e.Kind))
 			s.sender.Enqueue(e)
 		}
 	}
-	return last, nil
+	return last, len(ents) > 0, nil
 }
 
 // Handler returns the relay's HTTP routes.
@@ -365,6 +378,11 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	if err := s.rounds.CanOpen(a, now); err != nil {
 		http.Error(w, err.Error(), openStatus(err))
+		return
+	}
+	if now.Before(s.warm) {
+		w.Header().Set("Retry-After", fmt.Sprint(int(s.warm.Sub(now).Seconds())+1))
+		http.Error(w, "relay warming up: volunteers are reconnecting", http.StatusServiceUnavailable)
 		return
 	}
 	// The marker makes a crash during the round an explicit abort.
