@@ -2,7 +2,6 @@ package privacy
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 )
@@ -21,6 +20,13 @@ type AccountRow struct {
 	// δ0)-LDP randomizers. Such rows are reported for comparison and
 	// never chosen as Tightest.
 	Caveat string
+	// Family, Amplification and Composition identify the method in
+	// structured form (Method is the display name); Proven is Caveat ==
+	// "".
+	Family        Family
+	Amplification Amplification
+	Composition   Composition
+	Proven        bool
 }
 
 // Report is the result of Account: every applicable method's central
@@ -97,7 +103,9 @@ func Account(releases []Release, delta float64) (Report, error) {
 	rep.Rows = append(rep.Rows, accountNumericalGrid(runs, delta, defaultGridDivisor, cache)...)
 	rep.Rows = append(rep.Rows, accountRDP(runs, delta, cache)...)
 	rep.Rows = append(rep.Rows, accountGaussian(runs, delta)...)
+	rep.Rows = append(rep.Rows, accountSecAgg(runs, delta)...)
 	rep.Rows = append(rep.Rows, accountLocal(runs))
+	finishRows(rep.Rows)
 	rep.Tightest, rep.TightestAny = tightest(rep.Rows, delta)
 	return rep, nil
 }
@@ -107,7 +115,7 @@ func Account(releases []Release, delta float64) (Report, error) {
 func tightest(rows []AccountRow, delta float64) (strict, any int) {
 	strict, any = -1, -1
 	for i, r := range rows {
-		if !r.Valid || math.IsNaN(r.Epsilon) || !(r.Delta <= delta*(1+1e-9)) {
+		if !r.Valid || !finite(r.Epsilon) || r.Epsilon < 0 || !(r.Delta >= 0 && r.Delta <= delta*(1+1e-9)) {
 			continue
 		}
 		if any < 0 || r.Epsilon < rows[any].Epsilon {
@@ -217,18 +225,24 @@ func accountLocal(runs []run) AccountRow {
 	const method, cite = "local model (no shuffler), basic composition", "LDP + basic composition (Dwork-Roth Thm 3.16)"
 	var eps, delta float64
 	for _, u := range runs {
-		if u.r.Protocol == ProtocolCentralGaussian {
-			return AccountRow{Bound: makeBound(method, cite, 0, 0, outside("central Gaussian releases have no local guarantee"))}
+		if u.r.Protocol == ProtocolCentralGaussian || u.r.Protocol == ProtocolSecAgg {
+			return AccountRow{Bound: makeBound(method, cite, 0, 0, outside("central noise releases (central Gaussian, secure aggregation) have no local guarantee")), Family: FamilyLocal, Amplification: AmplificationNone, Composition: CompositionBasic}
 		}
 		e, d := localEps(u.r)
 		eps += float64(u.count) * e
 		delta += float64(u.count) * d
 	}
+	return localRow(eps, delta)
+}
+
+// localRow is the local-model row for summed local guarantees.
+func localRow(eps, delta float64) AccountRow {
+	const method, cite = "local model (no shuffler), basic composition", "LDP + basic composition (Dwork-Roth Thm 3.16)"
 	var err error
 	if delta >= 1 {
 		err = outside("total local delta %g >= 1", delta)
 	}
-	return AccountRow{Bound: makeBound(method, cite, eps, delta, err)}
+	return AccountRow{Bound: makeBound(method, cite, eps, delta, err), Family: FamilyLocal, Amplification: AmplificationNone, Composition: CompositionBasic}
 }
 
 // errString formats an error for a Reason.

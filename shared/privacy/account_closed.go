@@ -9,6 +9,8 @@ import (
 type perRoundRow struct {
 	bound  Bound
 	caveat string
+	family Family
+	amp    Amplification
 }
 
 // flameCaveat marks the rows of FLAME Theorems 3-4 (subsampling
@@ -44,7 +46,7 @@ func closedFormRound(r Release, deltaRound float64) []perRoundRow {
 			cfg.EpsLocal = r.Eps0 * float64(r.D)
 			for _, a := range amps {
 				b, _ := SSSimple(cfg, a)
-				out = append(out, perRoundRow{bound: b})
+				out = append(out, perRoundRow{bound: b, family: FamilyFLAMEClosedForm, amp: AmplificationShuffle})
 			}
 			break
 		}
@@ -53,7 +55,7 @@ func closedFormRound(r Release, deltaRound float64) []perRoundRow {
 			// SS-Simple, and SS-Double degenerates to it.
 			for _, a := range amps {
 				b, _ := SSSimple(cfg, a)
-				out = append(out, perRoundRow{bound: b})
+				out = append(out, perRoundRow{bound: b, family: FamilyFLAMEClosedForm, amp: AmplificationShuffle})
 			}
 			break
 		}
@@ -63,14 +65,14 @@ func closedFormRound(r Release, deltaRound float64) []perRoundRow {
 		}
 		for _, a := range amps {
 			b, _ := SSDouble(cfg, a)
-			out = append(out, perRoundRow{bound: b, caveat: cav})
+			out = append(out, perRoundRow{bound: b, caveat: cav, family: FamilyFLAMEClosedForm, amp: AmplificationShuffleFLAME2K})
 		}
 		for _, a := range amps {
 			b, _ := SSDoubleShuffleOnly(cfg, a)
 			if r.Protocol == ProtocolSSTopk && r.L > 1 {
 				b = makeBound(b.Method, b.Citation, 0, 0, outside("SS-Topk with l = %d groups changes up to 2lk coordinates; Theorem 4 composes over 2k", r.L))
 			}
-			out = append(out, perRoundRow{bound: b})
+			out = append(out, perRoundRow{bound: b, family: FamilyFLAMEClosedForm, amp: AmplificationShuffle})
 		}
 	case ProtocolAPES, ProtocolSAPES:
 		// APES's bounds are per dimension; compose them over the
@@ -87,7 +89,7 @@ func closedFormRound(r Release, deltaRound float64) []perRoundRow {
 				e, d, err := FLAMETheorem1(b.Epsilon, deltaCD, c)
 				b = makeBound(b.Method, b.Citation+" + FLAME Theorem 1 over coordinates", e, d, err)
 			}
-			out = append(out, perRoundRow{bound: b})
+			out = append(out, perRoundRow{bound: b, family: FamilyAPESClosedForm, amp: AmplificationShuffle})
 		}
 	}
 	return out
@@ -99,6 +101,15 @@ func closedFormRound(r Release, deltaRound float64) []perRoundRow {
 // ε (each round at δ/(2T), slack δ' = δ/2; Dwork, Rothblum, Vadhan 2010;
 // FLAME Lemma 3). A method applies only if every run has it.
 func accountClosedForms(runs []run, delta float64) []AccountRow {
+	T := totalRounds(runs)
+	return closedForms(runs, delta, float64(T), closedFormRound)
+}
+
+// closedForms is accountClosedForms with the per-round δ split over
+// split >= T rounds (each round at δ/split for basic composition, at
+// δ/(2·split) for advanced; with split >= T the totals stay within δ) and
+// the per-round bounds taken from perRound (a cache in Session).
+func closedForms(runs []run, delta, split float64, perRound func(Release, float64) []perRoundRow) []AccountRow {
 	T := totalRounds(runs)
 	for _, u := range runs {
 		if u.r.Delta0 > 0 {
@@ -117,10 +128,10 @@ func accountClosedForms(runs []run, delta float64) []AccountRow {
 		var order []string
 		byName := map[string]*agg{}
 		for _, u := range runs {
-			for _, pr := range closedFormRound(u.r, deltaRound) {
+			for _, pr := range perRound(u.r, deltaRound) {
 				a, ok := byName[pr.bound.Method]
 				if !ok {
-					a = &agg{row: AccountRow{Bound: pr.bound, Caveat: pr.caveat}}
+					a = &agg{row: AccountRow{Bound: pr.bound, Caveat: pr.caveat, Family: pr.family, Amplification: pr.amp, Composition: CompositionBasic}}
 					byName[pr.bound.Method] = a
 					order = append(order, pr.bound.Method)
 				}
@@ -154,6 +165,9 @@ func accountClosedForms(runs []run, delta float64) []AccountRow {
 			default:
 				row.Bound = makeBound(name, row.Citation, a.eps, a.del, nil)
 			}
+			if advanced {
+				row.Composition = CompositionAdvanced
+			}
 			if T > 1 {
 				if advanced {
 					row.Method += ", advanced composition over rounds"
@@ -167,9 +181,9 @@ func accountClosedForms(runs []run, delta float64) []AccountRow {
 		}
 		return out
 	}
-	out := compose(delta/float64(T), false)
+	out := compose(delta/split, false)
 	if T > 1 {
-		out = append(out, compose(delta/float64(2*T), true)...)
+		out = append(out, compose(delta/(2*split), true)...)
 	}
 	return slices.Clip(out)
 }

@@ -1,6 +1,7 @@
 package privacy
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/blanket-fl/blanket/shared/privacy/pld"
@@ -28,8 +29,8 @@ func accountGaussian(runs []run, delta float64) []AccountRow {
 	}
 	mu := math.Sqrt(invMu2)
 	const cite = "Balle-Wang ICML'18 Thm 8; Dong-Roth-Su 2022 Cor. 2"
-	eps := gaussianEpsilon(mu, delta)
-	rows := []AccountRow{{Bound: makeBound("central Gaussian, exact", cite, eps, delta, nil)}}
+	eps, err := gaussianEpsilon(mu, delta)
+	rows := []AccountRow{{Bound: makeBound("central Gaussian, exact", cite, eps, delta, err), Family: FamilyCentralGaussian, Amplification: AmplificationNone, Composition: CompositionExact}}
 
 	const pcite = "pld.Gaussian, PLD/FFT composition (Koskela et al. 2020)"
 	h := math.Min(1e-3, math.Max(1e-6, mu/1000))
@@ -44,7 +45,7 @@ func accountGaussian(runs []run, delta float64) []AccountRow {
 			p, err = total.Compose(p)
 		}
 		if err != nil {
-			return append(rows, AccountRow{Bound: makeBound("central Gaussian, PLD", pcite, 0, 0, err)})
+			return append(rows, AccountRow{Bound: makeBound("central Gaussian, PLD", pcite, 0, 0, err), Family: FamilyCentralGaussian, Amplification: AmplificationNone, Composition: CompositionPLD})
 		}
 		total = p
 	}
@@ -52,26 +53,52 @@ func accountGaussian(runs []run, delta float64) []AccountRow {
 	if err == nil && math.IsInf(pe, 1) {
 		err = outside("delta %g below the PLD's infinite-loss mass", delta)
 	}
-	return append(rows, AccountRow{Bound: makeBound("central Gaussian, PLD", pcite, pe, delta, err)})
+	return append(rows, AccountRow{Bound: makeBound("central Gaussian, PLD", pcite, pe, delta, err), Family: FamilyCentralGaussian, Amplification: AmplificationNone, Composition: CompositionPLD})
 }
 
 // gaussianEpsilon returns the smallest ε ≥ 0 (to 1e-12 relative, rounded
-// up) with GaussianDelta(mu, ε) ≤ delta.
-func gaussianEpsilon(mu, delta float64) float64 {
-	if pld.GaussianDelta(mu, 0) <= delta {
-		return 0
+// up) with GaussianDelta(mu, ε) ≤ delta, certified: the returned ε passed
+// that check. GaussianDelta is computed in log space (no overflow at any
+// ε), and a bracket that cannot be found or a NaN is an error.
+func gaussianEpsilon(mu, delta float64) (float64, error) {
+	if !(mu > 0) || !finite(mu) {
+		return 0, outside("gaussian mu %v is not positive and finite", mu)
+	}
+	check := func(eps float64) (bool, error) {
+		d := pld.GaussianDelta(mu, eps)
+		if math.IsNaN(d) {
+			return false, fmt.Errorf("%w: gaussian delta(%v) is NaN", ErrUncertified, eps)
+		}
+		return d <= delta, nil
+	}
+	if ok, err := check(0); err != nil || ok {
+		return 0, err
 	}
 	lo, hi := 0.0, 1.0
-	for pld.GaussianDelta(mu, hi) > delta {
+	for {
+		ok, err := check(hi)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		if hi > 1e12 {
+			return 0, fmt.Errorf("%w: no gaussian epsilon below %g", ErrUncertified, hi)
+		}
 		lo, hi = hi, 2*hi
 	}
 	for hi-lo > 1e-12*hi {
 		mid := lo + (hi-lo)/2
-		if pld.GaussianDelta(mu, mid) > delta {
-			lo = mid
-		} else {
+		ok, err := check(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
 			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	return hi
+	return hi, nil
 }

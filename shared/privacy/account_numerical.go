@@ -104,6 +104,7 @@ const poissonCaveat = "valid when each coordinate is sampled independently with 
 // numericalMethod is one family of shuffle pairs.
 type numericalMethod struct {
 	name, cite string
+	family     Family
 	// mixture returns the pair's structured form for release r at
 	// population n and per-coordinate ε0, or an error if the method does
 	// not apply to r.
@@ -132,18 +133,18 @@ func numericalMethods() []numericalMethod {
 	}
 	return []numericalMethod{
 		{
-			name: "FMT'21 clones", cite: "Feldman-McMillan-Talwar FOCS'21 Thm 3.2",
+			name: "FMT'21 clones", cite: "Feldman-McMillan-Talwar FOCS'21 Thm 3.2", family: FamilyFMT21,
 			mixture: func(r Release, n int, eps0 float64) (*amplify.Mixture, error) {
 				return amplify.FMT21(n, eps0)
 			},
 		},
 		{
-			name: "FMT'23 clones (generic ε0-LDP)", cite: "Feldman-McMillan-Talwar SODA'23 / Wang et al. VLDB'24 generic",
+			name: "FMT'23 clones (generic ε0-LDP)", cite: "Feldman-McMillan-Talwar SODA'23 / Wang et al. VLDB'24 generic", family: FamilyFMT23,
 			mixture: vr(func(r Release, eps0 float64) (amplify.VariationRatio, error) { return amplify.GenericVR(eps0) }),
 			checkin: true,
 		},
 		{
-			name: "variation-ratio (Laplace)", cite: "Wang et al. VLDB'24, Laplace on [0,1]",
+			name: "variation-ratio (Laplace)", cite: "Wang et al. VLDB'24, Laplace on [0,1]", family: FamilyVRLaplace,
 			mixture: vr(func(r Release, eps0 float64) (amplify.VariationRatio, error) {
 				if r.Randomizer != RandomizerLaplace {
 					return amplify.VariationRatio{}, errNotApplicable
@@ -153,7 +154,7 @@ func numericalMethods() []numericalMethod {
 			checkin: true,
 		},
 		{
-			name: "variation-ratio (R_{γ,b})", cite: "Wang et al. VLDB'24, privacy-blanket randomizer",
+			name: "variation-ratio (R_{γ,b})", cite: "Wang et al. VLDB'24, privacy-blanket randomizer", family: FamilyVRRGB,
 			mixture: vr(func(r Release, eps0 float64) (amplify.VariationRatio, error) {
 				if r.Randomizer != RandomizerRGB || r.Buckets < 2 {
 					return amplify.VariationRatio{}, errNotApplicable
@@ -274,7 +275,16 @@ func accountNumericalGrid(runs []run, delta, gridDivisor float64, cache *pairCac
 // when the method does not apply to the releases at all (wrong
 // randomizer, no shuffle), so that the row is omitted rather than listed
 // as invalid. cache holds the enumerated pairs.
-func accountPairMethod(runs []run, delta float64, m numericalMethod, mode subsampleMode, gridDivisor float64, cache *pairCache) (row AccountRow, applicable bool) {
+func accountPairMethod(runs []run, delta float64, m numericalMethod, mode subsampleMode, gridDivisor float64, cache *pairCache) (AccountRow, bool) {
+	row, ok := accountPairMethodRow(runs, delta, m, mode, gridDivisor, cache)
+	row.Family, row.Amplification = m.family, amplificationOf(mode, runs[0].r.Protocol == ProtocolCheckIn)
+	if row.Composition == "" {
+		row.Composition = CompositionPLD
+	}
+	return row, ok
+}
+
+func accountPairMethodRow(runs []run, delta float64, m numericalMethod, mode subsampleMode, gridDivisor float64, cache *pairCache) (row AccountRow, applicable bool) {
 	method := "PLD " + m.name
 	cite := m.cite + "; PLD/FFT composition (Koskela et al. 2020, connect-the-dots)"
 	switch mode {
@@ -303,7 +313,7 @@ func accountPairMethod(runs []run, delta float64, m numericalMethod, mode subsam
 		// binomial support (amplify.Mixture.Epsilon, an upper bound to
 		// 1e-9 relative), no grid needed.
 		eps, err := mixes[0].Epsilon(delta)
-		return AccountRow{Bound: makeBound(method, m.cite+"; exact hockey-stick divergence of the pair", eps, delta, err)}, true
+		return AccountRow{Bound: makeBound(method, m.cite+"; exact hockey-stick divergence of the pair", eps, delta, err), Composition: CompositionExact}, true
 	}
 	h := math.Min(1e-2, math.Max(1e-6, minLoss/gridDivisor))
 	// Runs whose rounds have the same per-round PLD (same pair, same
@@ -375,7 +385,7 @@ func pairSetup(runs []run, m numericalMethod, mode subsampleMode) (mixes []*ampl
 		}
 		n, eps0, err := shuffleSetting(u.r)
 		if err != nil {
-			if u.r.Protocol == ProtocolLocal || u.r.Protocol == ProtocolCentralGaussian {
+			if u.r.Protocol == ProtocolLocal || u.r.Protocol == ProtocolCentralGaussian || u.r.Protocol == ProtocolSecAgg {
 				return nil, 0, "", false, nil
 			}
 			return nil, 0, "", true, err

@@ -145,10 +145,15 @@ func accountRDP(runs []run, delta float64, cache *pairCache) []AccountRow {
 		}
 	}
 	if allProtocol(runs, ProtocolCheckIn) {
-		out = append(out, accountTheorem2(runs, delta), accountApproach2(runs, delta, orders))
+		t2, a2 := accountTheorem2(runs, delta), accountApproach2(runs, delta, orders)
+		t2.Family, t2.Amplification, t2.Composition = FamilyCheckInThm2, AmplificationShuffleCheckIn, CompositionRDP
+		a2.Family, a2.Amplification, a2.Composition = FamilyCheckInApp2, AmplificationShuffleCheckIn, CompositionRDP
+		out = append(out, t2, a2)
 	}
 	if allProtocol(runs, ProtocolCentralGaussian) {
-		out = append(out, accountGaussianRDP(runs, delta, orders))
+		g := accountGaussianRDP(runs, delta, orders)
+		g.Family, g.Amplification, g.Composition = FamilyCentralGaussian, AmplificationNone, CompositionRDP
+		out = append(out, g)
 	}
 	return out
 }
@@ -181,6 +186,12 @@ func roundsSuffix(runs []run) string {
 
 // accountRDPPair is the RDP counterpart of accountPairMethod.
 func accountRDPPair(runs []run, delta float64, m numericalMethod, mode subsampleMode, orders []float64, rc *rdpCache) (AccountRow, bool) {
+	row, ok := accountRDPPairRow(runs, delta, m, mode, orders, rc)
+	row.Family, row.Amplification, row.Composition = m.family, amplificationOf(mode, runs[0].r.Protocol == ProtocolCheckIn), CompositionRDP
+	return row, ok
+}
+
+func accountRDPPairRow(runs []run, delta float64, m numericalMethod, mode subsampleMode, orders []float64, rc *rdpCache) (AccountRow, bool) {
 	method := "RDP " + m.name
 	cite := m.cite + "; exact Rényi divergence of the pair; " + rdpConversionCite
 	switch mode {

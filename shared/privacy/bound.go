@@ -37,12 +37,25 @@ func (b Bound) String() string {
 }
 
 // makeBound fills a Bound from a computation's result and error.
+//
+// A result that is not a certified number (NaN, ±Inf or negative ε, or a
+// δ outside [0, 1)) becomes an invalid row, never a number: numerical
+// methods that overflow must refuse, not report a small ε.
 func makeBound(method, citation string, eps, delta float64, err error) Bound {
+	if err == nil && (!finite(eps) || eps < 0 || !finite(delta) || delta < 0 || delta >= 1) {
+		err = fmt.Errorf("%w: uncertified result (epsilon %v, delta %v)", ErrUncertified, eps, delta)
+	}
 	if err != nil {
 		return Bound{Method: method, Epsilon: math.NaN(), Delta: math.NaN(), Reason: err.Error(), Citation: citation}
 	}
 	return Bound{Method: method, Epsilon: eps, Delta: delta, Valid: true, Citation: citation}
 }
+
+// ErrUncertified is wrapped by every error caused by a numerical method
+// that could not certify its result (overflow, a bisection that did not
+// bracket, a NaN): the row is invalid and a charge that would rest on it
+// is refused.
+var ErrUncertified = errors.New("result could not be certified numerically")
 
 // invalid returns an error wrapping ErrInvalidParameter.
 func invalid(format string, args ...any) error {

@@ -46,6 +46,14 @@ type Release struct {
 	// NoiseMultiplier is sigma/sensitivity of a central Gaussian release
 	// (DP-FL).
 	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
+	// SecAggSigma and SecAggSensitivity describe a secure-aggregation
+	// round (ProtocolSecAgg): the standard deviation parameter σ of the
+	// discrete Gaussian noise N_Z(0, σ²)^d each server adds, and the L2
+	// norm bound Δ of one volunteer's quantized vector, both in integer
+	// grid units. The round's check-in rate q is CheckInRate (1 when
+	// every volunteer takes part). See secagg.go for the guarantee.
+	SecAggSigma       float64 `json:"secagg_sigma,omitempty"`
+	SecAggSensitivity float64 `json:"secagg_sensitivity,omitempty"`
 }
 
 // Protocols a Release can describe.
@@ -58,6 +66,7 @@ const (
 	ProtocolLocal           = "ldp" // no shuffler: the local guarantee only
 	ProtocolCheckIn         = "checkin"
 	ProtocolCentralGaussian = "dp-gaussian"
+	// ProtocolSecAgg is defined in secagg.go.
 )
 
 // Randomizers a Release can name.
@@ -82,19 +91,34 @@ func (r Release) Validate() error {
 		return bad("round must be >= 1, got %d", r.Round)
 	}
 	switch r.Protocol {
-	case ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk, ProtocolAPES, ProtocolSAPES, ProtocolLocal, ProtocolCheckIn, ProtocolCentralGaussian:
+	case ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk, ProtocolAPES, ProtocolSAPES, ProtocolLocal, ProtocolCheckIn, ProtocolCentralGaussian, ProtocolSecAgg:
 	default:
 		return bad("unknown protocol %q", r.Protocol)
 	}
 	switch r.Randomizer {
-	case RandomizerLaplace, RandomizerRGB, RandomizerClipLaplace, RandomizerGaussian, RandomizerDuchi, RandomizerGeneric:
+	case RandomizerLaplace, RandomizerRGB, RandomizerClipLaplace, RandomizerGaussian, RandomizerDuchi, RandomizerGeneric, RandomizerDiscreteGaussian:
 	default:
 		return bad("unknown randomizer %q", r.Randomizer)
+	}
+	if (r.Protocol == ProtocolSecAgg) != (r.Randomizer == RandomizerDiscreteGaussian) {
+		return bad("protocol %q and randomizer %q do not go together (secure aggregation uses discrete Gaussian noise)", r.Protocol, r.Randomizer)
+	}
+	if r.Protocol == ProtocolSecAgg {
+		if !(r.SecAggSigma > 0) || !finite(r.SecAggSigma) || !(r.SecAggSensitivity > 0) || !finite(r.SecAggSensitivity) {
+			return bad("secure aggregation needs a positive finite sigma and sensitivity, got %v and %v", r.SecAggSigma, r.SecAggSensitivity)
+		}
+		if !(r.CheckInRate > 0 && r.CheckInRate <= 1) {
+			return bad("secure aggregation needs a check-in rate in (0, 1], got %v", r.CheckInRate)
+		}
+	} else if r.SecAggSigma != 0 || r.SecAggSensitivity != 0 {
+		return bad("secure-aggregation fields set on a %q release", r.Protocol)
 	}
 	if r.Protocol == ProtocolCentralGaussian {
 		if !(r.NoiseMultiplier > 0) || !finite(r.NoiseMultiplier) {
 			return bad("noise multiplier must be positive and finite, got %v", r.NoiseMultiplier)
 		}
+	} else if r.Protocol == ProtocolSecAgg {
+		// No local guarantee: eps0 unused.
 	} else if r.Protocol != ProtocolAPES && r.Protocol != ProtocolSAPES {
 		if !(r.Eps0 > 0) || !finite(r.Eps0) {
 			return bad("eps0 must be positive and finite, got %v", r.Eps0)

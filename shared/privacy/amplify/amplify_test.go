@@ -415,3 +415,36 @@ func BenchmarkFMT21DeltaN1e6(b *testing.B) {
 		m.Delta(0.004)
 	}
 }
+
+// TestMixtureLargeEpsilon: a single shuffle of eps0-LDP reports with
+// eps0 = 50 at n = 1 is no better than the randomizer itself; above
+// eps = 36.7 nats, where 1 + e^eps rounds to e^eps, the threshold of the
+// pair once dropped the top atom and gave eps = 36.8 < the exact
+// randomized-response floor.
+func TestMixtureLargeEpsilon(t *testing.T) {
+	for _, n := range []int{1, 10, 1000} {
+		for _, eps0 := range []float64{38, 50} {
+			m, err := FMT21(n, eps0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := NewRRFloor(n, eps0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, delta := range []float64{1e-12, 1e-5, 0.1} {
+				e, err := m.Epsilon(delta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lo, err := f.Epsilon(delta)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e < lo*(1-1e-9) {
+					t.Errorf("n=%d eps0=%v delta=%g: pair eps %v below the RR floor %v", n, eps0, delta, e, lo)
+				}
+			}
+		}
+	}
+}

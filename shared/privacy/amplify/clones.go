@@ -313,10 +313,19 @@ func (m *Mixture) threshold(s int, gamma float64) int {
 	if as < 0 {
 		return 0
 	}
-	if as >= float64(s) {
+	if as < float64(s)/2 {
+		return int(math.Floor(as)) + 1
+	}
+	// Near the top, s - a* is computed directly: at eps above ~36.7
+	// nats 1 + gamma rounds to gamma and a* rounds to s, which would drop
+	// the atom a = s (of loss up to MaxLoss) and understate delta. With
+	// b* = s - a* = (s(W10 - gamma W01) - g(gamma - 1)) / den, the
+	// smallest integer a > a* is s + 1 - ceil(b*).
+	bs := (float64(s)*(m.W10-gamma*m.W01) - g*(gamma-1)) / den
+	if !(bs > 0) {
 		return s + 1
 	}
-	return int(math.Floor(as)) + 1
+	return max(0, s+1-int(math.Ceil(bs)))
 }
 
 // Delta returns H_{e^eps}(P || Q) of the pair, summed exactly over the

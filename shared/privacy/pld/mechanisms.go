@@ -35,8 +35,25 @@ const evalErr = 8 * unitRoundoff
 //
 // It is the same for both directions. k-fold composition equals one
 // Gaussian with mu*sqrt(k) (Dong, Roth, Su 2022, Corollary 2).
+//
+// The second term is formed as exp(eps + log Phi(-mu/2 - eps/mu)), never
+// as e^eps times a probability, so it neither overflows (eps above ~709
+// nats) nor turns into Inf*0 = NaN; where Phi underflows, log Phi is
+// replaced by the lower bound of the Mills ratio, Phi(-t) >=
+// t/(t^2+1)·phi(t) (Gordon 1941), which can only raise delta (an upper
+// bound). The result is in [0, 1], never NaN for finite mu > 0 and eps.
 func GaussianDelta(mu, eps float64) float64 {
-	return max(0, stdNormalCDF(mu/2-eps/mu)-math.Exp(eps)*stdNormalCDF(-mu/2-eps/mu))
+	return max(0, stdNormalCDF(mu/2-eps/mu)-math.Exp(eps+logNormalCDFLower(-mu/2-eps/mu)))
+}
+
+// logNormalCDFLower returns log Phi(x), or for x < -30 (where erfc nears
+// underflow) the Mills-ratio lower bound log(t/(t^2+1)·phi(t)), t = -x.
+func logNormalCDFLower(x float64) float64 {
+	if x >= -30 {
+		return math.Log(stdNormalCDF(x))
+	}
+	t := -x
+	return math.Log(t) - math.Log1p(t*t) - t*t/2 - 0.5*math.Log(2*math.Pi)
 }
 
 // Gaussian returns the PLD of the Gaussian mechanism: noise N(0, sigma^2)

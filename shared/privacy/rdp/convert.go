@@ -60,7 +60,9 @@ func binaryDivergence(r, delta, eps, a float64) float64 {
 	t1 := a*math.Log(r) + (1-a)*math.Log(r-delta)
 	t2 := math.Inf(-1)
 	if r < 1 {
-		t2 = a*math.Log1p(-r) + (1-a)*math.Log(math.Exp(eps)-r+delta)
+		// log(e^eps - r + delta) = eps + log1p((delta - r) e^{-eps}):
+		// no overflow of e^eps at large eps.
+		t2 = a*math.Log1p(-r) + (1-a)*(eps+math.Log1p((delta-r)*math.Exp(-eps)))
 	}
 	m := math.Max(t1, t2)
 	return eps + (m+math.Log(math.Exp(t1-m)+math.Exp(t2-m)))/(a-1)
