@@ -319,3 +319,35 @@ func BenchmarkSealSender(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSealSenderPair interleaves a one-value seal by crypto/hpke and
+// by the own sender op by op and reports their CPU-time ratio (own/hpke):
+// load drift on a shared machine hits both halves alike, and CPU time
+// (of the thread natively, of the Node process under js) does not count
+// time spent descheduled.
+func BenchmarkSealSenderPair(b *testing.B) {
+	k := testKey(b, 1)
+	pub := k.Public().HPKE
+	one := []float64{0.5}
+	warmUp(b, func() error { _, err := sealValues(pub, 1, one, false); return err })
+	warmUp(b, func() error { _, err := sealValues(pub, 1, one, true); return err })
+	lockThread()
+	defer unlockThread()
+	var std, own time.Duration
+	for b.Loop() {
+		t0 := cpuNow()
+		if _, err := sealValues(pub, 1, one, false); err != nil {
+			b.Fatal(err)
+		}
+		t1 := cpuNow()
+		if _, err := sealValues(pub, 1, one, true); err != nil {
+			b.Fatal(err)
+		}
+		t2 := cpuNow()
+		std += t1 - t0
+		own += t2 - t1
+	}
+	b.ReportMetric(float64(own)/float64(std), "own/hpke")
+	b.ReportMetric(float64(std.Nanoseconds())/float64(b.N), "hpke-cpu-ns/op")
+	b.ReportMetric(float64(own.Nanoseconds())/float64(b.N), "own-cpu-ns/op")
+}

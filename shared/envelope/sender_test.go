@@ -171,3 +171,29 @@ func TestOwnSenderSealValuesAndEach(t *testing.T) {
 		t.Fatalf("zero key, each: %v", err)
 	}
 }
+
+// The cached sender of sealOwn follows the key and the round: a message
+// sealed after a change opens only with the new key and round.
+func TestOwnSenderCacheFollowsKeyAndRound(t *testing.T) {
+	k1, k2 := testKey(t, 1), testKey(t, 2)
+	steps := []struct {
+		k     *PrivateKey
+		other *PrivateKey
+		round uint64
+	}{{k1, k2, 1}, {k1, k2, 2}, {k2, k1, 2}, {k1, k2, 1}, {k1, k2, 1}}
+	for i, s := range steps {
+		sealed, err := sealValues(s.k.Public().HPKE, s.round, []float64{float64(i)}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, err := s.k.OpenValues(s.round, sealed, nil); err != nil || v[0] != float64(i) {
+			t.Fatalf("step %d: %v %v", i, v, err)
+		}
+		if _, err := s.k.OpenValues(s.round+1, sealed, nil); !errors.Is(err, ErrOpen) {
+			t.Fatalf("step %d: opens for another round: %v", i, err)
+		}
+		if _, err := s.other.OpenValues(s.round, sealed, nil); !errors.Is(err, ErrOpen) {
+			t.Fatalf("step %d: opens with another key: %v", i, err)
+		}
+	}
+}

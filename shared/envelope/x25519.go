@@ -28,8 +28,15 @@ import (
 // wasm engines target.
 
 // fe is a field element of GF(2^255 - 19): sum of f[i] * 2^ceil(25.5*i),
-// limbs of 26 bits (even i) and 25 bits (odd i). Functions accept limbs
-// up to 2^26 + 2^16 and return carried limbs within that bound.
+// limbs of 26 bits (even i) and 25 bits (odd i) when carried. feMul,
+// feSquare, feMul121665 and feInvert return carried elements (limbs within
+// their width but h[1] < 2^25 + 2^16); feAdd and feSub do not carry, and
+// their outputs (limbs below 2^27.6) may be multiplied or squared but not
+// added to or subtracted from again (x25519 never does).
+//
+// Bounds. A product term is at most (2^27.6)^2 = 2^55.2 and the
+// coefficients of a limb of feMul or feSquare (1, 2, 19, 38, 76) sum to at
+// most 267 < 2^8.07, so every 64-bit accumulator stays below 2^63.3.
 type fe [10]uint32
 
 const (
@@ -78,13 +85,13 @@ func feCarry(h *fe, h0, h1, h2, h3, h4, h5, h6, h7, h8, h9 uint64) {
 	h[5], h[6], h[7], h[8], h[9] = uint32(h5), uint32(h6), uint32(h7), uint32(h8), uint32(h9)
 }
 
-// feAdd sets h = f + g.
+// feAdd sets h = f + g without carrying: for carried f and g the limbs
+// stay below 2^27 + 2^17, within what feMul and feSquare accept (see
+// there).
 func feAdd(h, f, g *fe) {
-	feCarry(h,
-		uint64(f[0])+uint64(g[0]), uint64(f[1])+uint64(g[1]), uint64(f[2])+uint64(g[2]),
-		uint64(f[3])+uint64(g[3]), uint64(f[4])+uint64(g[4]), uint64(f[5])+uint64(g[5]),
-		uint64(f[6])+uint64(g[6]), uint64(f[7])+uint64(g[7]), uint64(f[8])+uint64(g[8]),
-		uint64(f[9])+uint64(g[9]))
+	for i := range h {
+		h[i] = f[i] + g[i]
+	}
 }
 
 // Limbs of 2p, which exceed every carried limb, so f + 2p - g never
@@ -95,14 +102,17 @@ const (
 	twoPOdd  = 2 * (1<<25 - 1)
 )
 
-// feSub sets h = f - g.
+// feSub sets h = f - g without carrying, as f + 2p - g limb by limb; g
+// must be carried (each limb at most the corresponding limb of 2p), f
+// carried; the limbs stay below 2^27.6.
 func feSub(h, f, g *fe) {
-	feCarry(h,
-		uint64(f[0])+twoP0-uint64(g[0]), uint64(f[1])+twoPOdd-uint64(g[1]),
-		uint64(f[2])+twoPEven-uint64(g[2]), uint64(f[3])+twoPOdd-uint64(g[3]),
-		uint64(f[4])+twoPEven-uint64(g[4]), uint64(f[5])+twoPOdd-uint64(g[5]),
-		uint64(f[6])+twoPEven-uint64(g[6]), uint64(f[7])+twoPOdd-uint64(g[7]),
-		uint64(f[8])+twoPEven-uint64(g[8]), uint64(f[9])+twoPOdd-uint64(g[9]))
+	h[0] = f[0] + twoP0 - g[0]
+	for i := 1; i < 10; i += 2 {
+		h[i] = f[i] + twoPOdd - g[i]
+		if i+1 < 10 {
+			h[i+1] = f[i+1] + twoPEven - g[i+1]
+		}
+	}
 }
 
 // feMul121665 sets h = 121665 * f, (A - 2)/4 for Curve25519.
@@ -274,7 +284,7 @@ func x25519Base(out, scalar *[32]byte) error {
 
 var basePoint = [32]byte{9}
 
-// feMul sets h = f*g mod p (inputs: limbs below 2^26 + 2^13; output carried).
+// feMul sets h = f*g mod p (inputs: limbs below 2^27.6; output carried).
 func feMul(h, f, g *fe) {
 	f0 := uint64(f[0])
 	f1 := uint64(f[1])
