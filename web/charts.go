@@ -1,8 +1,14 @@
 package web
 
 import (
+	"bytes"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"math"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,6 +45,28 @@ type DashboardData struct {
 	Fingerprint string
 	WasmSHA256  string
 	JoinURL     string
+	// QR is the join URL's QR code, shown at the top for the room to scan.
+	QR QR
+}
+
+// RoundURL is the relay's GET /api/round (the volunteers connected now,
+// the round's deadline) next to the join page; "" if the join URL is not
+// an absolute http(s) URL.
+func (d DashboardData) RoundURL() string {
+	u, err := url.Parse(d.JoinURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + "/api/round"
+}
+
+// EpsilonShare is the spent fraction of the target in [0, 1] (0 when the
+// target is not a positive finite number).
+func (d DashboardData) EpsilonShare() float64 {
+	if !(d.TargetEpsilon > 0) || math.IsInf(d.TargetEpsilon, 0) || math.IsNaN(d.Epsilon) {
+		return 0
+	}
+	return max(0, min(1, d.Epsilon/d.TargetEpsilon))
 }
 
 // RoundView is one round of the history.
@@ -88,7 +116,8 @@ const (
 )
 
 // palette colours series in order.
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
+// (The stylesheet's light palette; the dark one is in dashboardStyle.)
+var palette = []string{"#1f77b4", "#c62828", "#2e7d32", "#7b4fa8", "#b35900", "#8c564b", "#c2185b", "#00838f", "#616161", "#6d6a00"}
 
 // Point is one plotted value of a round.
 type Point struct {
@@ -99,8 +128,12 @@ type Point struct {
 
 // Series is one line of a line chart.
 type Series struct {
-	Name   string
+	Name string
+	// Color is the light scheme's colour; Class ("s0".."s9") selects the
+	// colour in the stylesheet, which has a palette for each scheme, both
+	// at least 4.5:1 against the chart's background.
 	Color  string
+	Class  string
 	Dashed bool
 	Points []Point
 }
@@ -321,7 +354,7 @@ func lineChart(id, title, ylabel string, rounds []RoundView, resets []int, serie
 	}
 	s := scale{r0: r0, r1: r1, v0: lo, v1: hi}
 	for i, sr := range series {
-		line := Series{Name: sr.name, Color: palette[i%len(palette)]}
+		line := Series{Name: sr.name, Color: palette[i%len(palette)], Class: "s" + strconv.Itoa(i%len(palette))}
 		for _, r := range rounds {
 			if v := sr.get(r); v != nil {
 				line.Points = append(line.Points, Point{Round: r.Round, Value: *v, X: c.x(s, float64(r.Round)), Y: c.y(s, *v)})
@@ -445,7 +478,7 @@ func EpsilonChart(rounds []RoundView, target float64) Chart {
 	}
 	if target > 0 && !math.IsInf(target, 0) {
 		s := scale{v0: 0, v1: hi * 1.05}
-		c.Refs = append(c.Refs, RefLine{Name: "target", Value: target, Y: c.y(s, target), Color: "#000"})
+		c.Refs = append(c.Refs, RefLine{Name: "target", Value: target, Y: c.y(s, target), Color: "currentColor"})
 	}
 	return c
 }
@@ -496,23 +529,23 @@ func BarColor(status string) string {
 	case "ok":
 		return "#1f77b4"
 	case "aborted", "abandoned":
-		return "#bbbbbb"
+		return "#8a8f98"
 	}
 	return "#d62728"
 }
 
 // Heatmap is one class's weight vector drawn as a grid of cells (28x28
-// for MNIST).
+// for MNIST), normalized to show what the model learned (see Heatmaps).
 type Heatmap struct {
 	Class      int
 	Cols, Rows int
-	// Scale is the largest |weight| of the class: the colour scale runs
-	// from -Scale (blue) through 0 (white) to +Scale (red).
+	// Scale is the colour scale shared by every class: from -Scale (blue)
+	// through 0 (white) to +Scale (red), clipped beyond.
 	Scale float64
 	Cells []Cell
 }
 
-// Cell is one feature's weight.
+// Cell is one feature's normalized weight.
 type Cell struct {
 	X, Y  int
 	Fill  string
@@ -522,50 +555,105 @@ type Cell struct {
 // ViewBox returns the SVG viewBox of the heatmap.
 func (h Heatmap) ViewBox() string { return fmt.Sprintf("0 0 %d %d", h.Cols, h.Rows) }
 
+// heatmapQuantile is the quantile of |normalized weight| over all classes
+// that the shared colour scale reaches: a few extreme pixels (the border
+// pixels the digits never touch get large, meaningless weights under
+// noise) saturate instead of washing every other pixel out to white.
+const heatmapQuantile = 0.99
+
 // Heatmaps draws every class's weights: class c's are
 // Params[c*Features : (c+1)*Features], laid out row-major on a square
-// grid (28x28 for 784 features; ceil(sqrt(F)) columns otherwise). Each
-// class has its own symmetric, diverging colour scale. A model whose
-// length does not match the shape yields no heatmaps.
+// grid (28x28 for 784 features; ceil(sqrt(F)) columns otherwise).
+//
+// What is drawn is what the model learned to tell the classes apart:
+// softmax regression only depends on the differences between the classes'
+// weights (adding one vector to every class changes no prediction), so
+// the mean over the classes is subtracted from every class first; what
+// is left is the evidence for (red) and against (blue) each class. All
+// classes share one colour scale (the 99th percentile of the centred
+// |weights|), so a class the model knows little about looks faint rather
+// than being blown up to full colour. A model whose length does not match
+// the shape yields no heatmaps.
 func Heatmaps(m ModelView) []Heatmap {
 	f, k := m.Features, m.Classes
 	if f < 1 || k < 1 || len(m.Params) < f*k {
 		return nil
 	}
+	centred := make([]float64, f*k)
+	var mags []float64
+	for i := range f {
+		mean, n := 0.0, 0
+		for c := range k {
+			if v := m.Params[c*f+i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
+				mean += v
+				n++
+			}
+		}
+		if n > 0 {
+			mean /= float64(n)
+		}
+		for c := range k {
+			v := m.Params[c*f+i] - mean
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				v = 0
+			}
+			centred[c*f+i] = v
+			mags = append(mags, math.Abs(v))
+		}
+	}
+	slices.Sort(mags)
+	scale := mags[min(len(mags)-1, int(heatmapQuantile*float64(len(mags))))]
+	if scale == 0 {
+		scale = mags[len(mags)-1]
+	}
 	cols := int(math.Ceil(math.Sqrt(float64(f))))
 	rows := (f + cols - 1) / cols
 	out := make([]Heatmap, k)
 	for c := range k {
-		w := m.Params[c*f : (c+1)*f]
-		var mx float64
-		for _, v := range w {
-			if a := math.Abs(v); a > mx && !math.IsInf(a, 0) {
-				mx = a
-			}
-		}
-		h := Heatmap{Class: c, Cols: cols, Rows: rows, Scale: mx, Cells: make([]Cell, f)}
-		for i, v := range w {
-			h.Cells[i] = Cell{X: i % cols, Y: i / cols, Fill: diverging(v, mx), Value: v}
+		h := Heatmap{Class: c, Cols: cols, Rows: rows, Scale: scale, Cells: make([]Cell, f)}
+		for i, v := range centred[c*f : (c+1)*f] {
+			h.Cells[i] = Cell{X: i % cols, Y: i / cols, Fill: diverging(v, scale), Value: v}
 		}
 		out[c] = h
 	}
 	return out
 }
 
+// PNG encodes the heatmap as a Cols x Rows PNG, one pixel per feature
+// (about a kilobyte; the page scales it up with crisp edges). The
+// dashboard loads these instead of ~8,000 SVG rects per update.
+func (h Heatmap) PNG() ([]byte, error) {
+	img := image.NewNRGBA(image.Rect(0, 0, h.Cols, h.Rows))
+	for _, c := range h.Cells {
+		r, g, b := divergingRGB(c.Value, h.Scale)
+		img.SetNRGBA(c.X, c.Y, color.NRGBA{R: r, G: g, B: b, A: 255})
+	}
+	var buf bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, img); err != nil {
+		return nil, fmt.Errorf("web: heatmap png: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
 // diverging maps v in [-scale, scale] to blue (-) / white (0) / red (+),
 // quantized to 16 steps per side so that equal colours repeat.
 func diverging(v, scale float64) string {
+	r, g, b := divergingRGB(v, scale)
+	return fmt.Sprintf("#%02x%02x%02x", r, g, b)
+}
+
+func divergingRGB(v, scale float64) (r, g, b uint8) {
 	t := 0.0
 	if scale > 0 && !math.IsNaN(v) {
 		t = max(-1, min(1, v/scale))
 	}
 	t = math.Round(t*16) / 16
 	// Endpoints: #2166ac (negative) and #b2182b (positive).
-	lerp := func(a, b float64) int { return int(math.Round(a + (b-a)*math.Abs(t))) }
+	lerp := func(a, b float64) uint8 { return uint8(math.Round(a + (b-a)*math.Abs(t))) }
 	if t < 0 {
-		return fmt.Sprintf("#%02x%02x%02x", lerp(255, 0x21), lerp(255, 0x66), lerp(255, 0xac))
+		return lerp(255, 0x21), lerp(255, 0x66), lerp(255, 0xac)
 	}
-	return fmt.Sprintf("#%02x%02x%02x", lerp(255, 0xb2), lerp(255, 0x18), lerp(255, 0x2b))
+	return lerp(255, 0xb2), lerp(255, 0x18), lerp(255, 0x2b)
 }
 
 // QR is a QR code as horizontal runs of dark modules, drawn as inline

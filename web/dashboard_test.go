@@ -6,7 +6,9 @@ import (
 	"encoding/xml"
 	"fmt"
 	"math"
+	"image/png"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,10 +75,12 @@ func svgByID(t *testing.T, page, id string) xmlNode {
 	return xmlNode{}
 }
 
+// count counts the elem descendants of n that have class among their
+// classes ("" for any).
 func count(n xmlNode, elem, class string) int {
 	c := 0
 	n.walk(func(m xmlNode) {
-		if m.XMLName.Local == elem && (class == "" || m.attr("class") == class) {
+		if m.XMLName.Local == elem && (class == "" || slices.Contains(strings.Fields(m.attr("class")), class)) {
 			c++
 		}
 	})
@@ -159,8 +163,78 @@ func TestDashboardElementIDs(t *testing.T) {
 	if !strings.Contains(page, `href="http://127.0.0.1:8081/"`) || !strings.Contains(page, "ss-topk") {
 		t.Error("join link or configuration missing")
 	}
-	if !strings.Contains(page, `new EventSource("/events")`) || !strings.Contains(page, "/fragments/charts") {
+	js, err := staticFS.ReadFile("static/dashboard.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, `src="/static/dashboard.js"`) || !strings.Contains(string(js), `new EventSource("/events")`) ||
+		!strings.Contains(string(js), "/fragments/charts") {
 		t.Error("live update script missing")
+	}
+}
+
+// TestDashboardProjector: what the room needs is at the top: the join
+// link with its QR code, the volunteers connected now (from the relay next
+// to the join page), the state, and the privacy spent as a meter against
+// the target with plain words; the per-method comparison is collapsed.
+func TestDashboardProjector(t *testing.T) {
+	d := sampleDashboard()
+	q, err := NewQR(d.JoinURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.QR = q
+	page := renderDashboard(t, d)
+	head := page[strings.Index(page, `<header class="dash-head">`):strings.Index(page, "</header>")]
+	for _, want := range []string{`id="join-url"`, `id="join-qr"`, `id="volunteers" data-url="http://127.0.0.1:8081/api/round"`, `id="state" data-state="running"`} {
+		if !strings.Contains(head, want) {
+			t.Errorf("dashboard header lacks %s", want)
+		}
+	}
+	if !strings.Contains(page, `id="privacy-meter" min="0" max="1"`) || !strings.Contains(page, `value="0.16"`) {
+		t.Error("privacy meter missing or not at 120/750")
+	}
+	if !strings.Contains(page, "What this means:") {
+		t.Error("privacy figure not explained in plain words")
+	}
+	det := page[strings.Index(page, `<details id="privacy-details"`):]
+	det = det[:strings.Index(det, "</details>")]
+	if !strings.Contains(det, `id="chart-epsilon"`) || strings.Contains(det, " open") && strings.Contains(det[:40], "open") {
+		t.Error("the per-method comparison should be in the collapsed privacy details")
+	}
+	if !strings.Contains(page, `id="disconnected" class="banner" role="alert" hidden`) {
+		t.Error("no disconnected banner")
+	}
+}
+
+// TestDashboardFragmentSmall: the block swapped after every round carries
+// chart points and image links, not thousands of heatmap cells nor the
+// per-method privacy comparison: with 30 rounds and 22 methods it stays
+// under 40 kB (it was 683 kB).
+func TestDashboardFragmentSmall(t *testing.T) {
+	d := sampleDashboard()
+	d.Rounds = nil
+	for r := 1; r <= 30; r++ {
+		rv := RoundView{Round: r, Status: "ok", N: 200, NP: 67, CheckedIn: 200, Population: 200, CheckInRate: 1,
+			Accuracy: fp(0.1 + 0.02*float64(r)), Loss: fp(2 / float64(r))}
+		for m := range 22 {
+			rv.Epsilon = append(rv.Epsilon, EpsilonView{Method: fmt.Sprintf("method %d", m), Epsilon: fp(float64(r * (m + 1))), Tightest: m == 0})
+		}
+		d.Rounds = append(d.Rounds, rv)
+	}
+	d.Round = 30
+	var b bytes.Buffer
+	if err := DashboardCharts(d).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > 40<<10 {
+		t.Errorf("chart fragment is %d bytes, want under 40 kB", b.Len())
+	}
+	if strings.Contains(b.String(), "chart-epsilon") || strings.Count(b.String(), "<rect") > 100 {
+		t.Error("chart fragment carries the privacy comparison or heatmap cells")
+	}
+	if n := strings.Count(b.String(), `<img class="heatmap"`); n != 10 {
+		t.Errorf("%d heatmap images, want 10", n)
 	}
 }
 
@@ -233,38 +307,50 @@ func TestDashboardChartsOnePointPerRound(t *testing.T) {
 	}
 }
 
+// TestDashboardHeatmaps: the heatmaps show what tells the classes apart.
+// Every class shares a large common component (a softmax model's
+// predictions ignore it) and class c has one pixel of its own: after
+// normalization the common part is white, each class's own pixel is full
+// red in its image and blue in the others', on one scale for all classes.
 func TestDashboardHeatmaps(t *testing.T) {
-	d := sampleDashboard()
-	page := renderDashboard(t, d)
-	var maps []xmlNode
-	for _, s := range svgs(t, page) {
-		if s.attr("class") == "heatmap" {
-			maps = append(maps, s)
+	params := make([]float64, 7850)
+	for c := range 10 {
+		for i := range 784 {
+			params[c*784+i] = float64(i%28) * 50 // the same for every class
 		}
+		params[c*784+100+c] += 3
 	}
+	maps := Heatmaps(ModelView{Features: 784, Classes: 10, Params: params})
 	if len(maps) != 10 {
 		t.Fatalf("%d heatmaps, want 10", len(maps))
 	}
-	for c, m := range maps {
-		if m.attr("data-class") != strconv.Itoa(c) || m.attr("viewBox") != "0 0 28 28" {
-			t.Fatalf("heatmap %d: class %s viewBox %s", c, m.attr("data-class"), m.attr("viewBox"))
+	for c, h := range maps {
+		if h.Cols != 28 || h.Rows != 28 || h.Scale != maps[0].Scale {
+			t.Fatalf("class %d: %dx%d scale %v (class 0: %v)", c, h.Cols, h.Rows, h.Scale, maps[0].Scale)
 		}
-		if n := count(m, "rect", ""); n != 784 {
-			t.Fatalf("heatmap %d has %d cells, want 784", c, n)
+		b, err := h.PNG()
+		if err != nil {
+			t.Fatal(err)
 		}
-		// Class c's scale is its largest |weight|: 392*(c+1).
-		if m.attr("data-scale") != strconv.Itoa(392*(c+1)) {
-			t.Errorf("class %d scale %s", c, m.attr("data-scale"))
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
 		}
-		// Feature i sits at (i%28, i/28); the first is the most negative
-		// (full blue), feature 392 zero (white), the last nearly full red.
-		cells := m.Nodes
-		first, mid := cells[0], cells[392]
-		if first.attr("x") != "0" || first.attr("y") != "0" || mid.attr("x") != "0" || mid.attr("y") != "14" {
-			t.Fatalf("cell layout: first (%s,%s) mid (%s,%s)", first.attr("x"), first.attr("y"), mid.attr("x"), mid.attr("y"))
+		if img.Bounds().Dx() != 28 || img.Bounds().Dy() != 28 || len(b) > 2048 {
+			t.Fatalf("class %d: %v image of %d bytes", c, img.Bounds(), len(b))
 		}
-		if first.attr("fill") != "#2166ac" || mid.attr("fill") != "#ffffff" || cells[783].attr("fill") != "#b2182b" {
-			t.Errorf("colours: %s %s %s", first.attr("fill"), mid.attr("fill"), cells[783].attr("fill"))
+		own := 100 + c
+		for i := range 784 {
+			r, g, bl, _ := img.At(i%28, i/28).RGBA()
+			got := fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, bl>>8)
+			switch {
+			case i == own && got != "#b2182b":
+				t.Errorf("class %d: its own pixel is %s, want full red", c, got)
+			case i >= 100 && i < 110 && i != own && !(bl > r):
+				t.Errorf("class %d: pixel %d (another class's) is %s, want blue (evidence against)", c, i, got)
+			case (i < 100 || i >= 110) && got != "#ffffff":
+				t.Fatalf("class %d: common-component pixel %d is %s, want white", c, i, got)
+			}
 		}
 	}
 }
@@ -293,7 +379,14 @@ func TestDashboardEmpty(t *testing.T) {
 		t.Error("accuracy before any round should have an empty data-value")
 	}
 	// A model whose length does not match its shape draws no heatmaps
-	// instead of panicking.
+	// instead of panicking; an all-zero model draws white ones.
+	for _, h := range Heatmaps(ModelView{Features: 784, Classes: 10, Params: make([]float64, 7850)}) {
+		for _, c := range h.Cells {
+			if c.Fill != "#ffffff" {
+				t.Fatalf("zero model: cell %s", c.Fill)
+			}
+		}
+	}
 	if h := Heatmaps(ModelView{Features: 784, Classes: 10, Params: make([]float64, 10)}); h != nil {
 		t.Error("heatmaps of a short model")
 	}

@@ -115,6 +115,8 @@ func (o *WebOptions) validate() error {
 func (s *Server) registerWeb(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", s.serveDashboard)
 	mux.HandleFunc("GET /fragments/charts", s.serveCharts)
+	mux.HandleFunc("GET /fragments/privacy", s.servePrivacy)
+	mux.HandleFunc("GET /heatmaps/{file}", s.serveHeatmap)
 	mux.HandleFunc("GET /events", s.serveEvents)
 	mux.HandleFunc("GET /operator", s.serveOperator)
 	mux.HandleFunc("POST /operator/{action}", s.serveOperatorAction) // start, pause, reset, config, newclass, login
@@ -157,6 +159,47 @@ func (s *Server) serveCharts(w http.ResponseWriter, r *http.Request) {
 	renderPage(w, r, http.StatusOK, web.DashboardCharts(s.DashboardData()))
 }
 
+func (s *Server) servePrivacy(w http.ResponseWriter, r *http.Request) {
+	renderPage(w, r, http.StatusOK, web.DashboardPrivacy(s.DashboardData()))
+}
+
+// serveHeatmap is GET /heatmaps/{class}.png: one class's heatmap of the
+// current model (web.Heatmaps) as a small PNG. The page asks for
+// ?v=ROUND.RESETS; when that is the current model's version the image
+// may be cached, since that version never changes.
+func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
+	name, ok := strings.CutSuffix(r.PathValue("file"), ".png")
+	class, err := strconv.Atoi(name)
+	if !ok || err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.RLock()
+	model := slices.Clone(s.st.Model)
+	version := strconv.Itoa(s.st.Round) + "." + strconv.Itoa(len(s.st.ModelResets))
+	s.mu.RUnlock()
+	sh := s.cfg.Test.Shape()
+	maps := web.Heatmaps(web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
+	if class < 0 || class >= len(maps) {
+		http.NotFound(w, r)
+		return
+	}
+	b, err := maps[class].PNG()
+	if err != nil {
+		http.Error(w, "heatmap failed", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "image/png")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if r.URL.Query().Get("v") == version {
+		h.Set("Cache-Control", "public, max-age=3600")
+	} else {
+		h.Set("Cache-Control", "no-store")
+	}
+	w.Write(b)
+}
+
 // state names the round loop's state for the pages.
 func state(stopped string, paused bool) string {
 	switch {
@@ -185,7 +228,7 @@ func (s *Server) DashboardData() web.DashboardData {
 		State: state(st.Stopped, paused), Stopped: st.Stopped,
 		Model:       web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
 		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg), Fingerprint: s.fp,
-		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL,
+		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
 	}
 	d.Rounds = make([]web.RoundView, len(rounds))
 	for i, r := range rounds {

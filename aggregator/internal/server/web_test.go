@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -88,15 +89,40 @@ func TestDashboardServed(t *testing.T) {
 	}
 	// One accuracy point (one ok round); heatmaps of the test model's 2
 	// classes x 3 features.
-	if n := strings.Count(page, `class="pt" data-series="accuracy"`); n != 1 {
+	if n := strings.Count(page, `class="pt s0" data-series="accuracy"`); n != 1 {
 		t.Errorf("%d accuracy points, want 1", n)
 	}
-	if n := strings.Count(page, `<svg class="heatmap"`); n != 2 {
+	if n := strings.Count(page, `<img class="heatmap"`); n != 2 {
 		t.Errorf("%d heatmaps, want 2", n)
+	}
+	if !strings.Contains(page, `id="join-qr"`) || !strings.Contains(page, `data-url="http://10.0.0.5:8081/api/round"`) {
+		t.Error("dashboard lacks the join QR code or the relay's round URL")
 	}
 	code, frag := get(t, h.http.URL+"/fragments/charts")
 	if code != http.StatusOK || !strings.HasPrefix(frag, `<div id="charts"`) || strings.Contains(frag, "<html") {
 		t.Errorf("fragment: %d %.80q", code, frag)
+	}
+	code, frag = get(t, h.http.URL+"/fragments/privacy")
+	if code != http.StatusOK || !strings.HasPrefix(frag, `<div id="privacy"`) || !strings.Contains(frag, `id="chart-epsilon"`) {
+		t.Errorf("privacy fragment: %d %.80q", code, frag)
+	}
+	// The heatmaps are small PNGs of the current model; cacheable only
+	// under the current version.
+	for _, tc := range []struct {
+		path, cache string
+		code        int
+	}{{"/heatmaps/1.png?v=1.0", "public, max-age=3600", 200}, {"/heatmaps/0.png?v=0.0", "no-store", 200},
+		{"/heatmaps/2.png", "", 404}, {"/heatmaps/x.png", "", 404}, {"/heatmaps/1.gif", "", 404}} {
+		resp, err := http.Get(h.http.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || (tc.code == 200 && (resp.Header.Get("Content-Type") != "image/png" ||
+			resp.Header.Get("Cache-Control") != tc.cache || !bytes.HasPrefix(b, []byte("\x89PNG")))) {
+			t.Errorf("%s: HTTP %d %s %q", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
+		}
 	}
 	if code, _ := get(t, h.http.URL+"/static/style.css"); code != http.StatusOK {
 		t.Errorf("static: %d", code)

@@ -1,0 +1,131 @@
+// Blanket dashboard: keeps the projected page live from GET /events. A
+// "round" event updates the figures and swaps in the small chart block
+// (GET /fragments/charts; the heatmaps are images that change URL with the
+// round); the privacy comparison (GET /fragments/privacy) is fetched only
+// while its section is open. A dropped stream shows the "disconnected"
+// banner until it is back. The volunteers connected now and the open
+// round's deadline come from the relay's GET /api/round.
+(() => {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const fmt = (v) => String(parseFloat(Number(v).toPrecision(4)));
+  function set(id, value, text) {
+    const e = $(id);
+    if (!e) return;
+    e.dataset.value = String(value);
+    e.textContent = text;
+  }
+
+  // swap fetches a fragment and replaces the element with the same id,
+  // one request at a time per fragment (a request during one is queued).
+  function swapper(url, id) {
+    let busy = false, again = false;
+    return function swap() {
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(url, { cache: "no-store" }).then((r) => {
+        if (!r.ok) throw new Error(`HTTP ${r.status}`);
+        return r.text();
+      }).then((html) => {
+        const t = document.createElement("template");
+        t.innerHTML = html.trim();
+        const next = t.content.firstElementChild, cur = $(id);
+        if (next && cur && next.id === id) cur.replaceWith(next);
+      }).catch(() => {}).finally(() => {
+        busy = false;
+        if (again) { again = false; swap(); }
+      });
+    };
+  }
+  const refreshCharts = swapper("/fragments/charts", "charts");
+  const refreshPrivacy = swapper("/fragments/privacy", "privacy");
+  const details = $("privacy-details");
+  function privacyStale(round) {
+    const p = $("privacy");
+    return p && p.dataset.round !== String(round);
+  }
+  details.addEventListener("toggle", () => {
+    if (details.open && privacyStale($("round").dataset.value)) refreshPrivacy();
+  });
+
+  const words = { running: "training", paused: "paused by the teacher", stopped: "finished" };
+  function accuracy(v) {
+    if (v !== null && v !== undefined) set("accuracy", v, (100 * v).toFixed(1) + " %");
+  }
+  function epsilon(v) {
+    if (v === null || v === undefined) return;
+    set("epsilon", v, fmt(v));
+    const target = Number($("target").dataset.value);
+    if (target > 0) $("privacy-meter").value = Math.min(1, Math.max(0, v / target));
+  }
+  let deadline = 0, openRound = 0;
+  function countdown() {
+    const el = $("countdown");
+    if (!openRound || !deadline) { el.textContent = ""; return; }
+    const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
+    el.textContent = ` · round ${openRound} closes in ${left} s`;
+  }
+  setInterval(countdown, 1000);
+
+  let connected = true;
+  function showConnected(on) {
+    connected = on;
+    $("disconnected").hidden = on;
+    const st = $("state");
+    if (!on) {
+      st.dataset.state = "disconnected";
+      st.textContent = "disconnected";
+    }
+  }
+
+  if (window.EventSource) {
+    const es = new EventSource("/events");
+    es.addEventListener("open", () => showConnected(true));
+    es.addEventListener("error", () => showConnected(false));
+    es.addEventListener("round", (ev) => {
+      const r = JSON.parse(ev.data);
+      set("round", r.round, String(r.round));
+      accuracy(r.accuracy);
+      epsilon(r.epsilon_tightest);
+      refreshCharts();
+      if (details.open) refreshPrivacy();
+    });
+    es.addEventListener("status", (ev) => {
+      const s = JSON.parse(ev.data), charts = $("charts");
+      showConnected(true);
+      set("round", s.round, String(s.round));
+      accuracy(s.accuracy);
+      epsilon(s.epsilon);
+      const m = $("epsilon-method");
+      if (m && s.method) m.textContent = s.method;
+      const st = $("state"), v = s.stopped ? "stopped" : (s.paused ? "paused" : "running");
+      st.dataset.state = v;
+      st.textContent = words[v] + (s.stopped ? ": " + s.stopped : "");
+      openRound = s.open_round || 0;
+      deadline = s.deadline ? Date.parse(s.deadline) : 0;
+      countdown();
+      if (charts && (charts.dataset.round !== String(s.round) || charts.dataset.resets !== String(s.model_resets || 0))) {
+        refreshCharts();
+        if (details.open && privacyStale(s.round)) refreshPrivacy();
+      }
+    });
+  }
+
+  // Volunteers connected now, from the relay (another origin: it answers
+  // with Access-Control-Allow-Origin).
+  const vol = $("volunteers"), roundURL = vol.dataset.url;
+  async function volunteers() {
+    try {
+      const r = await fetch(roundURL, { cache: "no-store", mode: "cors" });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      const info = await r.json();
+      set("volunteers", info.volunteers, String(info.volunteers));
+    } catch {
+      set("volunteers", "", "unknown (relay not reachable)");
+    }
+  }
+  if (roundURL) {
+    volunteers();
+    setInterval(volunteers, 3000);
+  }
+})();
