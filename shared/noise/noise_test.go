@@ -629,3 +629,26 @@ func TestGeomComponents(t *testing.T) {
 		t.Errorf("H chi2 = %.1f > %.1f", stat, crit)
 	}
 }
+
+// A secure source refills its block from crypto/rand when exhausted and
+// never repeats a block; block sizes are rounded up to whole words.
+func TestSecureSourceBlocks(t *testing.T) {
+	for _, n := range []int{1, 8, 13, 512, secureBufSize} {
+		s := newSecureSource(n)
+		words := len(s.buf) / 8
+		if len(s.buf)%8 != 0 || len(s.buf) < n {
+			t.Fatalf("n=%d: block of %d bytes", n, len(s.buf))
+		}
+		seen := make(map[uint64]bool)
+		for i := range 3*words + 1 {
+			v := s.Uint64()
+			if seen[v] {
+				t.Fatalf("n=%d: word %d repeats", n, i)
+			}
+			seen[v] = true
+		}
+	}
+	if s, ok := Secure().(*secureSource); !ok || len(s.buf) != secureBufSize {
+		t.Fatalf("Secure() is not a %d-byte secureSource", secureBufSize)
+	}
+}

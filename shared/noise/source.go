@@ -33,9 +33,14 @@ type Source interface {
 	Uint64() uint64
 }
 
-// secureSource reads crypto/rand in blocks to amortize the system call.
+// secureSource reads crypto/rand in blocks of secureBufSize bytes to
+// amortize the cost of a read: a system call natively (512-byte blocks),
+// a call out of WebAssembly to crypto.getRandomValues under js (8 KiB
+// blocks: each call costs a few microseconds there, 5-10x more than
+// drawing the 64 words of a 512-byte block). Every word is crypto/rand
+// output used once; nothing is expanded in user space.
 type secureSource struct {
-	buf [512]byte
+	buf []byte
 	off int
 }
 
@@ -43,14 +48,21 @@ type secureSource struct {
 // production code may use for privacy noise, sampling and shuffling.
 // The returned Source is not safe for concurrent use; create one per
 // goroutine.
-func Secure() Source { return &secureSource{off: 512} }
+func Secure() Source { return newSecureSource(secureBufSize) }
+
+// newSecureSource returns a secureSource reading n bytes at a time (n a
+// positive multiple of 8; others are rounded up).
+func newSecureSource(n int) *secureSource {
+	n = max(8, (n+7)&^7)
+	return &secureSource{buf: make([]byte, n), off: n}
+}
 
 func (s *secureSource) Uint64() uint64 {
 	if s.off+8 > len(s.buf) {
 		// crypto/rand.Read never returns an error since Go 1.24 (it
 		// crashes the program irrecoverably instead), so there is no
 		// error to propagate here.
-		cryptorand.Read(s.buf[:])
+		cryptorand.Read(s.buf)
 		s.off = 0
 	}
 	v := binary.LittleEndian.Uint64(s.buf[s.off:])
