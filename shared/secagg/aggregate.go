@@ -36,9 +36,11 @@ func (a *AggregateShare) Noised() bool { return a.noised }
 // vectors, is rho-zCDP with rho = Sensitivity()^2 / (2 Sigma^2) under
 // add/remove of one volunteer, by this server's noise alone: the sum
 // of the vectors has L2 sensitivity Sensitivity() (Quantize), the
-// multivariate discrete Gaussian with independent coordinates gives
-// Delta^2/(2 Sigma^2)-zCDP (Canonne, Kamath and Steinke 2020, Thm. 4 and
-// §2), and everything else the leader sees (its own noise, the other
+// discrete Gaussian is delta_i^2/(2 Sigma^2)-zCDP per coordinate at
+// sensitivity delta_i (Canonne, Kamath and Steinke 2020, arXiv:2004.00010,
+// Thm. 4), Renyi divergences of independent coordinates add, so the
+// vector is sum_i delta_i^2/(2 Sigma^2) <= Delta^2/(2 Sigma^2)-zCDP, and
+// everything else the leader sees (its own noise, the other
 // server's share) is independent of this noise, so the release is
 // post-processing. The same holds against the leader, who knows its own
 // noise. The offset is public and deterministic.
@@ -80,8 +82,12 @@ func (a *AggregateShare) AddNoise(src noise.Source) error {
 }
 
 // MarshalBinary encodes the share as an 'A' message (the helper sends it
-// to the leader).
+// to the leader). With Sigma > 0 it refuses a share without noise, so a
+// server cannot send its exact share by mistake.
 func (a *AggregateShare) MarshalBinary() ([]byte, error) {
+	if a.r.p.Sigma > 0 && !a.noised {
+		return nil, fmt.Errorf("secagg: aggregate share without noise: %w", ErrProtocol)
+	}
 	enc, err := a.share.MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("secagg: encoding aggregate share: %w", err)
@@ -99,7 +105,8 @@ func (a *AggregateShare) MarshalBinary() ([]byte, error) {
 	return append(b, enc...), nil
 }
 
-// ParseAggregateShare strictly decodes an 'A' message of this round.
+// ParseAggregateShare strictly decodes an 'A' message of this round; with
+// Sigma > 0 it refuses a share without noise.
 func (r *Round) ParseAggregateShare(b []byte) (*AggregateShare, error) {
 	if _, err := r.checkHeader(b, kindAggShare); err != nil {
 		return nil, err
@@ -115,6 +122,9 @@ func (r *Round) ParseAggregateShare(b []byte) (*AggregateShare, error) {
 	if nz > 1 {
 		return nil, fmt.Errorf("secagg: noised flag %d: %w", nz, ErrMalformed)
 	}
+	if nz == 0 && r.p.Sigma > 0 {
+		return nil, fmt.Errorf("secagg: aggregate share without noise in a round with sigma=%v: %w", r.p.Sigma, ErrMalformed)
+	}
 	a := &AggregateShare{r: r, count: int(n), noised: nz == 1, share: r.vdaf.AggregateInit()}
 	if err := a.share.UnmarshalBinary(b[headerLen+5:]); err != nil {
 		return nil, fmt.Errorf("secagg: aggregate share: %w: %w", ErrMalformed, err)
@@ -126,10 +136,9 @@ func (r *Round) ParseAggregateShare(b []byte) (*AggregateShare, error) {
 type Result struct {
 	// Count is the number of accepted reports n.
 	Count int
-	// NoiseShares is how many of the two aggregate shares carried noise.
-	// The leader must not publish a Result with fewer than the round
-	// requires (2 for the charged privacy level to hold against both
-	// servers; 1 suffices against the server that did not add it).
+	// NoiseShares is how many of the two aggregate shares carried noise:
+	// 2 whenever Sigma > 0 (Unshard refuses anything else), 0 for the
+	// noise-free parameters of tests.
 	NoiseShares int
 	// Sum is the noisy sum of the quantized vectors in integer units:
 	// sum_j q_j + N, N the servers' discrete Gaussian noise (variance
@@ -178,6 +187,9 @@ func (l *Leader) Unshard(own *AggregateShare, helperMsg []byte) (*Result, error)
 		if a.noised {
 			res.NoiseShares++
 		}
+	}
+	if r.p.Sigma > 0 && res.NoiseShares != 2 {
+		return nil, fmt.Errorf("secagg: unshard: %d of 2 aggregate shares carry noise: %w", res.NoiseShares, ErrProtocol)
 	}
 	offset := int64(own.count)*r.p.EntryBound() + int64(res.NoiseShares)*int64(r.p.NoiseOffset)
 	denom := float64(own.count) * r.p.Scale

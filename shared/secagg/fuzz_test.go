@@ -14,7 +14,7 @@ import (
 // of a round with an accepted and a rejected report.
 
 type fuzzSeeds struct {
-	r                       *Round
+	r, r0                   *Round // sigma 2 and sigma 0
 	leader, helper          []byte
 	prepShares, prepMsgs    []byte
 	aggShare, noisyAggShare []byte
@@ -45,12 +45,24 @@ func newFuzzSeeds(t testing.TB) fuzzSeeds {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ab, _ := agg.MarshalBinary()
+	if _, err := agg.MarshalBinary(); err == nil {
+		t.Fatal("aggregate share without noise encoded in a round with sigma > 0")
+	}
 	if err := agg.AddNoise(noise.NewSeeded(9)); err != nil {
 		t.Fatal(err)
 	}
-	nb, _ := agg.MarshalBinary()
-	return fuzzSeeds{r: r, leader: reps[0].leader, helper: reps[0].helper, prepShares: pmsg, prepMsgs: mmsg, aggShare: ab, noisyAggShare: nb}
+	nb, err := agg.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same aggregate without noise, as a noise-free round encodes it.
+	r0 := testRound(t, 4, 3, 0, 4, 1)
+	ab := bytes.Clone(nb)
+	ab[headerLen+4] = 0
+	if _, err := r0.ParseAggregateShare(ab); err != nil {
+		t.Fatal(err)
+	}
+	return fuzzSeeds{r: r, r0: r0, leader: reps[0].leader, helper: reps[0].helper, prepShares: pmsg, prepMsgs: mmsg, aggShare: ab, noisyAggShare: nb}
 }
 
 func addVariants(f *testing.F, bs ...[]byte) {
@@ -128,16 +140,18 @@ func FuzzParseAggregateShare(f *testing.F) {
 	s := newFuzzSeeds(f)
 	addVariants(f, s.aggShare, s.noisyAggShare)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		a, err := s.r.ParseAggregateShare(b)
-		if err != nil {
-			return
-		}
-		out, err := a.MarshalBinary()
-		if err != nil {
-			t.Fatalf("accepted share does not re-encode: %v", err)
-		}
-		if !bytes.Equal(out, b) {
-			t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, out)
+		for _, r := range []*Round{s.r, s.r0} {
+			a, err := r.ParseAggregateShare(b)
+			if err != nil {
+				continue
+			}
+			out, err := a.MarshalBinary()
+			if err != nil {
+				t.Fatalf("accepted share does not re-encode: %v", err)
+			}
+			if !bytes.Equal(out, b) {
+				t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, out)
+			}
 		}
 	})
 }
@@ -166,10 +180,13 @@ func TestDecodersRefuse(t *testing.T) {
 	if _, err := s.r.ParsePrepShares(huge); err == nil {
 		t.Error("count above MaxReports accepted")
 	}
-	a := bytes.Clone(s.aggShare)
+	a := bytes.Clone(s.noisyAggShare)
 	a[headerLen+4] = 2
 	if _, err := s.r.ParseAggregateShare(a); err == nil {
 		t.Error("noised flag 2 accepted")
+	}
+	if _, err := s.r.ParseAggregateShare(s.aggShare); err == nil {
+		t.Error("share without noise accepted in a round with sigma > 0")
 	}
 	if _, err := s.r.ParseAggregateShare(s.noisyAggShare); err != nil {
 		t.Errorf("noisy aggregate share refused: %v", err)

@@ -79,7 +79,8 @@ type Params struct {
 	// coordinate of its aggregate share. Alone, one server's noise makes
 	// the released sum rho-zCDP with rho = Sensitivity()^2/(2 Sigma^2)
 	// for the add/remove-one-volunteer relation (Canonne, Kamath and
-	// Steinke 2020, Thm. 4 and its multivariate form, §2). 0 is accepted
+	// Steinke 2020, arXiv:2004.00010, Thm. 4 per coordinate, summed over
+	// the independent coordinates; see AddNoise). 0 is accepted
 	// only so that tests can check exact recovery; AddNoise refuses it.
 	Sigma float64
 	// NoiseOffset is the public offset each server adds with its noise,
@@ -180,7 +181,7 @@ func (p Params) ClipUnits() float64 { return p.Scale * p.Clip }
 // NormBoundSq returns the integer bound on ||q||_2^2 that Quantize
 // enforces by resampling (conditional randomized rounding, Kairouz, Liu
 // and Steinke, "The Distributed Discrete Gaussian Mechanism for Federated
-// Learning with Secure Aggregation", ICML 2021, §4.1):
+// Learning with Secure Aggregation", ICML 2021, arXiv:2102.06387, §3):
 //
 //	floor(min(c^2 + d/4 + sqrt(2 ln(1/Beta)) (c + sqrt(d)/2), (c + sqrt(d))^2))
 //
@@ -212,8 +213,8 @@ func (p Params) Sensitivity() float64 { return math.Sqrt(float64(p.NormBoundSq()
 // OffsetTailProbability bounds the probability that one round's noise
 // pushes some unsharded coordinate out of [0, 2^62): per coordinate the
 // two servers' noise N1 + N2 is 2 Sigma^2-subgaussian (the discrete
-// Gaussian is Sigma^2-subgaussian, Canonne, Kamath and Steinke 2020,
-// §2), so Pr[N1 + N2 < -2 NoiseOffset] <= exp(-NoiseOffset^2/Sigma^2),
+// Gaussian is Sigma^2-subgaussian, E[exp(tK)] <= exp(t^2 Sigma^2/2), as
+// Canonne, Kamath and Steinke 2020 show), so Pr[N1 + N2 < -2 NoiseOffset] <= exp(-NoiseOffset^2/Sigma^2),
 // and a union bound over the d coordinates gives d exp(-o^2/Sigma^2).
 // The upper side has the same bound and is covered by Validate's
 // headroom (the value exceeds 2^62 only if N1 + N2 > 2 o). It

@@ -20,7 +20,7 @@ var ErrRounding = errors.New("conditional rounding did not meet the norm bound")
 
 // Quantize clips x to L2 norm p.Clip, scales it by p.Scale and rounds it
 // to integers by conditional randomized rounding (Kairouz, Liu and
-// Steinke, ICML 2021, §4.1): each y_i is rounded to floor(y_i)+1 with
+// Steinke, ICML 2021, arXiv:2102.06387, §3): each y_i is rounded to floor(y_i)+1 with
 // probability y_i - floor(y_i) (an exact noise.Bernoulli), else to
 // floor(y_i), and the whole vector is drawn again until
 // ||q||_2^2 <= p.NormBoundSq().

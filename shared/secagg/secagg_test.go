@@ -664,3 +664,79 @@ func TestQuantizeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestNoiseEnforced: with Sigma > 0 an aggregate share is released once,
+// cannot be encoded or unsharded without noise, and takes noise once.
+func TestNoiseEnforced(t *testing.T) {
+	r := testRound(t, 8, 4, 5, 8, 1)
+	reps := honestReports(t, r, 3, 1)
+	o := prepare(t, r, reps)
+	if _, err := o.leaderS.AggregateShare(); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("second aggregate share: %v", err)
+	}
+	if _, err := o.helper.MarshalBinary(); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("helper share without noise encoded: %v", err)
+	}
+	if err := o.helper.AddNoise(noise.NewSeeded(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.helper.AddNoise(noise.NewSeeded(1)); err == nil {
+		t.Fatal("noise added twice")
+	}
+	hb, err := o.helper.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.leaderS.Unshard(o.leader, hb); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("unshard with the leader's share unnoised: %v", err)
+	}
+	if err := o.leader.AddNoise(noise.NewSeeded(2)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := o.leaderS.Unshard(o.leader, hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NoiseShares != 2 {
+		t.Fatalf("noise shares %d", res.NoiseShares)
+	}
+	// Sigma = 0 refuses AddNoise.
+	r0 := testRound(t, 8, 4, 0, 8, 1)
+	o0 := prepare(t, r0, honestReports(t, r0, 2, 1))
+	if err := o0.leader.AddNoise(noise.NewSeeded(1)); err == nil {
+		t.Fatal("noise with sigma 0")
+	}
+}
+
+// TestNoiseOverflowDetected removes the offset that Validate requires, so
+// negative noise wraps the field: Unshard must report ErrNoiseOverflow
+// rather than release a wrapped value.
+func TestNoiseOverflowDetected(t *testing.T) {
+	overflows := 0
+	for seed := range uint64(5) {
+		r := testRound(t, 8, 2, 5, 8, 1)
+		o := prepare(t, r, honestReports(t, r, 1, seed))
+		r.p.NoiseOffset = 0 // what Validate would refuse
+		if err := o.helper.AddNoise(noise.NewSeeded(seed)); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.leader.AddNoise(noise.NewSeeded(seed + 100)); err != nil {
+			t.Fatal(err)
+		}
+		hb, err := o.helper.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = o.leaderS.Unshard(o.leader, hb)
+		if errors.Is(err, ErrNoiseOverflow) {
+			overflows++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each trial overflows unless all 8 noises N1+N2 (sd 7) exceed -2 or
+	// so: about 2% per trial.
+	if overflows == 0 {
+		t.Fatal("no overflow detected without offsets")
+	}
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // The two servers prepare one batch per round (VDAF preparation with two
-// aggregators, draft-irtf-cfrg-vdaf §7.2.2 and §5.8 "ping-pong"):
+// aggregators, draft-irtf-cfrg-vdaf §7.2.2, one round trip):
 //
 //	helper: h.Prepare(helper shares)        -> 'P' message to the leader
 //	leader: l.Prepare(leader shares)
@@ -45,6 +45,7 @@ const (
 	stageNew stage = iota
 	stagePrepared
 	stageDone
+	stageReleased
 )
 
 // party is the state both servers share: the batch's nonces, per-report
@@ -168,7 +169,10 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	return p.rejections(), nil
 }
 
-// classify maps a circl preparation error to a Reason.
+// classify maps a circl preparation error to a Reason. circl's sentinel
+// errors live in an internal package, so their messages are matched;
+// TestRejections pins both (a changed message shows up there as
+// RejectInternal).
 func classify(err error) Reason {
 	switch err.Error() {
 	case "invalid joint randomness":
@@ -207,11 +211,21 @@ func (p *party) accept(i int, msg *sumvec.PrepMessage) error {
 	return nil
 }
 
+// aggregateShare hands out the aggregate share exactly once: a second
+// noised copy of the same sum would let its receiver average the two
+// noises away.
 func (p *party) aggregateShare() (*AggregateShare, error) {
-	if p.stage != stageDone {
+	switch p.stage {
+	case stageDone:
+	case stageReleased:
+		return nil, fmt.Errorf("secagg: aggregate share already released: %w", ErrProtocol)
+	default:
 		return nil, fmt.Errorf("secagg: aggregate share before preparation finished: %w", ErrProtocol)
 	}
-	return &AggregateShare{r: p.r, count: p.count, share: p.agg}, nil
+	p.stage = stageReleased
+	a := &AggregateShare{r: p.r, count: p.count, share: p.agg}
+	p.agg = p.r.vdaf.AggregateInit()
+	return a, nil
 }
 
 // Helper is the relay's side of preparation (Prio3 aggregator 1). It is
@@ -295,7 +309,9 @@ func (h *Helper) Finish(leaderMsg []byte) ([]Rejection, error) {
 	return p.rejections(), nil
 }
 
-// AggregateShare returns the helper's aggregate share (no noise yet).
+// AggregateShare returns the helper's aggregate share, once; the caller
+// must AddNoise before sending it (MarshalBinary refuses otherwise when
+// Sigma > 0).
 func (h *Helper) AggregateShare() (*AggregateShare, error) { return h.p.aggregateShare() }
 
 // Leader is the aggregator's side of preparation (Prio3 aggregator 0):
@@ -371,7 +387,8 @@ func (l *Leader) Combine(helperMsg []byte) ([]byte, []Rejection, error) {
 	return b, p.rejections(), nil
 }
 
-// AggregateShare returns the leader's aggregate share (no noise yet).
+// AggregateShare returns the leader's aggregate share, once; the caller
+// must AddNoise before Unshard (which refuses otherwise when Sigma > 0).
 func (l *Leader) AggregateShare() (*AggregateShare, error) { return l.p.aggregateShare() }
 
 // Accepted returns the number of reports in the leader's aggregate.

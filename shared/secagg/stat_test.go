@@ -79,26 +79,11 @@ func TestNoisySumUnbiased(t *testing.T) {
 	reps := honestReports(t, r, 5, 12)
 	o := prepare(t, r, reps)
 	want := sumOf(16, reps)
-	lb, err := o.leader.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hb, err := o.helper.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := noise.NewSeeded(77)
 	var sum, sumsq float64
 	var n int
 	for range trials {
-		la, err := r.ParseAggregateShare(lb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ha, err := r.ParseAggregateShare(hb)
-		if err != nil {
-			t.Fatal(err)
-		}
+		la, ha := cloneShare(t, o.leader), cloneShare(t, o.helper)
 		if err := la.AddNoise(src); err != nil {
 			t.Fatal(err)
 		}
@@ -182,4 +167,18 @@ func TestQuantizeUnbiased(t *testing.T) {
 	if crit := stattest.ChiSquareCritical(d); stat > crit {
 		t.Fatalf("sum of z^2 = %.1f > chi-square(%d) critical %.1f: rounding biased", stat, d, crit)
 	}
+}
+
+// cloneShare deep-copies an aggregate share (the noise stage mutates it).
+func cloneShare(t *testing.T, a *AggregateShare) *AggregateShare {
+	t.Helper()
+	enc, err := a.share.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &AggregateShare{r: a.r, count: a.count, noised: a.noised, share: a.r.vdaf.AggregateInit()}
+	if err := c.share.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
