@@ -1,7 +1,10 @@
 // Command benchratio prints two `go test -bench` outputs side by side (for
 // example the native and the GOOS=js run of the same benchmarks) with the
 // ratio of their ns/op, so that figures measured in one run are reported as
-// ratios rather than as absolute times.
+// ratios rather than as absolute times. With -count > 1 each side is the
+// median of its repetitions and the columns show the range (min-max) too.
+// Where both sides also report cpu-ns/op (CPU time, less sensitive to the
+// load of a shared machine than wall time), its ratio is printed as well.
 package main
 
 import (
@@ -9,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,35 +39,82 @@ func run(args []string, w io.Writer) error {
 	}
 	names := make([]string, 0, len(base))
 	for name := range base {
-		names = append(names, name)
+		if _, ok := base[name]["ns/op"]; ok {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
-	fmt.Fprintf(w, "%-70s %14s %14s %8s\n", "benchmark", "native ns/op", "js ns/op", "js/nat")
+	fmt.Fprintf(w, "%-60s %24s %24s %8s %8s\n", "benchmark", "native ns/op", "js ns/op", "js/nat", "cpu j/n")
 	for _, name := range names {
-		b := base[name]
-		o, ok := other[name]
+		b := base[name]["ns/op"]
+		o, ok := other[name]["ns/op"]
 		if !ok {
-			fmt.Fprintf(w, "%-70s %14.0f %14s %8s\n", name, b, "-", "-")
+			fmt.Fprintf(w, "%-60s %24s %24s %8s %8s\n", name, cell(b), "-", "-", "-")
 			continue
 		}
-		fmt.Fprintf(w, "%-70s %14.0f %14.0f %8.2f\n", name, b, o, o/b)
+		cpu := "-"
+		if bc, ok := base[name]["cpu-ns/op"]; ok && median(bc) > 0 {
+			if oc, ok := other[name]["cpu-ns/op"]; ok {
+				cpu = fmt.Sprintf("%.2f", median(oc)/median(bc))
+			}
+		}
+		fmt.Fprintf(w, "%-60s %24s %24s %8.2f %8s\n", name, cell(b), cell(o), median(o)/median(b), cpu)
 	}
 	return nil
 }
 
-func parseFile(path string) (map[string]float64, error) {
+// cell formats the median of vs, and its range when there are several.
+func cell(vs []float64) string {
+	if len(vs) == 1 {
+		return fmt.Sprintf("%.0f", vs[0])
+	}
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", median(vs), slices.Min(vs), slices.Max(vs))
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func parseFile(path string) (map[string]map[string][]float64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open benchmark output: %w", err)
 	}
 	defer f.Close()
-	return parse(f)
+	return parseAll(f)
 }
 
 // parse reads `go test -bench` output and returns ns/op by package-qualified
-// benchmark name (the -N GOMAXPROCS suffix removed so both targets match).
+// benchmark name (the -N GOMAXPROCS suffix removed so both targets match),
+// the median over repetitions.
 func parse(r io.Reader) (map[string]float64, error) {
+	all, err := parseAll(r)
+	if err != nil {
+		return nil, err
+	}
 	res := make(map[string]float64)
+	for name, m := range all {
+		if vs, ok := m["ns/op"]; ok {
+			res[name] = median(vs)
+		}
+	}
+	return res, nil
+}
+
+// parseAll reads `go test -bench` output and returns, by package-qualified
+// benchmark name, every value of every unit (ns/op, cpu-ns/op, ...) in the
+// order the repetitions printed them.
+func parseAll(r io.Reader) (map[string]map[string][]float64, error) {
+	res := make(map[string]map[string][]float64)
 	pkg := ""
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -76,22 +127,26 @@ func parse(r io.Reader) (map[string]float64, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		for i := 2; i+1 < len(fields); i++ {
-			if fields[i+1] != "ns/op" {
-				continue
+		if len(fields) < 4 {
+			continue
+		}
+		name := fields[0]
+		if j := strings.LastIndex(name, "-"); j > 0 {
+			if _, err := strconv.Atoi(name[j+1:]); err == nil {
+				name = name[:j]
 			}
+		}
+		short := pkg[strings.LastIndex(pkg, "/")+1:]
+		name = short + "." + name
+		for i := 2; i+1 < len(fields); i += 2 {
 			v, err := strconv.ParseFloat(fields[i], 64)
 			if err != nil {
 				return nil, fmt.Errorf("parse %q: %w", line, err)
 			}
-			name := fields[0]
-			if j := strings.LastIndex(name, "-"); j > 0 {
-				if _, err := strconv.Atoi(name[j+1:]); err == nil {
-					name = name[:j]
-				}
+			if res[name] == nil {
+				res[name] = make(map[string][]float64)
 			}
-			short := pkg[strings.LastIndex(pkg, "/")+1:]
-			res[short+"."+name] = v
+			res[name][fields[i+1]] = append(res[name][fields[i+1]], v)
 		}
 	}
 	if err := sc.Err(); err != nil {

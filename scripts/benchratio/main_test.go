@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -24,5 +25,41 @@ PASS
 	}
 	if len(got) != 2 {
 		t.Errorf("parsed %d benchmarks, want 2", len(got))
+	}
+}
+
+func TestRepetitionsMedianAndCPURatio(t *testing.T) {
+	dir := t.TempDir()
+	nat := `pkg: x/envelope
+BenchmarkSeal-2   	10	 100 ns/op	 90 cpu-ns/op	 5 B/op
+BenchmarkSeal-2   	10	 300 ns/op	 110 cpu-ns/op	 5 B/op
+BenchmarkSeal-2   	10	 200 ns/op	 100 cpu-ns/op	 5 B/op
+BenchmarkOnlyNative-2   	10	 7 ns/op
+`
+	js := `pkg: x/envelope
+BenchmarkSeal   	10	 1000 ns/op	 500 cpu-ns/op
+BenchmarkSeal   	10	 1400 ns/op	 700 cpu-ns/op
+`
+	write := func(name, s string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var sb strings.Builder
+	if err := run([]string{write("n.txt", nat), write("j.txt", js)}, &sb); err != nil {
+		t.Fatal(err)
+	}
+	out := sb.String()
+	// Medians 200 and 1200: ratio 6.00; cpu medians 100 and 600: 6.00.
+	for _, want := range []string{"200 (100-300)", "1200 (1000-1400)", "6.00     6.00", "envelope.BenchmarkOnlyNative"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	got, err := parse(strings.NewReader(nat))
+	if err != nil || got["envelope.BenchmarkSeal"] != 200 {
+		t.Errorf("parse median = %v (%v), want 200", got["envelope.BenchmarkSeal"], err)
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 )
 
 // Warm-up under js/wasm. Node (V8) first runs a wasm function as baseline
@@ -134,7 +132,7 @@ func BenchmarkSealValues(b *testing.B) {
 			b.SetBytes(int64(8 * n))
 			b.ReportAllocs()
 			warmUp(b, func() error { _, err := SealValues(pub, 1, vals); return err })
-			var clk benchclock.Clock
+			var clk cpuClock
 			clk.Start()
 			for b.Loop() {
 				if _, err := SealValues(pub, 1, vals); err != nil {
@@ -158,7 +156,7 @@ func BenchmarkOpenValues(b *testing.B) {
 			b.SetBytes(int64(8 * n))
 			b.ReportAllocs()
 			warmUp(b, func() error { _, err := k.OpenValues(1, sealed, dst); return err })
-			var clk benchclock.Clock
+			var clk cpuClock
 			clk.Start()
 			for b.Loop() {
 				if _, err := k.OpenValues(1, sealed, dst); err != nil {
@@ -183,7 +181,7 @@ func BenchmarkRawHPKEOpen(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.SetBytes(int64(8 * n))
 			b.ReportAllocs()
-			var clk benchclock.Clock
+			var clk cpuClock
 			clk.Start()
 			for b.Loop() {
 				if _, err := hpke.Open(k.hpke, kdf, aead, in, sealed); err != nil {

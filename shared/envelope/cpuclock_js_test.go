@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"syscall/js"
+	"testing"
 	"time"
 )
 
@@ -17,3 +18,14 @@ func cpuNow() time.Duration {
 
 func lockThread()   {}
 func unlockThread() {}
+
+// cpuClock reports cpu-ns/op: under js the Node process's CPU time per op.
+type cpuClock struct{ t0 time.Duration }
+
+// Start starts the clock.
+func (c *cpuClock) Start() { c.t0 = cpuNow() }
+
+// Report reports cpu-ns/op.
+func (c *cpuClock) Report(b *testing.B) {
+	b.ReportMetric(float64((cpuNow()-c.t0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}

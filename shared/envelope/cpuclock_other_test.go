@@ -2,7 +2,11 @@
 
 package envelope
 
-import "time"
+import (
+	"time"
+
+	"github.com/blanket-fl/blanket/shared/internal/benchclock"
+)
 
 var clockStart = time.Now()
 
@@ -13,3 +17,7 @@ func cpuNow() time.Duration { return time.Since(clockStart) }
 
 func lockThread()   {}
 func unlockThread() {}
+
+// cpuClock reports cpu-ns/op: natively the CPU time of the benchmark's
+// thread (shared/internal/benchclock).
+type cpuClock = benchclock.Clock
