@@ -1,22 +1,3 @@
-// Package secagg holds the building blocks of Blanket's secure-summation
-// protocol: each volunteer clips, quantizes and splits its model update
-// into two Prio3 SumVec input shares (draft-irtf-cfrg-vdaf, via
-// github.com/cloudflare/circl/vdaf/prio3/sumvec), one for the leader (the
-// aggregator) and one for the helper (the relay). The two servers run
-// preparation together, which checks the FLP validity proof of every
-// report, sum the accepted output shares, each add discrete Gaussian noise
-// (plus a public offset) to its aggregate share, and the leader unshards
-// the noisy integer sum and the dequantized mean.
-//
-// Neither server alone learns anything about an individual update beyond
-// its length (secret sharing over Field128); the released sum is
-// differentially private against each server even if the other one adds
-// no noise at all, because each server's noise alone is calibrated to the
-// charged privacy level (see Params.Sigma).
-//
-// The package does no sealing or transport: the caller seals each input
-// share to its server (HPKE, bound to the round) and moves the byte
-// strings defined here.
 package secagg
 
 import (

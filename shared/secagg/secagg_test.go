@@ -324,6 +324,16 @@ func TestRejections(t *testing.T) {
 			return l, h
 		}},
 		{"nonce (leader copy)", RejectJointRand, func(l, h []byte) ([]byte, []byte) { l[headerLen] ^= 1; return l, h }},
+		{"replayed from another round, header rewritten", RejectJointRand, func(l, h []byte) ([]byte, []byte) {
+			x := randomUpdate(noise.NewSeeded(10), 16, 0.3)
+			l2, h2, err := other.Shard(x, noise.NewSeeded(10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(l2[2:10], l[2:10])
+			copy(h2[2:10], h[2:10])
+			return l2, h2
+		}},
 		{"wrong round", RejectWrongRound, func(l, h []byte) ([]byte, []byte) {
 			x := randomUpdate(noise.NewSeeded(9), 16, 0.3)
 			l2, h2, err := other.Shard(x, noise.NewSeeded(9))
