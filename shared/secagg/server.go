@@ -262,6 +262,7 @@ func (h *Helper) Prepare(shares [][]byte) ([]byte, []Rejection, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	clear(h.p.shares) // sent; only the prep states are needed to finish
 	return b, rej, nil
 }
 
