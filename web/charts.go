@@ -330,7 +330,18 @@ func lineChart(id, title, ylabel string, rounds []RoundView, resets []int, serie
 	name string
 	get  func(RoundView) *float64
 }, zeroBased bool, fixed *[2]float64) Chart {
+	return lineChartSized(chartW, chartH, id, title, ylabel, rounds, resets, series, zeroBased, fixed)
+}
+
+// wideW is the width of a chart that spans the page (the accuracy).
+const wideW = 1100.0
+
+func lineChartSized(w, h float64, id, title, ylabel string, rounds []RoundView, resets []int, series []struct {
+	name string
+	get  func(RoundView) *float64
+}, zeroBased bool, fixed *[2]float64) Chart {
 	c := newChart(id, title, ylabel)
+	c.Width, c.Height, c.PlotW, c.PlotH = w, h, w-chartLeft-chartRight, h-chartTop-chartBottom
 	r0, r1 := roundRange(rounds)
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, sr := range series {
@@ -368,9 +379,10 @@ func lineChart(id, title, ylabel string, rounds []RoundView, resets []int, serie
 	return c
 }
 
-// AccuracyChart plots the test accuracy after every ok round (#chart-accuracy).
+// AccuracyChart plots the test accuracy after every ok round
+// (#chart-accuracy), wide: it spans the projected dashboard.
 func AccuracyChart(rounds []RoundView, resets []int) Chart {
-	return lineChart("chart-accuracy", "Test accuracy per round", "accuracy", rounds, resets, []struct {
+	return lineChartSized(wideW, chartH, "chart-accuracy", "Test accuracy per round", "accuracy", rounds, resets, []struct {
 		name string
 		get  func(RoundView) *float64
 	}{{"accuracy", func(r RoundView) *float64 { return r.Accuracy }}}, true, &[2]float64{0, 1})
@@ -507,7 +519,7 @@ func ParticipantsChart(rounds []RoundView) Chart {
 		y := c.y(s, float64(r.N))
 		c.Bars = append(c.Bars, Bar{Round: r.Round, Value: r.N, Status: r.Status, X: x - bw/2, Y: y, W: bw, H: c.Bottom() - y})
 	}
-	rate := Series{Name: "check-in rate", Color: "#ff7f0e"}
+	rate := Series{Name: "check-in rate", Color: palette[4], Class: "s4"}
 	rs := scale{r0: r0, r1: r1, v0: 0, v1: 1}
 	for _, r := range rounds {
 		if r.Population > 0 {
