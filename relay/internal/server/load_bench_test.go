@@ -24,8 +24,8 @@ import (
 // times (target <= 1.25): the relay (announce, check-in, report, acks,
 // quota close, pad with pre-sealed dummies, shuffle, fsync, forward to a
 // fake aggregator) against bare gorilla ingest of the same bytes, both over
-// benchClients net.Pipe connections (benchParams: D = 100, K = Width = 10,
-// n_p = 1100, about 1,000 dummies per round).
+// benchClients net.Pipe connections (benchParams: D = 100, K = 10, Width = 1,
+// n_p = 1100, about 10,000 dummies per round).
 //
 // Sub-benchmarks:
 //   - open=0: clients report the moment they get the announcement, so the

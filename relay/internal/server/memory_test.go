@@ -66,9 +66,9 @@ func loadN(def int) int {
 	return def
 }
 
-// loadParams are benchParams scaled to n clients: one Report of Width = K
-// = 10 indices per client over D = 100, quota n, and n_p 10% above the
-// expected n*K/D real entries per dimension.
+// loadParams are benchParams scaled to n clients: K = 10 Reports of Width
+// 1 per client over D = 100, quota n, and n_p 10% above the expected
+// n*K/D real entries per dimension.
 func loadParams(n int) wire.Params {
 	p := benchParams()
 	p.Quota = uint32(n)
@@ -248,7 +248,11 @@ func TestLoadClientChild(t *testing.T) {
 				m := a.Params.Messages()
 				w := int(a.Params.Width)
 				for s := range m {
-					r := wire.Report{Round: a.Round, Seq: uint16(s), Count: uint16(m), Indices: perm[s*w : (s+1)*w], Sealed: sealed}
+					// One seal, its encapsulated key stamped per round,
+					// client and message: the relay sees no replay.
+					sl := stamp(sealed, uint64(i), uint64(s))
+					binary.BigEndian.PutUint64(sl, a.Round)
+					r := wire.Report{Round: a.Round, Seq: uint16(s), Count: uint16(m), Indices: perm[s*w : (s+1)*w], Sealed: sl}
 					f, err := r.MarshalBinary()
 					if err != nil {
 						fail(err)
