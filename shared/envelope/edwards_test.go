@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ecdh"
 	"encoding/hex"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -115,4 +116,92 @@ func BenchmarkX25519BasePair(b *testing.B) {
 	b.ReportMetric(float64(tab)/float64(lad), "table/ladder")
 	b.ReportMetric(float64(tab.Nanoseconds())/float64(b.N), "table-cpu-ns/op")
 	b.ReportMetric(float64(lad.Nanoseconds())/float64(b.N), "ladder-cpu-ns/op")
+}
+
+// X25519 through a fixed table of the peer's point agrees with crypto/ecdh
+// for every u that maps to the Edwards curve (random u: about half; the
+// others are on the twist and must be refused), and for the edge cases of
+// TestX25519MatchesCryptoECDH.
+func TestX25519FixedPeer(t *testing.T) {
+	n := 60
+	if testing.Short() {
+		n = 12
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	randBytes := func() (b [32]byte) {
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	us := [][32]byte{testKey(t, 1).Public().HPKE, {}, {1}, {9},
+		*mustHex32(t, "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"),
+		*mustHex32(t, "5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157"),
+		*mustHex32(t, "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f"), // p - 1 = -1
+	}
+	for range n {
+		us = append(us, randBytes())
+	}
+	onCurve := 0
+	for i, u := range us {
+		p, ok := edFromMontgomery(&u)
+		if i == 0 && !ok {
+			t.Fatal("the aggregator's key does not map to the Edwards curve")
+		}
+		if i == 6 && ok {
+			t.Fatal("u = -1 mapped")
+		}
+		pub, err := ecdh.X25519().NewPublicKey(u[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			// Must be a twist point: u^3 + A u^2 + u is not a square.
+			continue
+		}
+		onCurve++
+		tab := newEdFixedTable(p)
+		for range 5 {
+			k := randBytes()
+			priv, _ := ecdh.X25519().NewPrivateKey(k[:])
+			want, wantErr := priv.ECDH(pub)
+			var got [32]byte
+			gotErr := x25519Fixed(&got, &k, tab)
+			if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && !bytes.Equal(got[:], want)) {
+				t.Fatalf("u %x k %x: %x (%v), crypto/ecdh %x (%v)", u, k, got, gotErr, want, wantErr)
+			}
+		}
+	}
+	if onCurve < 6+n/4 || onCurve > 6+3*n/4 {
+		t.Fatalf("%d of %d points mapped, want the edge cases and about half the random ones", onCurve, len(us))
+	}
+}
+
+// Points refused by edFromMontgomery are exactly those not on the curve:
+// u^3 + 486662 u^2 + u is a non-square (Euler's criterion with math/big).
+func TestEdFromMontgomeryRefusesOnlyTwist(t *testing.T) {
+	p := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(19))
+	exp := new(big.Int).Rsh(new(big.Int).Sub(p, big.NewInt(1)), 1)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for range 40 {
+		var u [32]byte
+		for i := range u {
+			u[i] = byte(rng.Uint32())
+		}
+		u[31] &= 0x7f
+		be := make([]byte, 32)
+		for i := range be {
+			be[i] = u[31-i]
+		}
+		x := new(big.Int).SetBytes(be)
+		rhs := new(big.Int).Mul(x, x)
+		rhs.Mul(rhs, x)
+		rhs.Add(rhs, new(big.Int).Mul(big.NewInt(486662), new(big.Int).Mul(x, x)))
+		rhs.Add(rhs, x)
+		rhs.Mod(rhs, p)
+		square := rhs.Sign() == 0 || new(big.Int).Exp(rhs, exp, p).Cmp(big.NewInt(1)) == 0
+		if _, ok := edFromMontgomery(&u); ok != square {
+			t.Fatalf("u %x: mapped %v, on the curve %v", u, ok, square)
+		}
+	}
 }

@@ -197,3 +197,47 @@ func TestOwnSenderCacheFollowsKeyAndRound(t *testing.T) {
 		}
 	}
 }
+
+// With the same ephemeral scalar, the sender's shared secret through the
+// recipient key's table and through the ladder give the same message.
+func TestOwnSenderTableMatchesLadder(t *testing.T) {
+	k := testKey(t, 3)
+	s, err := newSender(k.Public().HPKE, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.dhTab == nil {
+		t.Fatal("no table for the aggregator's key")
+	}
+	ladder := *s
+	ladder.dhTab = nil
+	rng := rand.New(rand.NewPCG(13, 14))
+	for range 20 {
+		var eph [32]byte
+		for i := range eph {
+			eph[i] = byte(rng.Uint32())
+		}
+		a, err := s.seal(nil, &eph, []byte("12345678"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ladder.seal(nil, &eph, []byte("12345678"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Fatalf("eph %x: table and ladder seal differently", eph)
+		}
+	}
+	// A key on the twist has no table; sealing to it still works.
+	twist := [32]byte{2}
+	if _, ok := edFromMontgomery(&twist); ok {
+		t.Fatal("u = 2 maps to the curve; the test needs a twist point")
+	}
+	if tab := peerTableFor(twist); tab != nil {
+		t.Fatal("table for a twist point")
+	}
+	if _, err := sealValues(twist, 1, []float64{1}, true); err != nil {
+		t.Fatal(err)
+	}
+}
