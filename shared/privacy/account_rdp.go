@@ -91,6 +91,13 @@ func rdpIntegerOrders() []float64 {
 // rdpEpsilon converts an RDP curve to ε at delta with the better of the
 // Balle et al. and the optimal (Asoodeh et al.) conversions.
 func rdpEpsilon(c rdp.Curve, delta float64) (float64, error) {
+	return rdpEpsilonWindow(c, delta, optimalWindow)
+}
+
+// rdpEpsilonWindow is rdpEpsilon with the optimal conversion searched on
+// window orders each side of Balle's minimiser (any sub-curve of an RDP
+// curve is an RDP curve, so every window gives a valid bound).
+func rdpEpsilonWindow(c rdp.Curve, delta float64, window int) (float64, error) {
 	eb, ob, err := rdp.BalleEpsilon(c, delta)
 	if err != nil {
 		return 0, fmt.Errorf("rdp conversion: %w", err)
@@ -100,7 +107,7 @@ func rdpEpsilon(c rdp.Curve, delta float64) (float64, error) {
 	// is an RDP curve, so this is valid, and the optimal conversion's
 	// minimiser lies next to Balle's on the measured settings).
 	i := slices.Index(c.Orders, ob)
-	lo, hi := max(0, i-optimalWindow), min(len(c.Orders), i+optimalWindow+1)
+	lo, hi := max(0, i-window), min(len(c.Orders), i+window+1)
 	eo, _, err := rdp.OptimalEpsilon(rdp.Curve{Orders: c.Orders[lo:hi], Eps: c.Eps[lo:hi]}, delta)
 	if err != nil {
 		return 0, fmt.Errorf("rdp conversion: %w", err)

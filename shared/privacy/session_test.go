@@ -38,11 +38,11 @@ func roundsOf(r Release, n int) []Release {
 // identical).
 func TestSessionMatchesAccount(t *testing.T) {
 	cases := map[string]Release{
-		"ss-topk":  {Protocol: ProtocolSSTopk, Randomizer: RandomizerLaplace, Eps0: 0.5, D: 7850, K: 157, L: 16, N: 200, NP: 67},
+		"ss-topk":   {Protocol: ProtocolSSTopk, Randomizer: RandomizerLaplace, Eps0: 0.5, D: 7850, K: 157, L: 16, N: 200, NP: 67},
 		"ss-simple": {Protocol: ProtocolSSSimple, Randomizer: RandomizerRGB, Buckets: 4, Eps0: 0.3, D: 5, K: 5, N: 500},
-		"checkin":  {Protocol: ProtocolCheckIn, Randomizer: RandomizerGeneric, Eps0: 1, D: 1, K: 1, N: 100, Population: 1000, CheckInRate: 0.1},
-		"gaussian": {Protocol: ProtocolCentralGaussian, Randomizer: RandomizerGaussian, D: 10, K: 10, N: 100, NoiseMultiplier: 2},
-		"secagg":   {Protocol: ProtocolSecAgg, Randomizer: RandomizerDiscreteGaussian, D: 10, N: 100, SecAggSigma: 40, SecAggSensitivity: 10, CheckInRate: 0.2},
+		"checkin":   {Protocol: ProtocolCheckIn, Randomizer: RandomizerGeneric, Eps0: 1, D: 1, K: 1, N: 100, Population: 1000, CheckInRate: 0.1},
+		"gaussian":  {Protocol: ProtocolCentralGaussian, Randomizer: RandomizerGaussian, D: 10, K: 10, N: 100, NoiseMultiplier: 2},
+		"secagg":    {Protocol: ProtocolSecAgg, Randomizer: RandomizerDiscreteGaussian, D: 10, N: 100, SecAggSigma: 40, SecAggSensitivity: 10, CheckInRate: 0.2},
 	}
 	const delta = 1e-5
 	for name, r := range cases {

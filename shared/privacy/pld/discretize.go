@@ -247,6 +247,17 @@ func connectDotsPair(lp, lq []float64, h, tail float64) (*dist, error) {
 // A final check evaluates the built curve at every grid point and raises
 // mu_inf by any floating-point shortfall.
 func connectDots(lo int, h float64, vals, errs []float64, y0, tail float64) (*dist, error) {
+	return connectDotsShift(lo, h, vals, errs, y0, tail, 0)
+}
+
+// connectDotsShift is connectDots with the abscissae x = e^{eps - shift}
+// instead of e^eps: scaling x by a constant scales every hull slope by its
+// inverse, so the masses mu_j = x_j (S_{j-1} - S_j) and the verification
+// are unchanged, while losses far above 709 nats no longer overflow
+// (shift = the top grid loss keeps every x in (0, 1]). The grid must not
+// span more than ~700 nats below the shift, or x underflows to 0
+// (Regrid refuses such ranges).
+func connectDotsShift(lo int, h float64, vals, errs []float64, y0, tail, shift float64) (*dist, error) {
 	n := len(vals)
 	type pt struct {
 		x, y float64
@@ -258,7 +269,7 @@ func connectDots(lo int, h float64, vals, errs []float64, y0, tail float64) (*di
 		return (a.x-o.x)*(b.y-o.y) - (a.y-o.y)*(b.x-o.x)
 	}
 	for i := 0; i < n; i++ {
-		p := pt{math.Exp(float64(lo+i) * h), min(vals[i]+errs[i], y0), i}
+		p := pt{math.Exp(float64(lo+i)*h - shift), min(vals[i]+errs[i], y0), i}
 		for len(hull) >= 2 && cross(hull[len(hull)-2], hull[len(hull)-1], p) <= 0 {
 			hull = hull[:len(hull)-1]
 		}
@@ -294,7 +305,7 @@ func connectDots(lo int, h float64, vals, errs []float64, y0, tail float64) (*di
 	var a, b kahan
 	short := 0.0
 	for i := n - 1; i >= 0; i-- {
-		x := math.Exp(float64(lo+i) * h)
+		x := math.Exp(float64(lo+i)*h - shift)
 		av, bv := a.value(), b.value()
 		rebuilt := d.inf + av - x*bv
 		slack := 8 * unitRoundoff * (d.inf + av + x*bv)
