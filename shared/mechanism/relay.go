@@ -31,8 +31,9 @@ const (
 	// already knows.
 	OverflowRaise
 	// OverflowTruncate keeps n_p fixed: a dimension with more than n_p
-	// real entries keeps a uniformly random n_p of them (the rest are
-	// dropped by the relay and never forwarded). Width must be 1, so that
+	// real entries keeps a uniformly random n_p of them (KeepAtMost; the
+	// rest are dropped by the relay and never forwarded; applied by
+	// roundspec.Spec.Pad, not by Relay). Width must be 1, so that
 	// dropping a message drops one entry of one dimension. The batch
 	// reveals nothing about the counts: every dimension has exactly the
 	// announced n_p entries whatever the data. Use it when the index lists
@@ -137,9 +138,7 @@ func NewRelay(cfg RelayConfig) (*Relay, error) {
 	switch cfg.Overflow {
 	case OverflowError, OverflowRaise:
 	case OverflowTruncate:
-		if cfg.Width != 1 {
-			return nil, fmt.Errorf("mechanism: overflow policy truncate needs width 1, got %d", cfg.Width)
-		}
+		return nil, errors.New("mechanism: the relay's truncation is roundspec.Spec.Pad (width-1 messages)")
 	default:
 		return nil, fmt.Errorf("mechanism: unknown overflow policy %v", cfg.Overflow)
 	}
@@ -231,29 +230,6 @@ func (r *Relay) Process(real []Message, src noise.Source) (Batch, error) {
 		}
 	}
 	np := cfg.NP
-	if len(st.Overflowed) > 0 && cfg.Overflow == OverflowTruncate {
-		dims := make([]uint32, len(real))
-		for i, m := range real {
-			dims[i] = m.Indices[0]
-		}
-		keep, dropped, err := KeepAtMost(dims, cfg.D, np, src)
-		if err != nil {
-			return Batch{}, err
-		}
-		kept := make([]Message, 0, len(real)-dropped)
-		for i, m := range real {
-			if keep[i] {
-				kept = append(kept, m)
-			}
-		}
-		real = kept
-		if counts, err = countIndices(real, cfg.D, cfg.Width, nil); err != nil {
-			return Batch{}, fmt.Errorf("mechanism: relay: %w", err)
-		}
-		over := st.Overflowed
-		st = summarize(counts, len(real), cfg.Width)
-		st.TargetNP, st.Overflowed, st.Truncated = cfg.NP, over, dropped
-	}
 	if len(st.Overflowed) > 0 && cfg.Overflow == OverflowError {
 		e := &DimensionOverflowError{NP: cfg.NP, Dims: st.Overflowed, Counts: make([]int, len(st.Overflowed))}
 		for i, j := range st.Overflowed {

@@ -48,6 +48,7 @@ import (
 	"math"
 
 	"github.com/blanket-fl/blanket/shared/mechanism"
+	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -203,12 +204,6 @@ func (s *Spec) Admissible(v float64) bool { return s.rz.Contains(v) }
 // Overflow is the relay's overflow policy for this protocol.
 func (s *Spec) Overflow() mechanism.OverflowPolicy { return s.proto.Overflow() }
 
-// Relay returns the padding and shuffling configuration the relay applies
-// (mechanism.Relay), with the blanket of Randomizer.
-func (s *Spec) Relay() mechanism.RelayConfig {
-	return mechanism.RelayConfig{D: int(s.p.D), NP: int(s.p.NP), Width: int(s.p.Width), Overflow: s.proto.Overflow(), Blanket: s.rz}
-}
-
 // Release returns the privacy.Release the ledger charges for a round with
 // n reports whose batch held np admissible values in every dimension (the
 // aggregator counts np itself: the smallest per-dimension count of values
@@ -289,4 +284,114 @@ func (s *Spec) NoiseStd() (float64, error) {
 		return 0, fmt.Errorf("roundspec: no noise scale for randomizer %q", s.rz.Name())
 	}
 	return 2 * s.p.Clip * sd / slope, nil
+}
+
+// Padding is the relay's plan for one round of width-1 messages: which real
+// messages it keeps, the n_p every dimension is padded to, and the dimension
+// of every dummy it adds.
+type Padding struct {
+	// NP is the realized n_p: the announced one, or (OverflowRaise) the
+	// largest real count when that is larger.
+	NP int
+	// Keep marks the real messages kept (nil: all of them).
+	Keep []bool
+	// Dummies lists the dimension of each dummy message, in dimension order
+	// (the order is erased by the shuffle that follows).
+	Dummies []uint32
+	// Overflowed counts the dimensions whose real count exceeded the
+	// announced n_p; Truncated the real messages dropped
+	// (OverflowTruncate). Neither is ever sent to the aggregator.
+	Overflowed, Truncated int
+}
+
+// Pad plans the padding of a round whose real messages have the single
+// indices dims, by the protocol's overflow policy (see the package
+// documentation, "n_p that reveals nothing about the data"): after it,
+// every dimension holds exactly NP messages. It is the one padding rule the
+// relay (relay/internal/shuffler), the experiment runner and the privacy
+// audit apply; src draws the truncation (crypto randomness in production).
+func (s *Spec) Pad(dims []uint32, src noise.Source) (Padding, error) {
+	d, target := int(s.p.D), int(s.p.NP)
+	counts := make([]int, d)
+	hi := 0
+	for i, j := range dims {
+		if int64(j) >= int64(d) {
+			return Padding{}, fmt.Errorf("roundspec: message %d: index %d >= d=%d", i, j, d)
+		}
+		counts[j]++
+		hi = max(hi, counts[j])
+	}
+	pad := Padding{NP: target}
+	for _, c := range counts {
+		if c > target {
+			pad.Overflowed++
+		}
+	}
+	switch s.proto.Overflow() {
+	case mechanism.OverflowRaise:
+		pad.NP = max(target, hi)
+	case mechanism.OverflowTruncate:
+		if pad.Overflowed > 0 {
+			keep, dropped, err := mechanism.KeepAtMost(dims, d, target, src)
+			if err != nil {
+				return Padding{}, fmt.Errorf("roundspec: %w", err)
+			}
+			pad.Keep, pad.Truncated = keep, dropped
+			for i, j := range dims {
+				if !keep[i] {
+					counts[j]--
+				}
+			}
+		}
+	default:
+		return Padding{}, fmt.Errorf("roundspec: overflow policy %v", s.proto.Overflow())
+	}
+	total := 0
+	for _, c := range counts {
+		total += pad.NP - c
+	}
+	pad.Dummies = make([]uint32, 0, total)
+	for j, c := range counts {
+		for range pad.NP - c {
+			pad.Dummies = append(pad.Dummies, uint32(j))
+		}
+	}
+	return pad, nil
+}
+
+// Shuffle is the relay's round on plaintext width-1 messages, for the
+// experiment runner and the privacy audit: Pad, then dummies carrying
+// blanket samples of Randomizer, then a uniform permutation of all messages
+// (noise.Shuffle) — the law of the batch the aggregator opens from the real
+// relay (relay/internal/shuffler, which seals the same dummies). The
+// result aliases the kept real messages.
+func (s *Spec) Shuffle(real []mechanism.Message, src noise.Source) (mechanism.Batch, Padding, error) {
+	dims := make([]uint32, len(real))
+	for i, m := range real {
+		if len(m.Indices) != 1 || len(m.Values) != 1 {
+			return mechanism.Batch{}, Padding{}, fmt.Errorf("roundspec: message %d has %d entries, want 1", i, len(m.Indices))
+		}
+		dims[i] = m.Indices[0]
+	}
+	pad, err := s.Pad(dims, src)
+	if err != nil {
+		return mechanism.Batch{}, Padding{}, err
+	}
+	out := make([]mechanism.Message, 0, len(real)+len(pad.Dummies))
+	for i, m := range real {
+		if pad.Keep == nil || pad.Keep[i] {
+			out = append(out, m)
+		}
+	}
+	kept := len(out)
+	idx := make([]uint32, len(pad.Dummies))
+	vals := make([]float64, len(pad.Dummies))
+	for t, j := range pad.Dummies {
+		idx[t], vals[t] = j, s.rz.Blanket(src)
+		out = append(out, mechanism.Message{Indices: idx[t : t+1 : t+1], Values: vals[t : t+1 : t+1]})
+	}
+	noise.Shuffle(src, len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
+	st := mechanism.RelayStats{RealMessages: kept, DummyMessages: len(pad.Dummies), RealEntries: kept, DummyEntries: len(pad.Dummies),
+		TargetNP: int(s.p.NP), RealizedNP: pad.NP, Raised: pad.NP != int(s.p.NP), Truncated: pad.Truncated}
+	return mechanism.Batch{D: int(s.p.D), NP: pad.NP, Messages: out, Stats: st}, pad, nil
 }

@@ -78,10 +78,6 @@ func TestPartiesAgree(t *testing.T) {
 			t.Errorf("%s: release %s/%s", name, rel.Protocol, rel.Randomizer)
 		}
 		src := noise.NewSeeded(uint64(p.Protocol)*10 + uint64(p.Randomizer))
-		relay, err := mechanism.NewRelay(spec.Relay())
-		if err != nil {
-			t.Fatal(err)
-		}
 		var all []mechanism.Message
 		for i := range 30 {
 			x := make([]float64, p.D)
@@ -94,7 +90,7 @@ func TestPartiesAgree(t *testing.T) {
 			}
 			all = append(all, msgs...)
 		}
-		b, err := relay.Process(all, src)
+		b, _, err := spec.Shuffle(all, src)
 		if err != nil {
 			t.Fatalf("%s: relay: %v", name, err)
 		}
@@ -130,7 +126,6 @@ func checkUnbiased(t *testing.T, name string, spec *Spec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay, _ := mechanism.NewRelay(spec.Relay())
 	src := noise.NewSeeded(99)
 	const n, rounds = 30, 400
 	x := make([]float64, p.D)
@@ -147,7 +142,7 @@ func checkUnbiased(t *testing.T, name string, spec *Spec) {
 			}
 			all = append(all, msgs...)
 		}
-		b, err := relay.Process(all, src)
+		b, _, err := spec.Shuffle(all, src)
 		if err != nil {
 			t.Fatal(err)
 		}

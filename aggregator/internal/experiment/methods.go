@@ -224,17 +224,13 @@ func shuffleMethod(id, name, note string, spec *roundspec.Spec, train logreg.Tra
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	relay, err := mechanism.NewRelay(spec.Relay())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
 	m := &method{id: id, name: name, table: tableFLAME, note: note, train: train, serverLR: 1}
 	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
 		all, err := encodeAll(ctx, w, in, enc)
 		if err != nil {
 			return roundOutput{}, err
 		}
-		batch, err := relay.Process(all, noise.NewSeeded(mix(w.seed, tagRelay, uint64(in.round))))
+		batch, _, err := spec.Shuffle(all, noise.NewSeeded(mix(w.seed, tagRelay, uint64(in.round))))
 		if err != nil {
 			return roundOutput{}, fmt.Errorf("relay: %w", err)
 		}

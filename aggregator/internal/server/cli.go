@@ -250,7 +250,7 @@ func buildParams(d, n int, f paramFlags) (wire.Params, float64, error) {
 	o := roundspec.Options{
 		Protocol: proto, Randomizer: rz, K: f.k, L: f.l, NP: f.np, Buckets: f.buckets,
 		MinBatch: f.minBatch, Quota: f.quota, EpsL: f.epsL, DeltaL: f.deltaL, Clip: f.clip, CheckInP: f.checkIn,
-		ServerLR: f.serverLR,
+		ServerLR: f.serverLR, NPRatio: DefaultNPRatio,
 	}
 	if proto == wire.ProtocolSSSimple && f.quota == 0 {
 		// Every client reports every coordinate: a quota of n_p keeps

@@ -14,19 +14,19 @@ func TestDefaultParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 7850, K: 157, L: 16,
-		Width: 1, NP: 67, MinBatch: DefaultMinBatch, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
+	want := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 7850, K: 157, L: 5,
+		Width: 1, NP: 20, MinBatch: DefaultMinBatch, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 	if p != want {
 		t.Fatalf("DefaultParams = %+v, want %+v", p, want)
 	}
-	if p.Messages() != 2512 || p.BatchMessages(p.NP) != 525950 || p.PerCoordinateEpsilon() != 0.5 {
+	if p.Messages() != 785 || p.BatchMessages(p.NP) != 157000 || p.PerCoordinateEpsilon() != 0.5 {
 		t.Fatalf("messages %d, batch %d, eps0 %v", p.Messages(), p.BatchMessages(p.NP), p.PerCoordinateEpsilon())
 	}
 	ps, err := setupProtocol(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ps.releaseFor(1, 200, 67).Validate(); err != nil {
+	if err := ps.releaseFor(1, 200, 20).Validate(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,7 +34,7 @@ func TestDefaultParams(t *testing.T) {
 func TestBuildParams(t *testing.T) {
 	base := paramFlags{protocol: "ss-topk", randomizer: "laplace", epsL: 78.5, clip: 0.01, checkIn: 1}
 	p, lr, err := buildParams(7850, 200, base)
-	if err != nil || p.K != 157 || p.L != 16 || p.NP != 67 || lr != 50 {
+	if err != nil || p.K != 157 || p.L != 5 || p.NP != 20 || lr != 50 {
 		t.Fatalf("ss-topk: %+v lr %v err %v", p, lr, err)
 	}
 	f := base
@@ -44,7 +44,7 @@ func TestBuildParams(t *testing.T) {
 	}
 	f = base
 	f.protocol, f.k = "ss-double", 785
-	if p, _, err = buildParams(7850, 200, f); err != nil || p.K != 785 || p.L != 1 || p.Width != 1 || p.NP != 67 {
+	if p, _, err = buildParams(7850, 200, f); err != nil || p.K != 785 || p.L != 1 || p.Width != 1 || p.NP != 20 {
 		t.Fatalf("ss-double: %+v err %v", p, err)
 	}
 	for name, f := range map[string]paramFlags{

@@ -17,7 +17,6 @@ import (
 	"sync"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
-	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 	"github.com/blanket-fl/blanket/shared/roundspec"
@@ -78,49 +77,6 @@ func Blanket(p wire.Params) (randomizer.Randomizer, error) {
 	return spec.Randomizer(), nil
 }
 
-// plan decides how many real entries each dimension keeps and the n_p it
-// is padded to, by the protocol's overflow policy (roundspec.Spec.Overflow),
-// for width-1 messages whose single indices are dims:
-//
-//   - OverflowRaise (SS-Simple, SS-Double: index lists independent of the
-//     data): n_p = max(target, max_j n_j), every message kept; the raised
-//     value is a function of the random sampling only;
-//   - OverflowTruncate (SS-Topk: index lists are the volunteers' top-k
-//     sets): n_p = target always, and a dimension with n_j > target keeps
-//     a uniform subset of target entries (mechanism.KeepAtMost), so the
-//     batch reveals nothing about the counts.
-//
-// keep is nil when every message is kept.
-func plan(spec *roundspec.Spec, dims []uint32, src noise.Source) (np int, keep []bool, dropped, overflowed int, err error) {
-	p := spec.Params()
-	d, target := int(p.D), int(p.NP)
-	counts := make([]int, d)
-	hi := 0
-	for _, j := range dims {
-		if int(j) >= d {
-			return 0, nil, 0, 0, fmt.Errorf("shuffler: index %d >= d=%d", j, d)
-		}
-		counts[j]++
-		hi = max(hi, counts[j])
-	}
-	for _, c := range counts {
-		if c > target {
-			overflowed++
-		}
-	}
-	switch spec.Overflow() {
-	case mechanism.OverflowRaise:
-		return max(target, hi), nil, 0, overflowed, nil
-	case mechanism.OverflowTruncate:
-		if overflowed == 0 {
-			return target, nil, 0, 0, nil
-		}
-		keep, dropped, err = mechanism.KeepAtMost(dims, d, target, src)
-		return target, keep, dropped, overflowed, err
-	}
-	return 0, nil, 0, 0, fmt.Errorf("%w: overflow policy %v", ErrInfeasible, spec.Overflow())
-}
-
 // Build pads and shuffles one round. real holds the messages of the
 // complete reports (already validated by wire.ParseReport: Width distinct
 // indices < D each, sealed block of envelope.SealedLen(Width) bytes); it is
@@ -179,33 +135,20 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 		}
 		dims[i] = m.Indices[0]
 	}
-	np, keep, dropped, overflowed, err := plan(spec, dims, src)
+	pad, err := spec.Pad(dims, src)
 	if err != nil {
-		return wire.Batch{}, Stats{}, err
+		return wire.Batch{}, Stats{}, fmt.Errorf("%w: %w", ErrInfeasible, err)
 	}
-	if keep != nil {
+	if pad.Keep != nil {
 		kept := real[:0]
-		keptDims := dims[:0]
 		for i, m := range real {
-			if keep[i] {
+			if pad.Keep[i] {
 				kept = append(kept, m)
-				keptDims = append(keptDims, dims[i])
 			}
 		}
-		real, dims = kept, keptDims
+		real = kept
 	}
-	counts := make([]int, d)
-	for _, j := range dims {
-		counts[j]++
-	}
-	// Dummy m of dimension j carries index j; dimensions in index order
-	// (the order is erased by the shuffle below).
-	flat := make([]uint32, 0, d*np-len(real))
-	for j, c := range counts {
-		for range np - c {
-			flat = append(flat, uint32(j))
-		}
-	}
+	np, flat := pad.NP, pad.Dummies
 	nd := len(flat)
 	dummies := make([]wire.BatchMessage, nd)
 	vals := make([]float64, nd)
@@ -243,8 +186,8 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 		TargetNP:      int(p.NP),
 		RealizedNP:    np,
 		Raised:        np != int(p.NP),
-		Overflowed:    overflowed,
-		Truncated:     dropped,
+		Overflowed:    pad.Overflowed,
+		Truncated:     pad.Truncated,
 	}
 	return b, st, nil
 }

@@ -174,7 +174,7 @@ func TestCohortAgainstRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := wire.Params{Protocol: wire.ProtocolSSDouble, Randomizer: wire.RandomizerLaplace,
-		D: logreg.MNISTParams, K: 50, L: 1, Width: 25, NP: 10, MinBatch: 1, EpsL: 1, Clip: 0.1, CheckInP: 1}
+		D: logreg.MNISTParams, K: 50, L: 1, Width: 1, NP: 10, MinBatch: 1, EpsL: 1, Clip: 0.1, CheckInP: 1}
 	relay := newRelay(t)
 	var out bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())

@@ -188,7 +188,7 @@ func TestJSAPI(t *testing.T) {
 		t.Fatal("a second start was accepted while running")
 	}
 	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: logreg.MNISTParams,
-		K: 157, L: 5, Width: 157, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
+		K: 157, L: 5, Width: 1, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 	a := wire.Announcement{Round: 1, Deadline: time.Now().Add(time.Hour), Params: p, HPKEPub: pub.HPKE, Model: make([]float64, p.D)}
 	if err := a.Sign(k); err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func (f *feed) Recv(ctx context.Context) ([]byte, error) {
 // with l = 5 groups in messages of width 157 (5 Report frames).
 func mnistTopk() wire.Params {
 	return wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: logreg.MNISTParams,
-		K: 157, L: 5, Width: 157, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
+		K: 157, L: 5, Width: 1, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 }
 
 func announce(tb testing.TB, k *envelope.PrivateKey, round uint64, p wire.Params) []byte {

@@ -1,0 +1,373 @@
+// Package audit attacks Blanket's own shuffle protocols and reports an
+// empirical lower bound on ε next to the ε the ledger charges.
+//
+// For one announceable round spec it runs what ships — the volunteers'
+// encoder (roundspec.Spec.Encoder), the relay's padding and shuffle
+// (roundspec.Spec.Pad through Spec.Shuffle, the rule relay/internal/shuffler
+// applies), and, with RealCrypto, HPKE sealing and opening of every message
+// (shared/envelope) — on two neighbouring datasets that differ in one
+// volunteer's update (the rest fixed), and applies distinguishing attacks to
+// what the aggregator receives: the batch header, every message's index,
+// position and sealed size, and every opened value.
+//
+// Each attack's statistic is thresholded on a first set of trials (the
+// threshold and direction that look best there) and evaluated on fresh
+// trials, so the Clopper-Pearson bounds on its true- and false-positive
+// rates are valid; ε_lower = ln((TPR_lo - δ)/FPR_hi) (Kairouz et al. 2015's
+// hypothesis-testing characterization of (ε, δ)-DP; Jagielski et al. 2020,
+// Nasr et al. 2021 for auditing). If the mechanism is (ε, δ)-DP, every
+// attack's ε_lower exceeds ε with probability at most 2·Alpha.
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/mechanism"
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Options configure a run. Zero fields take the defaults.
+type Options struct {
+	// Volunteers is the number of reports per round (default 30).
+	Volunteers int
+	// Trials per hypothesis and phase (calibration, evaluation); default
+	// 2,000.
+	Trials int
+	// Alpha is the one-sided error of each Clopper-Pearson bound (default
+	// 1e-3).
+	Alpha float64
+	// Delta is the δ at which the lower bound and the charge are stated
+	// (default 1e-5).
+	Delta float64
+	// Seed seeds every random choice (noise.NewSeeded): runs are
+	// reproducible.
+	Seed uint64
+	// RealCrypto seals every message to a fresh key and opens it, as the
+	// relay and the aggregator do, instead of passing values in the clear;
+	// slower, and it adds the sealed bytes' features to the attacks.
+	RealCrypto bool
+	// Pipeline replaces the relay's round (tests use it to check that the
+	// attacks catch known leaks); nil: roundspec.Spec.Shuffle.
+	Pipeline func(spec *roundspec.Spec, real []mechanism.Message, src noise.Source) (mechanism.Batch, error)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Volunteers == 0 {
+		o.Volunteers = 30
+	}
+	if o.Trials == 0 {
+		o.Trials = 2000
+	}
+	if o.Alpha == 0 {
+		o.Alpha = 1e-3
+	}
+	if o.Delta == 0 {
+		o.Delta = 1e-5
+	}
+	if o.Volunteers < 2 || o.Trials < 10 || !(o.Alpha > 0 && o.Alpha < 0.5) || !(o.Delta > 0 && o.Delta < 1) {
+		return o, fmt.Errorf("audit: invalid options %+v", o)
+	}
+	return o, nil
+}
+
+// Finding is one attack's result.
+type Finding struct {
+	Attack string `json:"attack"`
+	// TPR and FPR are the evaluation trials' rates at the chosen
+	// threshold.
+	TPR float64 `json:"tpr"`
+	FPR float64 `json:"fpr"`
+	// EpsLower is the (1 - 2 Alpha)-confidence lower bound on ε (0 when
+	// the attack proves nothing).
+	EpsLower float64 `json:"eps_lower"`
+}
+
+// Result is a run's outcome for one spec.
+type Result struct {
+	Params   wire.Params `json:"-"`
+	Protocol string      `json:"protocol"`
+	Random   string      `json:"randomizer"`
+	// Charged is the per-round ε the ledger charges for this spec at
+	// Options.Delta (privacy.Account's tightest proven row), NP the
+	// realized n_p it was charged at.
+	Charged float64 `json:"charged"`
+	NP      int     `json:"n_p"`
+	Delta   float64 `json:"delta"`
+	Trials  int     `json:"trials"`
+	// EpsLower is the largest lower bound over the attacks.
+	EpsLower float64   `json:"eps_lower"`
+	Findings []Finding `json:"findings"`
+}
+
+// Run audits one round of spec.
+func Run(spec *roundspec.Spec, opts Options) (Result, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	p := spec.Params()
+	pair, err := neighbours(spec, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	run := newRunner(spec, opts, pair)
+	if opts.RealCrypto {
+		if err := run.initCrypto(); err != nil {
+			return Result{}, err
+		}
+	}
+	res := Result{Params: p, Protocol: p.Protocol.String(), Random: p.Randomizer.String(), Delta: opts.Delta, Trials: opts.Trials}
+	// Calibration and evaluation: each hypothesis's trials, every attack's
+	// statistic per trial.
+	var stats [2][2][][]float64 // [phase][hypothesis][attack][trial]
+	for phase := range 2 {
+		for h := range 2 {
+			stats[phase][h] = make([][]float64, len(attacks))
+			for t := range opts.Trials {
+				src := noise.NewSeeded(opts.Seed ^ uint64(phase)<<62 ^ uint64(h)<<61 ^ uint64(t)<<20 ^ 0x5eed)
+				v, err := run.trial(h, src)
+				if err != nil {
+					return Result{}, err
+				}
+				if res.NP == 0 {
+					res.NP = v.np
+				}
+				for a, at := range attacks {
+					stats[phase][h][a] = append(stats[phase][h][a], at.stat(v, pair))
+				}
+			}
+		}
+	}
+	for a, at := range attacks {
+		thr, dir := calibrate(stats[0][0][a], stats[0][1][a])
+		tp, fp := 0, 0
+		for t := range opts.Trials {
+			if dir*stats[1][1][a][t] > dir*thr {
+				tp++
+			}
+			if dir*stats[1][0][a][t] > dir*thr {
+				fp++
+			}
+		}
+		f := Finding{Attack: at.name, TPR: float64(tp) / float64(opts.Trials), FPR: float64(fp) / float64(opts.Trials)}
+		f.EpsLower = epsLower(tp, fp, opts.Trials, opts.Alpha, opts.Delta)
+		res.Findings = append(res.Findings, f)
+		res.EpsLower = max(res.EpsLower, f.EpsLower)
+	}
+	rep, err := privacy.Account([]privacy.Release{spec.Release(1, opts.Volunteers, res.NP)}, opts.Delta)
+	if err != nil {
+		return Result{}, fmt.Errorf("audit: charge: %w", err)
+	}
+	if rep.Tightest < 0 {
+		return Result{}, errors.New("audit: the accountant has no proven bound for this spec")
+	}
+	res.Charged = rep.Rows[rep.Tightest].Epsilon
+	return res, nil
+}
+
+// calibrate returns the threshold and direction (+1: reject H0 when the
+// statistic is above, -1: below) that maximize the empirical
+// log((TPR+1/T)/(FPR+1/T)) on the calibration trials.
+func calibrate(h0, h1 []float64) (thr, dir float64) {
+	a, b := slices.Clone(h0), slices.Clone(h1)
+	slices.Sort(a)
+	slices.Sort(b)
+	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a), b...))))
+	// above returns how many of the sorted xs are > t; below how many < t.
+	above := func(xs []float64, t float64) float64 {
+		i, _ := slices.BinarySearch(xs, math.Nextafter(t, math.Inf(1)))
+		return float64(len(xs) - i)
+	}
+	below := func(xs []float64, t float64) float64 {
+		i, _ := slices.BinarySearch(xs, t)
+		return float64(i)
+	}
+	best := math.Inf(-1)
+	thr, dir = math.Inf(1), 1
+	for _, t := range all {
+		if s := math.Log((above(b, t) + 1) / (above(a, t) + 1)); s > best {
+			best, thr, dir = s, t, 1
+		}
+		if s := math.Log((below(b, t) + 1) / (below(a, t) + 1)); s > best {
+			best, thr, dir = s, t, -1
+		}
+	}
+	return thr, dir
+}
+
+// epsLower is ln((TPR_lo - delta)/FPR_hi) with one-sided Clopper-Pearson
+// bounds at level alpha each (0 when not positive).
+func epsLower(tp, fp, trials int, alpha, delta float64) float64 {
+	tprLo := 0.0
+	if tp > 0 {
+		tprLo = distuv.Beta{Alpha: float64(tp), Beta: float64(trials - tp + 1)}.Quantile(alpha)
+	}
+	fprHi := 1.0
+	if fp < trials {
+		fprHi = distuv.Beta{Alpha: float64(fp + 1), Beta: float64(trials - fp)}.Quantile(1 - alpha)
+	}
+	if tprLo-delta <= 0 || fprHi <= 0 {
+		return 0
+	}
+	return max(0, math.Log((tprLo-delta)/fprHi))
+}
+
+// pair is the neighbouring datasets: the target's update under each
+// hypothesis and the fixed updates of everyone else; a and b are the
+// dimensions the attacks look at (the target's large coordinates under
+// hypothesis 0 and 1).
+type pair struct {
+	target [2][]float64
+	others [][]float64
+	a, b   []bool
+}
+
+// neighbours builds the pair. SS-Simple and SS-Double: the target's update
+// is +C on every coordinate under H0 and -C under H1 (the largest change
+// of every reported value). SS-Topk: the target's top-k set is the first k
+// coordinates under H0 and the next k under H1 (its index set changes as
+// much as it can; the values are +C). Everyone else's update is fixed,
+// drawn once from the seed, uniform in [-C/2, C/2] — zero on the target's
+// SS-Topk dimensions, so that every real entry there is the target's (the
+// adversary may choose everyone else's data).
+func neighbours(spec *roundspec.Spec, opts Options) (pair, error) {
+	p := spec.Params()
+	d, k, c := int(p.D), int(p.K), p.Clip
+	pr := pair{a: make([]bool, d), b: make([]bool, d)}
+	for h := range 2 {
+		pr.target[h] = make([]float64, d)
+	}
+	switch p.Protocol {
+	case wire.ProtocolSSTopk:
+		if 2*k > d {
+			return pair{}, fmt.Errorf("audit: ss-topk needs 2k <= d, got k = %d, d = %d", k, d)
+		}
+		for j := range k {
+			pr.target[0][j], pr.target[1][k+j] = 10*c, 10*c
+			pr.a[j], pr.b[k+j] = true, true
+		}
+	default:
+		for j := range d {
+			pr.target[0][j], pr.target[1][j] = c, -c
+			pr.a[j] = true
+		}
+	}
+	src := noise.NewSeeded(opts.Seed ^ 0x07e5)
+	for range opts.Volunteers - 1 {
+		x := make([]float64, d)
+		for j := range x {
+			if !pr.a[j] || p.Protocol != wire.ProtocolSSTopk {
+				x[j] = c * (2*noise.Uniform(src) - 1) / 2
+			}
+			if pr.b[j] {
+				x[j] = 0
+			}
+		}
+		pr.others = append(pr.others, x)
+	}
+	return pr, nil
+}
+
+// view is what the aggregator receives in one trial.
+type view struct {
+	np, messages int
+	perVolunteer int // messages per report
+	index        []uint32
+	value        []float64
+	sealed       []int // sealed sizes (RealCrypto), else nil
+}
+
+type runner struct {
+	spec *roundspec.Spec
+	opts Options
+	pair pair
+	enc  *mechanism.Encoder
+	key  *envelope.PrivateKey
+}
+
+func newRunner(spec *roundspec.Spec, opts Options, pr pair) *runner {
+	enc, _ := spec.Encoder(0) // New validated the spec: cannot fail
+	return &runner{spec: spec, opts: opts, pair: pr, enc: enc}
+}
+
+func (r *runner) initCrypto() error {
+	k, err := envelope.DeriveKey([32]byte{0xa0, 0xd1, 0x7})
+	if err != nil {
+		return fmt.Errorf("audit: key: %w", err)
+	}
+	r.key = k
+	return nil
+}
+
+// trial runs one round under hypothesis h and returns the aggregator's view.
+func (r *runner) trial(h int, src noise.Source) (view, error) {
+	var all []mechanism.Message
+	for i := range r.opts.Volunteers {
+		x := r.pair.target[h]
+		if i > 0 {
+			x = r.pair.others[i-1]
+		}
+		msgs, err := r.enc.Encode(x, src)
+		if err != nil {
+			return view{}, fmt.Errorf("audit: encode: %w", err)
+		}
+		all = append(all, msgs...)
+	}
+	pipe := r.opts.Pipeline
+	if pipe == nil {
+		pipe = func(spec *roundspec.Spec, real []mechanism.Message, src noise.Source) (mechanism.Batch, error) {
+			b, _, err := spec.Shuffle(real, src)
+			return b, err
+		}
+	}
+	b, err := pipe(r.spec, all, src)
+	if err != nil {
+		return view{}, fmt.Errorf("audit: relay: %w", err)
+	}
+	v := view{np: b.NP, messages: len(b.Messages), perVolunteer: r.enc.Shape().Messages, index: make([]uint32, len(b.Messages)), value: make([]float64, len(b.Messages))}
+	for i, m := range b.Messages {
+		v.index[i], v.value[i] = m.Indices[0], m.Values[0]
+	}
+	if r.key != nil {
+		if err := r.seal(&v); err != nil {
+			return view{}, err
+		}
+	}
+	return v, nil
+}
+
+// seal passes every value through HPKE as the relay forwards and the
+// aggregator opens it, records the sealed sizes, and checks that no two
+// messages share an encapsulated key (which would link them).
+func (r *runner) seal(v *view) error {
+	pub := r.key.Public().HPKE
+	seen := make(map[[32]byte]bool, len(v.value))
+	v.sealed = make([]int, len(v.value))
+	for i, x := range v.value {
+		s, err := envelope.SealValues(pub, 1, []float64{x})
+		if err != nil {
+			return fmt.Errorf("audit: seal: %w", err)
+		}
+		var enc [32]byte
+		copy(enc[:], s)
+		if seen[enc] {
+			return errors.New("audit: two messages share an encapsulated key: they are linkable")
+		}
+		seen[enc] = true
+		out, err := r.key.OpenValues(1, s, nil)
+		if err != nil || len(out) != 1 {
+			return fmt.Errorf("audit: open: %w", err)
+		}
+		v.value[i], v.sealed[i] = out[0], len(s)
+	}
+	return nil
+}
