@@ -388,6 +388,17 @@ func AccuracyChart(rounds []RoundView, resets []int) Chart {
 	}{{"accuracy", func(r RoundView) *float64 { return r.Accuracy }}}, true, &[2]float64{0, 1})
 }
 
+// AccuracyChartNarrow is the accuracy chart at the usual width, which the
+// dashboard shows instead of the wide one on a phone
+// (#chart-accuracy-narrow).
+func AccuracyChartNarrow(rounds []RoundView, resets []int) Chart {
+	c := lineChart("chart-accuracy-narrow", "Test accuracy per round", "accuracy", rounds, resets, []struct {
+		name string
+		get  func(RoundView) *float64
+	}{{"accuracy", func(r RoundView) *float64 { return r.Accuracy }}}, true, &[2]float64{0, 1})
+	return c
+}
+
 // LossChart plots the test loss after every ok round (#chart-loss).
 func LossChart(rounds []RoundView, resets []int) Chart {
 	return lineChart("chart-loss", "Test loss (cross-entropy) per round", "loss", rounds, resets, []struct {
