@@ -12,6 +12,13 @@
 //
 // # Guarantee
 //
+// With Options.Session the ledger composes incrementally (a charge costs
+// the same at round 300 as at round 3) and admits rounds by the session
+// report's Tightest row: valid, proven, and certified (a method whose
+// numerics cannot certify its result is an invalid row, and a report
+// without a Tightest row refuses the charge with ErrComposer). The charged
+// epsilon never decreases.
+//
 // Spent reports the composition, by the injected Composer at the target
 // delta, of every release charged. Charge refuses (ErrBudgetExhausted, with
 // the would-be epsilon in a *BudgetError) any release after which that
@@ -26,7 +33,16 @@
 //
 // One JSON object per line, each line terminated by '\n':
 //
-//	{"v":1,"time":"...","release":{...},"crc32c":123,"eps":0.8,"delta":1e-6,"method":"..."}
+//	{"v":2,"time":"...","release":{...},"crc32c":123,"eps":0.8,"delta":1e-6,"method":"...","prev":"<hex>"}
+//
+// prev is the hash chain: the SHA-256 of the previous complete line
+// (all zeros for the first record), so every record commits to the whole
+// file before it. Head returns (record count, hash of the last line);
+// the aggregator stores it in its checkpoint and calls Verify on restart,
+// which fails with ErrRollback when the file lost records (a deleted last
+// line, an emptied or deleted file) or a record was rewritten: replaying
+// such a file would under-count the privacy loss. Version 1 lines (before
+// the chain, no prev) are still read as a prefix.
 //
 // release is the privacy.Release as JSON and crc32c is the CRC-32C
 // (Castagnoli) of exactly those bytes, so a bit flip that still parses is

@@ -37,8 +37,13 @@ var (
 	ErrLocked = errors.New("ledger: file is locked by another process")
 	// ErrUnknownRound: SpentBy was given a round the ledger never charged.
 	ErrUnknownRound = errors.New("ledger: unknown round")
-	// ErrComposer: the Composer failed or returned an invalid epsilon.
+	// ErrComposer: the Composer failed or returned an invalid epsilon, or
+	// the Session had no valid proven method (every such charge is
+	// refused: nothing that cannot be certified is released).
 	ErrComposer = errors.New("ledger: composer failed")
+	// ErrRollback: the ledger file is shorter than, or diverges from, a
+	// head recorded earlier (Verify): records were deleted or rewritten.
+	ErrRollback = errors.New("ledger: file is behind or diverges from the recorded head")
 )
 
 // BudgetError is the error of a refused charge. It matches
@@ -76,8 +81,16 @@ type Options struct {
 	// TargetDelta in (0, 1).
 	TargetEpsilon float64
 	TargetDelta   float64
-	// Composer composes releases; see Composer.
+	// Composer composes releases; see Composer. Required unless Session
+	// is set; with a Session it is not used.
 	Composer Composer
+	// Session, if set, is an empty privacy.Session at TargetDelta: the
+	// ledger then composes incrementally (each charge composes one more
+	// round onto the charged state, constant time in the number of
+	// charged rounds), admits rounds by the report's Tightest row
+	// (proven, valid, certified), and keeps the full report (Report).
+	// Replaying a ledger of T records on Open costs T charges.
+	Session *privacy.Session
 	// Logger receives charges (Info), refusals and recoveries (Warn).
 	// nil discards.
 	Logger *slog.Logger
@@ -90,8 +103,14 @@ func (o Options) validate() error {
 	if !(o.TargetDelta > 0 && o.TargetDelta < 1) {
 		return fmt.Errorf("%w: target delta must be in (0, 1), got %v", ErrInvalidOptions, o.TargetDelta)
 	}
+	if o.Session != nil {
+		if o.Session.Rounds() != 0 || o.Session.Delta() != o.TargetDelta {
+			return fmt.Errorf("%w: the session must be empty and at the target delta %v (has %d rounds at delta %v)", ErrInvalidOptions, o.TargetDelta, o.Session.Rounds(), o.Session.Delta())
+		}
+		return nil
+	}
 	if o.Composer == nil {
-		return fmt.Errorf("%w: composer is required", ErrInvalidOptions)
+		return fmt.Errorf("%w: a composer or a session is required", ErrInvalidOptions)
 	}
 	return nil
 }
@@ -105,11 +124,14 @@ type Ledger struct {
 	mu       sync.RWMutex
 	f        *os.File
 	releases []privacy.Release
+	hashes   []Hash      // hashes[i]: chain hash after record i
 	byRound  map[int]int // round -> index in releases
 	eps      float64     // composition of releases (0 when empty)
 	method   string
-	tail     []byte // torn fragment discarded by Open
-	broken   error  // first write/fsync failure
+	session  *privacy.Session // composed state (Options.Session set)
+	report   privacy.Report   // the session's report after the last charge
+	tail     []byte           // torn fragment discarded by Open
+	broken   error            // first write/fsync failure
 	closed   bool
 }
 
@@ -186,7 +208,12 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 		path:     path,
 		f:        f,
 		releases: rep.releases,
+		hashes:   rep.hashes,
 		byRound:  make(map[int]int, len(rep.releases)),
+		session:  opts.Session,
+	}
+	if l.session != nil {
+		l.report = l.session.Report()
 	}
 	for i, r := range rep.releases {
 		l.byRound[r.Round] = i
@@ -205,9 +232,25 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 		l.tail = rep.tail
 	}
 	if len(l.releases) > 0 {
-		eps, method, err := l.compose(l.releases)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: replaying %s: %w", path, err)
+		var eps float64
+		var method string
+		if l.session != nil {
+			// Replay incrementally: the charged epsilon is non-decreasing
+			// (see next), as it was when charged.
+			for _, r := range l.releases {
+				e, m, s, rp, err := l.next(r)
+				if err != nil {
+					return nil, fmt.Errorf("ledger: replaying %s: round %d: %w", path, r.Round, err)
+				}
+				l.eps, l.method, l.session, l.report = e, m, s, rp
+			}
+			eps, method = l.eps, l.method
+		} else {
+			e, m, err := l.compose(l.releases)
+			if err != nil {
+				return nil, fmt.Errorf("ledger: replaying %s: %w", path, err)
+			}
+			eps, method = e, m
 		}
 		l.eps, l.method = eps, method
 		if rec := rep.last; rec.Eps != eps || rec.Method != method || rec.Delta != opts.TargetDelta {
@@ -236,30 +279,64 @@ func (l *Ledger) compose(releases []privacy.Release) (float64, string, error) {
 	return eps, method, nil
 }
 
+// next composes rel onto the session (Options.Session set): the epsilon
+// of the report's Tightest row (valid, proven, certified: see
+// privacy.Report), raised to the epsilon already charged if numerics put
+// it below (the charged epsilon never decreases; a larger upper bound is
+// still an upper bound). A report without a Tightest row is an
+// ErrComposer error. Caller holds l.mu.
+func (l *Ledger) next(rel privacy.Release) (float64, string, *privacy.Session, privacy.Report, error) {
+	s, rep, err := l.session.With(rel)
+	if err != nil {
+		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: round %d: %w", ErrComposer, rel.Round, err)
+	}
+	if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
+		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: round %d: no valid proven accounting method", ErrComposer, rel.Round)
+	}
+	row := rep.Rows[rep.Tightest]
+	eps := row.Epsilon
+	if math.IsNaN(eps) || math.IsInf(eps, 0) || eps < 0 {
+		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: round %d: method %q returned epsilon %v", ErrComposer, rel.Round, row.Method, eps)
+	}
+	return max(eps, l.eps), row.Method, s, rep, nil
+}
+
 // check validates rel against the current state and returns the composition
 // charging it would bring. Caller holds l.mu.
 func (l *Ledger) check(rel privacy.Release) (float64, string, error) {
+	eps, method, _, _, err := l.checkNext(rel)
+	return eps, method, err
+}
+
+// checkNext is check, also returning the session and report after rel
+// (nil and empty without a session).
+func (l *Ledger) checkNext(rel privacy.Release) (float64, string, *privacy.Session, privacy.Report, error) {
+	eps, method, s, rep, err := l.checkInner(rel)
+	if err == nil && eps > l.opts.TargetEpsilon {
+		err = &BudgetError{Round: rel.Round, WouldBe: eps, Method: method, Target: l.opts.TargetEpsilon, Delta: l.opts.TargetDelta}
+	}
+	return eps, method, s, rep, err
+}
+
+func (l *Ledger) checkInner(rel privacy.Release) (float64, string, *privacy.Session, privacy.Report, error) {
 	if l.closed {
-		return 0, "", ErrClosed
+		return 0, "", nil, privacy.Report{}, ErrClosed
 	}
 	if l.broken != nil {
-		return 0, "", fmt.Errorf("%w: %w", ErrBroken, l.broken)
+		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: %w", ErrBroken, l.broken)
 	}
 	if err := rel.Validate(); err != nil {
-		return 0, "", fmt.Errorf("%w: %w", ErrInvalidRelease, err)
+		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
 	}
 	if n := len(l.releases); n > 0 && rel.Round <= l.releases[n-1].Round {
-		return 0, "", fmt.Errorf("%w: round %d does not follow the last charged round %d", ErrInvalidRelease, rel.Round, l.releases[n-1].Round)
+		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: round %d does not follow the last charged round %d", ErrInvalidRelease, rel.Round, l.releases[n-1].Round)
+	}
+	if l.session != nil {
+		return l.next(rel)
 	}
 	all := append(l.releases[:len(l.releases):len(l.releases)], rel)
 	eps, method, err := l.compose(all)
-	if err != nil {
-		return 0, "", err
-	}
-	if eps > l.opts.TargetEpsilon {
-		return eps, method, &BudgetError{Round: rel.Round, WouldBe: eps, Method: method, Target: l.opts.TargetEpsilon, Delta: l.opts.TargetDelta}
-	}
-	return eps, method, nil
+	return eps, method, nil, privacy.Report{}, err
 }
 
 // Charge records rel as released, if the budget allows it. It validates rel
@@ -276,7 +353,7 @@ func (l *Ledger) check(rel privacy.Release) (float64, string, error) {
 func (l *Ledger) Charge(rel privacy.Release) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	eps, method, err := l.check(rel)
+	eps, method, sess, rep, err := l.checkNext(rel)
 	if err != nil {
 		if errors.Is(err, ErrBudgetExhausted) {
 			l.log.Warn("ledger: charge refused", "round", rel.Round, "would_be_eps", eps, "method", method,
@@ -284,7 +361,7 @@ func (l *Ledger) Charge(rel privacy.Release) error {
 		}
 		return err
 	}
-	line, err := encodeRecord(rel, time.Now(), eps, l.opts.TargetDelta, method)
+	line, err := encodeRecord(rel, time.Now(), eps, l.opts.TargetDelta, method, l.head())
 	if err != nil {
 		return err
 	}
@@ -300,7 +377,11 @@ func (l *Ledger) Charge(rel privacy.Release) error {
 	}
 	l.byRound[rel.Round] = len(l.releases)
 	l.releases = append(l.releases, clone(rel))
+	l.hashes = append(l.hashes, chain(line))
 	l.eps, l.method = eps, method
+	if sess != nil {
+		l.session, l.report = sess, rep
+	}
 	l.log.Info("ledger: charged", "round", rel.Round, "protocol", rel.Protocol, "eps", eps,
 		"delta", l.opts.TargetDelta, "method", method, "remaining", l.opts.TargetEpsilon-eps)
 	return nil
@@ -336,6 +417,67 @@ func (l *Ledger) Remaining() float64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return max(0, l.opts.TargetEpsilon-l.eps)
+}
+
+// Report returns every accounting method's rows for the charged releases
+// (the session's report; privacy.Report.Tightest is the row the charges
+// were admitted by), and false when the ledger composes through a
+// Composer instead of a Session.
+func (l *Ledger) Report() (privacy.Report, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.session == nil {
+		return privacy.Report{}, false
+	}
+	r := l.report
+	r.Rows = slices.Clone(r.Rows)
+	return r, true
+}
+
+// head returns the chain hash after the last record. Caller holds l.mu.
+func (l *Ledger) head() Hash {
+	if len(l.hashes) == 0 {
+		return Hash{}
+	}
+	return l.hashes[len(l.hashes)-1]
+}
+
+// Head returns the number of committed records and the hash chain value
+// after the last one (all zeros when empty). Each record commits to the
+// previous hash, so (count, hash) identifies the whole file content up to
+// that record. Store it with any state that depends on the charged rounds
+// (the aggregator's checkpoint) and pass it to Verify on restart.
+func (l *Ledger) Head() (count int, hash Hash) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.hashes), l.head()
+}
+
+// Verify checks that the ledger still holds the records a head recorded
+// earlier: it has at least count records and the chain hash after its
+// first count records is hash. A ledger that lost records (a deleted last
+// line, an emptied or deleted file) or whose records were rewritten fails
+// with ErrRollback: replaying it would under-count the privacy loss, so
+// the caller must refuse to start. A ledger longer than the head (charged
+// after the head was stored, e.g. a crash between charge and checkpoint)
+// passes if its prefix matches.
+func (l *Ledger) Verify(count int, hash Hash) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if count < 0 {
+		return fmt.Errorf("%w: negative record count %d", ErrRollback, count)
+	}
+	if count > len(l.hashes) {
+		return fmt.Errorf("%w: the head records %d records, the file holds %d", ErrRollback, count, len(l.hashes))
+	}
+	var got Hash
+	if count > 0 {
+		got = l.hashes[count-1]
+	}
+	if got != hash {
+		return fmt.Errorf("%w: record %d hashes to %s, the head says %s", ErrRollback, count, got, hash)
+	}
+	return nil
 }
 
 // Target returns the budget the ledger enforces.
@@ -395,7 +537,24 @@ func (l *Ledger) SpentBy(rounds []int) (eps float64, method string, err error) {
 		// the composer sees it.
 		sel = append(sel, l.releases[i])
 	}
+	sess := l.session
 	l.mu.RUnlock()
+	if sess != nil {
+		// A fresh session over the selected rounds only (in round
+		// order), one composition per round.
+		s := l.opts.Session
+		var rep privacy.Report
+		var err error
+		for _, r := range sel {
+			if s, rep, err = s.With(r); err != nil {
+				return 0, "", fmt.Errorf("%w: %w", ErrComposer, err)
+			}
+		}
+		if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
+			return 0, "", fmt.Errorf("%w: no valid proven accounting method for rounds %v", ErrComposer, sorted)
+		}
+		return rep.Rows[rep.Tightest].Epsilon, rep.Rows[rep.Tightest].Method, nil
+	}
 	return l.compose(sel)
 }
 

@@ -414,12 +414,12 @@ func TestCorruptLineIsHardError(t *testing.T) {
 	// A valid record with a correct CRC whose release is invalid.
 	badRel := rel(2, 0.25)
 	badRel.N = 0
-	badLine, err := encodeRecord(badRel, timeZero, 0.5, 1e-6, "basic")
+	badLine, err := encodeRecord(badRel, timeZero, 0.5, 1e-6, "basic", Hash{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A correct record for round 1 again (not increasing).
-	dupLine, _ := encodeRecord(rel(1, 0.25), timeZero, 0.5, 1e-6, "basic")
+	dupLine, _ := encodeRecord(rel(1, 0.25), timeZero, 0.5, 1e-6, "basic", Hash{})
 
 	cases := []struct {
 		name string
@@ -429,13 +429,13 @@ func TestCorruptLineIsHardError(t *testing.T) {
 		{"garbage middle line", join(lines[0], []byte("not json\n"), lines[2]), "line 2"},
 		{"blank middle line", join(lines[0], []byte("\n"), lines[1], lines[2]), "blank line"},
 		{"bit flip in eps0 (crc)", join(lines[0], replaceIn(lines[1], `"eps0":0.25`, `"eps0":0.05`), lines[2]), "crc32c mismatch"},
-		{"unknown field", join(lines[0], replaceIn(lines[1], `"v":1,`, `"v":1,"extra":2,`), lines[2]), "unknown field"},
+		{"unknown field", join(lines[0], replaceIn(lines[1], `"v":2,`, `"v":2,"extra":2,`), lines[2]), "unknown field"},
 		{"unknown release field", join(lines[0], rawLine(t, `{"round":2,"protocol":"ss-simple","randomizer":"laplace","eps0":0.25,"delta0":0,"d":10,"k":10,"n":100,"n_p":120,"sigma2":1}`), lines[2]), `unknown field "sigma2"`},
 		{"release is not an object", join(lines[0], rawLine(t, `[1,2]`), lines[2]), "bad release"},
-		{"future version", join(lines[0], replaceIn(lines[1], `"v":1,`, `"v":2,`), lines[2]), "version 2"},
+		{"future version", join(lines[0], replaceIn(lines[1], `"v":2,`, `"v":3,`), lines[2]), "version 3"},
 		{"invalid release", join(lines[0], badLine, lines[2]), "n=0"},
 		{"round not increasing", join(lines[0], lines[1], dupLine), "round 1 does not follow round 2"},
-		{"swapped lines", join(lines[1], lines[0], lines[2]), "does not follow"},
+		{"swapped lines", join(lines[1], lines[0], lines[2]), "hash chain broken"},
 		{"corrupt last complete line", join(lines[0], lines[1], []byte("{\"v\":1}\n")), "line 3"},
 		{"trailing data", join(lines[0], bytes.Replace(lines[1], []byte("\n"), []byte(" {}\n"), 1), lines[2]), "trailing data"},
 		{"corrupt line before torn tail", join(lines[0], []byte("xx\n"), lines[2][:10]), "line 2"},

@@ -3,6 +3,8 @@ package ledger
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,8 +15,33 @@ import (
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
-// recordVersion is the version of the line format written by this package.
-const recordVersion = 1
+// recordVersion is the version of the line format written by this
+// package: 2 adds "prev", the hash chain. Version 1 lines (no "prev") are
+// still read, but only before the first version 2 line.
+const recordVersion = 2
+
+// Hash is the SHA-256 chain value of a ledger: the hash of the empty
+// ledger is all zeros, and each record's hash is SHA-256 of its complete
+// line (terminating '\n' included), which commits to the previous hash
+// through the line's "prev" field.
+type Hash [sha256.Size]byte
+
+// String returns the hash in lowercase hex.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// ParseHash parses a lowercase or uppercase hex Hash.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(h) {
+		return h, fmt.Errorf("ledger: bad hash %q", s)
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// chain returns the hash of a record line following prev.
+func chain(line []byte) Hash { return sha256.Sum256(line) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -27,11 +54,13 @@ type record struct {
 	Eps     float64         `json:"eps"`
 	Delta   float64         `json:"delta"`
 	Method  string          `json:"method"`
+	// Prev is the hash of the ledger before this record (hex; version 2).
+	Prev string `json:"prev,omitempty"`
 }
 
 // encodeRecord returns the line (with its trailing '\n') that commits rel,
 // with the composition (eps, delta, method) it brings the ledger to.
-func encodeRecord(rel privacy.Release, now time.Time, eps, delta float64, method string) ([]byte, error) {
+func encodeRecord(rel privacy.Release, now time.Time, eps, delta float64, method string, prev Hash) ([]byte, error) {
 	raw, err := json.Marshal(rel)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encoding round %d: %w", rel.Round, err)
@@ -44,6 +73,7 @@ func encodeRecord(rel privacy.Release, now time.Time, eps, delta float64, method
 		Eps:     eps,
 		Delta:   delta,
 		Method:  method,
+		Prev:    prev.String(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encoding round %d: %w", rel.Round, err)
@@ -77,8 +107,11 @@ func decodeRecord(line []byte) (record, privacy.Release, error) {
 	if err := decodeStrict(line, &rec); err != nil {
 		return rec, privacy.Release{}, fmt.Errorf("bad record: %w", err)
 	}
-	if rec.V != recordVersion {
-		return rec, privacy.Release{}, fmt.Errorf("unsupported record version %d (this binary reads %d)", rec.V, recordVersion)
+	if rec.V != recordVersion && rec.V != 1 {
+		return rec, privacy.Release{}, fmt.Errorf("unsupported record version %d (this binary reads 1 and %d)", rec.V, recordVersion)
+	}
+	if (rec.V == 1) != (rec.Prev == "") {
+		return rec, privacy.Release{}, fmt.Errorf("record version %d with prev %q", rec.V, rec.Prev)
 	}
 	if rec.Release == nil {
 		return rec, privacy.Release{}, errors.New("record has no release")
@@ -99,6 +132,7 @@ func decodeRecord(line []byte) (record, privacy.Release, error) {
 // replayed is what a ledger file holds.
 type replayed struct {
 	releases []privacy.Release
+	hashes   []Hash // hashes[i] is the chain hash after record i
 	last     record // the last committed record (zero if none)
 	goodLen  int64  // bytes up to and including the last committed '\n'
 	tail     []byte // the torn fragment after goodLen, if any
@@ -130,6 +164,17 @@ func replay(r io.Reader) (replayed, error) {
 		if n := len(out.releases); n > 0 && rel.Round <= out.releases[n-1].Round {
 			return out, fmt.Errorf("%w: line %d (byte offset %d): round %d does not follow round %d", ErrCorrupt, lineNo, out.goodLen, rel.Round, out.releases[n-1].Round)
 		}
+		var prev Hash
+		if n := len(out.hashes); n > 0 {
+			prev = out.hashes[n-1]
+		}
+		if rec.V == 1 && out.last.V > 1 {
+			return out, fmt.Errorf("%w: line %d (byte offset %d): version 1 record after a version %d record", ErrCorrupt, lineNo, out.goodLen, out.last.V)
+		}
+		if rec.V > 1 && rec.Prev != prev.String() {
+			return out, fmt.Errorf("%w: line %d (byte offset %d): hash chain broken: prev %s, the records before hash to %s", ErrCorrupt, lineNo, out.goodLen, rec.Prev, prev)
+		}
+		out.hashes = append(out.hashes, chain(line))
 		out.releases = append(out.releases, rel)
 		out.last = rec
 		out.goodLen += int64(len(line))
