@@ -121,8 +121,10 @@ type tab struct {
 }
 
 // open opens a new tab named name on rawURL, with the event hook installed
-// and its console watched, and waits for the page's load event.
-func (b *browser) open(t *testing.T, name, rawURL string) *tab {
+// and its console watched, and waits for the page's load event. The
+// actions in before run ahead of the navigation (a phone's viewport, a
+// colour scheme).
+func (b *browser) open(t *testing.T, name, rawURL string, before ...chromedp.Action[chromedp.Void]) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	t.Cleanup(cancel)
@@ -160,6 +162,9 @@ func (b *browser) open(t *testing.T, name, rawURL string) *tab {
 	}
 	nctx, ncancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ncancel()
+	if err := chromedp.Do(nctx, before...); err != nil {
+		t.Fatalf("%s: set up: %v", name, err)
+	}
 	if err := chromedp.Do(nctx, chromedp.Navigate(rawURL)); err != nil {
 		t.Fatalf("%s: navigate to %s: %v", name, rawURL, err)
 	}

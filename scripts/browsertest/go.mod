@@ -8,6 +8,7 @@ require (
 	github.com/blanket-fl/blanket v0.0.0-00010101000000-000000000000
 	github.com/chromedp/cdproto v0.159.2
 	github.com/chromedp/chromedp v0.23.0
+	rsc.io/qr v0.2.0
 )
 
 require (
@@ -16,5 +17,4 @@ require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
 	gonum.org/v1/gonum v0.17.0 // indirect
-	rsc.io/qr v0.2.0 // indirect
 )

@@ -1,0 +1,429 @@
+package browsertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/blanket-fl/blanket/scripts/internal/cohort"
+	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+)
+
+// classHost is the address the classroom test serves on: not 127.0.0.1
+// (so nothing works by accident through "localhost"), an address of this
+// machine that the test picks itself and that sends nothing to any network.
+const classHost = "127.0.0.2"
+
+// Viewports: a phone (CSS pixels of a 6.1" phone) and a projector.
+const (
+	phoneW, phoneH = 390, 844
+	projW, projH   = 1920, 1080
+)
+
+// phone emulates a phone's viewport and touch screen.
+func phone() chromedp.Action[chromedp.Void] {
+	return chromedp.EmulateViewport(phoneW, phoneH, chromedp.EmulateScale(3), chromedp.EmulateMobile)
+}
+
+// projector emulates a 1920x1080 screen.
+func projector() chromedp.Action[chromedp.Void] {
+	return chromedp.EmulateViewport(projW, projH)
+}
+
+// setScheme switches the tab's prefers-color-scheme ("light" or "dark").
+func setScheme(tb *tab, scheme string) error {
+	_, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+	if err != nil {
+		return fmt.Errorf("%s: colour scheme %s: %w", tb.name, scheme, err)
+	}
+	// Reading a computed style recalculates the styles at once.
+	_, err = eval[string](tb, `getComputedStyle(document.documentElement).backgroundColor`)
+	return err
+}
+
+// contrastJS computes WCAG contrast ratios in the page: text(id) of an
+// element's text against its effective background, and graphics(selector)
+// of every matched SVG element's stroke or fill against its section's
+// background (the lowest ratio, and how many were measured).
+const contrastJS = `(() => {
+	const parse = (c) => {
+		const m = /rgba?\(([^)]+)\)/.exec(c || "");
+		if (!m) return null;
+		const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+		return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+	};
+	const lum = (c) => {
+		const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+		return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b);
+	};
+	const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+	const bg = (el) => {
+		for (let e = el; e; e = e.parentElement) {
+			const c = parse(getComputedStyle(e).backgroundColor);
+			if (c && c.a > 0) return c;
+		}
+		return { r: 255, g: 255, b: 255 };
+	};
+	globalThis.__contrast = {
+		text(id) {
+			const el = document.getElementById(id);
+			if (!el) return -1;
+			return ratio(parse(getComputedStyle(el).color), bg(el));
+		},
+		graphics(sel) {
+			let lowest = 99, n = 0;
+			for (const el of document.querySelectorAll(sel)) {
+				const cs = getComputedStyle(el);
+				const c = parse(cs.stroke !== "none" ? cs.stroke : cs.fill);
+				if (!c) continue;
+				lowest = Math.min(lowest, ratio(c, bg(el.closest("section, details, figure") || el)));
+				n++;
+			}
+			return [lowest, n];
+		},
+	};
+	return true;
+})()`
+
+// checkContrast asserts WCAG AA: 4.5:1 for the text of the ids, 3:1 for
+// the graphics the selectors match (chart lines, legend swatches, target).
+func checkContrast(t *testing.T, tb *tab, scheme string, ids []string, graphics []string) {
+	t.Helper()
+	if _, err := eval[bool](tb, contrastJS); err != nil {
+		t.Error(err)
+		return
+	}
+	for _, id := range ids {
+		r, err := eval[float64](tb, `__contrast.text(`+strconv.Quote(id)+`)`)
+		switch {
+		case err != nil:
+			t.Error(err)
+		case r < 0:
+			t.Errorf("%s (%s): no #%s", tb.name, scheme, id)
+		case r < 4.5:
+			t.Errorf("%s (%s): #%s text contrast %.2f:1, WCAG AA needs 4.5:1", tb.name, scheme, id, r)
+		default:
+			t.Logf("%s (%s): #%s contrast %.2f:1", tb.name, scheme, id, r)
+		}
+	}
+	for _, sel := range graphics {
+		v, err := eval[[]float64](tb, `__contrast.graphics(`+strconv.Quote(sel)+`)`)
+		switch {
+		case err != nil:
+			t.Error(err)
+		case v[1] == 0:
+			t.Errorf("%s (%s): nothing matches %s", tb.name, scheme, sel)
+		case v[0] < 3:
+			t.Errorf("%s (%s): %s lowest contrast %.2f:1 against the background, WCAG AA needs 3:1", tb.name, scheme, sel, v[0])
+		default:
+			t.Logf("%s (%s): %d × %s, lowest contrast %.2f:1", tb.name, scheme, int(v[1]), sel, v[0])
+		}
+	}
+}
+
+// noOverflow asserts the page is no wider than the viewport.
+func noOverflow(t *testing.T, tb *tab, what string) {
+	t.Helper()
+	v, err := eval[[]float64](tb, `[document.documentElement.scrollWidth, window.innerWidth]`)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if v[0] > v[1] {
+		t.Errorf("%s: %s is %v px wide in a %v px viewport (horizontal scrolling)", tb.name, what, v[0], v[1])
+	}
+}
+
+// qrOf decodes the QR code #join-qr of the tab's page from its SVG (one
+// rect per run of dark modules, a 4-module quiet zone).
+func qrOf(tb *tab) (string, error) {
+	raw, err := eval[string](tb, `JSON.stringify((() => {
+		const svg = document.getElementById("join-qr");
+		if (!svg) return null;
+		const n = svg.viewBox.baseVal.width;
+		const runs = [...svg.querySelectorAll("rect")].filter((r) => r.getAttribute("fill") === "#000")
+			.map((r) => [+r.getAttribute("x"), +r.getAttribute("y"), +r.getAttribute("width")]);
+		return { n, runs };
+	})())`)
+	if err != nil {
+		return "", err
+	}
+	var q struct {
+		N    int      `json:"n"`
+		Runs [][3]int `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(raw), &q); err != nil || q.N == 0 {
+		return "", fmt.Errorf("%s: no QR code (%s)", tb.name, raw)
+	}
+	const quiet = 4
+	size := q.N - 2*quiet
+	black := make([][]bool, size)
+	for y := range black {
+		black[y] = make([]bool, size)
+	}
+	for _, r := range q.Runs {
+		x, y := r[0]-quiet, r[1]-quiet
+		for i := range r[2] {
+			if y < 0 || y >= size || x+i < 0 || x+i >= size {
+				return "", fmt.Errorf("%s: QR module outside the code", tb.name)
+			}
+			black[y][x+i] = true
+		}
+	}
+	return decodeQR(black)
+}
+
+// TestClassroom is the classroom as people use it. The servers run on
+// 127.0.0.2 with an operator password and start paused, as make run -lan
+// -clients 0 does. The projected dashboard (1920x1080) shows the join link
+// and its QR code; the phone (390x844) joins through the URL decoded from
+// that QR code, which must point at the address the relay serves on; the
+// teacher logs in on the operator page and presses Start; the phone's
+// status stays on screen and says what happens (paused, the round's
+// countdown, training). No page scrolls sideways, and the primary controls
+// and chart colours meet WCAG AA in both colour schemes. Screenshots go to
+// out/artifacts/classroom-*.png.
+func TestClassroom(t *testing.T) {
+	exe := chromiumPath(t)
+	root := repoRoot(t)
+	artifacts := filepath.Join(root, "out", "artifacts")
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	bin := t.TempDir()
+	wasmPath := filepath.Join(bin, "blanket.wasm")
+	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	if err := buildWasm(bctx, root, wasmPath); err != nil {
+		bcancel()
+		t.Fatal(err)
+	}
+	bins, err := localrun.Build(bctx, root, bin)
+	bcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built after %v", time.Since(start).Round(time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	logPath := filepath.Join(artifacts, "classroom-servers.log")
+	logs, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	const password = "test-pass-word-0123"
+	cl, err := localrun.Start(ctx, bins, localrun.Options{
+		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost, OperatorToken: password,
+		RelayArgs: []string{"-wasm", wasmPath},
+		AggregatorArgs: []string{"-wasm", wasmPath, "-expected-n", "6", "-quota", "0", "-round-timeout", "25s",
+			"-min-batch", "3", "-paused"},
+		Stdout: logs, Stderr: logs,
+	})
+	if err != nil {
+		t.Fatalf("%v (logs: %s)", err, logPath)
+	}
+	t.Cleanup(func() { cl.Stop() })
+	if u, _ := url.Parse(cl.RelayURL()); u.Hostname() != classHost {
+		t.Fatalf("relay serves on %s, want %s", cl.RelayURL(), classHost)
+	}
+
+	b := newBrowser(t, ctx, exe)
+	t.Cleanup(func() {
+		for _, p := range b.Problems() {
+			t.Errorf("browser: %s", p)
+		}
+	})
+
+	// The projected dashboard: the join link and its QR code at the top.
+	dash := b.open(t, "dashboard-projector", cl.DashboardURL(), projector())
+	if err := waitFor(dash, `document.getElementById("join-qr")`, `document.title`, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	joinURL, err := qrOf(dash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if joinURL != cl.JoinURL() {
+		t.Fatalf("the dashboard's QR code says %q, the relay serves at %q", joinURL, cl.JoinURL())
+	}
+	if u, _ := url.Parse(joinURL); u.Hostname() != classHost {
+		t.Fatalf("QR code points at %q, not at the address served on (%s)", joinURL, classHost)
+	}
+	t.Logf("the dashboard's QR code decodes to %s", joinURL)
+	top, err := eval[[]float64](dash, `(() => { const q = document.getElementById("join-qr").getBoundingClientRect(),
+		a = document.getElementById("chart-accuracy").getBoundingClientRect(); return [q.bottom, a.width, window.innerWidth]; })()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top[0] > projH {
+		t.Errorf("QR code ends at y = %v, below the projector's %d px", top[0], projH)
+	}
+	if top[1] < 0.8*top[2] {
+		t.Errorf("accuracy chart is %v px wide on a %v px screen, want the full width", top[1], top[2])
+	}
+	noOverflow(t, dash, "the dashboard at 1920 px")
+
+	// The operator logs in (the password printed at start); Enter in a
+	// field applies the configuration and never presses Start.
+	op := b.open(t, "operator", cl.OperatorURL())
+	if err := waitFor(op, `document.getElementById("op-password")`, `document.body.innerText.slice(0, 300)`, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if opURL, err := qrOf(op); err != nil || opURL != joinURL {
+		t.Errorf("the operator page's QR code says %q (%v), the dashboard's %q", opURL, err, joinURL)
+	}
+	if err := chromedp.Do(op.ctx, chromedp.SendKeys(chromedp.ID("op-password"), password+"\r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(op, `document.getElementById("op-config")`, `document.body.innerText.slice(0, 300)`, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(op.ctx, chromedp.SetValue(chromedp.ID("op-round-timeout"), ""),
+		chromedp.SendKeys(chromedp.ID("op-round-timeout"), "25\r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(op, `document.getElementById("op-message") && document.getElementById("op-message").textContent.includes("Configuration accepted")`,
+		`document.body.innerText.slice(0, 400)`, 10*time.Second); err != nil {
+		t.Error(err)
+	}
+	if !isPaused(ctx, cl) {
+		t.Error("Enter in a configuration field started training")
+	}
+	checkContrast(t, op, "light", []string{"op-start", "op-config", "op-reset"}, nil)
+
+	// A student's phone opens the decoded link.
+	ph := b.open(t, "phone", joinURL, phone())
+	if err := waitFor(ph, `!document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	noOverflow(t, ph, "the join page at 390 px")
+	checkContrast(t, ph, "light", []string{"start", "status"}, nil)
+	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-ready.png")); err != nil {
+		t.Error(err)
+	}
+	if err := ph.click("start"); err != nil {
+		t.Fatal(err)
+	}
+	visible := `(() => { const r = document.getElementById("status").getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; })()`
+	if err := waitFor(ph, `document.getElementById("round-info").dataset.state === "paused"`, `document.getElementById("live").innerText`, 20*time.Second); err != nil {
+		t.Error(err)
+	}
+	if ok, err := eval[bool](ph, visible); err != nil || !ok {
+		t.Errorf("after Start the status is not on the phone's screen (%v)", err)
+	}
+	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-paused.png")); err != nil {
+		t.Error(err)
+	}
+
+	// Volunteers to fill the rounds besides the phone (min batch 3).
+	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithCancel(ctx)
+	cohortDone := make(chan struct{})
+	go func() {
+		defer close(cohortDone)
+		cohort.Run(cctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: 4, PerUser: 100,
+			Dataset: sample.Name, Seed: 7, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	t.Cleanup(func() { ccancel(); <-cohortDone })
+
+	// The teacher presses Start: the phone counts the open round down.
+	if err := op.click("op-start"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(ph, `/Round \d+ is open: it closes in \d+ s/.test(document.getElementById("round-info").textContent)`,
+		`document.getElementById("live").innerText`, 30*time.Second); err != nil {
+		t.Error(err)
+	}
+	if err := waitFor(ph, `["training", "sent"].includes(document.getElementById("status").dataset.state) || Number(document.getElementById("rounds-joined").dataset.value) >= 1`,
+		joinStateJS, 90*time.Second); err != nil {
+		t.Error(err)
+	}
+	if ok, err := eval[bool](ph, visible); err != nil || !ok {
+		t.Errorf("during the round the status is not on the phone's screen (%v)", err)
+	}
+	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-round.png")); err != nil {
+		t.Error(err)
+	}
+	if err := waitFor(dash, `Number(document.getElementById("round").dataset.value) >= 1 && Number(document.getElementById("volunteers").dataset.value) >= 1`,
+		`document.querySelector(".dash-head").innerText`, 90*time.Second); err != nil {
+		t.Error(err)
+	}
+	// Open the per-method comparison: it is fetched when opened.
+	if _, err := eval[bool](dash, `(() => { const d = document.getElementById("privacy-details"); d.open = true; d.scrollIntoView(); return true; })()`); err != nil {
+		t.Error(err)
+	}
+	if err := waitFor(dash, `Number(document.getElementById("privacy").dataset.round) >= 1 && document.querySelector("#chart-epsilon circle.pt")`,
+		`document.getElementById("privacy").outerHTML.slice(0, 300)`, 20*time.Second); err != nil {
+		t.Error(err)
+	}
+	if err := dash.screenshot(filepath.Join(artifacts, "classroom-dashboard-1920.png")); err != nil {
+		t.Error(err)
+	}
+	if err := op.screenshot(filepath.Join(artifacts, "classroom-operator.png")); err != nil {
+		t.Error(err)
+	}
+	series := []string{"#chart-accuracy circle.pt", "#chart-epsilon circle.pt", "#chart-epsilon line.ref", "#chart-participants circle.pt"}
+	checkContrast(t, dash, "light", []string{"join-url", "round", "accuracy", "epsilon"}, series)
+
+	// Dark mode.
+	for _, tb := range []*tab{ph, dash} {
+		if err := setScheme(tb, "dark"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkContrast(t, ph, "dark", []string{"start", "status"}, nil)
+	checkContrast(t, dash, "dark", []string{"join-url", "round", "accuracy", "epsilon"}, series)
+	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-dark.png")); err != nil {
+		t.Error(err)
+	}
+	if err := dash.screenshot(filepath.Join(artifacts, "classroom-dashboard-dark.png")); err != nil {
+		t.Error(err)
+	}
+
+	// The dashboard on a phone: readable, no sideways scrolling.
+	dph := b.open(t, "dashboard-phone", cl.DashboardURL(), phone())
+	if err := waitFor(dph, `document.getElementById("chart-accuracy")`, `document.title`, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	noOverflow(t, dph, "the dashboard at 390 px")
+	// The smallest chart label as drawn on the phone's screen.
+	if px, err := eval[float64](dph, `(() => {
+		let least = 1e9;
+		for (const s of document.querySelectorAll("#charts svg.chart")) {
+			const w = s.getBoundingClientRect().width;
+			if (w === 0) continue; // the variant for the other screen size
+			for (const t of s.querySelectorAll("text.tick")) least = Math.min(least, parseFloat(getComputedStyle(t).fontSize) * w / s.viewBox.baseVal.width);
+		}
+		return least; })()`); err != nil || px < 9 || px > 1e8 {
+		t.Errorf("chart labels on a phone are %.1f px (%v), want at least 9", px, err)
+	}
+	if err := dph.screenshot(filepath.Join(artifacts, "classroom-dashboard-phone.png")); err != nil {
+		t.Error(err)
+	}
+	t.Logf("done after %v; screenshots in %s", time.Since(start).Round(time.Millisecond), artifacts)
+}
+
+// isPaused reports whether the aggregator says it is paused.
+func isPaused(ctx context.Context, cl *localrun.Cluster) bool {
+	var s struct {
+		Paused bool `json:"paused"`
+	}
+	return cl.GetJSON(ctx, "/api/status", &s) == nil && s.Paused
+}
