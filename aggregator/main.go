@@ -3,6 +3,8 @@
 //	aggregator simulate [flags]   train in-process with simulated users and print
 //	                              the papers' comparison tables (the experiment runner)
 //	aggregator serve [flags]      run the aggregator service with a relay
+//	aggregator audit [flags]      attack the shuffle protocols and compare the
+//	                              empirical lower bound on epsilon with the charge
 //
 // Run `aggregator <subcommand> -h` for the flags of each.
 package main
@@ -15,6 +17,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/audit"
 	"github.com/blanket-fl/blanket/aggregator/internal/experiment"
 	"github.com/blanket-fl/blanket/aggregator/internal/privacycli"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
@@ -38,6 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return privacycli.Main(ctx, args[1:], stdout, stderr)
 	case "serve":
 		return server.Main(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return audit.Main(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -57,5 +62,7 @@ subcommands:
   privacy    print every applicable accountant's central (epsilon, delta) for a
              configuration or a paper preset, marking the tightest valid one
   serve      run the aggregator service: announce rounds to the relay, receive,
-             account, decrypt and aggregate batches, serve the JSON API`)
+             account, decrypt and aggregate batches, serve the JSON API
+  audit      attack every announceable shuffle protocol on neighbouring inputs and
+             print the empirical lower bound on epsilon next to the charged epsilon`)
 }

@@ -148,7 +148,7 @@ func Run(spec *roundspec.Spec, opts Options) (Result, error) {
 		}
 	}
 	for a, at := range attacks {
-		thr, dir := calibrate(stats[0][0][a], stats[0][1][a])
+		thr, dir := calibrate(stats[0][0][a], stats[0][1][a], opts.Alpha, opts.Delta)
 		tp, fp := 0, 0
 		for t := range opts.Trials {
 			if dir*stats[1][1][a][t] > dir*thr {
@@ -175,9 +175,10 @@ func Run(spec *roundspec.Spec, opts Options) (Result, error) {
 }
 
 // calibrate returns the threshold and direction (+1: reject H0 when the
-// statistic is above, -1: below) that maximize the empirical
-// log((TPR+1/T)/(FPR+1/T)) on the calibration trials.
-func calibrate(h0, h1 []float64) (thr, dir float64) {
+// statistic is above, -1: below) whose lower bound (epsLower at alpha and
+// delta) is largest on the calibration trials, ties to the larger
+// log((TP+1)/(FP+1)).
+func calibrate(h0, h1 []float64, alpha, delta float64) (thr, dir float64) {
 	a, b := slices.Clone(h0), slices.Clone(h1)
 	slices.Sort(a)
 	slices.Sort(b)
@@ -191,15 +192,19 @@ func calibrate(h0, h1 []float64) (thr, dir float64) {
 		i, _ := slices.BinarySearch(xs, t)
 		return float64(i)
 	}
-	best := math.Inf(-1)
+	n := len(h0)
+	bestLB, best := -1.0, math.Inf(-1)
 	thr, dir = math.Inf(1), 1
+	consider := func(tp, fp float64, t, d float64) {
+		lb := epsLower(int(tp), int(fp), n, alpha, delta)
+		s := math.Log((tp + 1) / (fp + 1))
+		if lb > bestLB || (lb == bestLB && s > best) {
+			bestLB, best, thr, dir = lb, s, t, d
+		}
+	}
 	for _, t := range all {
-		if s := math.Log((above(b, t) + 1) / (above(a, t) + 1)); s > best {
-			best, thr, dir = s, t, 1
-		}
-		if s := math.Log((below(b, t) + 1) / (below(a, t) + 1)); s > best {
-			best, thr, dir = s, t, -1
-		}
+		consider(above(b, t), above(a, t), t, 1)
+		consider(below(b, t), below(a, t), t, -1)
 	}
 	return thr, dir
 }

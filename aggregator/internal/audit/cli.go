@@ -1,0 +1,131 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Main is `aggregator audit`: it audits every announceable protocol and
+// randomizer (or the ones named) at a small scale and prints, for each, the
+// ε the ledger would charge for one round and the largest lower bound the
+// attacks prove, attack by attack with -v.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	protos := fs.String("protocols", "ss-simple,ss-double,ss-topk", "protocols to audit")
+	rzs := fs.String("randomizers", "laplace,rgb,gaussian", "randomizers to audit")
+	d := fs.Int("d", 24, "model dimension of the replica")
+	k := fs.Int("k", 4, "perturbed coordinates (ss-double, ss-topk)")
+	l := fs.Int("l", 2, "ss-topk groups")
+	n := fs.Int("n", 30, "volunteers per round")
+	np := fs.Int("np", 10, "padding per dimension (ss-simple: at least n)")
+	epsL := fs.Float64("epsl", 4, "local budget of one report")
+	trials := fs.Int("trials", 1000, "trials per hypothesis and phase")
+	alpha := fs.Float64("alpha", 1e-4, "one-sided error of each Clopper-Pearson bound")
+	delta := fs.Float64("delta", 1e-5, "delta of the bound and the charge")
+	seed := fs.Uint64("seed", 1, "seed")
+	realCrypto := fs.Bool("real-crypto", false, "seal and open every message with HPKE (slow)")
+	asJSON := fs.Bool("json", false, "JSON output")
+	verbose := fs.Bool("v", false, "every attack's rates and bound")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var results []Result
+	for _, ps := range splitList(*protos) {
+		proto, err := wire.ParseProtocol(ps)
+		if err != nil {
+			fmt.Fprintln(stderr, "audit:", err)
+			return 2
+		}
+		for _, rs := range splitList(*rzs) {
+			rz, err := wire.ParseRandomizer(rs)
+			if err != nil {
+				fmt.Fprintln(stderr, "audit:", err)
+				return 2
+			}
+			if ctx.Err() != nil {
+				return 1
+			}
+			o := roundspec.Options{Protocol: proto, Randomizer: rz, K: *k, NP: *np, EpsL: *epsL, Clip: 0.5, MinBatch: 1}
+			if rz == wire.RandomizerRGB {
+				o.Buckets = 4
+			}
+			if proto == wire.ProtocolSSTopk {
+				o.L = *l
+			}
+			if proto == wire.ProtocolSSSimple {
+				o.NP = max(*np, *n)
+			}
+			p, _, err := roundspec.Build(*d, *n, o)
+			if err != nil {
+				fmt.Fprintf(stderr, "audit: %v/%v: %v\n", proto, rz, err)
+				return 1
+			}
+			spec, err := roundspec.New(p)
+			if err != nil {
+				fmt.Fprintf(stderr, "audit: %v/%v: %v\n", proto, rz, err)
+				return 1
+			}
+			res, err := Run(spec, Options{Volunteers: *n, Trials: *trials, Alpha: *alpha, Delta: *delta, Seed: *seed, RealCrypto: *realCrypto})
+			if err != nil {
+				fmt.Fprintf(stderr, "audit: %v/%v: %v\n", proto, rz, err)
+				return 1
+			}
+			results = append(results, res)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stdout, "privacy audit: d = %d, k = %d, n = %d volunteers, n_p = %d, eps_l = %g, %d trials per hypothesis, delta = %g\n", *d, *k, *n, *np, *epsL, *trials, *delta)
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "protocol\trandomizer\tn_p\tcharged eps\taudited lower bound\tverdict")
+	bad := false
+	for _, r := range results {
+		verdict := "ok"
+		if r.EpsLower > r.Charged {
+			verdict, bad = "LOWER BOUND ABOVE THE CHARGE", true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.4g\t%.4g\t%s\n", r.Protocol, r.Random, r.NP, r.Charged, r.EpsLower, verdict)
+		if *verbose {
+			for _, f := range r.Findings {
+				fmt.Fprintf(tw, "\t  %s\t\tTPR %.4f\tFPR %.4f\teps >= %.4g\n", f.Attack, f.TPR, f.FPR, f.EpsLower)
+			}
+		}
+	}
+	tw.Flush()
+	if bad {
+		return 1
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
