@@ -64,8 +64,9 @@ type Config struct {
 	// Workers is the number of decryption goroutines (default
 	// runtime.GOMAXPROCS(0) at each batch).
 	Workers int
-	// Accountant composes the releases (default privacy.Account). The
-	// ledger admits rounds by its Tightest row.
+	// Accountant composes the releases; nil (the default) is the
+	// incremental privacy.Session inside the ledger. The ledger admits
+	// rounds by the report's Tightest row.
 	Accountant Accountant
 	// HTTPClient posts announcements (default: a client with a 30 s
 	// timeout).
@@ -92,10 +93,10 @@ const (
 	// against 525,950 at ratio 3 — about 10 s against 35 s of two cores
 	// here. A smaller n_p weakens the per-dimension amplification, and the
 	// ledger charges exactly what the realized n_p gives.
-	DefaultNPRatio = 10
-	DefaultMinBatch        = roundspec.DefaultMinBatch
-	DefaultTargetEpsilon   = 750
-	DefaultTargetDelta     = 1e-5
+	DefaultNPRatio       = 10
+	DefaultMinBatch      = roundspec.DefaultMinBatch
+	DefaultTargetEpsilon = 750
+	DefaultTargetDelta   = 1e-5
 )
 
 // DefaultParams returns SS-Topk with the Laplace randomizer for a model of
@@ -174,9 +175,6 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.Workers < 0 {
 		return cfg, fmt.Errorf("server: workers must be >= 0, got %d", cfg.Workers)
-	}
-	if cfg.Accountant == nil {
-		cfg.Accountant = privacy.Account
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
