@@ -185,11 +185,17 @@ func newClassDir(classes string, now time.Time) string {
 func password() string {
 	const alphabet = "abcdefghjkmnpqrstuvwxyz23456789"
 	var b strings.Builder
-	for i, c := range []byte(rand.Text())[:16] {
-		if i > 0 && i%4 == 0 {
+	var c [1]byte
+	for n := 0; n < 16; {
+		rand.Read(c[:]) // never fails (crypto/rand)
+		if int(c[0]) >= 256/len(alphabet)*len(alphabet) {
+			continue // rejection keeps every letter equally likely
+		}
+		if n > 0 && n%4 == 0 {
 			b.WriteByte('-')
 		}
-		b.WriteByte(alphabet[int(c)%len(alphabet)])
+		b.WriteByte(alphabet[int(c[0])%len(alphabet)])
+		n++
 	}
 	return b.String()
 }
@@ -212,6 +218,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !o.resume && o.class == "" {
+		// A new class: batches the relay kept for an earlier class's
+		// rounds must not reach this one's aggregator.
+		if err := os.RemoveAll(filepath.Join(o.dir, "relay")); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout, "building the relay and the aggregator...")
 	bins, err := localrun.Build(ctx, ".", filepath.Join("out", "bin"))
 	if err != nil {
@@ -227,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	pw := password()
 	cl, err := localrun.Start(ctx, bins, localrun.Options{
-		Dir: o.dir, AggregatorDir: aggDir, Host: host, PublicURL: o.publicURL, OperatorToken: pw,
+		Dir: o.dir, AggregatorDir: aggDir, Host: host, PublicURL: o.publicURL, OperatorToken: pw, NewClass: true,
 		Stdout: logs, Stderr: logs,
 		// No quota: a round stays open for -round-time so that a volunteer
 		// who joins from a browser has time to train and report.

@@ -110,6 +110,9 @@ type Options struct {
 	// checkpoint); default Dir/aggregator. A class is one such directory:
 	// see NewClass.
 	AggregatorDir string
+	// NewClass offers New class on the operator page (aggregator
+	// -new-class); the caller watches /api/status and calls NewClass.
+	NewClass bool
 }
 
 // Cluster is a running relay and aggregator.
@@ -121,6 +124,9 @@ type Cluster struct {
 	aggAddr   string
 	relay     *exec.Cmd
 	agg       *exec.Cmd
+	// startPaused: the aggregator was restarted for a new class, which
+	// waits for the operator's Start.
+	startPaused bool
 }
 
 // Start launches the relay, then the aggregator, on free loopback ports and
@@ -211,11 +217,17 @@ func (c *Cluster) StartRelay(ctx context.Context) error {
 func (c *Cluster) StartAggregator(ctx context.Context) error {
 	args := []string{"serve", "-listen", c.aggAddr, "-relay", c.RelayURL(),
 		"-token-file", filepath.Join(c.opts.Dir, "token"), "-state", c.opts.AggregatorDir,
-		"-wasm", c.bins.Wasm, "-join-url", c.JoinURL(), "-new-class"}
+		"-wasm", c.bins.Wasm, "-join-url", c.JoinURL()}
+	if c.opts.NewClass {
+		args = append(args, "-new-class")
+	}
 	if c.opts.OperatorToken != "" {
 		args = append(args, "-operator-token-file", filepath.Join(c.opts.Dir, "operator-token"))
 	}
 	args = append(args, c.opts.AggregatorArgs...)
+	if c.startPaused {
+		args = append(args, "-paused")
+	}
 	cmd, err := c.launch(ctx, c.bins.Aggregator, args, c.AggregatorURL()+"/healthz")
 	if err != nil {
 		return fmt.Errorf("localrun: aggregator: %w", err)
@@ -237,8 +249,9 @@ func (c *Cluster) Stop() error {
 }
 
 // NewClass starts a new class: it stops the aggregator and starts it again,
-// on the same address, with a fresh state directory dir, so the new class
-// has its own privacy ledger and model. The previous class's directory,
+// on the same address, paused, with a fresh state directory dir, so the new
+// class has its own privacy ledger and model and starts when the operator
+// presses Start. The previous class's directory,
 // ledger included, stays on disk untouched. The key file is copied so
 // that the fingerprint volunteers compare stays the same (the relay keeps
 // running and need not refetch it).
@@ -259,7 +272,7 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	if err := c.StopAggregator(); err != nil {
 		return err
 	}
-	c.opts.AggregatorDir = dir
+	c.opts.AggregatorDir, c.startPaused = dir, true
 	return c.StartAggregator(ctx)
 }
 
