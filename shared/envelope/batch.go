@@ -21,13 +21,14 @@ import (
 // versa.
 //
 // What a batch saves is the per-call setup (parsing the recipient key,
-// building the info string, the plaintext buffer, one output allocation
-// for the whole batch instead of one per message) and, natively, the
-// wall time of using every core: messages are sealed and opened by up to
-// GOMAXPROCS goroutines. The cryptographic cost per message is unchanged
-// (two X25519 scalar multiplications to seal, one to open, and the HPKE key
-// schedule); under js/wasm GOMAXPROCS is 1 and the batch runs on the
-// calling goroutine.
+// the round's part of the key schedule under js, building the info
+// string, one output array for the whole batch, one crypto/rand read per
+// 64 ephemeral scalars under js) and, natively, the wall time of using
+// every core: messages are sealed and opened by up to GOMAXPROCS
+// goroutines. What stays per message is inherent to independent
+// encapsulations: two X25519 multiplications to seal (fixed-base tables
+// under js, see sender.go), one to open, and the HPKE key schedule; under
+// js/wasm GOMAXPROCS is 1 and the batch runs on the calling goroutine.
 
 // batchChunk is the number of messages a worker claims at a time: large
 // enough that claiming (one atomic add) is free next to ~100 µs of
