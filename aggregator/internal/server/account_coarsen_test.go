@@ -1,51 +1,111 @@
 package server
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
-func TestFloorBits(t *testing.T) {
-	for _, c := range []struct{ x, want int }{{1, 1}, {15, 15}, {16, 16}, {17, 16}, {31, 30}, {32, 32}, {33, 32}, {61, 60}, {74, 72}, {1000, 960}, {1023, 960}} {
-		if got := floorBits(c.x, 4); got != c.want {
-			t.Errorf("floorBits(%d, 4) = %d, want %d", c.x, got, c.want)
+// TestAccountingSessionExact: with no Accountant configured the ledger
+// composes through a privacy.Session on the releases exactly as realized
+// (the former memo rounded n and n_p down to four significant bits) and
+// serves the report's structured rows.
+func TestAccountingSessionExact(t *testing.T) {
+	a := newAccounting(nil)
+	o, err := a.ledgerOptions(1000, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Session == nil || o.Composer != nil {
+		t.Fatalf("options %+v: want a session", o)
+	}
+	l, err := ledger.Open(filepath.Join(t.TempDir(), LedgerFile), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var rels []privacy.Release
+	for i, np := range []int{74, 67, 66, 65} {
+		r := privacy.Release{Round: i + 1, Protocol: privacy.ProtocolSSTopk, Randomizer: privacy.RandomizerLaplace,
+			Eps0: 0.5, D: 7850, K: 157, L: 16, N: 200, NP: np}
+		rels = append(rels, r)
+		if err := l.Charge(r); err != nil {
+			t.Fatal(err)
 		}
-		if got := floorBits(c.x, 4); got > c.x || float64(got) < 0.875*float64(c.x) {
-			t.Errorf("floorBits(%d) = %d not within 12.5%% below", c.x, got)
+	}
+	rep, err := a.report(l, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := rowsOf(rep)
+	tight := -1
+	for i, r := range rows {
+		if r.Tightest {
+			tight = i
 		}
+		if r.Family == "" || r.Composition == "" || r.Amplification == "" {
+			t.Errorf("row %q lacks its structured identity: %+v", r.Method, r)
+		}
+	}
+	if tight < 0 || !rows[tight].Proven || rows[tight].Caveated {
+		t.Fatalf("tightest row %d", tight)
+	}
+	// The full recomputation of the same releases agrees within the
+	// session's grid slack (it is never coarsened now).
+	full, err := privacy.Account(rels, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := *rows[tight].Epsilon, full.Rows[full.Tightest].Epsilon
+	if got < 0.99*want || got > 1.01*want {
+		t.Errorf("session eps %v, Account %v", got, want)
+	}
+	if eps, _, _ := l.Spent(); eps != got {
+		t.Errorf("ledger spent %v, report tightest %v", eps, got)
 	}
 }
 
-// TestCoarsenNeverLowersEpsilon: accounting coarsened releases gives an
-// epsilon at least the exact one (rounding n and n_p down is conservative),
-// and few distinct releases remain for a run whose n_p varies round to round.
-func TestCoarsenNeverLowersEpsilon(t *testing.T) {
-	var rels []privacy.Release
-	for i, np := range []int{74, 63, 66, 61} {
-		rels = append(rels, privacy.Release{Round: i + 1, Protocol: privacy.ProtocolSSTopk, Randomizer: privacy.RandomizerLaplace,
-			Eps0: 0.5, D: 7850, K: 157, L: 16, N: 100, NP: np})
-	}
-	exact, err := privacy.Account(rels, 1e-5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	coarse, err := privacy.Account(coarsen(rels), 1e-5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, c := exact.Rows[exact.Tightest].Epsilon, coarse.Rows[coarse.Tightest].Epsilon
-	if c < e {
-		t.Errorf("coarsened epsilon %v below exact %v", c, e)
-	}
-	if c > 1.15*e {
-		t.Errorf("coarsened epsilon %v more than 15%% above exact %v", c, e)
-	}
-	distinct := map[int]bool{}
-	for _, r := range coarsen(rels) {
-		distinct[r.NP] = true
-	}
-	if len(distinct) > 3 {
-		t.Errorf("%d distinct n_p after coarsening, want <= 3", len(distinct))
+// TestRestartRefusesRolledBackLedger: after two charged rounds, deleting
+// the ledger's last line, emptying it or deleting it makes New refuse to
+// start (ledger.ErrRollback) instead of restarting with a lower epsilon.
+func TestRestartRefusesRolledBackLedger(t *testing.T) {
+	for _, damage := range []string{"last line", "emptied", "deleted"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := t.TempDir()
+			relay := newFakeRelay(t)
+			h := newHarness(t, dir, relay, nil)
+			relay.next(t)
+			h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
+			relay.next(t)
+			h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 2, reports: 4, value: constValue(0.6)}))
+			relay.next(t)
+			h.stop()
+			path := filepath.Join(dir, LedgerFile)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch damage {
+			case "last line":
+				lines := bytes.SplitAfter(data, []byte("\n"))
+				err = os.WriteFile(path, bytes.Join(lines[:1], nil), 0o600)
+			case "emptied":
+				err = os.WriteFile(path, nil, 0o600)
+			case "deleted":
+				err = os.Remove(path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := h.cfg
+			if _, err := New(cfg); !errors.Is(err, ledger.ErrRollback) {
+				t.Fatalf("New after the ledger's %s: %v, want ErrRollback", damage, err)
+			}
+		})
 	}
 }

@@ -146,11 +146,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: checkpoint model has %d parameters, the configuration d = %d", len(ck.Model), c.Params.D)
 	}
 	ck.Params = toParamsJSON(c.Params)
-	l, err := ledger.Open(filepath.Join(c.StateDir, LedgerFile), ledger.Options{
-		TargetEpsilon: c.TargetEpsilon, TargetDelta: c.TargetDelta, Composer: s.acct.composer(), Logger: c.Logger,
-	})
+	lo, err := s.acct.ledgerOptions(c.TargetEpsilon, c.TargetDelta)
+	if err != nil {
+		return nil, err
+	}
+	lo.Logger = c.Logger
+	l, err := ledger.Open(filepath.Join(c.StateDir, LedgerFile), lo)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := ck.verifyLedger(l); err != nil {
+		l.Close()
+		return nil, err
 	}
 	s.ledger = l
 	s.st = *ck
@@ -168,6 +175,7 @@ func New(cfg Config) (*Server, error) {
 // round the checkpoint does not know is recorded as lost.
 func (s *Server) reconcile() error {
 	last := s.ledger.LastRound()
+	s.st.LedgerRecords, s.st.LedgerHead = ledgerHead(s.ledger)
 	if last <= s.st.Round {
 		return s.st.save(s.statePath)
 	}
@@ -179,6 +187,12 @@ func (s *Server) reconcile() error {
 			"round", rel.Round)
 		s.st.History = append(s.st.History, RoundRecord{Round: rel.Round, Status: StatusLost, N: rel.N, NP: rel.NP,
 			Detail: "charged in the ledger, not applied: the aggregator stopped between charge and checkpoint"})
+	}
+	// The status reads the spent epsilon from the last record that has
+	// one: the lost rounds stay charged.
+	if eps, _, method := s.ledger.Spent(); len(s.st.History) > 0 {
+		h := &s.st.History[len(s.st.History)-1]
+		h.EpsilonTightest, h.Method = finitePtr(eps), method
 	}
 	s.st.Round = last
 	if s.st.Open != nil && s.st.Open.Round <= last {
@@ -221,6 +235,7 @@ func (s *Server) commit(fn func(st *checkpoint)) error {
 	s.mu.Lock()
 	before := len(s.st.History)
 	fn(&s.st)
+	s.st.LedgerRecords, s.st.LedgerHead = ledgerHead(s.ledger)
 	var finished []RoundRecord
 	if len(s.st.History) > before {
 		finished = slices.Clone(s.st.History[before:])
@@ -649,7 +664,7 @@ func (s *Server) fillEpsilon(rec *RoundRecord) {
 	if len(rels) == 0 {
 		return
 	}
-	rep, err := s.acct.report(rels, s.cfg.TargetDelta)
+	rep, err := s.acct.report(s.ledger, s.cfg.TargetDelta)
 	if err != nil {
 		s.log.Warn("accounting rows unavailable", "round", rec.Round, "err", err)
 		return

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -83,6 +84,48 @@ type checkpoint struct {
 	// ModelResets are the rounds after which the operator reset the
 	// model to zero (the ledger is never reset).
 	ModelResets []int `json:"model_resets,omitempty"`
+	// LedgerRecords and LedgerHead are the privacy ledger's head
+	// (ledger.Ledger.Head) when the checkpoint was written: on start the
+	// ledger must still hold those records (ledger.Ledger.Verify), or the
+	// aggregator refuses to start (a truncated, emptied or rewritten
+	// ledger would under-count the privacy spent).
+	LedgerRecords int    `json:"ledger_records,omitempty"`
+	LedgerHead    string `json:"ledger_head,omitempty"`
+}
+
+// ledgerHead returns l's head for the checkpoint.
+func ledgerHead(l *ledger.Ledger) (int, string) {
+	if l == nil {
+		return 0, ""
+	}
+	n, h := l.Head()
+	return n, h.String()
+}
+
+// verifyLedger refuses a ledger that lost records the checkpoint relies
+// on: one behind or diverging from the stored head, or (checkpoints
+// written before the head was stored) one holding fewer records than the
+// history's charged rounds (ok or lost).
+func (c *checkpoint) verifyLedger(l *ledger.Ledger) error {
+	if c.LedgerHead != "" {
+		h, err := ledger.ParseHash(c.LedgerHead)
+		if err != nil {
+			return fmt.Errorf("server: checkpoint ledger head: %w", err)
+		}
+		if err := l.Verify(c.LedgerRecords, h); err != nil {
+			return fmt.Errorf("server: refusing to start: %w", err)
+		}
+	}
+	charged := 0
+	for _, r := range c.History {
+		if r.Status == StatusOK || r.Status == StatusLost {
+			charged++
+		}
+	}
+	if n, _ := l.Head(); n < charged {
+		return fmt.Errorf("server: refusing to start: %w: the checkpoint lists %d charged rounds, the ledger holds %d records", ledger.ErrRollback, charged, n)
+	}
+	return nil
 }
 
 const checkpointVersion = 1
