@@ -14,7 +14,7 @@ import (
 // TestNoPrivateKeyAccess: the relay never holds the aggregator's private
 // key. Its dependency graph excludes the aggregator, and no non-test source
 // of the relay names envelope's private-key API (PrivateKey, GenerateKey,
-// DeriveKey, UnmarshalPrivateKey, OpenValues): the only envelope function
+// DeriveKey, UnmarshalPrivateKey, OpenValues, OpenEach): the only envelope function
 // it may call is SealValues (and SealedLen).
 func TestNoPrivateKeyAccess(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
@@ -30,7 +30,7 @@ func TestNoPrivateKeyAccess(t *testing.T) {
 		}
 	}
 	forbidden := map[string]bool{"PrivateKey": true, "GenerateKey": true, "DeriveKey": true,
-		"UnmarshalPrivateKey": true, "OpenValues": true}
+		"UnmarshalPrivateKey": true, "OpenValues": true, "OpenEach": true}
 	files := 0
 	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

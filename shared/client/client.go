@@ -428,12 +428,21 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 		return nil, fmt.Errorf("check-in frame: %w", err)
 	}
 	frames = append(frames, ci)
+	// Width 1 (the only announceable layout, roundspec): every value
+	// sealed under its own encapsulation, so no two are linkable.
+	vals := make([]float64, len(msgs))
 	for i, msg := range msgs {
-		sealed, err := envelope.SealValues(a.HPKEPub, a.Round, msg.Values)
-		if err != nil {
-			return nil, fmt.Errorf("seal message %d: %w", i, err)
+		if len(msg.Values) != 1 {
+			return nil, fmt.Errorf("message %d has %d values, want 1", i, len(msg.Values))
 		}
-		r := wire.Report{Round: a.Round, Seq: uint16(i), Count: uint16(m), Indices: msg.Indices, Sealed: sealed}
+		vals[i] = msg.Values[0]
+	}
+	sealed, err := envelope.SealEach(a.HPKEPub, a.Round, vals)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	for i, msg := range msgs {
+		r := wire.Report{Round: a.Round, Seq: uint16(i), Count: uint16(m), Indices: msg.Indices, Sealed: sealed[i]}
 		f, err := r.MarshalBinary()
 		if err != nil {
 			return nil, fmt.Errorf("report frame %d: %w", i, err)
