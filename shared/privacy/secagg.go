@@ -69,16 +69,34 @@ const (
 // secAggCite cites the secure-aggregation rows.
 const secAggCite = "Canonne-Kamath-Steinke 2020 Prop. 5 (discrete Gaussian RDP, integer shifts) + product composition; Zhu-Wang ICML'19 Thm 6 (Poisson subsampling, general bound); " + rdpConversionCite
 
-// secAggRoundCurve is the RDP curve (integer orders of rdpIntegerOrders)
-// of one secure-aggregation round under add/remove one volunteer with
-// Poisson check-in: Zhu-Wang Theorem 6 applied to the base curve
-// α·Δ²/(2σ²) (see the file comment).
+// secAggRoundCurve is the RDP curve (orders of rdpOrders) of one
+// secure-aggregation round under add/remove one volunteer with Poisson
+// check-in: at q = 1 the base curve α·Δ²/(2σ²) itself; otherwise Zhu-Wang
+// Theorem 6 applied to it at the integer orders, and at a fractional
+// order α the value at ⌈α⌉, valid because the Rényi divergence is
+// non-decreasing in its order (van Erven and Harremoës 2014, Theorem 3).
 func secAggRoundCurve(r Release) (rdp.Curve, error) {
 	rho := r.SecAggSensitivity * r.SecAggSensitivity / (2 * r.SecAggSigma * r.SecAggSigma)
-	base := func(j int) (float64, error) { return float64(j) * rho, nil }
-	c, err := rdp.PoissonSubsampled(r.CheckInRate, base, rdpIntegerOrders())
-	if err != nil {
-		return rdp.Curve{}, fmt.Errorf("secagg round %d: %w", r.Round, err)
+	orders := rdpOrders()
+	c := rdp.Curve{Orders: orders, Eps: make([]float64, len(orders))}
+	if r.CheckInRate == 1 {
+		for j, a := range orders {
+			c.Eps[j] = a * rho
+		}
+	} else {
+		base := func(j int) (float64, error) { return float64(j) * rho, nil }
+		ints := rdpIntegerOrders()
+		zw, err := rdp.PoissonSubsampled(r.CheckInRate, base, ints)
+		if err != nil {
+			return rdp.Curve{}, fmt.Errorf("secagg round %d: %w", r.Round, err)
+		}
+		for j, a := range orders {
+			k := slices.Index(ints, math.Ceil(a))
+			if k < 0 {
+				return rdp.Curve{}, fmt.Errorf("%w: secagg: no integer order %v", ErrUncertified, math.Ceil(a))
+			}
+			c.Eps[j] = zw.Eps[k]
+		}
 	}
 	for _, v := range c.Eps {
 		if math.IsNaN(v) || v < 0 {
@@ -94,8 +112,7 @@ func accountSecAgg(runs []run, delta float64) []AccountRow {
 	if !allProtocol(runs, ProtocolSecAgg) {
 		return nil
 	}
-	orders := rdpIntegerOrders()
-	total := make([]float64, len(orders))
+	total := make([]float64, len(rdpOrders()))
 	var err error
 	for _, u := range runs {
 		var c rdp.Curve
@@ -116,7 +133,7 @@ func secAggRow(total []float64, err error, rounds int, delta float64) AccountRow
 	}
 	var eps float64
 	if err == nil {
-		eps, err = rdpEpsilon(rdp.Curve{Orders: rdpIntegerOrders(), Eps: slices.Clone(total)}, delta)
+		eps, err = rdpEpsilon(rdp.Curve{Orders: rdpOrders(), Eps: slices.Clone(total)}, delta)
 	}
 	return AccountRow{Bound: makeBound(method, secAggCite, eps, delta, err),
 		Family: FamilySecAggDGauss, Amplification: AmplificationPoisson, Composition: CompositionRDP}
