@@ -47,6 +47,9 @@ type DashboardData struct {
 	JoinURL     string
 	// QR is the join URL's QR code, shown at the top for the room to scan.
 	QR QR
+	// Simulated is how many of the connected volunteers are simulated
+	// (make run's native cohort), 0 if none.
+	Simulated int
 }
 
 // RoundURL is the relay's GET /api/round (the volunteers connected now,

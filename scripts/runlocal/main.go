@@ -128,7 +128,7 @@ func (o options) aggregatorArgs() []string {
 		n = o.students
 	}
 	args := []string{"-protocol", o.protocol, "-rounds", strconv.Itoa(o.rounds), "-expected-n", strconv.Itoa(n),
-		"-round-timeout", o.roundTime.String(), "-batch-grace", "30s"}
+		"-round-timeout", o.roundTime.String(), "-batch-grace", "30s", "-simulated", strconv.Itoa(o.clients)}
 	if n < 40 {
 		args = append(args, "-min-batch", strconv.Itoa(max(3, n/2)))
 	}

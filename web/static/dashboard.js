@@ -120,6 +120,11 @@
       if (!r.ok) throw new Error(`HTTP ${r.status}`);
       const info = await r.json();
       set("volunteers", info.volunteers, String(info.volunteers));
+      const sim = Number(vol.dataset.simulated) || 0, split = $("volunteers-split");
+      if (split) {
+        const real = Math.max(0, info.volunteers - sim);
+        split.textContent = ` (${real} real, ${Math.min(sim, info.volunteers)} simulated)`;
+      }
     } catch {
       set("volunteers", "", "unknown (relay not reachable)");
     }

@@ -68,6 +68,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opToken := fs.String("operator-token", "", "the operator password for the controls (prefer -operator-token-file; default: a random one, printed at start)")
 	opTokenFile := fs.String("operator-token-file", "", "file holding the operator token")
 	paused := fs.Bool("paused", false, "start paused: announce the first round after POST /operator/start")
+	simulated := fs.Int("simulated", 0, "how many of the volunteers are simulated (make run's native cohort), for the dashboard's count of real and simulated volunteers")
 	newClass := fs.Bool("new-class", false, "offer New class on the operator page: pause and report new_class_requested in /api/status for a supervisor (make run) to restart with a fresh state directory")
 	wasmFile := fs.String("wasm", "", "wasm client module to serve at /blanket.wasm (the relay's, so both show one SHA-256)")
 	if err := fs.Parse(args); err != nil {
@@ -140,7 +141,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Params: params, RelayURL: *relay, Token: tok, StateDir: *stateDir, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
 		ExpectedN: *expected, ServerLR: lr, Test: test, Workers: *workers, Logger: log,
-		Web: WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass},
+		Web: WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass, Simulated: *simulated},
 	})
 	if err != nil {
 		return fail(1, "%v", err)

@@ -49,6 +49,10 @@ type WebOptions struct {
 	// supervisor (make run) to restart it with a fresh state directory, so
 	// the new class gets its own ledger and the old one stays on disk.
 	NewClass bool
+	// Simulated is how many volunteers are simulated (make run's native
+	// cohort); the dashboard subtracts them from the relay's count to show
+	// the real ones.
+	Simulated int
 	// StartPaused makes the round loop wait for /operator/start before
 	// announcing the first round.
 	StartPaused bool
@@ -89,8 +93,8 @@ func (o *WebOptions) validate() error {
 	if len(o.OperatorToken) < minTokenLen {
 		return fmt.Errorf("server: the operator token must have at least %d bytes", minTokenLen)
 	}
-	if o.Heartbeat < 0 || o.MaxSubscribers < 0 {
-		return errors.New("server: heartbeat and max subscribers must be >= 0")
+	if o.Heartbeat < 0 || o.MaxSubscribers < 0 || o.Simulated < 0 {
+		return errors.New("server: heartbeat, max subscribers and simulated volunteers must be >= 0")
 	}
 	if o.Heartbeat == 0 {
 		o.Heartbeat = DefaultHeartbeat
@@ -228,7 +232,7 @@ func (s *Server) DashboardData() web.DashboardData {
 		State: state(st.Stopped, paused), Stopped: st.Stopped,
 		Model:       web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
 		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg), Fingerprint: s.fp,
-		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
+		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
 	}
 	d.Rounds = make([]web.RoundView, len(rounds))
 	for i, r := range rounds {

@@ -89,8 +89,9 @@ func TestDashboardServed(t *testing.T) {
 	}
 	// One accuracy point (one ok round); heatmaps of the test model's 2
 	// classes x 3 features.
-	if n := strings.Count(page, `class="pt s0" data-series="accuracy"`); n != 1 {
-		t.Errorf("%d accuracy points, want 1", n)
+	// (the accuracy chart is drawn twice: wide, and narrow for phones)
+	if n := strings.Count(page, `class="pt s0" data-series="accuracy"`); n != 2 {
+		t.Errorf("%d accuracy points, want 1 in each of the 2 accuracy charts", n)
 	}
 	if n := strings.Count(page, `<img class="heatmap"`); n != 2 {
 		t.Errorf("%d heatmaps, want 2", n)
