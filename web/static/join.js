@@ -87,7 +87,7 @@
       progressLabel.textContent = `Time passed in round ${round.open}`;
       progressEl.value = Math.min(1, Math.max(0, (now - round.start) / Math.max(1, round.deadline - round.start)));
     } else {
-      progressLabel.textContent = round.paused ? "Paused by the teacher" : "Waiting for a round";
+      progressLabel.textContent = round.paused ? "Waiting for the teacher to start the next round" : "Waiting for a round";
       progressEl.value = 0;
     }
   }
