@@ -19,6 +19,10 @@ type claimResult struct {
 	// Caveated is the tighter epsilon of a method whose proof Blanket does
 	// not have (FLAME's own composition), 0 when there is none.
 	Caveated float64 `json:"caveated_epsilon,omitempty"`
+	// AddRemove is, for secure summation, the accountant's ε over the
+	// run for add/remove one volunteer under Poisson check-in (Total is
+	// replace-one, the relation of every other row); 0 otherwise.
+	AddRemove float64 `json:"epsilon_add_remove,omitempty"`
 }
 
 func claimNone(*runResult) claimResult {

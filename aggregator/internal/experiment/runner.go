@@ -57,6 +57,12 @@ func run(ctx context.Context, w *world, m *method, usersPerRound, rounds int, pr
 	start := time.Now()
 	global := make([]float64, w.shape.NumParams())
 	pop := len(w.users)
+	if m.pop > 0 {
+		pop = m.pop
+	}
+	if m.checkInP > 0 {
+		usersPerRound = pop
+	}
 	res := &runResult{ID: m.id, Method: m.name, Table: m.table, Note: m.note, Users: usersPerRound, Pop: pop}
 	var checkIn mechanism.CheckIn
 	if m.checkInP > 0 {

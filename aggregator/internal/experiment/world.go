@@ -125,7 +125,9 @@ func (w *world) forEach(ctx context.Context, n int, fn func(worker, i int) error
 // localUpdates trains every selected user locally from global and returns
 // the updates (trained - global), one per user, in the order of users.
 // User u's minibatch order in round r comes from its own seeded stream, so
-// the result does not depend on scheduling.
+// the result does not depend on scheduling. A simulated population larger
+// than the partition (secure summation's check-in population) gives
+// volunteer u the shard of user u mod len(w.users) with u's own stream.
 func (w *world) localUpdates(ctx context.Context, global []float64, users []int, cfg logreg.TrainConfig, round int, tag uint64) ([][]float64, error) {
 	trainers := make([]*logreg.Trainer, w.workers)
 	for k := range trainers {
@@ -139,7 +141,7 @@ func (w *world) localUpdates(ctx context.Context, global []float64, users []int,
 	err := w.forEach(ctx, len(users), func(worker, i int) error {
 		u := users[i]
 		src := noise.NewSeeded(mix(w.seed, tag, uint64(round), uint64(u)))
-		upd, err := trainers[worker].Update(nil, global, w.users[u], src)
+		upd, err := trainers[worker].Update(nil, global, w.users[u%len(w.users)], src)
 		if err != nil {
 			return fmt.Errorf("user %d: %w", u, err)
 		}
