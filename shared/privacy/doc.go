@@ -24,6 +24,17 @@
 // Bound is the common result type for comparison tables; CompareFLAME and
 // CompareAPES list every applicable method side by side.
 //
+// Account composes a list of releases from scratch; Session composes them
+// incrementally (one composition per method per round, so a charge costs
+// the same at round 300 as at round 3) and is what the aggregator's ledger
+// charges through. Both return rows with a structured identity (Family,
+// Amplification, Composition, Proven). A numerical result that cannot be
+// certified (an overflow, a NaN, a bisection without a bracket) is an
+// invalid row wrapping ErrUncertified, never a number, and Report.Tightest
+// only picks valid, proven, finite rows. Secure aggregation with
+// distributed discrete Gaussian noise (ProtocolSecAgg) is accounted by
+// RDP (secagg.go; CalibrateSecAggSigma). Derivations: docs/accounting.md.
+//
 // Where a paper's printed formula is misprinted or not a valid guarantee as
 // printed, the doc comment of the implementing function says what was
 // corrected and why. The uncorrected forms that reproduce the papers'
