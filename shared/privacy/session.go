@@ -154,6 +154,95 @@ func (s *Session) WithRounds(rel Release, count int) (*Session, Report, error) {
 	return n, n.Report(), nil
 }
 
+// WithAll returns the session after also composing rels (strictly
+// increasing rounds, all after the last added round) in one step; s is
+// unchanged. Releases whose contribution to a method is identical (for
+// the shuffle pairs: the same pair, coordinates and rate, so padded rounds
+// that differ only in n) are composed together by squaring, in any order
+// (product composition does not depend on the order, Zhu-Dong-Wang 2022
+// Theorem 10), so replaying T recorded rounds costs O(distinct · log T)
+// convolutions per method instead of T. The rows are those of adding the
+// releases one by one, up to the grid (TestSessionWithAllMatches).
+func (s *Session) WithAll(rels []Release) (*Session, Report, error) {
+	if len(rels) == 0 {
+		return s, s.Report(), nil
+	}
+	last, any := s.last, s.rounds > 0
+	for _, r := range rels {
+		if err := r.Validate(); err != nil {
+			return nil, Report{}, err
+		}
+		if any && r.Round <= last {
+			return nil, Report{}, invalid("round %d does not follow round %d", r.Round, last)
+		}
+		last, any = r.Round, true
+	}
+	n := &Session{delta: s.delta, rounds: s.rounds + len(rels), last: last, caches: s.caches, closed: s.closed, local: s.local, noLoc: s.noLoc}
+	n.runs = make([]run, len(s.runs), len(s.runs)+len(rels))
+	copy(n.runs, s.runs)
+	for _, r := range rels {
+		r.PersonalEps = slices.Clone(r.PersonalEps)
+		if k := len(n.runs); k > 0 && sameRelease(n.runs[k-1].r, r) {
+			n.runs[k-1].count++
+		} else {
+			n.runs = append(n.runs, run{r: r, count: 1})
+		}
+		if r.Protocol == ProtocolCentralGaussian || r.Protocol == ProtocolSecAgg {
+			n.noLoc = true
+		} else {
+			e, d := localEps(r)
+			n.local.eps += e
+			n.local.delta += d
+		}
+	}
+	if s.rounds == 0 {
+		n.slots = newSlots(rels[0])
+		n.closed = rels[0].Delta0 == 0
+	} else {
+		n.slots = slices.Clone(s.slots)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	for i := range n.slots {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for _, g := range groupFor(n.slots[i].kind, rels) {
+				n.slots[i] = n.slots[i].add(n.caches, g.r, g.count, n.rounds)
+			}
+		}()
+	}
+	wg.Wait()
+	n.report = n.buildReport()
+	return n, n.Report(), nil
+}
+
+// groupFor groups rels by their contribution to a slot of the kind, in
+// order of first appearance, with counts.
+func groupFor(kind slotKind, rels []Release) []run {
+	var out []run
+	index := map[string]int{}
+	for _, r := range rels {
+		k := r
+		k.Round = 0
+		if (kind == slotPLD || kind == slotRDP) && (r.Protocol == ProtocolSSDouble || r.Protocol == ProtocolSSTopk) && r.K < r.D && r.NP >= 2 {
+			// The padded shuffle's population is n_p (shuffleSetting):
+			// n does not enter the pair.
+			k.N = 0
+		}
+		key := fmt.Sprintf("%v", k)
+		if i, ok := index[key]; ok {
+			out[i].count++
+			continue
+		}
+		index[key] = len(out)
+		out = append(out, run{r: r, count: 1})
+	}
+	return out
+}
+
 // buildReport assembles the rows in Account's order.
 func (s *Session) buildReport() Report {
 	rep := Report{Delta: s.delta, Rounds: s.rounds}

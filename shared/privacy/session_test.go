@@ -190,3 +190,43 @@ func TestAccountPropertyGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionWithAllMatches: composing recorded rounds in one WithAll
+// (grouped by contribution, squared) gives the rows of adding them one by
+// one, within 1%; the aggregator's padded rounds with varying n group
+// into one per-round PLD.
+func TestSessionWithAllMatches(t *testing.T) {
+	var rels []Release
+	for i := 1; i <= 12; i++ {
+		r := Release{Round: 2 * i, Protocol: ProtocolSSTopk, Randomizer: RandomizerLaplace, Eps0: 0.5, D: 7850, K: 157, L: 16, N: 190 + i%3, NP: 67 + i%2}
+		rels = append(rels, r)
+	}
+	seq := sessionOver(t, rels, 1e-5)
+	s0, _ := NewSession(1e-5)
+	half, _, err := s0.WithAll(rels[:5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, rep, err := half.WithAll(rels[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Rounds() != 12 || len(rep.Rows) != len(seq.Rows) {
+		t.Fatalf("rounds %d, %d rows vs %d", all.Rounds(), len(rep.Rows), len(seq.Rows))
+	}
+	for i, w := range seq.Rows {
+		g := rep.Rows[i]
+		if g.Method != w.Method || g.Valid != w.Valid {
+			t.Fatalf("row %d: %q valid=%v vs %q valid=%v", i, g.Method, g.Valid, w.Method, w.Valid)
+		}
+		if w.Valid && (g.Epsilon < 0.99*w.Epsilon || g.Epsilon > 1.01*w.Epsilon) {
+			t.Errorf("%s: WithAll %v, one by one %v", w.Method, g.Epsilon, w.Epsilon)
+		}
+	}
+	if _, _, err := all.WithAll([]Release{rels[0]}); !errors.Is(err, ErrInvalidParameter) {
+		t.Errorf("old round accepted: %v", err)
+	}
+	if g := groupFor(slotPLD, rels); len(g) != 2 {
+		t.Errorf("%d PLD groups, want 2 (n_p 67 and 68)", len(g))
+	}
+}

@@ -174,11 +174,12 @@ func TestSessionLedgerRefusesAtTarget(t *testing.T) {
 	if !row.Proven || row.Composition != privacy.CompositionPLD || row.Family == "" || row.Epsilon != prev {
 		t.Errorf("tightest row %+v", row)
 	}
-	// Replay on reopen reproduces the charged epsilon.
+	// Replay on reopen (one WithAll step, composed by squaring)
+	// reproduces the charged epsilon within the grid's slack.
 	l.Close()
 	s2, _ := privacy.NewSession(1e-5)
 	l2 := open(t, l.path, Options{TargetEpsilon: 750, TargetDelta: 1e-5, Session: s2})
-	if eps, _, _ := l2.Spent(); eps != prev {
+	if eps, _, _ := l2.Spent(); eps < 0.99*prev || eps > 1.01*prev {
 		t.Errorf("replayed eps %v, charged %v", eps, prev)
 	}
 }

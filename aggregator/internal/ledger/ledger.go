@@ -89,7 +89,8 @@ type Options struct {
 	// round onto the charged state, constant time in the number of
 	// charged rounds), admits rounds by the report's Tightest row
 	// (proven, valid, certified), and keeps the full report (Report).
-	// Replaying a ledger of T records on Open costs T charges.
+	// Replaying a ledger on Open composes its records in one step
+	// (privacy.Session.WithAll).
 	Session *privacy.Session
 	// Logger receives charges (Info), refusals and recoveries (Warn).
 	// nil discards.
@@ -235,16 +236,17 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 		var eps float64
 		var method string
 		if l.session != nil {
-			// Replay incrementally: the charged epsilon is non-decreasing
-			// (see next), as it was when charged.
-			for _, r := range l.releases {
-				e, m, s, rp, err := l.next(r)
-				if err != nil {
-					return nil, fmt.Errorf("ledger: replaying %s: round %d: %w", path, r.Round, err)
-				}
-				l.eps, l.method, l.session, l.report = e, m, s, rp
+			// Replay in one step (privacy.Session.WithAll: rounds with the
+			// same contribution composed by squaring).
+			s, rp, err := l.session.WithAll(l.releases)
+			if err != nil {
+				return nil, fmt.Errorf("ledger: replaying %s: %w: %w", path, ErrComposer, err)
 			}
-			eps, method = l.eps, l.method
+			if rp.Tightest < 0 || rp.Tightest >= len(rp.Rows) {
+				return nil, fmt.Errorf("ledger: replaying %s: %w: no valid proven accounting method", path, ErrComposer)
+			}
+			l.session, l.report = s, rp
+			eps, method = rp.Rows[rp.Tightest].Epsilon, rp.Rows[rp.Tightest].Method
 		} else {
 			e, m, err := l.compose(l.releases)
 			if err != nil {
