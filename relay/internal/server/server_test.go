@@ -134,7 +134,7 @@ func TestBadInputs(t *testing.T) {
 		{name: "second check-in", checkIn: true, frame: func(*harness, *tclient) []byte { return checkIn(1) }, status: int(wire.AckDuplicate), code: websocket.ClosePolicyViolation, reason: ReasonDuplicate, announce: true},
 		{name: "out of order", checkIn: true, frame: good(1), status: int(wire.AckMalformed), code: websocket.ClosePolicyViolation, reason: ReasonOutOfOrder, announce: true},
 		// The wrong-round check-in refreshes the read limit from CheckIn size
-		// to the round's Report size (see readLimit); then the report.
+		// to the round's Report size (round.Machine.ReadLimit); then the report.
 		{name: "no check-in", pre: []step{func(*harness, *tclient) []byte { return checkIn(9) }}, frame: good(0), status: int(wire.AckMalformed), code: websocket.ClosePolicyViolation, reason: ReasonNoCheckIn, announce: true},
 		{name: "wrong round", checkIn: true, frame: edit(func(b []byte) []byte { b[9] = 9; return b }), status: int(wire.AckWrongRound), reason: ReasonWrongRound, announce: true},
 		{name: "no open round", frame: func(*harness, *tclient) []byte { return checkIn(1) }, status: int(wire.AckNoRound), reason: ReasonNoOpenRound},
