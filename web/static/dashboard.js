@@ -63,7 +63,7 @@
     const el = $("countdown");
     if (!openRound || !deadline) { el.textContent = ""; return; }
     const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
-    el.textContent = ` · round ${openRound} closes in ${left} s`;
+    el.textContent = left > 0 ? ` · round ${openRound} closes in ${left} s` : ` · round ${openRound} closing`;
   }
   setInterval(countdown, 1000);
 

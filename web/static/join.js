@@ -69,7 +69,8 @@
       state = "paused";
     } else if (round.open && round.deadline) {
       const left = Math.max(0, Math.ceil((round.deadline - now) / 1000));
-      text = `Round ${round.open} is open: it closes in ${left} s.` + (round.paused ? " The teacher paused training after this round." : "");
+      text = (left > 0 ? `Round ${round.open} is open: it closes in ${left} s.` : `Round ${round.open} is closing: the server is adding up the updates.`) +
+        (round.paused ? " The teacher paused training after this round." : "");
       state = "open";
     } else if (running) {
       text = "The next round starts in a moment.";

@@ -29,7 +29,7 @@
   function showOpen() {
     if (!openRound) { openEl.textContent = ""; return; }
     const left = deadline ? Math.max(0, Math.round((deadline - Date.now()) / 1000)) : 0;
-    openEl.textContent = `· round ${openRound} open` + (deadline ? ` (closes in ${left} s)` : "");
+    openEl.textContent = `· round ${openRound} open` + (deadline ? (left > 0 ? ` (closes in ${left} s)` : " (closing)") : "");
   }
   setInterval(showOpen, 1000);
   showOpen();
