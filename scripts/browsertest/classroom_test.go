@@ -451,6 +451,22 @@ func TestClassroom(t *testing.T) {
 	if err := dph.screenshot(filepath.Join(artifacts, "classroom-dashboard-phone.png")); err != nil {
 		t.Error(err)
 	}
+
+	// The aggregator goes away: the projected dashboard says so instead of
+	// showing stale figures as live.
+	if err := setScheme(dash, "light"); err != nil {
+		t.Error(err)
+	}
+	if err := cl.StopAggregator(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(dash, `!document.getElementById("disconnected").hidden && document.getElementById("state").dataset.state === "disconnected"`,
+		`document.querySelector(".dash-head").innerText`, 30*time.Second); err != nil {
+		t.Error(err)
+	}
+	if err := dash.screenshot(filepath.Join(artifacts, "classroom-dashboard-disconnected.png")); err != nil {
+		t.Error(err)
+	}
 	t.Logf("done after %v; screenshots in %s", time.Since(start).Round(time.Millisecond), artifacts)
 }
 
