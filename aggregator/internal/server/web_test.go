@@ -11,9 +11,11 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -649,5 +651,50 @@ func TestOperatorProtocolSwitchDefaults(t *testing.T) {
 	}
 	if m := h.srv.DashboardData().Markers; len(m) != 1 || m[0].Round != 2 || m[0].Label != "ss-double" {
 		t.Errorf("chart markers %+v, want ss-double from round 2", m)
+	}
+}
+
+// TestPagesDoNotWaitForTheAccountant: while a charge is composing (the
+// accountant blocked inside the ledger's lock), every page, fragment and
+// status answer still comes back. The accountant is released only after
+// all of them have answered: a handler that waited for it would hang the
+// test instead of passing.
+func TestPagesDoNotWaitForTheAccountant(t *testing.T) {
+	var block atomic.Bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	acct := func(rels []privacy.Release, delta float64) (privacy.Report, error) {
+		if block.Load() {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return privacy.Account(rels, delta)
+	}
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), func(c *Config) { c.Accountant = acct })
+	h.relay.next(t)
+	h.waitAnnounced(1)
+	frame := makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})
+	block.Store(true)
+	posted := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, h.http.URL+"/v1/batch", bytes.NewReader(frame))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		posted <- err
+	}()
+	<-entered // the round's charge is composing, inside the ledger's lock
+	for _, path := range []string{"/", "/api/status", "/api/rounds", "/fragments/charts", "/fragments/privacy", "/operator", "/heatmaps/0.png"} {
+		if code, _ := get(t, h.http.URL+path); code != http.StatusOK {
+			t.Errorf("GET %s during a charge: HTTP %d", path, code)
+		}
+	}
+	close(release)
+	if err := <-posted; err != nil {
+		t.Fatal(err)
 	}
 }
