@@ -391,17 +391,9 @@ func (sl *slot) addPLD(c *sessionCaches, r Release, count, t int) error {
 	if err != nil {
 		return err
 	}
-	per, err := c.roundPLD(r, pair, sl.h, sl.mode)
+	per, err := c.finalPLD(r, pair, sl.h, &sl.hr, sl.mode)
 	if err != nil {
 		return err
-	}
-	if sl.hr == 0 {
-		sl.hr = roundGrid(per, sl.h)
-	}
-	if sl.hr != sl.h {
-		if per, err = c.regridded(per, sl.hr); err != nil {
-			return fmt.Errorf("regridding round %d: %w", r.Round, err)
-		}
 	}
 	if count > 1 {
 		if per, err = per.SelfCompose(count); err != nil {
@@ -726,30 +718,54 @@ func (c *sessionCaches) roundPLD(r Release, pair *amplify.Pair, h float64, mode 
 	return p, nil
 }
 
-// regridKey identifies a regridded round PLD.
+// regridKey identifies a round's PLD on the rounds' grid hr.
 type regridKey struct {
-	p  *pld.PLD
-	hr float64
+	round roundKey
+	hr    float64
 }
 
-func (c *sessionCaches) regridded(p *pld.PLD, hr float64) (*pld.PLD, error) {
-	k := regridKey{p, hr}
-	c.mu.Lock()
-	q, ok := c.regrid[k]
-	c.mu.Unlock()
-	if ok {
-		return q, nil
+// regridCacheSize bounds the cache of per-round PLDs on the rounds' grid
+// (about a thousand points each, so a few tens of MB at most): every
+// method times every distinct n_p of a long run stays cached.
+const regridCacheSize = 1024
+
+// finalPLD returns the PLD of one round of r for a PLD row: built on the
+// pairs' grid h (roundPLD), then regridded to the rounds' grid *hr
+// (chosen from this round by roundGrid when *hr is 0). Cached per round
+// key and hr.
+func (c *sessionCaches) finalPLD(r Release, pair *amplify.Pair, h float64, hr *float64, mode subsampleMode) (*pld.PLD, error) {
+	rk := roundKey{pair: pair, h: h, mode: mode, coords: coordinates(r)}
+	if mode != noSubsampling {
+		rk.subCo, rk.rate = subsampledCoordinates(r, mode), coordinateRate(r)
 	}
-	q, err := p.Regrid(hr)
+	if *hr != 0 {
+		c.mu.Lock()
+		q, ok := c.regrid[regridKey{rk, *hr}]
+		c.mu.Unlock()
+		if ok {
+			return q, nil
+		}
+	}
+	per, err := c.roundPLD(r, pair, h, mode)
 	if err != nil {
 		return nil, err
 	}
+	if *hr == 0 {
+		*hr = roundGrid(per, h)
+	}
+	if *hr == h {
+		return per, nil
+	}
+	q, err := per.Regrid(*hr)
+	if err != nil {
+		return nil, fmt.Errorf("regridding round %d: %w", r.Round, err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.regrid) > sessionCacheSize {
+	if len(c.regrid) >= regridCacheSize {
 		clear(c.regrid)
 	}
-	c.regrid[k] = q
+	c.regrid[regridKey{rk, *hr}] = q
 	return q, nil
 }
 
