@@ -177,6 +177,9 @@ func (s *Server) reconcile() error {
 	last := s.ledger.LastRound()
 	s.st.LedgerRecords, s.st.LedgerHead = ledgerHead(s.ledger)
 	if last <= s.st.Round {
+		// A batch recorded for charging whose charge never reached the
+		// ledger was not charged (and not decrypted): forget it.
+		s.st.Charging = nil
 		return s.st.save(s.statePath)
 	}
 	for _, rel := range s.ledger.Releases() {
@@ -185,9 +188,17 @@ func (s *Server) reconcile() error {
 		}
 		s.log.Warn("round charged in the ledger but missing from the checkpoint (stopped between charge and checkpoint); its budget stays spent and the model does not include it",
 			"round", rel.Round)
-		s.st.History = append(s.st.History, RoundRecord{Round: rel.Round, Status: StatusLost, N: rel.N, NP: rel.NP,
-			Detail: "charged in the ledger, not applied: the aggregator stopped between charge and checkpoint"})
+		rec := RoundRecord{Round: rel.Round, Status: StatusLost, N: rel.N, NP: rel.NP,
+			Detail: "charged in the ledger, not applied: the aggregator stopped between charge and checkpoint"}
+		if c := s.st.Charging; c != nil && c.Round == rel.Round {
+			// The batch being charged is known: its identical re-send
+			// will be applied without a second charge (reapply).
+			rec.Digest = c.Digest
+			rec.Detail += "; an identical re-sent batch will be applied without charging again"
+		}
+		s.st.History = append(s.st.History, rec)
 	}
+	s.st.Charging = nil
 	// The status reads the spent epsilon from the last record that has
 	// one: the lost rounds stay charged.
 	if eps, _, method := s.ledger.Spent(); len(s.st.History) > 0 {
@@ -543,6 +554,9 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	}
 	r := int(round)
 	if rec := s.record(r); rec != nil {
+		if rec.Status == StatusLost && rec.Reply == nil && rec.Digest == dig {
+			return s.reapply(frame, round, dig)
+		}
 		if rec.Digest == dig && rec.Reply != nil {
 			s.log.Info("identical batch re-sent; answering with the stored reply", "round", r)
 			return wire.BatchReply{Round: round, Accepted: uint32(rec.Accepted), RejectedOpen: uint32(rec.RejectedOpen),
@@ -574,6 +588,13 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
 	}
 
+	// Record which batch is being charged, durably, before charging it: a
+	// restart between the charge and the checkpoint below then knows the
+	// charged batch's digest, and an identical re-send is applied without
+	// charging again (reapply) instead of leaving the round lost.
+	if err := s.commit(func(c *checkpoint) { c.Charging = &chargingRound{Round: r, Digest: dig} }); err != nil {
+		return wire.BatchReply{}, "", fmt.Errorf("server: recording the batch before its charge, round %d: %w", r, err)
+	}
 	// Charge before decrypting: nothing of this round is opened, let
 	// alone published, unless the ledger has durably recorded it.
 	rel := s.proto.releaseFor(r, int(b.Reports), int(b.NP))
@@ -597,23 +618,7 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		}
 	}
 
-	mb, counts := openBatch(s.key, round, b, s.proto.center, s.proto.spec.Admissible, s.cfg.Workers)
-	s.opened.Add(int64(len(b.Messages)))
-	reply.Accepted, reply.RejectedOpen, reply.RejectedValue = uint32(counts.accepted), uint32(counts.rejectedOpen), uint32(counts.rejectedValue)
-	rec.Accepted, rec.RejectedOpen, rec.RejectedValue = counts.accepted, counts.rejectedOpen, counts.rejectedValue
-	model := slices.Clone(s.st.Model)
-	est, err := s.proto.analyzer.Estimate(mb, int(b.Reports))
-	if err == nil {
-		for j, v := range est {
-			model[j] += s.cfg.ServerLR * v
-		}
-		for _, v := range model {
-			if !finiteF(v) {
-				err = errors.New("model update is not finite")
-				break
-			}
-		}
-	}
+	model, err := s.decryptAndUpdate(round, b, &reply, &rec)
 	if err != nil {
 		// Charged but not applied: the budget stays spent.
 		reply.Status = wire.BatchStatusInvalid
@@ -640,7 +645,7 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 			c.Model = model
 		}
 		c.History = append(c.History, rec)
-		c.Round, c.Open = r, nil
+		c.Round, c.Open, c.Charging = r, nil, nil
 	})
 	s.notify()
 	args := []any{"round", r, "status", rec.Status, "n", rec.N, "n_p", rec.NP, "accepted", rec.Accepted,
@@ -652,6 +657,81 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
 	}
 	s.log.Info("round finished", args...)
+	return reply, IntakeAccepted, nil
+}
+
+// decryptAndUpdate opens a charged batch (openBatch), fills the counts of
+// reply and rec, and returns the model with the round's estimate applied
+// (not yet stored), or an error if the estimate is unusable.
+func (s *Server) decryptAndUpdate(round uint64, b *wire.Batch, reply *wire.BatchReply, rec *RoundRecord) ([]float64, error) {
+	mb, counts := openBatch(s.key, round, b, s.proto.center, s.proto.spec.Admissible, s.cfg.Workers)
+	s.opened.Add(int64(len(b.Messages)))
+	reply.Accepted, reply.RejectedOpen, reply.RejectedValue = uint32(counts.accepted), uint32(counts.rejectedOpen), uint32(counts.rejectedValue)
+	rec.Accepted, rec.RejectedOpen, rec.RejectedValue = counts.accepted, counts.rejectedOpen, counts.rejectedValue
+	model := slices.Clone(s.st.Model)
+	est, err := s.proto.analyzer.Estimate(mb, int(b.Reports))
+	if err != nil {
+		return nil, err
+	}
+	for j, v := range est {
+		model[j] += s.cfg.ServerLR * v
+	}
+	for _, v := range model {
+		if !finiteF(v) {
+			return nil, errors.New("model update is not finite")
+		}
+	}
+	return model, nil
+}
+
+// reapply applies the identical re-send of a batch that was charged before
+// a restart but never applied (reconcile recorded the round lost with the
+// digest of the batch being charged): the ledger already holds the round's
+// release, so nothing is charged again (every decrypted round is charged
+// exactly once). The caller holds procMu. The round's model update lands
+// on the current model, after any round announced since (an asynchronous
+// update, as federated averaging tolerates).
+func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, Intake, error) {
+	r := int(round)
+	reply := wire.BatchReply{Round: round}
+	b, err := wire.ParseBatch(frame, s.cfg.Params)
+	if err != nil {
+		s.log.Warn("re-sent batch of a lost round rejected: malformed", "round", r, "err", err)
+		reply.Status = wire.BatchStatusInvalid
+		return reply, IntakeInvalid, nil
+	}
+	start := time.Now()
+	rec := *s.record(r)
+	model, err := s.decryptAndUpdate(round, b, &reply, &rec)
+	if err != nil {
+		reply.Status = wire.BatchStatusInvalid
+		rec.Detail = "charged, re-sent after a restart, not applied: " + err.Error()
+		s.log.Error("estimate of a re-sent charged batch failed", "round", r, "err", err)
+	} else {
+		reply.Status = wire.BatchStatusOK
+		rec.Status, rec.Detail = StatusOK, "charged before a restart; its identical re-sent batch applied without a second charge"
+		rec.N, rec.NP, rec.CheckedIn, rec.Population, rec.Messages = int(b.Reports), int(b.NP), int(b.CheckedIn), int(b.Population), len(b.Messages)
+		if acc, aerr := logreg.Accuracy(model, s.cfg.Test); aerr == nil {
+			rec.Accuracy = finitePtr(acc)
+		}
+		if loss, lerr := logreg.Loss(model, s.cfg.Test, 0); lerr == nil {
+			rec.Loss = finitePtr(loss)
+		}
+	}
+	st := reply.Status
+	rec.Digest, rec.Reply, rec.FinishedAt, rec.Seconds = dig, &st, time.Now(), time.Since(start).Seconds()
+	s.commit(func(c *checkpoint) {
+		if rec.Status == StatusOK {
+			c.Model = model
+		}
+		for i := range c.History {
+			if c.History[i].Round == r {
+				c.History[i] = rec
+			}
+		}
+	})
+	s.notify()
+	s.log.Info("re-sent batch of a charged round applied without charging again", "round", r, "status", rec.Status, "accepted", rec.Accepted)
 	return reply, IntakeAccepted, nil
 }
 

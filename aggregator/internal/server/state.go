@@ -91,6 +91,16 @@ type checkpoint struct {
 	// ledger would under-count the privacy spent).
 	LedgerRecords int    `json:"ledger_records,omitempty"`
 	LedgerHead    string `json:"ledger_head,omitempty"`
+	// Charging is the batch being charged: written before the ledger
+	// charge and cleared with the round's record, so that a restart in
+	// between can apply an identical re-send without charging again.
+	Charging *chargingRound `json:"charging,omitempty"`
+}
+
+// chargingRound identifies the batch of a round being charged.
+type chargingRound struct {
+	Round  int    `json:"round"`
+	Digest string `json:"digest"`
 }
 
 // ledgerHead returns l's head for the checkpoint.

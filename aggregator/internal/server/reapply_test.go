@@ -1,0 +1,81 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// TestChargedBatchReappliedAfterRestart: the aggregator stopped after
+// charging round 2 and before its checkpoint (simulated: the checkpoint
+// records the batch being charged, the ledger holds the charge). After the
+// restart the round is lost until the relay re-sends the identical batch,
+// which is then applied without a second charge; a different batch for
+// that round is still refused, and a second identical re-send is a
+// duplicate.
+func TestChargedBatchReappliedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	relay := newFakeRelay(t)
+	h := newHarness(t, dir, relay, nil)
+	relay.next(t)
+	h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
+	relay.next(t)
+	model1 := h.srv.Model()
+	frame := makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 2, reports: 4, value: constValue(0.7)})
+	other := makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 2, reports: 4, value: constValue(0.3)})
+	h.stop()
+
+	// What a stop between the charge and the checkpoint leaves behind.
+	sum := sha256.Sum256(frame)
+	st, err := loadCheckpoint(filepath.Join(dir, CheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Charging = &chargingRound{Round: 2, Digest: hex.EncodeToString(sum[:])}
+	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
+		Composer: newAccounting(h.cfg.Accountant).composer()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, _ := setupProtocol(testParams())
+	if err := l.Charge(ps.releaseFor(2, 4, 4)); err != nil {
+		t.Fatal(err)
+	}
+	st.LedgerRecords, st.LedgerHead = ledgerHead(l)
+	l.Close()
+	if err := st.save(filepath.Join(dir, CheckpointFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	h2 := newHarness(t, dir, relay, nil)
+	if a := relay.next(t); a.Round != 3 || !slices.Equal(a.Model, model1) {
+		t.Fatalf("announced round %d, want 3 with the round-1 model", a.Round)
+	}
+	if rec := h2.srv.Rounds()[1]; rec.Round != 2 || rec.Status != StatusLost {
+		t.Fatalf("round 2 after the restart: %+v", rec)
+	}
+	if r := h2.sendBatch(other); r.Status == wire.BatchStatusOK {
+		t.Fatalf("a different batch for the charged round was applied: %+v", r)
+	}
+	r := h2.sendBatch(frame)
+	if r.Status != wire.BatchStatusOK || r.Accepted != 32 {
+		t.Fatalf("identical re-send: %+v", r)
+	}
+	if n := len(h2.srv.ledger.Releases()); n != 2 {
+		t.Fatalf("%d releases in the ledger, want 2 (no second charge)", n)
+	}
+	if rec := h2.srv.Rounds()[1]; rec.Status != StatusOK || rec.Accuracy == nil {
+		t.Fatalf("round 2 after the re-send: %+v", rec)
+	}
+	if slices.Equal(h2.srv.Model(), model1) {
+		t.Fatal("the re-sent round did not change the model")
+	}
+	if r := h2.sendBatch(frame); r.Status != wire.BatchStatusOK || len(h2.srv.ledger.Releases()) != 2 {
+		t.Fatalf("second identical re-send: %+v", r)
+	}
+}
