@@ -31,7 +31,7 @@ func TestValidBatchUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 	frame := makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})
 	r := h.sendBatch(frame)
-	if r.Status != wire.BatchStatusOK || r.Round != 1 || r.Accepted != 16 || r.RejectedOpen != 0 || r.RejectedValue != 0 {
+	if r.Status != wire.BatchStatusOK || r.Round != 1 || r.Accepted != 32 || r.RejectedOpen != 0 || r.RejectedValue != 0 {
 		t.Fatalf("reply %+v", r)
 	}
 	want := wantCoordinate(0.1, 4)
@@ -108,24 +108,30 @@ func TestBadTokenRejected(t *testing.T) {
 func TestTamperedAndNonFiniteValues(t *testing.T) {
 	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
 	h.relay.next(t)
-	// Message 0 covers dimensions (0, 1): tampered. Message 5 covers
-	// (2, 3): a NaN. Both are replaced by the center 1/2 (zero
-	// contribution); the other 3 messages of those dimensions carry 0.6.
+	// Width-1 message i covers dimension i mod 8. Message 0 is tampered,
+	// message 1 opens to a NaN and message 2 to 1e6, far outside what the
+	// bounded Laplace randomizer can output (a malicious volunteer's
+	// attempt to move the model): all three are replaced by the center 1/2
+	// (zero contribution); the other 3 messages of those dimensions carry
+	// 0.6.
 	spec := batchSpec{round: 1, reports: 4, tamper: map[int]bool{0: true},
 		value: func(i, t int) float64 {
-			if i == 5 && t == 1 {
+			switch i {
+			case 1:
 				return math.NaN()
+			case 2:
+				return 1e6
 			}
 			return 0.6
 		}}
 	r := h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), spec))
-	if r.Status != wire.BatchStatusOK || r.Accepted != 14 || r.RejectedOpen != 1 || r.RejectedValue != 1 {
+	if r.Status != wire.BatchStatusOK || r.Accepted != 29 || r.RejectedOpen != 1 || r.RejectedValue != 2 {
 		t.Fatalf("reply %+v", r)
 	}
 	m := h.srv.Model()
 	for j, v := range m {
 		want := wantCoordinate(0.1, 4)
-		if j < 4 {
+		if j < 3 {
 			want = 2 * 3 * 0.1 / 4
 		}
 		if math.Abs(v-want) > 1e-12 {
