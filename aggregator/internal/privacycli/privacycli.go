@@ -18,6 +18,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/experiment"
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
@@ -30,6 +31,18 @@ type config struct {
 	// Paper lists the values the source paper prints for this preset, for
 	// the comparison column; empty for custom configurations.
 	Paper string
+	// ReplaceOne is, for secure summation, the replace-one guarantee
+	// (the rows state add/remove).
+	ReplaceOne *replaceOne
+}
+
+// replaceOne is secure summation's guarantee for replacing one
+// volunteer's data, derived from the add/remove accounting
+// (experiment.SecAggReplaceOne).
+type replaceOne struct {
+	Epsilon float64 `json:"epsilon"`
+	Delta   float64 `json:"delta"`
+	Route   string  `json:"route"`
 }
 
 // presets are the papers' experimental settings.
@@ -59,6 +72,26 @@ var presets = map[string]func() config{
 	},
 	// Shuffled check-in (Liew et al.): ε0 = 2, 60000 clients, rate 0.1;
 	// the whole report is one ε0-LDP vector randomizer.
+	// Secure summation at the recommended live defaults
+	// (experiment.LiveSecAggDefaults: about 230 volunteers, every one in
+	// every round, 3 rounds, C = 0.3, 10 bits, per-server σ calibrated to
+	// replace-one ε = 4 at δ = 1e-5). The rows are add/remove (the
+	// accountant's relation for secure summation); the replace-one line
+	// under the table is the one comparable with the other protocols.
+	"secagg": func() config {
+		l, err := experiment.LiveSecAggDefaults()
+		if err != nil {
+			// Fixed constants; cannot fail unless the calibration breaks,
+			// which the package's tests catch. Fall back to an invalid
+			// release so Main reports it.
+			return config{Release: privacy.Release{Protocol: privacy.ProtocolSecAgg}, Rounds: 1, Delta: 1e-5, Paper: err.Error()}
+		}
+		return config{Release: privacy.Release{Round: 1, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
+			D: l.Params.Dim, K: l.Params.Dim, N: l.Population, SecAggSigma: l.Params.Sigma, SecAggSensitivity: l.Params.Sensitivity(), CheckInRate: l.Q},
+			Rounds: l.Rounds, Delta: l.Delta,
+			Paper: fmt.Sprintf("recommended live defaults: population %d, check-in q = %g, %d rounds, L2 clip C = %g, %d bits (scale %.6g units per model unit), per-server sigma %.6g units, server learning rate %g; target replace-one eps %g",
+				l.Population, l.Q, l.Rounds, l.Clip, l.Params.Bits, l.Params.Scale, l.Params.Sigma, l.ServerLR, l.Eps)}
+	},
 	"checkin": func() config {
 		return config{Release: privacy.Release{Round: 1, Protocol: privacy.ProtocolCheckIn, Randomizer: privacy.RandomizerGeneric,
 			Eps0: 2, D: 1, K: 1, N: 6000, Population: 60000, CheckInRate: 0.1}, Rounds: 6800, Delta: 1e-5}
@@ -87,8 +120,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	preset := fs.String("preset", "", "paper setting: "+strings.Join(presetNames(), ", "))
-	protocol := fs.String("protocol", "", "ss-simple, ss-double, ss-topk, apes, s-apes, checkin, dp-gaussian or ldp")
-	randomizer := fs.String("randomizer", "", "laplace, rgb, clip-laplace, gaussian, duchi-l2 or generic")
+	protocol := fs.String("protocol", "", "ss-simple, ss-double, ss-topk, apes, s-apes, checkin, dp-gaussian, secagg or ldp")
+	randomizer := fs.String("randomizer", "", "laplace, rgb, clip-laplace, gaussian, duchi-l2, discrete-gaussian or generic")
 	eps0 := fs.Float64("eps0", 0, "local epsilon per perturbed coordinate (APES: all budgets equal to it)")
 	n := fs.Int("n", 0, "real reports per round")
 	d := fs.Int("d", 0, "model dimension")
@@ -98,7 +131,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	b := fs.Int("b", 0, "buckets b of R_{gamma,b} (randomizer rgb)")
 	population := fs.Int("population", 0, "check-in population")
 	rate := fs.Float64("rate", 0, "check-in rate")
-	sigma := fs.Float64("sigma", 0, "noise multiplier of dp-gaussian")
+	sigma := fs.Float64("sigma", 0, "noise multiplier of dp-gaussian; per-server sigma (integer units) of secagg")
+	sensitivity := fs.Float64("sensitivity", 0, "secagg: L2 sensitivity (integer units, secagg.Params.Sensitivity)")
 	delta := fs.Float64("delta", 0, "total central delta")
 	nRounds := fs.Int("rounds", 0, "number of identical rounds")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
@@ -186,7 +220,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		r.CheckInRate = *rate
 	}
 	if set["sigma"] {
-		r.NoiseMultiplier = *sigma
+		if r.Protocol == privacy.ProtocolSecAgg {
+			r.SecAggSigma = *sigma
+		} else {
+			r.NoiseMultiplier = *sigma
+		}
+	}
+	if set["sensitivity"] {
+		r.SecAggSensitivity = *sensitivity
 	}
 	if set["delta"] {
 		cfg.Delta = *delta
@@ -212,6 +253,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 1
+	}
+	if cfg.Release.Protocol == privacy.ProtocolSecAgg {
+		// The rows are add/remove; replace-one (the relation of every
+		// other protocol) by experiment.SecAggReplaceOne.
+		e, route, err := experiment.SecAggReplaceOne(cfg.releases(), cfg.Delta)
+		if err != nil {
+			fmt.Fprintf(stderr, "aggregator privacy: replace-one: %v\n", err)
+			return 1
+		}
+		cfg.ReplaceOne = &replaceOne{Epsilon: e, Delta: cfg.Delta, Route: route}
 	}
 	if *asJSON {
 		err = writeJSON(stdout, cfg, rep)
@@ -276,6 +327,8 @@ func describe(c config) string {
 		fmt.Fprintf(&b, ", budgets in [%.4g, %.4g]", lo, hi)
 	case privacy.ProtocolCentralGaussian:
 		fmt.Fprintf(&b, ", noise multiplier %g", r.NoiseMultiplier)
+	case privacy.ProtocolSecAgg:
+		fmt.Fprintf(&b, ", per-server sigma %.6g, sensitivity %.6g (integer units), check-in rate %g", r.SecAggSigma, r.SecAggSensitivity, r.CheckInRate)
 	default:
 		fmt.Fprintf(&b, ", eps0 %g", r.Eps0)
 	}
@@ -335,6 +388,9 @@ func writeTable(w io.Writer, c config, rep privacy.Report) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "tightest valid: %s (%.4g, %.3g)\n", rep.Rows[rep.Tightest].Method, rep.Rows[rep.Tightest].Epsilon, rep.Rows[rep.Tightest].Delta)
+	if err == nil && c.ReplaceOne != nil {
+		_, err = fmt.Fprintf(w, "the rows are add/remove one volunteer; replace-one: (%.4g, %.3g) by %s\n", c.ReplaceOne.Epsilon, c.ReplaceOne.Delta, c.ReplaceOne.Route)
+	}
 	return err
 }
 
@@ -366,10 +422,11 @@ type jsonReport struct {
 	Rows        []jsonRow       `json:"rows"`
 	Tightest    int             `json:"tightest"`
 	TightestAny int             `json:"tightest_any"`
+	ReplaceOne  *replaceOne     `json:"replace_one,omitempty"`
 }
 
 func writeJSON(w io.Writer, c config, rep privacy.Report) error {
-	out := jsonReport{Release: c.Release, Rounds: c.Rounds, Delta: c.Delta, Paper: c.Paper, Tightest: rep.Tightest, TightestAny: rep.TightestAny}
+	out := jsonReport{Release: c.Release, Rounds: c.Rounds, Delta: c.Delta, Paper: c.Paper, Tightest: rep.Tightest, TightestAny: rep.TightestAny, ReplaceOne: c.ReplaceOne}
 	for i, row := range rep.Rows {
 		jr := jsonRow{Method: row.Method, Valid: row.Valid, Reason: row.Reason, Citation: row.Citation, Caveat: row.Caveat, Tightest: i == rep.Tightest}
 		if row.Valid {

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/experiment"
+	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
 func run(args ...string) (code int, stdout, stderr string) {
@@ -33,6 +36,8 @@ func TestPresets(t *testing.T) {
 		{"apes smaller n", []string{"-preset", "apes", "-n", "2000"}, 5},
 		{"checkin", []string{"-preset", "checkin", "-rounds", "100"}, 2},
 		{"custom rgb", []string{"-protocol", "ss-simple", "-randomizer", "rgb", "-b", "4", "-eps0", "1", "-n", "5000", "-d", "3", "-delta", "1e-6"}, 4},
+		{"secagg", []string{"-preset", "secagg"}, 1},
+		{"custom secagg", []string{"-protocol", "secagg", "-randomizer", "discrete-gaussian", "-sigma", "250", "-sensitivity", "137.8", "-rate", "0.05", "-n", "200", "-d", "7850", "-rounds", "20", "-delta", "1e-5"}, 1},
 		{"dp-gaussian", []string{"-protocol", "dp-gaussian", "-randomizer", "gaussian", "-sigma", "1.1", "-n", "100", "-d", "10", "-rounds", "50", "-delta", "1e-5"}, 2},
 	}
 	for _, c := range cases {
@@ -102,6 +107,45 @@ func TestPresets(t *testing.T) {
 				t.Errorf("table ε %v, JSON ε %v", got, want)
 			}
 		})
+	}
+}
+
+// TestSecAggPreset: the secagg preset is the recommended live defaults
+// (experiment.LiveSecAggDefaults), its rows are privacy.Account of those
+// releases (add/remove), and its replace-one line meets the defaults'
+// target (4 at 1e-5) without being below the add/remove epsilon.
+func TestSecAggPreset(t *testing.T) {
+	l, err := experiment.LiveSecAggDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run("-preset", "secagg", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep jsonReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Release
+	if r.Protocol != privacy.ProtocolSecAgg || r.SecAggSigma != l.Params.Sigma || r.SecAggSensitivity != l.Params.Sensitivity() ||
+		r.CheckInRate != l.Q || r.N != l.Population || rep.Rounds != l.Rounds || rep.Delta != l.Delta {
+		t.Fatalf("preset release %+v (%d rounds, delta %v) is not the live defaults %+v", r, rep.Rounds, rep.Delta, l)
+	}
+	want, err := privacy.Account(experiment.SecAggReleases(l.Params, l.Q, l.Population, l.Rounds), l.Delta)
+	if err != nil || want.Tightest < 0 {
+		t.Fatal(err)
+	}
+	addRemove := want.Rows[want.Tightest].Epsilon
+	if rep.Tightest < 0 || *rep.Rows[rep.Tightest].Epsilon != addRemove {
+		t.Errorf("preset's tightest row %v, privacy.Account %v", rep.Rows[rep.Tightest], addRemove)
+	}
+	if rep.ReplaceOne == nil || !(rep.ReplaceOne.Epsilon <= l.Eps*(1+1e-9) && rep.ReplaceOne.Epsilon >= addRemove) || rep.ReplaceOne.Delta != l.Delta {
+		t.Errorf("replace-one %+v: want add/remove %v <= eps <= %v at delta %v", rep.ReplaceOne, addRemove, l.Eps, l.Delta)
+	}
+	_, table, _ := run("-preset", "secagg")
+	if !strings.Contains(table, "replace-one: (") || !strings.Contains(table, "recommended live defaults") {
+		t.Errorf("table lacks the replace-one line or the defaults:\n%s", table)
 	}
 }
 
