@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -227,7 +228,7 @@ func TestClassroom(t *testing.T) {
 	defer logs.Close()
 	const password = "test-pass-word-0123"
 	cl, err := localrun.Start(ctx, bins, localrun.Options{
-		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost, OperatorToken: password,
+		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost, OperatorToken: password, NewClass: true,
 		RelayArgs: []string{"-wasm", wasmPath},
 		AggregatorArgs: []string{"-wasm", wasmPath, "-expected-n", "6", "-quota", "0", "-round-timeout", "25s",
 			"-min-batch", "3", "-paused"},
@@ -449,6 +450,48 @@ func TestClassroom(t *testing.T) {
 		t.Errorf("chart labels on a phone are %.1f px (%v), want at least 9", px, err)
 	}
 	if err := dph.screenshot(filepath.Join(artifacts, "classroom-dashboard-phone.png")); err != nil {
+		t.Error(err)
+	}
+
+	// New class: the operator asks for it; the aggregator pauses and says
+	// so, and make run's supervisor (localrun.NewClass here) restarts it
+	// on a fresh state directory: same key, round 0, paused, and the old
+	// class's ledger untouched on disk.
+	oldDir := cl.AggregatorDir()
+	oldLedger, err := os.ReadFile(filepath.Join(oldDir, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cl.AggregatorURL()+"/operator/newclass", nil)
+	req.Header.Set("X-Operator-Token", password)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var nc struct {
+		Round    int  `json:"round"`
+		Paused   bool `json:"paused"`
+		NewClass bool `json:"new_class_requested"`
+	}
+	if err := cl.GetJSON(ctx, "/api/status", &nc); err != nil || resp.StatusCode != http.StatusSeeOther || !nc.NewClass || !nc.Paused {
+		t.Fatalf("new class request: HTTP %d, status %+v (%v)", resp.StatusCode, nc, err)
+	}
+	newDir := filepath.Join(filepath.Dir(oldDir), "class-2")
+	if err := cl.NewClass(ctx, newDir); err != nil {
+		t.Fatal(err)
+	}
+	nc.NewClass = false
+	if err := cl.GetJSON(ctx, "/api/status", &nc); err != nil || nc.Round != 0 || !nc.Paused || nc.NewClass {
+		t.Errorf("after the new class: status %+v (%v), want round 0, paused", nc, err)
+	}
+	if k, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), ""); err != nil || k.Fingerprint() != key.Fingerprint() {
+		t.Errorf("the new class's key %v (%v), want the same fingerprint %s", k.Fingerprint(), err, key.Fingerprint())
+	}
+	if b, err := os.ReadFile(filepath.Join(oldDir, "ledger.jsonl")); err != nil || string(b) != string(oldLedger) {
+		t.Errorf("the old class's ledger changed (%v)", err)
+	}
+	if err := waitFor(dash, `document.getElementById("round").dataset.value === "0"`, `document.querySelector("#summary").innerText`, 30*time.Second); err != nil {
 		t.Error(err)
 	}
 
