@@ -32,18 +32,44 @@ import (
 //	84      32    hpkePub    X25519 public key of the aggregator
 //	116     8*d   model      f64 x d (finite)
 //	116+8d  64    signature  Ed25519 over bytes [0, 116+8d)
+//
+// Secure summation (protocol 4) reads the buckets slot as bits per entry
+// and the epsL slot as sigma (Params.Bits, Params.Sigma), and inserts the
+// relay's X25519 key (the helper's input shares are sealed to it, vouched
+// for by the aggregator's signature) before the model:
+//
+//	84      32    hpkePub    X25519 public key of the aggregator (leader)
+//	116     32    relayPub   X25519 public key of the relay (helper)
+//	148     8*d   model      f64 x d (finite)
+//	148+8d  64    signature  Ed25519 over bytes [0, 148+8d)
 const (
 	annRound     = 2
 	annDeadline  = 10
 	annParams    = 18
 	annHPKEPub   = 84
 	annModel     = 116
+	annRelayPub  = 116 // secagg only
 	annSignature = 64
 )
 
-// AnnouncementSize returns the size of an Announcement frame for dimension
-// d: 116 + 8d + 64.
+// AnnouncementSize returns the size of an Announcement frame of a shuffle
+// protocol for dimension d: 116 + 8d + 64 (AnnouncementSizeFor covers
+// secure summation's 32 more bytes).
 func AnnouncementSize(d int) int { return annModel + 8*d + annSignature }
+
+// AnnouncementSizeFor returns the size of an Announcement frame for p.
+func AnnouncementSizeFor(p Params) int { return modelOffset(p) + 8*int(p.D) + annSignature }
+
+// MaxAnnouncementSize bounds every announcement frame (d = MaxD, secure
+// summation's layout).
+const MaxAnnouncementSize = annModel + 32 + 8*MaxD + annSignature
+
+func modelOffset(p Params) int {
+	if p.Protocol == ProtocolSecAgg {
+		return annModel + 32
+	}
+	return annModel
+}
 
 // ErrSignature: an announcement's signature or key does not match the
 // pinned aggregator key.
@@ -56,6 +82,9 @@ type Announcement struct {
 	Deadline  time.Time // encoded as unix milliseconds (sub-ms precision is dropped)
 	Params    Params
 	HPKEPub   [32]byte
+	// RelayPub is the relay's X25519 key, for secure summation only (zero
+	// otherwise): volunteers seal the helper's input share to it.
+	RelayPub  [32]byte
 	Model     []float64 // theta^{t-1}, len D, finite
 	Signature [64]byte
 }
@@ -71,6 +100,9 @@ func (a *Announcement) check() error {
 	if uint64(len(a.Model)) != uint64(a.Params.D) {
 		return malformed(ErrValue, "model has %d coordinates, d = %d", len(a.Model), a.Params.D)
 	}
+	if (a.Params.Protocol == ProtocolSecAgg) != (a.RelayPub != [32]byte{}) {
+		return malformed(ErrValue, "relay key present %v for %v", a.RelayPub != [32]byte{}, a.Params.Protocol)
+	}
 	for i, v := range a.Model {
 		if !finite(v) {
 			return malformed(ErrValue, "model coordinate %d is %v", i, v)
@@ -80,7 +112,7 @@ func (a *Announcement) check() error {
 }
 
 // SignedBytes returns the encoded announcement without its signature:
-// bytes [0, 116+8d), the message the aggregator signs.
+// bytes [0, 116+8d) (secagg: [0, 148+8d)), the message the aggregator signs.
 func (a *Announcement) SignedBytes() ([]byte, error) {
 	b, err := a.MarshalBinary()
 	if err != nil {
@@ -94,14 +126,18 @@ func (a *Announcement) MarshalBinary() ([]byte, error) {
 	if err := a.check(); err != nil {
 		return nil, fmt.Errorf("wire: encode announcement: %w", err)
 	}
-	b := make([]byte, AnnouncementSize(len(a.Model)))
+	b := make([]byte, AnnouncementSizeFor(a.Params))
 	putHeader(b, TypeAnnouncement)
 	be.PutUint64(b[annRound:], a.Round)
 	be.PutUint64(b[annDeadline:], uint64(a.Deadline.UnixMilli()))
 	putParams(b[annParams:], a.Params)
 	copy(b[annHPKEPub:], a.HPKEPub[:])
+	if a.Params.Protocol == ProtocolSecAgg {
+		copy(b[annRelayPub:], a.RelayPub[:])
+	}
+	off := modelOffset(a.Params)
 	for i, v := range a.Model {
-		putF64(b[annModel+8*i:], v)
+		putF64(b[off+8*i:], v)
 	}
 	copy(b[len(b)-annSignature:], a.Signature[:])
 	return b, nil
@@ -139,7 +175,8 @@ func (a *Announcement) Verify(pub envelope.PublicKey) error {
 
 // ParseAnnouncement decodes and validates an Announcement frame: header,
 // round >= 1, Params.Validate, d <= lim.MaxD (checked before anything is
-// allocated), exact length 116+8d+64, finite model. It does not verify the
+// allocated), exact length AnnouncementSizeFor(params), a relay key for
+// secagg, finite model. It does not verify the
 // signature (see Announcement.Verify).
 func ParseAnnouncement(b []byte, lim Limits) (*Announcement, error) {
 	lim, err := lim.resolve()
@@ -167,18 +204,25 @@ func ParseAnnouncement(b []byte, lim Limits) (*Announcement, error) {
 		return nil, err
 	}
 	d := int(a.Params.D)
-	if err := exactLen(b, uint64(AnnouncementSize(d)), "announcement"); err != nil {
+	if err := exactLen(b, uint64(AnnouncementSizeFor(a.Params)), "announcement"); err != nil {
 		return nil, err
 	}
 	copy(a.HPKEPub[:], b[annHPKEPub:])
+	off := modelOffset(a.Params)
+	if a.Params.Protocol == ProtocolSecAgg {
+		copy(a.RelayPub[:], b[annRelayPub:])
+		if a.RelayPub == [32]byte{} {
+			return nil, malformed(ErrValue, "secagg announcement without the relay's key")
+		}
+	}
 	a.Model = make([]float64, d)
 	for i := range a.Model {
-		v := getF64(b[annModel+8*i:])
+		v := getF64(b[off+8*i:])
 		if !finite(v) {
 			return nil, malformed(ErrValue, "model coordinate %d is %v", i, v)
 		}
 		a.Model[i] = v
 	}
-	copy(a.Signature[:], b[annModel+8*d:])
+	copy(a.Signature[:], b[off+8*d:])
 	return a, nil
 }

@@ -16,6 +16,10 @@ const (
 	ProtocolSSSimple Protocol = 1 // all D coordinates, randomizer at EpsL/D
 	ProtocolSSDouble Protocol = 2 // K sampled coordinates, randomizer at EpsL/K
 	ProtocolSSTopk   Protocol = 3 // top K plus K(L-1) decoys, randomizer at EpsL/K
+	// ProtocolSecAgg is secure summation through the relay (Prio3 SumVec,
+	// shared/secagg): one report of two sealed input shares per volunteer,
+	// discrete Gaussian noise from both servers.
+	ProtocolSecAgg Protocol = 4
 )
 
 // String returns the protocol's name as used on command lines.
@@ -27,18 +31,20 @@ func (p Protocol) String() string {
 		return "ss-double"
 	case ProtocolSSTopk:
 		return "ss-topk"
+	case ProtocolSecAgg:
+		return "secagg"
 	}
 	return fmt.Sprintf("protocol(%d)", uint8(p))
 }
 
-// ParseProtocol parses "ss-simple", "ss-double" or "ss-topk".
+// ParseProtocol parses "ss-simple", "ss-double", "ss-topk" or "secagg".
 func ParseProtocol(s string) (Protocol, error) {
-	for _, p := range []Protocol{ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk} {
+	for _, p := range []Protocol{ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk, ProtocolSecAgg} {
 		if strings.EqualFold(s, p.String()) {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("wire: unknown protocol %q (want ss-simple, ss-double or ss-topk)", s)
+	return 0, fmt.Errorf("wire: unknown protocol %q (want ss-simple, ss-double, ss-topk or secagg)", s)
 }
 
 // Randomizer is the local randomizer a round uses.
@@ -49,6 +55,9 @@ const (
 	RandomizerLaplace  Randomizer = 1
 	RandomizerRGB      Randomizer = 2
 	RandomizerGaussian Randomizer = 3
+	// RandomizerDiscreteGaussian is secure summation's noise (the servers
+	// add it, not the volunteers); only with ProtocolSecAgg.
+	RandomizerDiscreteGaussian Randomizer = 4
 )
 
 // String returns the randomizer's name as used on command lines.
@@ -60,18 +69,21 @@ func (r Randomizer) String() string {
 		return "rgb"
 	case RandomizerGaussian:
 		return "gaussian"
+	case RandomizerDiscreteGaussian:
+		return "discrete-gaussian"
 	}
 	return fmt.Sprintf("randomizer(%d)", uint8(r))
 }
 
-// ParseRandomizer parses "laplace", "rgb" or "gaussian".
+// ParseRandomizer parses "laplace", "rgb", "gaussian" or
+// "discrete-gaussian".
 func ParseRandomizer(s string) (Randomizer, error) {
-	for _, r := range []Randomizer{RandomizerLaplace, RandomizerRGB, RandomizerGaussian} {
+	for _, r := range []Randomizer{RandomizerLaplace, RandomizerRGB, RandomizerGaussian, RandomizerDiscreteGaussian} {
 		if strings.EqualFold(s, r.String()) {
 			return r, nil
 		}
 	}
-	return 0, fmt.Errorf("wire: unknown randomizer %q (want laplace, rgb or gaussian)", s)
+	return 0, fmt.Errorf("wire: unknown randomizer %q (want laplace, rgb, gaussian or discrete-gaussian)", s)
 }
 
 // MaxMessages is the largest number of messages per client report (the
@@ -95,6 +107,10 @@ type Params struct {
 	DeltaL     float64 // gaussian: in (0, 1); 0 otherwise
 	Clip       float64
 	CheckInP   float64 // in (0, 1]
+	// Secure summation only (0 otherwise); encoded in the slots of
+	// Buckets and EpsL, which secagg does not use:
+	Bits  uint32  // bits per quantized entry, 2 .. 16
+	Sigma float64 // σ of each server's discrete Gaussian noise, grid units
 }
 
 // Validate checks the configuration:
@@ -116,8 +132,13 @@ func (p Params) Validate() error {
 	}
 	switch p.Protocol {
 	case ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk:
+	case ProtocolSecAgg:
+		return p.validateSecAgg()
 	default:
 		return bad("unknown protocol %d", uint8(p.Protocol))
+	}
+	if p.Bits != 0 || p.Sigma != 0 || math.Signbit(p.Sigma) {
+		return bad("bits and sigma are secagg's, got %d and %v for %v", p.Bits, p.Sigma, p.Protocol)
 	}
 	switch p.Randomizer {
 	case RandomizerLaplace, RandomizerRGB, RandomizerGaussian:
@@ -186,6 +207,41 @@ func (p Params) Validate() error {
 	return nil
 }
 
+// validateSecAgg checks a secure-summation configuration: randomizer
+// discrete-gaussian; 1 <= D <= 1<<20; K = L = Width = 1 (one report) and
+// NP = Buckets = 0; EpsL = DeltaL = 0 (the servers' noise is Sigma); Bits in
+// [2, 16]; Sigma, Clip finite and > 0; CheckInP in (0, 1]; MinBatch >= 1 and
+// Quota >= MinBatch (required: the field arithmetic is sized for at most
+// Quota reports).
+func (p Params) validateSecAgg() error {
+	bad := func(format string, args ...any) error {
+		return malformed(ErrParams, format, args...)
+	}
+	switch {
+	case p.Randomizer != RandomizerDiscreteGaussian:
+		return bad("secagg needs the discrete-gaussian randomizer, got %v", p.Randomizer)
+	case p.D < 1 || p.D > MaxD:
+		return bad("d = %d outside [1, %d]", p.D, MaxD)
+	case p.K != 1 || p.L != 1 || p.Width != 1 || p.NP != 0 || p.Buckets != 0:
+		return bad("secagg needs k = l = width = 1 and np = buckets = 0, got %d, %d, %d, %d, %d", p.K, p.L, p.Width, p.NP, p.Buckets)
+	case p.EpsL != 0 || math.Signbit(p.EpsL) || p.DeltaL != 0 || math.Signbit(p.DeltaL):
+		return bad("secagg has no local budget: epsL = %v, deltaL = %v, want 0", p.EpsL, p.DeltaL)
+	case p.Bits < 2 || p.Bits > 16:
+		return bad("secagg bits %d outside [2, 16]", p.Bits)
+	case !finite(p.Sigma) || p.Sigma <= 0:
+		return bad("secagg sigma = %v, want finite > 0", p.Sigma)
+	case !finite(p.Clip) || p.Clip <= 0:
+		return bad("clip = %v, want finite > 0", p.Clip)
+	case !(p.CheckInP > 0 && p.CheckInP <= 1):
+		return bad("checkInP = %v, want in (0, 1]", p.CheckInP)
+	case p.MinBatch < 1:
+		return bad("minBatch must be >= 1")
+	case p.Quota < p.MinBatch:
+		return bad("secagg needs a quota >= minBatch (the field is sized for it), got %d < %d", p.Quota, p.MinBatch)
+	}
+	return nil
+}
+
 // Messages returns M = K*L/Width, the number of Report frames per client
 // (0 if Width is 0).
 func (p Params) Messages() int {
@@ -216,6 +272,9 @@ func (p Params) BatchMessages(np uint32) int {
 // the coordinates of one report, FLAME Algorithms 2 and 4). It returns 0
 // for an invalid configuration with D or K zero.
 func (p Params) PerCoordinateEpsilon() float64 {
+	if p.Protocol == ProtocolSecAgg {
+		return 0
+	}
 	n := p.K
 	if p.Protocol == ProtocolSSSimple {
 		n = p.D
@@ -242,6 +301,10 @@ func putParams(b []byte, p Params) {
 	be.PutUint32(b[26:], p.MinBatch)
 	be.PutUint32(b[30:], p.Quota)
 	putF64(b[34:], p.EpsL)
+	if p.Protocol == ProtocolSecAgg {
+		be.PutUint32(b[22:], p.Bits)
+		putF64(b[34:], p.Sigma)
+	}
 	putF64(b[42:], p.DeltaL)
 	putF64(b[50:], p.Clip)
 	putF64(b[58:], p.CheckInP)
@@ -249,7 +312,7 @@ func putParams(b []byte, p Params) {
 
 // getParams reads Params from b[0:66].
 func getParams(b []byte) Params {
-	return Params{
+	p := Params{
 		Protocol:   Protocol(b[0]),
 		Randomizer: Randomizer(b[1]),
 		D:          be.Uint32(b[2:]),
@@ -265,4 +328,9 @@ func getParams(b []byte) Params {
 		Clip:       getF64(b[50:]),
 		CheckInP:   getF64(b[58:]),
 	}
+	if p.Protocol == ProtocolSecAgg {
+		p.Bits, p.Buckets = p.Buckets, 0
+		p.Sigma, p.EpsL = p.EpsL, 0
+	}
+	return p
 }

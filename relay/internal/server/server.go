@@ -184,7 +184,7 @@ type client struct {
 }
 
 // announcementLimit bounds POST /v1/rounds bodies.
-var announcementLimit = int64(wire.AnnouncementSize(wire.MaxD))
+var announcementLimit = int64(wire.MaxAnnouncementSize)
 
 // New validates cfg and recovers the outbox: a round the relay had open
 // when it stopped becomes an Abort (reason relay restart); persisted
