@@ -78,10 +78,10 @@ var ErrSignature = errors.New("wire: announcement signature invalid")
 // Announcement opens a round: the aggregator signs it and the relay forwards
 // it unchanged to every client.
 type Announcement struct {
-	Round     uint64
-	Deadline  time.Time // encoded as unix milliseconds (sub-ms precision is dropped)
-	Params    Params
-	HPKEPub   [32]byte
+	Round    uint64
+	Deadline time.Time // encoded as unix milliseconds (sub-ms precision is dropped)
+	Params   Params
+	HPKEPub  [32]byte
 	// RelayPub is the relay's X25519 key, for secure summation only (zero
 	// otherwise): volunteers seal the helper's input share to it.
 	RelayPub  [32]byte
