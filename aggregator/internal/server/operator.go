@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
@@ -286,6 +287,22 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 	}
 	if err := ps.releaseFor(1, n, int(np.NP)).Validate(); err != nil {
 		return fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", n, np.NP, err)
+	}
+	// A configuration whose next round would not fit the privacy budget
+	// would stop training for good at that round: refuse it now, while
+	// the current configuration can still go on.
+	s.mu.RLock()
+	next := s.st.Round + 1
+	if s.st.Open != nil {
+		next = s.st.Open.Round + 1
+	}
+	s.mu.RUnlock()
+	if eps, err := s.ledger.CanCharge(ps.releaseFor(next, n, int(np.NP))); err != nil {
+		if errors.Is(err, ledger.ErrBudgetExhausted) {
+			te, _ := s.ledger.Target()
+			return fmt.Errorf("server: with this configuration round %d would bring ε to %.4g, above the target %g, and training would stop: choose a smaller ε_l", next, eps, te)
+		}
+		return fmt.Errorf("server: budget check: %w", err)
 	}
 	s.mu.Lock()
 	s.pendingCfg = &pendingConfig{params: np, proto: ps, lr: lr, timeout: timeout}

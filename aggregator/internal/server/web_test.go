@@ -698,3 +698,23 @@ func TestPagesDoNotWaitForTheAccountant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOperatorConfigRefusedOverBudget: a configuration whose next round
+// would take the ledger past its target (and so stop training for good)
+// is refused with the reason, and nothing is left pending.
+func TestOperatorConfigRefusedOverBudget(t *testing.T) {
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), func(c *Config) { c.TargetEpsilon = 1.5 })
+	h.relay.next(t)
+	h.waitAnnounced(1)
+	h.finishRound(1) // charged 1 of the 1.5; any second round takes 2
+	code, page := h.opPost("config", url.Values{"eps_l": {"3"}}, nil)
+	if code != http.StatusBadRequest || !strings.Contains(page, "would bring ε to") || !strings.Contains(page, "training would stop") {
+		t.Fatalf("over-budget configuration: HTTP %d", code)
+	}
+	h.srv.mu.RLock()
+	pending := h.srv.pendingCfg
+	h.srv.mu.RUnlock()
+	if pending != nil {
+		t.Fatal("a refused configuration is pending")
+	}
+}
