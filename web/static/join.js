@@ -254,7 +254,7 @@
       return;
     }
     const shardSeed = crypto.getRandomValues(new Uint32Array(1))[0];
-    setStatus("connecting", "Connecting to the relay…");
+    setStatus("connecting", "Getting ready: preparing your data and connecting to the class server…");
     setRunning(true);
     progressEl.value = 0;
     $("live").scrollIntoView({ block: "nearest" });
