@@ -22,7 +22,8 @@ func TestPeekType(t *testing.T) {
 		{[]byte{2, 1}, 0, ErrVersion},
 		{[]byte{0, 1}, 0, ErrVersion},
 		{[]byte{1, 0}, 0, ErrType},
-		{[]byte{1, 8}, 0, ErrType},
+		{[]byte{1, 0x0C}, 0, ErrType},
+		{[]byte{1, 8, 9}, TypeShares, nil},
 		{[]byte{1, 1}, TypeAnnouncement, nil},
 		{[]byte{1, 7, 9, 9}, TypeAck, nil},
 	}

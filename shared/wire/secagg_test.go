@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"testing"
@@ -116,4 +117,111 @@ func TestSecAggAnnouncement(t *testing.T) {
 	if _, err := shuffle.MarshalBinary(); err == nil {
 		t.Fatal("a shuffle announcement with a relay key encoded")
 	}
+}
+
+// TestSecAggFrames: the four secure-summation frames round-trip, and every
+// truncation, extension and disagreeing length is refused.
+func TestSecAggFrames(t *testing.T) {
+	sh := &Shares{Round: 2, Leader: bytes.Repeat([]byte{1}, 40), Helper: bytes.Repeat([]byte{2}, 9)}
+	b, err := sh.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseShares(b, 40, 9)
+	if err != nil || got.Round != 2 || !bytes.Equal(got.Leader, sh.Leader) || !bytes.Equal(got.Helper, sh.Helper) {
+		t.Fatalf("shares: %+v %v", got, err)
+	}
+	for _, bad := range [][]byte{b[:len(b)-1], append(bytes.Clone(b), 0)} {
+		if _, err := ParseShares(bad, 40, 9); !errors.Is(err, ErrMalformed) {
+			t.Errorf("shares of %d bytes: %v", len(bad), err)
+		}
+	}
+	if _, err := ParseShares(b, 39, 10); !errors.Is(err, ErrMalformed) {
+		t.Errorf("shares with other sizes: %v", err)
+	}
+
+	bt := &SecAggBatch{Round: 3, Reports: 2, CheckedIn: 3, Population: 5, Leader: [][]byte{bytes.Repeat([]byte{3}, 7), bytes.Repeat([]byte{4}, 7)}, Prep: []byte("prep")}
+	b, err = bt.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := ParseSecAggBatch(b, 7, 10)
+	if err != nil || gb.Reports != 2 || gb.Population != 5 || !bytes.Equal(gb.Leader[1], bt.Leader[1]) || string(gb.Prep) != "prep" {
+		t.Fatalf("batch: %+v %v", gb, err)
+	}
+	for name, f := range map[string]func() error{
+		"short":         func() error { _, err := ParseSecAggBatch(b[:len(b)-1], 7, 10); return err },
+		"long":          func() error { _, err := ParseSecAggBatch(append(bytes.Clone(b), 0), 7, 10); return err },
+		"share size":    func() error { _, err := ParseSecAggBatch(b, 8, 10); return err },
+		"above maximum": func() error { _, err := ParseSecAggBatch(b, 7, 1); return err },
+	} {
+		if err := f(); !errors.Is(err, ErrMalformed) {
+			t.Errorf("batch %s: %v", name, err)
+		}
+	}
+
+	pr := &SecAggPrep{Round: 3, Status: BatchStatusOK, Msg: []byte("msg")}
+	b, err = pr.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gp, err := ParseSecAggPrep(b); err != nil || string(gp.Msg) != "msg" {
+		t.Fatalf("prep: %+v %v", gp, err)
+	}
+	if _, err := (&SecAggPrep{Round: 3, Status: BatchStatusRefused, Msg: []byte("x")}).MarshalBinary(); err == nil {
+		t.Error("a refused prep with a message encoded")
+	}
+	ref, _ := (&SecAggPrep{Round: 3, Status: BatchStatusRefused}).MarshalBinary()
+	if gp, err := ParseSecAggPrep(ref); err != nil || gp.Status != BatchStatusRefused {
+		t.Fatalf("refused prep: %v", err)
+	}
+
+	ag := &SecAggAggregate{Round: 3, Share: []byte("aggregate")}
+	b, err = ag.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ga, err := ParseSecAggAggregate(b); err != nil || string(ga.Share) != "aggregate" {
+		t.Fatalf("aggregate: %+v %v", ga, err)
+	}
+	if _, err := ParseSecAggAggregate(b[:len(b)-1]); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short aggregate: %v", err)
+	}
+}
+
+func FuzzSecAggFrames(f *testing.F) {
+	for _, m := range []interface{ MarshalBinary() ([]byte, error) }{
+		&Shares{Round: 1, Leader: []byte{1, 2, 3}, Helper: []byte{4}},
+		&SecAggBatch{Round: 1, Reports: 1, Leader: [][]byte{{1, 2, 3}}, Prep: []byte{9}},
+		&SecAggPrep{Round: 1, Status: BatchStatusOK, Msg: []byte{5}},
+		&SecAggAggregate{Round: 1, Share: []byte{6, 7}},
+	} {
+		b, err := m.MarshalBinary()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		type enc interface{ MarshalBinary() ([]byte, error) }
+		var got enc
+		if s, err := ParseShares(b, 3, 1); err == nil {
+			got = s
+		} else if s, err := ParseSecAggBatch(b, 3, 4); err == nil {
+			got = s
+		} else if s, err := ParseSecAggPrep(b); err == nil {
+			got = s
+		} else if s, err := ParseSecAggAggregate(b); err == nil {
+			got = s
+		} else {
+			return
+		}
+		out, err := got.MarshalBinary()
+		if err != nil {
+			t.Fatalf("accepted frame does not re-encode: %v", err)
+		}
+		if !bytes.Equal(out, b) {
+			t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, out)
+		}
+	})
 }

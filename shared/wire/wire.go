@@ -45,6 +45,8 @@ const (
 	TypeBatchReply   Type = 0x05 // aggregator -> relay
 	TypeAbort        Type = 0x06 // relay -> aggregator
 	TypeAck          Type = 0x07 // relay -> client
+	// Secure summation: TypeShares, TypeSecAggBatch, TypeSecAggPrep and
+	// TypeSecAggAggregate (0x08 .. 0x0B) are in secagg.go.
 )
 
 // String returns the frame type's name.
@@ -64,12 +66,20 @@ func (t Type) String() string {
 		return "abort"
 	case TypeAck:
 		return "ack"
+	case TypeShares:
+		return "shares"
+	case TypeSecAggBatch:
+		return "secagg-batch"
+	case TypeSecAggPrep:
+		return "secagg-prep"
+	case TypeSecAggAggregate:
+		return "secagg-aggregate"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
 // Valid reports whether t is a known frame type.
-func (t Type) Valid() bool { return t >= TypeAnnouncement && t <= TypeAck }
+func (t Type) Valid() bool { return t >= TypeAnnouncement && t <= TypeSecAggAggregate }
 
 // Decoding errors. Every error of a decoder wraps ErrMalformed; the others
 // refine it.

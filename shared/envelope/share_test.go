@@ -1,0 +1,68 @@
+package envelope
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// TestShares: a leader share opens only with the aggregator's key, for its
+// round, as a leader share; a helper share only with the relay's helper
+// key, for its round, as a helper share; every modified byte is refused;
+// a helper key round-trips through MarshalBinary.
+func TestShares(t *testing.T) {
+	agg, err := DeriveKey([32]byte{5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := GenerateHelperKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := bytes.Repeat([]byte{7, 1, 2}, 50)
+	lead, err := SealShare(agg.Public().HPKE, 4, ShareLeader, share)
+	if err != nil || len(lead) != ShareSealedLen(len(share)) {
+		t.Fatalf("seal: %v, %d bytes", err, len(lead))
+	}
+	help, err := SealShare(relay.Public(), 4, ShareHelper, share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := agg.OpenLeaderShare(4, lead, len(share)); err != nil || !bytes.Equal(got, share) {
+		t.Fatalf("open leader share: %v", err)
+	}
+	if got, err := relay.OpenHelperShare(4, help, -1); err != nil || !bytes.Equal(got, share) {
+		t.Fatalf("open helper share: %v", err)
+	}
+	for name, f := range map[string]func() error{
+		"leader share, wrong round":   func() error { _, err := agg.OpenLeaderShare(5, lead, len(share)); return err },
+		"helper share to the leader":  func() error { _, err := agg.OpenLeaderShare(4, help, len(share)); return err },
+		"leader share to the helper":  func() error { _, err := relay.OpenHelperShare(4, lead, len(share)); return err },
+		"leader share, wrong length":  func() error { _, err := agg.OpenLeaderShare(4, lead, len(share)+1); return err },
+		"helper share, wrong round":   func() error { _, err := relay.OpenHelperShare(3, help, -1); return err },
+		"sealed values as a share":    func() error { v, _ := SealValues(agg.Public().HPKE, 4, []float64{1}); _, err := agg.OpenLeaderShare(4, v, -1); return err },
+		"leader-role share as values": func() error { _, err := agg.OpenValues(4, lead, nil); return err },
+	} {
+		if err := f(); err == nil {
+			t.Errorf("%s: opened", name)
+		}
+	}
+	for i := range lead {
+		bad := bytes.Clone(lead)
+		bad[i] ^= 0x80
+		if _, err := agg.OpenLeaderShare(4, bad, len(share)); !errors.Is(err, ErrOpenShare) {
+			t.Fatalf("byte %d flipped: %v", i, err)
+		}
+	}
+	raw, _ := relay.MarshalBinary()
+	again, err := UnmarshalHelperKey(raw)
+	if err != nil || again.Public() != relay.Public() {
+		t.Fatalf("helper key round trip: %v", err)
+	}
+	if _, err := UnmarshalHelperKey(raw[:31]); !errors.Is(err, ErrKey) {
+		t.Fatalf("short helper key: %v", err)
+	}
+	if _, err := SealShare(relay.Public(), 1, 9, share); err == nil {
+		t.Fatal("unknown role sealed")
+	}
+}
