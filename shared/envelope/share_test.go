@@ -35,12 +35,16 @@ func TestShares(t *testing.T) {
 		t.Fatalf("open helper share: %v", err)
 	}
 	for name, f := range map[string]func() error{
-		"leader share, wrong round":   func() error { _, err := agg.OpenLeaderShare(5, lead, len(share)); return err },
-		"helper share to the leader":  func() error { _, err := agg.OpenLeaderShare(4, help, len(share)); return err },
-		"leader share to the helper":  func() error { _, err := relay.OpenHelperShare(4, lead, len(share)); return err },
-		"leader share, wrong length":  func() error { _, err := agg.OpenLeaderShare(4, lead, len(share)+1); return err },
-		"helper share, wrong round":   func() error { _, err := relay.OpenHelperShare(3, help, -1); return err },
-		"sealed values as a share":    func() error { v, _ := SealValues(agg.Public().HPKE, 4, []float64{1}); _, err := agg.OpenLeaderShare(4, v, -1); return err },
+		"leader share, wrong round":  func() error { _, err := agg.OpenLeaderShare(5, lead, len(share)); return err },
+		"helper share to the leader": func() error { _, err := agg.OpenLeaderShare(4, help, len(share)); return err },
+		"leader share to the helper": func() error { _, err := relay.OpenHelperShare(4, lead, len(share)); return err },
+		"leader share, wrong length": func() error { _, err := agg.OpenLeaderShare(4, lead, len(share)+1); return err },
+		"helper share, wrong round":  func() error { _, err := relay.OpenHelperShare(3, help, -1); return err },
+		"sealed values as a share": func() error {
+			v, _ := SealValues(agg.Public().HPKE, 4, []float64{1})
+			_, err := agg.OpenLeaderShare(4, v, -1)
+			return err
+		},
 		"leader-role share as values": func() error { _, err := agg.OpenValues(4, lead, nil); return err },
 	} {
 		if err := f(); err == nil {
