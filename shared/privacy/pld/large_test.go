@@ -71,3 +71,40 @@ func TestEpsilonLargeLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestGaussianLargeMu: at mu = sensitivity/sigma = 30 (the largest the
+// constructor accepts) the Gaussian's grid reaches ~705 nats. Its PLD must still dominate the exact curve
+// (Balle-Wang, computed in log space) and give a finite eps close to the
+// exact one, alone and over 4 rounds (mu = 60, losses near 1800 nats).
+func TestGaussianLargeMu(t *testing.T) {
+	for _, m := range methods {
+		g, err := Gaussian(1.0/30, 1, Options{Width: 1e-2, Method: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []int{1, 4} {
+			c, err := g.SelfCompose(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu := 30 * math.Sqrt(float64(k))
+			for _, eps := range []float64{400, 700, 800, 1500} {
+				got, exact := mustDelta(t, c, eps), GaussianDelta(mu, eps)
+				if math.IsNaN(exact) || got < exact*(1-1e-9)-1e-300 {
+					t.Errorf("%v k=%d eps=%v: PLD delta %.6g below exact %.6g", m, k, eps, got, exact)
+				}
+			}
+			e, err := c.Epsilon(1e-5)
+			if err != nil || math.IsNaN(e) || math.IsInf(e, 0) {
+				t.Fatalf("%v k=%d: eps %v (%v)", m, k, e, err)
+			}
+			if d := GaussianDelta(mu, e); d > 1e-5*(1+1e-6) {
+				t.Errorf("%v k=%d: eps %v has exact delta %g", m, k, e, d)
+			}
+			lo := e - float64(k)*1e-2 - 0.5
+			if d := GaussianDelta(mu, lo); d <= 1e-5 {
+				t.Errorf("%v k=%d: eps %v far above the exact (delta at %v is %g)", m, k, e, lo, d)
+			}
+		}
+	}
+}

@@ -94,12 +94,16 @@ func Gaussian(sigma, sensitivity float64, opt Options) (*PLD, error) {
 		vals, errs := make([]float64, n), make([]float64, n)
 		for i := range vals {
 			eps := float64(lo+i) * h
+			// e^eps Phi(.) in log space: at mu = 30 the grid reaches
+			// ~705 nats, a hair below where e^eps overflows (see
+			// GaussianDelta); no margin is left to rounding.
 			t1 := stdNormalCDF(mu/2 - eps/mu)
-			t2 := math.Exp(eps) * stdNormalCDF(-mu/2-eps/mu)
+			t2 := math.Exp(eps + logNormalCDFLower(-mu/2-eps/mu))
 			vals[i] = max(0, t1-t2)
 			errs[i] = evalErr * (t1 + t2)
 		}
-		d, err = connectDots(lo, h, vals, errs, 1, opt.TailMass)
+		// Abscissae e^{eps - top}: no overflow at the top of the grid.
+		d, err = connectDotsShift(lo, h, vals, errs, 1, opt.TailMass, float64(hi)*h)
 	} else {
 		cdf := func(l float64) float64 { return stdNormalCDF((l - m) / s) }
 		sf := func(l float64) float64 { return stdNormalCDF((m - l) / s) }
