@@ -1,20 +1,34 @@
 package roundspec
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // protocols is the protocol table: one implementation per announceable
 // protocol.
-var protocols = []Protocol{ssSimple{}, ssDouble{}, ssTopk{}}
+var protocols = []Protocol{ssSimple{}, ssDouble{}, ssTopk{}, secAgg{}}
 
 // Protocols returns the announceable protocols in wire order.
 func Protocols() []Protocol { return append([]Protocol(nil), protocols...) }
+
+// ShuffleProtocols returns the announceable shuffle protocols (local
+// randomizers, padding and shuffle by the relay) in wire order.
+func ShuffleProtocols() []Protocol {
+	var out []Protocol
+	for _, p := range protocols {
+		if _, ok := p.(shuffleProtocol); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // Lookup returns the implementation of an announced protocol.
 func Lookup(id wire.Protocol) (Protocol, error) {
@@ -52,6 +66,13 @@ type Options struct {
 	// ServerLR multiplies the estimated mean update (default d/k for
 	// SS-Topk, as FLAME's code, 1 otherwise).
 	ServerLR float64
+	// Secure summation: Bits per quantized entry (default 8) and Sigma,
+	// each server's discrete Gaussian noise in grid units (required: see
+	// CalibrateSigma). Its Clip is the L2 norm of an update (default
+	// DefaultSecAggClip) and Quota, the largest report count the field
+	// arithmetic is sized for, defaults to 2n.
+	Bits  int
+	Sigma float64
 }
 
 // Defaults of Options.
@@ -62,6 +83,9 @@ const (
 	DefaultNPRatio  = 3
 	DefaultMinBatch = 20
 	DefaultDeltaL   = 1e-6
+	DefaultBits     = 8
+	// DefaultSecAggClip is the L2 clip of a secure-summation update.
+	DefaultSecAggClip = 1.0
 )
 
 // Build returns the round parameters and server learning rate that o
@@ -80,7 +104,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 	for _, v := range []struct {
 		name string
 		v    int
-	}{{"k", o.K}, {"l", o.L}, {"n_p", o.NP}, {"buckets", o.Buckets}, {"min batch", o.MinBatch}, {"quota", o.Quota}} {
+	}{{"k", o.K}, {"l", o.L}, {"n_p", o.NP}, {"buckets", o.Buckets}, {"min batch", o.MinBatch}, {"quota", o.Quota}, {"bits", o.Bits}} {
 		if v.v < 0 || v.v > math.MaxUint32 {
 			return wire.Params{}, 0, fmt.Errorf("roundspec: %s must be in [0, %d], got %d", v.name, uint32(math.MaxUint32), v.v)
 		}
@@ -88,7 +112,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 	for _, v := range []struct {
 		name string
 		v    float64
-	}{{"beta", o.Beta}, {"n/n_p ratio", o.NPRatio}, {"eps_l", o.EpsL}, {"delta_l", o.DeltaL}, {"clip", o.Clip}, {"check-in rate", o.CheckInP}, {"server learning rate", o.ServerLR}} {
+	}{{"beta", o.Beta}, {"n/n_p ratio", o.NPRatio}, {"eps_l", o.EpsL}, {"delta_l", o.DeltaL}, {"clip", o.Clip}, {"check-in rate", o.CheckInP}, {"server learning rate", o.ServerLR}, {"sigma", o.Sigma}} {
 		if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 {
 			return wire.Params{}, 0, fmt.Errorf("roundspec: %s must be finite and >= 0, got %v", v.name, v.v)
 		}
@@ -102,18 +126,29 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 		return wire.Params{}, 0, err
 	}
 	p.Protocol, p.Randomizer, p.D = o.Protocol, o.Randomizer, uint32(d)
+	p.CheckInP = orF(o.CheckInP, 1)
+	p.MinBatch = uint32(min(max(o.MinBatch, 0), math.MaxUint32))
+	if p.MinBatch == 0 {
+		p.MinBatch = uint32(min(DefaultMinBatch, n))
+	}
+	if p.Protocol == wire.ProtocolSecAgg {
+		p.Randomizer = wire.RandomizerDiscreteGaussian
+		p.Clip = orF(o.Clip, DefaultSecAggClip)
+		if o.ServerLR > 0 {
+			lr = o.ServerLR
+		}
+		if _, err := New(p); err != nil {
+			return wire.Params{}, 0, err
+		}
+		return p, lr, nil
+	}
 	p.EpsL = orF(o.EpsL, DefaultEpsL)
 	p.Clip = orF(o.Clip, DefaultClip)
-	p.CheckInP = orF(o.CheckInP, 1)
 	if p.Randomizer == wire.RandomizerGaussian {
 		p.DeltaL = orF(o.DeltaL, DefaultDeltaL)
 	}
 	if p.Randomizer == wire.RandomizerRGB {
 		p.Buckets = uint32(o.Buckets)
-	}
-	p.MinBatch = uint32(min(max(o.MinBatch, 0), math.MaxUint32))
-	if p.MinBatch == 0 {
-		p.MinBatch = uint32(min(DefaultMinBatch, n))
 	}
 	p.Quota = uint32(o.Quota)
 	if o.ServerLR > 0 {
@@ -226,4 +261,53 @@ func (ssTopk) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 		}
 	}
 	return wire.Params{K: uint32(k), L: uint32(l), Width: 1, NP: uint32(np)}, float64(d) / float64(k), nil
+}
+
+// secAgg: secure summation through the relay (Prio3 SumVec, shared/secagg)
+// with discrete Gaussian noise from both servers. One report per volunteer
+// (two sealed input shares); no local noise, no padding, no shuffle. Its
+// privacy rests on one honest server's noise (docs/privacy.md).
+type secAgg struct{}
+
+func (secAgg) Wire() wire.Protocol { return wire.ProtocolSecAgg }
+
+// Check: the layout is fixed by wire.Params.Validate (one report of two
+// shares); the parameters must also make valid secagg parameters (field
+// arithmetic sized for Quota reports), which New checks.
+func (secAgg) Check(wire.Params) error { return nil }
+
+func (secAgg) Defaults(d, n int, o Options) (wire.Params, float64, error) {
+	if o.Sigma <= 0 {
+		return wire.Params{}, 0, errors.New("roundspec: secagg needs sigma (CalibrateSigma gives the smallest for a budget)")
+	}
+	bits := o.Bits
+	if bits == 0 {
+		bits = DefaultBits
+	}
+	quota := o.Quota
+	if quota == 0 {
+		quota = 2 * n
+	}
+	p := wire.Params{K: 1, L: 1, Width: 1, Bits: uint32(bits), Sigma: o.Sigma, Quota: uint32(quota)}
+	return p, 1, nil
+}
+
+// CalibrateSigma returns the smallest per-server noise σ (grid units) with
+// which `rounds` rounds of secure summation at check-in rate q, with the
+// update clip and bits of o (defaults as Build's) for a model of d
+// parameters, are (eps, delta)-DP for add/remove one volunteer under
+// Poisson check-in (privacy.CalibrateSecAggSigma: discrete Gaussian RDP,
+// Zhu-Wang subsampling, certified bisection). Replacing one volunteer's
+// data costs (2ε, (1 + e^ε)δ) by group privacy (privacy.SecAggReplaceOne).
+func CalibrateSigma(d int, o Options, rounds int, q, eps, delta float64) (float64, error) {
+	bits := o.Bits
+	if bits == 0 {
+		bits = DefaultBits
+	}
+	// The sensitivity does not depend on sigma or the report count.
+	sp, err := secagg.NewParams(d, orF(o.Clip, DefaultSecAggClip), uint(bits), 0, max(o.Quota, 2))
+	if err != nil {
+		return 0, fmt.Errorf("roundspec: calibrate: %w", err)
+	}
+	return privacy.CalibrateSecAggSigma(eps, delta, rounds, q, sp.Sensitivity())
 }

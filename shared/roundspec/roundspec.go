@@ -51,6 +51,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/randomizer"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -68,6 +69,17 @@ type Protocol interface {
 	// argument does not cover (wrapping ErrLayout); p already passed
 	// wire.Params.Validate.
 	Check(p wire.Params) error
+	// Defaults fills the protocol's own parameters and server learning
+	// rate for a model of d parameters and about n volunteers per round,
+	// given the options (zero: default).
+	Defaults(d, n int, o Options) (wire.Params, float64, error)
+}
+
+// shuffleProtocol is a protocol whose volunteers randomize every reported
+// coordinate locally and whose relay pads and shuffles width-1 messages
+// (SS-Simple, SS-Double, SS-Topk).
+type shuffleProtocol interface {
+	Protocol
 	// Perturbed is the number of coordinates of one report that carry the
 	// volunteer's data (the per-coordinate budget is EpsL / Perturbed).
 	Perturbed(p wire.Params) int
@@ -83,26 +95,36 @@ type Protocol interface {
 	// Overflow is what the relay does with a dimension holding more than
 	// n_p real entries.
 	Overflow() mechanism.OverflowPolicy
-	// Defaults fills the protocol's own parameters (K, L, Width, NP) and
-	// server learning rate for a model of d parameters and about n
-	// volunteers per round, given the options (zero: default).
-	Defaults(d, n int, o Options) (wire.Params, float64, error)
 }
+
+// ErrNotShuffle is wrapped by the shuffle-only derivations (encoder,
+// analyzer, padding) of a secure-summation spec, and ErrNotSecAgg by the
+// secure-summation ones of a shuffle spec.
+var (
+	ErrNotShuffle = errors.New("roundspec: not a shuffle protocol")
+	ErrNotSecAgg  = errors.New("roundspec: not secure summation")
+)
 
 // Spec is a round's parameters with everything derived from them. It is
 // immutable and safe for concurrent use.
 type Spec struct {
 	p     wire.Params
 	proto Protocol
-	rz    *randomizer.Bounded
-	cfg   mechanism.FLAMEConfig
+	// Shuffle protocols:
+	shuffle shuffleProtocol
+	rz      *randomizer.Bounded
+	cfg     mechanism.FLAMEConfig
+	// Secure summation:
+	sa *secagg.Params
 }
 
 // New validates p (wire.Params.Validate and the protocol's layout check) and
-// derives the round's randomizer at the per-coordinate budget
-// p.EpsL/Perturbed (and, for the Gaussian, δ = p.DeltaL/Perturbed, so the
-// report is (EpsL, DeltaL)-LDP by basic composition, FLAME Lemma 2), bounded
-// as randomizer.NewBounded states.
+// derives everything else. For a shuffle protocol: the round's randomizer at
+// the per-coordinate budget p.EpsL/Perturbed (and, for the Gaussian,
+// δ = p.DeltaL/Perturbed, so the report is (EpsL, DeltaL)-LDP by basic
+// composition, FLAME Lemma 2), bounded as randomizer.NewBounded states. For
+// secure summation: the secagg parameters (secagg.NewParams with the
+// announced clip, bits, sigma and quota as the largest report count).
 func New(p wire.Params) (*Spec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -114,7 +136,15 @@ func New(p wire.Params) (*Spec, error) {
 	if err := proto.Check(p); err != nil {
 		return nil, err
 	}
-	coords := proto.Perturbed(p)
+	sh, ok := proto.(shuffleProtocol)
+	if !ok {
+		sp, err := secagg.NewParams(int(p.D), p.Clip, uint(p.Bits), p.Sigma, int(p.Quota))
+		if err != nil {
+			return nil, fmt.Errorf("roundspec: secagg: %w", err)
+		}
+		return &Spec{p: p, proto: proto, sa: &sp}, nil
+	}
+	coords := sh.Perturbed(p)
 	if coords < 1 {
 		return nil, fmt.Errorf("roundspec: %v perturbs %d coordinates", p.Protocol, coords)
 	}
@@ -137,9 +167,9 @@ func New(p wire.Params) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roundspec: %w", err)
 	}
-	s := &Spec{p: p, proto: proto, rz: rz}
+	s := &Spec{p: p, proto: proto, shuffle: sh, rz: rz}
 	s.cfg = mechanism.FLAMEConfig{
-		Protocol: proto.Mechanism(), D: int(p.D), K: int(p.K), L: int(p.L),
+		Protocol: sh.Mechanism(), D: int(p.D), K: int(p.K), L: int(p.L),
 		EpsL: p.EpsL, C: p.Clip, Width: int(p.Width),
 		NewRandomizer: func(float64) (randomizer.Affine, error) { return rz, nil },
 	}
@@ -149,18 +179,38 @@ func New(p wire.Params) (*Spec, error) {
 	return s, nil
 }
 
+// IsShuffle reports whether the spec is a shuffle protocol's (its
+// volunteers randomize locally and the relay pads and shuffles).
+func (s *Spec) IsShuffle() bool { return s.shuffle != nil }
+
+// SecAgg returns secure summation's parameters (ErrNotSecAgg for a shuffle
+// protocol).
+func (s *Spec) SecAgg() (secagg.Params, error) {
+	if s.sa == nil {
+		return secagg.Params{}, ErrNotSecAgg
+	}
+	return *s.sa, nil
+}
+
 // Params returns the announced parameters.
 func (s *Spec) Params() wire.Params { return s.p }
 
 // Protocol returns the protocol implementation.
 func (s *Spec) Protocol() Protocol { return s.proto }
 
-// Perturbed is the number of coordinates of a report carrying data.
-func (s *Spec) Perturbed() int { return s.proto.Perturbed(s.p) }
+// Perturbed is the number of coordinates of a report carrying data (0 for
+// secure summation, whose volunteers add no noise).
+func (s *Spec) Perturbed() int {
+	if s.shuffle == nil {
+		return 0
+	}
+	return s.shuffle.Perturbed(s.p)
+}
 
 // Randomizer is the per-coordinate randomizer every party uses: the
 // volunteers' reports, the relay's dummies (its Blanket), the aggregator's
-// debiasing (its Affine mean) and admissible values (its Support).
+// debiasing (its Affine mean) and admissible values (its Support). Nil for
+// secure summation.
 func (s *Spec) Randomizer() *randomizer.Bounded { return s.rz }
 
 // Mechanism returns the mechanism configuration (the encoder's and
@@ -175,6 +225,9 @@ func (s *Spec) Mechanism() mechanism.FLAMEConfig { return s.cfg }
 // an (ε, δ) randomizer, δ·q too) and leaves everyone else's unchanged (see
 // mechanism.KeepFor). Other values of personal select the announced level.
 func (s *Spec) Encoder(personal float64) (*mechanism.Encoder, error) {
+	if s.shuffle == nil {
+		return nil, ErrNotShuffle
+	}
 	cfg := s.cfg
 	if personal > 0 && personal < 1 {
 		q, err := mechanism.KeepFor(s.rz.Epsilon(), personal)
@@ -186,23 +239,37 @@ func (s *Spec) Encoder(personal float64) (*mechanism.Encoder, error) {
 	return mechanism.NewEncoder(cfg)
 }
 
-// Analyzer returns the aggregator's estimator.
-func (s *Spec) Analyzer() (*mechanism.Analyzer, error) { return mechanism.NewAnalyzer(s.cfg) }
+// Analyzer returns the aggregator's estimator of a shuffle round.
+func (s *Spec) Analyzer() (*mechanism.Analyzer, error) {
+	if s.shuffle == nil {
+		return nil, ErrNotShuffle
+	}
+	return mechanism.NewAnalyzer(s.cfg)
+}
 
 // Center is E[ω], the blanket mean: a value that must be neutralized (it
 // failed to open, or lies outside the support) is replaced by it, so it
 // adds zero to the debiased sum in expectation, as a dummy does.
 func (s *Spec) Center() float64 {
+	if s.rz == nil {
+		return 0
+	}
 	offset, slope := s.rz.Affine()
 	return offset + slope/2
 }
 
 // Admissible reports whether v is a value an honest volunteer or a dummy
 // can carry (randomizer.Bounded.Contains).
-func (s *Spec) Admissible(v float64) bool { return s.rz.Contains(v) }
+func (s *Spec) Admissible(v float64) bool { return s.rz != nil && s.rz.Contains(v) }
 
-// Overflow is the relay's overflow policy for this protocol.
-func (s *Spec) Overflow() mechanism.OverflowPolicy { return s.proto.Overflow() }
+// Overflow is the relay's overflow policy for this protocol (OverflowError
+// for secure summation, which pads nothing).
+func (s *Spec) Overflow() mechanism.OverflowPolicy {
+	if s.shuffle == nil {
+		return mechanism.OverflowError
+	}
+	return s.shuffle.Overflow()
+}
 
 // Release returns the privacy.Release the ledger charges for a round with
 // n reports whose batch held np admissible values in every dimension (the
@@ -218,8 +285,21 @@ func (s *Spec) Overflow() mechanism.OverflowPolicy { return s.proto.Overflow() }
 // (the volunteers' and the relay's), so the release's shuffle population N
 // is np.
 func (s *Spec) Release(round, n, np int) privacy.Release {
+	if s.shuffle == nil {
+		// Secure summation (docs/privacy.md): the released sum carries one
+		// server's discrete Gaussian noise, σ = Sigma, against a
+		// volunteer's quantized vector of L2 norm at most Sensitivity;
+		// volunteers took part by their own coin at rate CheckInP (Poisson
+		// check-in). privacy.Account states it for add/remove one
+		// volunteer (privacy/secagg.go). n_p does not apply.
+		return privacy.Release{
+			Round: round, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
+			D: int(s.p.D), K: int(s.p.D), N: max(n, 1),
+			SecAggSigma: s.sa.Sigma, SecAggSensitivity: s.sa.Sensitivity(), CheckInRate: s.p.CheckInP,
+		}
+	}
 	r := privacy.Release{
-		Round: round, Protocol: s.proto.Release(), Randomizer: s.rz.Name(),
+		Round: round, Protocol: s.shuffle.Release(), Randomizer: s.rz.Name(),
 		Eps0: s.rz.Epsilon(), Delta0: s.rz.Delta(),
 		D: int(s.p.D), K: int(s.p.K), L: int(s.p.L), N: n, NP: np,
 	}
@@ -238,7 +318,14 @@ func (s *Spec) Release(round, n, np int) privacy.Release {
 // LocalRelease describes one report for the volunteer's own local-model
 // accountant (privacy.AccountLocal): Perturbed coordinates at the
 // per-coordinate guarantee, lowered by a personal level as Encoder states.
+//
+// Secure summation has no local noise: its LocalRelease is the round's own
+// release at n = 1 (the volunteer's guarantee rests on one honest server's
+// noise, not on its device), to be accounted with privacy.Account.
 func (s *Spec) LocalRelease(personal float64) privacy.Release {
+	if s.shuffle == nil {
+		return s.Release(1, 1, 0)
+	}
 	eps, delta := s.rz.Epsilon(), s.rz.Delta()
 	if personal > 0 && personal < 1 {
 		if q, err := mechanism.KeepFor(eps, personal); err == nil {
@@ -267,7 +354,13 @@ func (s *Spec) LocalRelease(personal float64) privacy.Release {
 //     γ(b+2)/(12b), and slope = 1-γ.
 //
 // (The clamping of randomizer.Bounded only lowers the variance.)
+//
+// Secure summation: the standard deviation, in update units, of one
+// server's noise on a coordinate of the summed update (σ/Scale).
 func (s *Spec) NoiseStd() (float64, error) {
+	if s.shuffle == nil {
+		return s.sa.Sigma / s.sa.Scale, nil
+	}
 	_, slope := s.rz.Affine()
 	var sd float64
 	switch rz := s.rz.Unwrap().(type) {
@@ -311,6 +404,9 @@ type Padding struct {
 // relay (relay/internal/shuffler), the experiment runner and the privacy
 // audit apply; src draws the truncation (crypto randomness in production).
 func (s *Spec) Pad(dims []uint32, src noise.Source) (Padding, error) {
+	if s.shuffle == nil {
+		return Padding{}, ErrNotShuffle
+	}
 	d, target := int(s.p.D), int(s.p.NP)
 	counts := make([]int, d)
 	hi := 0
@@ -327,7 +423,7 @@ func (s *Spec) Pad(dims []uint32, src noise.Source) (Padding, error) {
 			pad.Overflowed++
 		}
 	}
-	switch s.proto.Overflow() {
+	switch s.shuffle.Overflow() {
 	case mechanism.OverflowRaise:
 		pad.NP = max(target, hi)
 	case mechanism.OverflowTruncate:
@@ -344,7 +440,7 @@ func (s *Spec) Pad(dims []uint32, src noise.Source) (Padding, error) {
 			}
 		}
 	default:
-		return Padding{}, fmt.Errorf("roundspec: overflow policy %v", s.proto.Overflow())
+		return Padding{}, fmt.Errorf("roundspec: overflow policy %v", s.shuffle.Overflow())
 	}
 	total := 0
 	for _, c := range counts {

@@ -16,7 +16,7 @@ import (
 func announceable(t *testing.T) []wire.Params {
 	t.Helper()
 	var out []wire.Params
-	for _, proto := range Protocols() {
+	for _, proto := range ShuffleProtocols() {
 		for _, rz := range []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian} {
 			o := Options{Protocol: proto.Wire(), Randomizer: rz, K: 4, EpsL: 8, Clip: 0.5, MinBatch: 1}
 			if rz == wire.RandomizerRGB {
@@ -252,5 +252,71 @@ func TestPersonalLevel(t *testing.T) {
 		if got := float64(hi) / float64(total); math.Abs(got-want) > 5*se {
 			t.Errorf("f = %v: %.4f of values above 0.75, want %.4f (q = %.4f)", f, got, want, q)
 		}
+	}
+}
+
+// TestSecAggSpec: a secure-summation spec derives its secagg parameters
+// from the announcement (clip, bits, sigma, quota as the field bound), its
+// release carries one server's sigma and the quantized vector's
+// sensitivity at the announced check-in rate, shuffle-only derivations are
+// refused, and CalibrateSigma's sigma meets the budget it was asked for
+// (and a slightly smaller one does not).
+func TestSecAggSpec(t *testing.T) {
+	const d, rounds, q, eps, delta = 7850, 30, 0.1, 4.0, 1e-5
+	sigma, err := CalibrateSigma(d, Options{}, rounds, q, eps, delta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, lr, err := Build(d, 200, Options{Protocol: wire.ProtocolSecAgg, Sigma: sigma, CheckInP: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Randomizer != wire.RandomizerDiscreteGaussian || p.Bits != DefaultBits || p.Quota != 400 || p.Clip != DefaultSecAggClip || lr != 1 {
+		t.Fatalf("params %+v lr %v", p, lr)
+	}
+	spec, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := spec.SecAgg()
+	if err != nil || sp.Dim != d || sp.Sigma != sigma || sp.MaxReports != 400 || sp.Clip != p.Clip {
+		t.Fatalf("secagg params %+v, %v", sp, err)
+	}
+	if spec.IsShuffle() || spec.Randomizer() != nil || spec.Perturbed() != 0 {
+		t.Fatal("a secagg spec looks like a shuffle spec")
+	}
+	for name, err := range map[string]error{
+		"encoder":  func() error { _, err := spec.Encoder(0); return err }(),
+		"analyzer": func() error { _, err := spec.Analyzer(); return err }(),
+		"pad":      func() error { _, err := spec.Pad(nil, noise.NewSeeded(1)); return err }(),
+	} {
+		if !errors.Is(err, ErrNotShuffle) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	rel := spec.Release(1, 180, 0)
+	if err := rel.Validate(); err != nil || rel.Protocol != privacy.ProtocolSecAgg || rel.SecAggSigma != sigma ||
+		rel.SecAggSensitivity != sp.Sensitivity() || rel.CheckInRate != q {
+		t.Fatalf("release %+v: %v", rel, err)
+	}
+	rels := make([]privacy.Release, rounds)
+	for i := range rels {
+		rels[i] = spec.Release(i+1, 180, 0)
+	}
+	rep, err := privacy.Account(rels, delta)
+	if err != nil || rep.Tightest < 0 {
+		t.Fatalf("account: %v", err)
+	}
+	if got := rep.Rows[rep.Tightest].Epsilon; got > eps || got < 0.9*eps {
+		t.Errorf("%d rounds at the calibrated sigma %v: epsilon %v, want just below %v", rounds, sigma, got, eps)
+	}
+	if e, err := privacy.SecAggEpsilon(0.99*sigma, sp.Sensitivity(), q, rounds, delta); err != nil || e <= eps {
+		t.Errorf("1%% less noise still meets the budget: %v %v", e, err)
+	}
+	if _, err := (&Spec{}).SecAgg(); !errors.Is(err, ErrNotSecAgg) {
+		t.Errorf("a shuffle spec's secagg params: %v", err)
+	}
+	if _, _, err := Build(d, 200, Options{Protocol: wire.ProtocolSecAgg}); err == nil {
+		t.Error("secagg without sigma built")
 	}
 }
