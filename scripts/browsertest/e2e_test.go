@@ -27,7 +27,10 @@ const (
 	browserTabs   = 3   // volunteers in Chromium tabs
 	perUser       = 100 // training examples of each native volunteer
 	okRounds      = 4   // the aggregator stops after this many ok rounds
-	roundTimeout  = 8 * time.Second
+	// roundTimeout leaves the native cohort time to seal its width-1
+	// messages (k·l = 785 per volunteer at n_p = 7: about 47,000 seals a
+	// round in one process) while the aggregator opens the last batch.
+	roundTimeout = 20 * time.Second
 	// minAccuracy is the least test accuracy after okRounds rounds (chance
 	// is 0.10: 10 balanced classes). Measured on this deployment (n = 63
 	// reports a round, fresh noise every run, 8 runs: 6 with 63 native

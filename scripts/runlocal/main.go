@@ -59,7 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.clients, "clients", 200, "simulated volunteers (0: real students only)")
 	fs.IntVar(&o.students, "students", 20, "students expected to join from their phones (sets the padding and the minimum batch with -clients 0)")
 	fs.IntVar(&o.rounds, "rounds", 30, "rounds to train (the privacy budget may stop it earlier); the pages stay up afterwards")
-	fs.DurationVar(&o.roundTime, "round-time", 0, "how long a round stays open for browser volunteers to train and report (default 10s, 30s with -clients 0)")
+	fs.DurationVar(&o.roundTime, "round-time", 0, "how long a round stays open for browser volunteers to train and report (default 30s)")
 	fs.StringVar(&o.protocol, "protocol", "ss-topk", "ss-simple, ss-double or ss-topk")
 	fs.StringVar(&o.dir, "dir", "out/run", "state directory; every class keeps its ledger under DIR/classes/")
 	fs.StringVar(&o.class, "class", "", "the class (session) to use: a name under DIR/classes/ (default: a new class named by the date and time, or the latest with -resume)")
@@ -107,10 +107,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-host %q must be an IP address", o.host)
 	}
 	if o.roundTime == 0 {
-		o.roundTime = 10 * time.Second
-		if o.clients == 0 {
-			o.roundTime = 30 * time.Second
-		}
+		// Width-1 messages: 200 simulated volunteers seal about 157,000
+		// messages a round and the aggregator opens as many; 30 s leaves
+		// room for both on two cores.
+		o.roundTime = 30 * time.Second
 	}
 	if o.clients == 0 && !set["paused"] {
 		o.paused = true
