@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -490,4 +491,24 @@ func (s *Spec) Shuffle(real []mechanism.Message, src noise.Source) (mechanism.Ba
 	st := mechanism.RelayStats{RealMessages: kept, DummyMessages: len(pad.Dummies), RealEntries: kept, DummyEntries: len(pad.Dummies),
 		TargetNP: int(s.p.NP), RealizedNP: pad.NP, Raised: pad.NP != int(s.p.NP), Truncated: pad.Truncated}
 	return mechanism.Batch{D: int(s.p.D), NP: pad.NP, Messages: out, Stats: st}, pad, nil
+}
+
+// SecAggRound returns the secagg round of an announced secure-summation
+// round (its sharding, share sizes and message formats), or ErrNotSecAgg.
+func (s *Spec) SecAggRound(round uint64) (*secagg.Round, error) {
+	if s.sa == nil {
+		return nil, ErrNotSecAgg
+	}
+	return secagg.NewRound(*s.sa, round)
+}
+
+// SharesSizes returns the sizes of a secure-summation report's sealed
+// leader and helper shares (envelope.ShareSealedLen of the secagg share
+// sizes), which fix the Shares frame's size (wire.SharesSize).
+func (s *Spec) SharesSizes() (leader, helper int, err error) {
+	r, err := s.SecAggRound(1)
+	if err != nil {
+		return 0, 0, err
+	}
+	return envelope.ShareSealedLen(r.LeaderShareSize()), envelope.ShareSealedLen(r.HelperShareSize()), nil
 }

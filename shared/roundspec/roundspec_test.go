@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -318,5 +319,35 @@ func TestSecAggSpec(t *testing.T) {
 	}
 	if _, _, err := Build(d, 200, Options{Protocol: wire.ProtocolSecAgg}); err == nil {
 		t.Error("secagg without sigma built")
+	}
+}
+
+// TestSecAggShares: a volunteer's shares, sealed as the client seals them,
+// have exactly the sizes the spec announces for the Shares frame.
+func TestSecAggShares(t *testing.T) {
+	p, _, err := Build(40, 10, Options{Protocol: wire.ProtocolSecAgg, Sigma: 50, Clip: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, help, err := spec.SharesSizes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := spec.SecAggRound(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float64, 40)
+	x[3] = 2
+	l, h, err := r.Shard(x, noise.NewSeeded(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if envelope.ShareSealedLen(len(l)) != lead || envelope.ShareSealedLen(len(h)) != help {
+		t.Fatalf("shares of %d and %d bytes sealed, spec says %d and %d", len(l), len(h), lead, help)
 	}
 }
