@@ -208,31 +208,68 @@ func (c *Client) Privacy() (eps, delta float64, rounds int) {
 	return c.eps, c.dlt, len(c.releases)
 }
 
-// account appends one release and recomputes the local-model guarantee.
+// account appends one release and recomputes the client's own guarantee:
+// the local model for the shuffle protocols' reports (privacy.AccountLocal:
+// basic composition of each report's (ε_l, δ_l)), plus, for secure
+// summation, every round the volunteer was eligible for at its check-in
+// rate (privacy.SecAggEpsilon: one server's discrete Gaussian, Poisson
+// check-in, add/remove one volunteer; identical rounds grouped, groups
+// composed by basic composition at ownDelta each), summed.
 func (c *Client) account(r privacy.Release) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.releases = append(c.releases, r)
-	var sumDelta float64
+	var local []privacy.Release
+	type group struct{ sigma, sens, q float64 }
+	counts := map[group]int{}
+	var order []group
 	for _, x := range c.releases {
-		sumDelta += float64(x.K) * x.Delta0
+		if x.Protocol == privacy.ProtocolSecAgg {
+			g := group{x.SecAggSigma, x.SecAggSensitivity, x.CheckInRate}
+			if counts[g] == 0 {
+				order = append(order, g)
+			}
+			counts[g]++
+			continue
+		}
+		local = append(local, x)
 	}
-	if !(sumDelta < 1) {
-		c.eps, c.dlt = math.Inf(1), 1
-		return nil
+	eps, delta := 0.0, 0.0
+	if len(local) > 0 {
+		var sumDelta float64
+		for _, x := range local {
+			sumDelta += float64(x.K) * x.Delta0
+		}
+		if !(sumDelta < 1) {
+			c.eps, c.dlt = math.Inf(1), 1
+			return nil
+		}
+		// The local model's accountant: no amplification is counted, so
+		// this is an upper bound on what the aggregator's accounting
+		// charges.
+		b, err := privacy.AccountLocal(local)
+		if err != nil {
+			return fmt.Errorf("account: %w", err)
+		}
+		if !b.Valid {
+			return fmt.Errorf("account: no valid local bound: %s", b.Reason)
+		}
+		eps, delta = b.Epsilon, b.Delta
 	}
-	// The local model's accountant: no amplification is counted, so this
-	// is an upper bound on what the aggregator's accounting charges.
-	b, err := privacy.AccountLocal(c.releases)
-	if err != nil {
-		return fmt.Errorf("account: %w", err)
+	for _, g := range order {
+		e, err := privacy.SecAggEpsilon(g.sigma, g.sens, g.q, counts[g], ownDelta)
+		if err != nil {
+			return fmt.Errorf("account: secure summation: %w", err)
+		}
+		eps, delta = eps+e, delta+ownDelta
 	}
-	if !b.Valid {
-		return fmt.Errorf("account: no valid local bound: %s", b.Reason)
-	}
-	c.eps, c.dlt = b.Epsilon, b.Delta
+	c.eps, c.dlt = eps, delta
 	return nil
 }
+
+// ownDelta is the δ at which a volunteer's own secure-summation guarantee
+// is stated (per group of identical rounds).
+const ownDelta = 1e-5
 
 func (c *Client) emit(e Event) {
 	if c.onEvent != nil {
@@ -363,10 +400,24 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 	c.mu.Lock()
 	c.lastRound = a.Round
 	c.mu.Unlock()
-	c.emit(Event{Kind: EventAnnouncement, Round: a.Round, Params: a.Params, LocalEps: setup.enc.Epsilon()})
+	localEps := 0.0 // secure summation adds no local noise
+	if setup.enc != nil {
+		localEps = setup.enc.Epsilon()
+	}
+	c.emit(Event{Kind: EventAnnouncement, Round: a.Round, Params: a.Params, LocalEps: localEps})
 
 	if !setup.checkIn.Decide(c.src) {
 		c.log.Debug("sitting out", "round", a.Round)
+		if setup.enc == nil {
+			// Secure summation's guarantee is amplified by the secret
+			// check-in coin: every round the volunteer could have
+			// joined counts, at rate q (privacy.SecAggEpsilon).
+			rel := setup.release
+			rel.Round = int(min(a.Round, math.MaxInt32))
+			if err := c.account(rel); err != nil {
+				c.log.Error("privacy accounting failed", "err", err)
+			}
+		}
 		c.emit(Event{Kind: EventSatOut, Round: a.Round})
 		return nil
 	}
@@ -398,7 +449,7 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 		}
 	}
 	m := len(frames) - 1
-	c.log.Info("report sent", "round", a.Round, "messages", m, "bytes", len(frames[1]))
+	c.log.Info("report sent", "round", a.Round, "messages", m, "bytes", len(frames[1]), "protocol", a.Params.Protocol)
 	c.emit(Event{Kind: EventSent, Round: a.Round, Messages: m, FrameBytes: len(frames[1]), NoiseStd: setup.noiseStd})
 	eps, delta, rounds := c.Privacy()
 	c.emit(Event{Kind: EventPrivacy, Round: a.Round, Epsilon: eps, Delta: delta, Rounds: rounds})
@@ -412,6 +463,9 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 	update, err := c.trainUpdate(ctx, a)
 	if err != nil {
 		return nil, err
+	}
+	if setup.enc == nil {
+		return c.prepareSecAgg(a, setup, update)
 	}
 	msgs, err := setup.enc.Encode(update, c.src)
 	if err != nil {
@@ -453,6 +507,44 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 		frames = append(frames, f)
 	}
 	return frames, nil
+}
+
+// prepareSecAgg shards the update for secure summation (docs/secagg.md step
+// 2): clip, quantize and split it into the leader's and the helper's input
+// shares (secagg.Round.Shard), seal each to its server for this round
+// (envelope.SealShare: the aggregator's key, and the relay's key that the
+// aggregator signed into the announcement), and return the CheckIn and the
+// one Shares frame.
+func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update []float64) ([][]byte, error) {
+	r, err := setup.spec.SecAggRound(a.Round)
+	if err != nil {
+		return nil, err
+	}
+	leader, helper, err := r.Shard(update, c.src)
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, leader)
+	if err != nil {
+		return nil, fmt.Errorf("seal leader share: %w", err)
+	}
+	sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, helper)
+	if err != nil {
+		return nil, fmt.Errorf("seal helper share: %w", err)
+	}
+	ci, err := (&wire.CheckIn{Round: a.Round}).MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("check-in frame: %w", err)
+	}
+	f, err := (&wire.Shares{Round: a.Round, Leader: sl, Helper: sh}).MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("shares frame: %w", err)
+	}
+	lead, help, err := setup.spec.SharesSizes()
+	if err != nil || len(f) != wire.SharesSize(lead, help) {
+		return nil, fmt.Errorf("shares frame of %d bytes, the round's size is %d (%v)", len(f), wire.SharesSize(lead, help), err)
+	}
+	return [][]byte{ci, f}, nil
 }
 
 // trainUpdate runs local training from the announced model and returns the

@@ -14,8 +14,10 @@ import (
 // aggregator use too): the encoder (protocol, randomizer at the
 // per-coordinate budget, clip, width, personal level) and the check-in coin.
 type roundSetup struct {
-	params  wire.Params
-	spec    *roundspec.Spec
+	params wire.Params
+	spec   *roundspec.Spec
+	// enc is the shuffle protocols' encoder (nil for secure summation,
+	// which shards instead: spec.SecAggRound).
 	enc     *mechanism.Encoder
 	checkIn mechanism.CheckIn
 	// release describes one report of this configuration for the local
@@ -40,6 +42,9 @@ func setupRound(p wire.Params, d int, personal float64) (*roundSetup, error) {
 	spec, err := roundspec.New(p)
 	if err != nil {
 		return nil, err
+	}
+	if !spec.IsShuffle() {
+		return setupSecAgg(p, spec)
 	}
 	if !(personal > 0 && personal < 1) {
 		personal = 0
@@ -72,4 +77,25 @@ func setupRound(p wire.Params, d int, personal float64) (*roundSetup, error) {
 		noiseStd: std,
 		personal: personal > 0,
 	}, nil
+}
+
+// setupSecAgg is setupRound for secure summation: no local randomizer (a
+// personal level does not apply: the volunteer's guarantee is the servers'
+// noise), one Shares frame, the check-in coin.
+func setupSecAgg(p wire.Params, spec *roundspec.Spec) (*roundSetup, error) {
+	if p.Messages() != 1 {
+		return nil, fmt.Errorf("secagg announced %d messages, want 1", p.Messages())
+	}
+	if _, _, err := spec.SharesSizes(); err != nil {
+		return nil, err
+	}
+	ci, err := mechanism.NewCheckIn(p.CheckInP)
+	if err != nil {
+		return nil, fmt.Errorf("check-in: %w", err)
+	}
+	std, err := spec.NoiseStd()
+	if err != nil {
+		return nil, err
+	}
+	return &roundSetup{params: p, spec: spec, checkIn: ci, release: spec.LocalRelease(0), noiseStd: std}, nil
 }
