@@ -327,7 +327,7 @@ func secaggMethod(sp secaggParams, d, worldUsers int, table string) (*method, er
 	m := &method{
 		id: "secagg", name: "SecAgg", table: table, train: logreg.FLAMEConfig(sp.Epochs, 0.1), serverLR: sp.ServerLR,
 		checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
-		note: fmt.Sprintf("population %d (shards of %d users), check-in q = %g, L2 clip %g, %d bits (sensitivity %.1f units), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), server lr %g, %d local epochs; %s",
+		note: fmt.Sprintf("population %d (shards of %d users), check-in q = %.4g, L2 clip %g, %d bits (sensitivity %.1f units), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), server lr %g, %d local epochs; %s",
 			pop, worldUsers, sp.Q, sp.Clip, sp.Bits, p.Sensitivity(), p.Sigma, p.Sigma/p.Sensitivity(), target, sp.ServerLR, sp.Epochs, path),
 	}
 	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
