@@ -258,7 +258,21 @@ func TestClassroom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if joinURL != cl.JoinURL() {
+	// The QR code carries the aggregator key's fingerprint in the URL
+	// fragment (the pin the relay cannot change); the rest is the relay's
+	// address.
+	var served struct {
+		Fingerprint string `json:"fingerprint"`
+	}
+	if err := cl.GetJSON(ctx, "/api/key", &served); err != nil {
+		t.Fatal(err)
+	}
+	pinned, _ := url.Parse(joinURL)
+	if pinned.Fragment != "fp="+served.Fingerprint {
+		t.Fatalf("the QR code's fragment is %q, want fp=%s", pinned.Fragment, served.Fingerprint)
+	}
+	pinned.Fragment = ""
+	if pinned.String() != cl.JoinURL() {
 		t.Fatalf("the dashboard's QR code says %q, the relay serves at %q", joinURL, cl.JoinURL())
 	}
 	if u, _ := url.Parse(joinURL); u.Hostname() != classHost {

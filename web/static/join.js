@@ -218,8 +218,27 @@
     showRound();
   }
 
+  // The fingerprint the teacher's link carries ("#fp=…", from the
+  // aggregator's dashboard and QR code): a URL fragment never reaches the
+  // relay, so it is the pin the relay cannot change. The key the relay
+  // serves must match it.
+  const linkFp = new URLSearchParams(location.hash.slice(1)).get("fp") || "";
+
   async function keyFingerprint() {
-    if (fpEl.dataset.value) return fpEl.dataset.value;
+    if (linkFp) {
+      const served = await servedFingerprint();
+      if (served && served !== linkFp) {
+        throw new Error("pinned key fingerprint mismatch: the class link names " + linkFp + ", this server gives out " + served);
+      }
+      fpEl.dataset.value = linkFp;
+      fpEl.textContent = linkFp + " (from the class link)";
+      return linkFp;
+    }
+    return servedFingerprint();
+  }
+
+  async function servedFingerprint() {
+    if (fpEl.dataset.value && !linkFp) return fpEl.dataset.value;
     try {
       const r = await fetch("/api/key", { cache: "no-store" });
       if (!r.ok) return "";
@@ -242,7 +261,13 @@
       setStatus("error", "Add at least one drawing first, or choose the sample digits.");
       return;
     }
-    const fingerprint = await keyFingerprint();
+    let fingerprint;
+    try {
+      fingerprint = await keyFingerprint();
+    } catch (e) {
+      setError("", errText(e));
+      return;
+    }
     if (!fingerprint) {
       setStatus("error", "The class server is still starting. Try again in a moment.");
       return;

@@ -129,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 		paused:    c.Web.StartPaused,
 	}
 	s.fp = s.pub.Fingerprint()
+	if err := s.cfg.Web.pinJoinURL(s.fp); err != nil {
+		return nil, err
+	}
 	if created {
 		s.log.Info("generated a new aggregator key", "fingerprint", s.fp)
 	}

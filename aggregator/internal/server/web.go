@@ -114,6 +114,28 @@ func (o *WebOptions) validate() error {
 	return nil
 }
 
+// pinJoinURL puts the aggregator key's fingerprint in the join link the
+// dashboard shows and its QR code, as the URL fragment "#fp=…": a fragment
+// never reaches the server, so the relay that serves the join page cannot
+// change it, and the page pins the key it names (a relay that hands out
+// another key is refused before anything is sent). Teachers project this
+// link; volunteers who type the relay's address without it fall back to
+// the key the relay serves, shown for comparison.
+func (o *WebOptions) pinJoinURL(fingerprint string) error {
+	u, err := url.Parse(o.JoinURL)
+	if err != nil {
+		return fmt.Errorf("server: join URL: %w", err)
+	}
+	u.Fragment = "fp=" + fingerprint
+	o.JoinURL = u.String()
+	q, err := web.NewQR(o.JoinURL)
+	if err != nil {
+		return fmt.Errorf("server: join URL: %w", err)
+	}
+	o.qr = q
+	return nil
+}
+
 // registerWeb adds the pages, the event stream, the operator controls and
 // the browser assets to mux.
 func (s *Server) registerWeb(mux *http.ServeMux) {

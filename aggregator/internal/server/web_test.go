@@ -84,7 +84,7 @@ func TestDashboardServed(t *testing.T) {
 	}
 	for _, want := range []string{`id="round" data-value="1"`, `id="chart-accuracy"`, `id="chart-epsilon"`, `id="chart-participants"`,
 		`id="heatmaps"`, `id="config"`, `id="fingerprint" data-value="` + h.srv.Fingerprint() + `"`, `id="wasm-sha256" data-value=""`,
-		`id="join-url" href="http://10.0.0.5:8081/"`, `id="target" data-value="100"`, `id="epsilon" data-value="1"`} {
+		`id="join-url" href="http://10.0.0.5:8081/#fp=` + h.srv.Fingerprint() + `"`, `id="target" data-value="100"`, `id="epsilon" data-value="1"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("dashboard lacks %q", want)
 		}
