@@ -45,6 +45,9 @@ func TestSecAggLearnsAndAccounts(t *testing.T) {
 	}
 	var rs []privacy.Release
 	for _, rec := range r.Rounds {
+		// Binomial(800, 0.1): mean 80, sd 8.5; outside [40, 120] has
+		// probability below 1e-5 per round for any seed (the seed here is
+		// fixed, so the test is deterministic).
 		if rec.Participants < 40 || rec.Participants > 120 {
 			t.Errorf("round %d: %d participants of 800 at q = 0.1", rec.Round, rec.Participants)
 		}
@@ -229,5 +232,38 @@ func TestCalibrateSecAggSigma(t *testing.T) {
 	}
 	if _, err := calibrateSecAggSigma("swap", 4, delta, 20, 0.05, sens); err == nil {
 		t.Error("unknown relation accepted")
+	}
+}
+
+// TestCalibrateKnob: on known monotone functions the knob meets the
+// target and lies within 0.5% of the exact boundary, from starts on
+// either side, for increasing (a budget) and decreasing (a noise
+// multiplier) curves; an unreachable target is an error.
+func TestCalibrateKnob(t *testing.T) {
+	calls := 0
+	inc := func(x float64) (float64, error) { calls++; return 0.3 * x, nil } // eps = 0.3 x: boundary 4/0.3
+	dec := func(x float64) (float64, error) { calls++; return 12 / x, nil }  // eps = 12/x: boundary 3
+	for _, start := range []float64{0.01, 1, 13, 1000} {
+		x, err := calibrateKnob(inc, 4, start, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := inc(x); e > 4 || x < (4/0.3)*0.995 {
+			t.Errorf("increasing from %v: x = %v (eps %v), want the largest x with eps <= 4 (13.33) within 0.5%%", start, x, e)
+		}
+		y, err := calibrateKnob(dec, 4, start, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := dec(y); e > 4 || y > 3*1.005 {
+			t.Errorf("decreasing from %v: x = %v (eps %v), want the smallest x with eps <= 4 (3) within 0.5%%", start, y, e)
+		}
+	}
+	if calls > 4*2*80 {
+		t.Errorf("%d evaluations for 8 calibrations", calls)
+	}
+	never := func(float64) (float64, error) { return 10, nil }
+	if _, err := calibrateKnob(never, 4, 1, true); err == nil {
+		t.Error("unreachable target accepted")
 	}
 }
