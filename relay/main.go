@@ -7,6 +7,11 @@
 // It also serves what volunteers' browsers load (docs/web.md): the join
 // page at /, its assets, the wasm client (-wasm), the sample digits, and
 // the aggregator's public key as fetched every -key-refresh.
+//
+// For secure summation (docs/secagg.md) it is the Prio3 helper: its helper
+// key (helper.key in the -state directory, generated at the first start,
+// 0600) opens the helper shares of the volunteers' reports and nothing
+// else; GET /v1/helper-key serves its public half to the aggregator.
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -110,7 +116,15 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	hk, created, err := server.LoadOrCreateHelperKey(filepath.Join(*state, server.HelperKeyFile))
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("generated the secure-summation helper key", "path", filepath.Join(*state, server.HelperKeyFile))
+	}
 	srv, err := server.New(server.Config{
+		HelperKey:  hk,
 		Aggregator: *agg,
 		Token:      tok,
 		Outbox:     ob,

@@ -14,8 +14,9 @@ import (
 // TestNoPrivateKeyAccess: the relay never holds the aggregator's private
 // key. Its dependency graph excludes the aggregator, and no non-test source
 // of the relay names envelope's private-key API (PrivateKey, GenerateKey,
-// DeriveKey, UnmarshalPrivateKey, OpenValues, OpenEach): the only envelope function
-// it may call is SealValues (and SealedLen).
+// DeriveKey, UnmarshalPrivateKey, OpenValues, OpenEach, OpenLeaderShare):
+// it seals values (SealValues, SealedLen) and, for secure summation, holds
+// its own HelperKey, which opens helper shares only.
 func TestNoPrivateKeyAccess(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go command not available")
@@ -30,7 +31,7 @@ func TestNoPrivateKeyAccess(t *testing.T) {
 		}
 	}
 	forbidden := map[string]bool{"PrivateKey": true, "GenerateKey": true, "DeriveKey": true,
-		"UnmarshalPrivateKey": true, "OpenValues": true, "OpenEach": true}
+		"UnmarshalPrivateKey": true, "OpenValues": true, "OpenEach": true, "OpenLeaderShare": true}
 	files := 0
 	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

@@ -20,6 +20,15 @@
 // within the round or into the next one with its round field rewritten
 // (which the aggregator could not open anyway: the seal is bound to its
 // round).
+//
+// Secure summation (docs/secagg.md, protocol secagg): a report is the
+// CheckIn followed by exactly one Shares frame of the round's exact size
+// (the sealed leader and helper shares, sizes from roundspec); one report
+// per connection and round. The replay rule covers both sealed shares: a
+// Shares frame whose leader or helper share starts with an encapsulated
+// key already admitted this round or the last is rejected as a replay.
+// A Report frame in a secure-summation round, or a Shares frame in a
+// shuffle round, is a frame of another protocol (ReasonUnexpected).
 package round
 
 import (
@@ -28,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -35,7 +45,7 @@ import (
 // Machine.Frame is accepted or rejected with exactly one of these.
 const (
 	ReasonMalformed   = "malformed"     // wire decoding failed (Ack 4, close invalid)
-	ReasonUnexpected  = "unexpected"    // a frame type clients never send (Ack 4, close policy)
+	ReasonUnexpected  = "unexpected"    // a frame type clients never send, or another protocol's (Ack 4, close policy)
 	ReasonNoOpenRound = "no_open_round" // no round is open (Ack 1)
 	ReasonNotInvited  = "not_invited"   // connected after the round opened (Ack 1)
 	ReasonWrongRound  = "wrong_round"   // frame for another round (Ack 2)
@@ -66,6 +76,7 @@ const (
 	Rejected Accepted = iota
 	CheckIn
 	Report
+	Shares // a secure-summation report (one Shares frame)
 )
 
 // Verdict is the answer to one frame.
@@ -101,16 +112,28 @@ type Round struct {
 	Ann        []byte // the announcement exactly as received
 	Params     wire.Params
 	HPKEPub    [32]byte
+	RelayPub   [32]byte // secure summation: the helper key the announcement names
 	Deadline   time.Time
-	Msgs       int // M, messages per client
-	FrameSize  int // the Report frame size
+	Msgs       int // M, messages per client (1 Shares frame in secure summation)
+	FrameSize  int // the Report (or Shares) frame size
 	Population uint32
+	// SecAgg is the round's spec for secure summation, nil for a shuffle
+	// protocol; LeaderLen and HelperLen are its sealed share sizes.
+	SecAgg               *roundspec.Spec
+	LeaderLen, HelperLen int
 
 	// guarded by Machine.mu
 	closed    bool
 	checkedIn uint32
 	reports   uint32
 	real      []wire.BatchMessage
+	shares    []SharesReport
+}
+
+// SharesReport is one volunteer's secure-summation report: its two sealed
+// shares, aliasing the Shares frame as received.
+type SharesReport struct {
+	Leader, Helper []byte
 }
 
 // Closed is a round that ended: what it collected and who took part.
@@ -122,8 +145,12 @@ type Closed struct {
 	Population uint32
 	CheckedIn  uint32
 	Reports    uint32              // complete reports
-	Real       []wire.BatchMessage // their messages, in arrival order
+	Real       []wire.BatchMessage // their messages, in arrival order (shuffle protocols)
 	Discarded  int                 // partial reports discarded at the close
+	// Secure summation: the round's spec (nil for a shuffle protocol) and
+	// the reports' sealed shares in arrival order.
+	SecAgg *roundspec.Spec
+	Shares []SharesReport
 }
 
 // Plan is what a closed round owes the aggregator: a batch built from
@@ -155,6 +182,7 @@ var (
 	ErrStale     = errors.New("round: round number not after the last one")
 	ErrDeadline  = errors.New("round: deadline already passed")
 	ErrHalted    = errors.New("round: relay shutting down")
+	ErrParams    = errors.New("round: parameters the relay cannot run")
 )
 
 // Machine is the relay's round state.
@@ -245,16 +273,28 @@ func (m *Machine) canOpenLocked(a *wire.Announcement, now time.Time) error {
 
 // Open opens the round of announcement a (frame: its bytes as received) at
 // time now and invites every current participant.
+//
+// A secure-summation round's spec comes from roundspec (the one derivation
+// every party shares); parameters it refuses wrap ErrParams.
 func (m *Machine) Open(a *wire.Announcement, frame []byte, now time.Time) (*Round, error) {
+	r := &Round{
+		Num: a.Round, Ann: frame, Params: a.Params, HPKEPub: a.HPKEPub, Deadline: a.Deadline,
+		Msgs: a.Params.Messages(), FrameSize: a.Params.ReportFrameSize(),
+	}
+	if a.Params.Protocol == wire.ProtocolSecAgg {
+		spec, lead, help, err := SecAggSpec(a.Params)
+		if err != nil {
+			return nil, err
+		}
+		r.SecAgg, r.LeaderLen, r.HelperLen, r.RelayPub = spec, lead, help, a.RelayPub
+		r.Msgs, r.FrameSize = 1, wire.SharesSize(lead, help)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.canOpenLocked(a, now); err != nil {
 		return nil, err
 	}
-	r := &Round{
-		Num: a.Round, Ann: frame, Params: a.Params, HPKEPub: a.HPKEPub, Deadline: a.Deadline,
-		Msgs: a.Params.Messages(), FrameSize: a.Params.ReportFrameSize(), Population: uint32(len(m.parts)),
-	}
+	r.Population = uint32(len(m.parts))
 	for p := range m.parts {
 		p.invited = r.Num
 	}
@@ -262,6 +302,23 @@ func (m *Machine) Open(a *wire.Announcement, frame []byte, now time.Time) (*Roun
 	m.limit = max(r.FrameSize, wire.CheckInSize)
 	m.prevSeen, m.seen = m.seen, make(map[[wire.EncSize]byte]struct{})
 	return r, nil
+}
+
+// SecAggSpec returns the spec of secure-summation parameters p and its
+// sealed leader and helper share sizes (errors wrap ErrParams).
+func SecAggSpec(p wire.Params) (spec *roundspec.Spec, leaderLen, helperLen int, err error) {
+	spec, err = roundspec.New(p)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: %w", ErrParams, err)
+	}
+	if spec.IsShuffle() {
+		return nil, 0, 0, fmt.Errorf("%w: %v is not secure summation", ErrParams, p.Protocol)
+	}
+	leaderLen, helperLen, err = spec.SharesSizes()
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: %w", ErrParams, err)
+	}
+	return spec, leaderLen, helperLen, nil
 }
 
 // Halt stops the machine from opening or closing rounds (the relay is
@@ -291,8 +348,8 @@ func (m *Machine) closeLocked(r *Round, why string) *Closed {
 		m.open, m.lastNum = nil, r.Num
 	}
 	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, Population: r.Population,
-		CheckedIn: r.checkedIn, Reports: r.reports, Real: r.real}
-	r.real = nil
+		CheckedIn: r.checkedIn, Reports: r.reports, Real: r.real, SecAgg: r.SecAgg, Shares: r.shares}
+	r.real, r.shares = nil, nil
 	for p := range m.parts {
 		if p.round == r.Num {
 			if !p.done && len(p.pending) > 0 {
@@ -346,7 +403,7 @@ func (m *Machine) Frame(p *Participant, b []byte) Verdict {
 		// typ is 0 unless the header is valid and the frame too short to
 		// carry its round.
 		v := Verdict{Reason: ReasonMalformed, Status: wire.AckMalformed, End: EndMalformed}
-		if typ != 0 && typ != wire.TypeCheckIn && typ != wire.TypeReport {
+		if typ != 0 && typ != wire.TypeCheckIn && typ != wire.TypeReport && typ != wire.TypeShares {
 			v.Reason, v.End = ReasonUnexpected, EndPolicy
 		}
 		m.mu.Lock()
@@ -358,6 +415,8 @@ func (m *Machine) Frame(p *Participant, b []byte) Verdict {
 		return m.checkIn(p, b, num)
 	case wire.TypeReport:
 		return m.report(p, b, num)
+	case wire.TypeShares:
+		return m.sharesFrame(p, b, num)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -390,6 +449,11 @@ func (m *Machine) report(p *Participant, b []byte, num uint64) Verdict {
 	m.mu.Unlock()
 	if !ok {
 		return v
+	}
+	if r.SecAgg != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.rejectLocked(p, Verdict{Reason: ReasonUnexpected, Status: wire.AckMalformed, Round: num, End: EndPolicy})
 	}
 	// Decoded outside the lock: frames of other connections go on.
 	rep, err := wire.ParseReport(b, r.Params)
@@ -435,4 +499,60 @@ func (m *Machine) report(p *Participant, b []byte, num uint64) Verdict {
 		}
 	}
 	return v
+}
+
+// sharesFrame judges a secure-summation report: one Shares frame of the
+// round's exact size after the check-in, at most one per connection, with
+// sealed shares whose encapsulated keys were never admitted this round or
+// the last.
+func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
+	m.mu.Lock()
+	v, ok := m.admitLocked(p, num)
+	r := m.open
+	m.mu.Unlock()
+	if !ok {
+		return v
+	}
+	if r.SecAgg == nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.rejectLocked(p, Verdict{Reason: ReasonUnexpected, Status: wire.AckMalformed, Round: num, End: EndPolicy})
+	}
+	sh, err := wire.ParseShares(b, r.LeaderLen, r.HelperLen)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		return m.rejectLocked(p, Verdict{Reason: ReasonMalformed, Status: wire.AckMalformed, Round: num, End: EndMalformed})
+	}
+	if r.closed {
+		return Verdict{Reason: ReasonTooLate, Status: wire.AckTooLate, Round: num}
+	}
+	if p.round != r.Num {
+		return Verdict{Reason: ReasonNoCheckIn, Status: wire.AckMalformed, Round: num, End: EndPolicy}
+	}
+	if p.done {
+		return Verdict{Reason: ReasonDuplicate, Status: wire.AckDuplicate, Round: num, Received: 1, End: EndPolicy}
+	}
+	var lead, help [wire.EncSize]byte
+	copy(lead[:], sh.Leader)
+	copy(help[:], sh.Helper)
+	if lead == help || m.seenLocked(lead) || m.seenLocked(help) {
+		return m.rejectLocked(p, Verdict{Reason: ReasonReplay, Status: wire.AckDuplicate, Round: num, End: EndPolicy})
+	}
+	m.seen[lead], m.seen[help] = struct{}{}, struct{}{}
+	r.shares = append(r.shares, SharesReport{Leader: sh.Leader, Helper: sh.Helper})
+	p.done = true
+	r.reports++
+	v = Verdict{Accepted: Shares, Round: num, Received: 1, Complete: true}
+	if q := r.Params.Quota; q > 0 && r.reports >= q {
+		v.Closed = m.closeLocked(r, "quota")
+	}
+	return v
+}
+
+// seenLocked reports whether enc was admitted this round or the last.
+func (m *Machine) seenLocked(enc [wire.EncSize]byte) bool {
+	_, now := m.seen[enc]
+	_, before := m.prevSeen[enc]
+	return now || before
 }

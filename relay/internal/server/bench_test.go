@@ -127,7 +127,7 @@ func BenchmarkRoundRelay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := New(Config{Aggregator: "http://agg", Token: testToken, Outbox: ob, PingInterval: time.Hour, PongWait: 2 * time.Hour,
+	srv, err := New(Config{Aggregator: "http://agg", Token: testToken, Outbox: ob, HelperKey: testHelperKey(b), PingInterval: time.Hour, PongWait: 2 * time.Hour,
 		Logger:     slog.New(slog.DiscardHandler),
 		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: aggL.dial}}})
 	if err != nil {

@@ -25,6 +25,12 @@ func (s *Server) forward(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-s.jobs:
+			if c.SecAgg != nil {
+				// Secure summation: a conversation with the aggregator that
+				// may take minutes; it must not hold up other rounds.
+				s.wg.Go(func() { s.secAggRound(ctx, c) })
+				continue
+			}
 			if e, ok := s.finish(c); ok {
 				s.sender.Enqueue(e)
 			}
@@ -39,31 +45,13 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	ob := s.cfg.Outbox
 	real := c.Real
 	c.Real = nil
-	rep := RoundReport{Round: c.Num, Population: c.Population, CheckedIn: c.CheckedIn, Reports: c.Reports}
-	if c.Population > 0 {
-		rep.CheckInRate = float64(c.CheckedIn) / float64(c.Population)
-	}
+	rep := roundReport(c)
 	if ob.Has(c.Num, outbox.Batch) || ob.Has(c.Num, outbox.Abort) {
 		s.log.Error("round already has a persisted outcome; not padding again", "round", c.Num)
 		return outbox.Entry{}, false
 	}
 	abort := func(reason uint8, why string) (outbox.Entry, bool) {
-		a := c.AbortFor(reason)
-		b, err := a.MarshalBinary()
-		if err == nil {
-			err = ob.Put(c.Num, outbox.Abort, b)
-		}
-		if err != nil {
-			s.log.Error("cannot persist abort", "round", c.Num, "err", err)
-			return outbox.Entry{}, false
-		}
-		ob.Remove(c.Num, outbox.OpenRound)
-		s.m.roundsAborted.Add(1)
-		rep.Outcome, rep.Reason = "aborted", why
-		s.m.setLast(rep)
-		s.log.Warn("round aborted", "round", c.Num, "reason", why, "reports", c.Reports,
-			"minBatch", c.Params.MinBatch, "checkedIn", c.CheckedIn, "population", c.Population)
-		return outbox.Entry{Round: c.Num, Kind: outbox.Abort}, true
+		return s.abortRound(c, rep, reason, why)
 	}
 	if plan := c.Plan(); plan.Abort {
 		return abort(plan.Reason, plan.Why)
@@ -99,6 +87,38 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	s.log.Info("batch persisted", "round", c.Num, "reports", c.Reports, "real", st.RealMessages,
 		"dummies", st.DummyMessages, "np", st.RealizedNP, "bytes", len(b))
 	return outbox.Entry{Round: c.Num, Kind: outbox.Batch}, true
+}
+
+// roundReport starts the /metrics description of closed round c.
+func roundReport(c *round.Closed) RoundReport {
+	rep := RoundReport{Round: c.Num, Population: c.Population, CheckedIn: c.CheckedIn, Reports: c.Reports}
+	if c.Population > 0 {
+		rep.CheckInRate = float64(c.CheckedIn) / float64(c.Population)
+	}
+	return rep
+}
+
+// abortRound persists the Abort of closed round c (reason: a wire.Abort*
+// code; why: for logs and metrics), removes its open-round marker and
+// returns the outbox entry to send.
+func (s *Server) abortRound(c *round.Closed, rep RoundReport, reason uint8, why string) (outbox.Entry, bool) {
+	ob := s.cfg.Outbox
+	a := c.AbortFor(reason)
+	b, err := a.MarshalBinary()
+	if err == nil {
+		err = ob.Put(c.Num, outbox.Abort, b)
+	}
+	if err != nil {
+		s.log.Error("cannot persist abort", "round", c.Num, "err", err)
+		return outbox.Entry{}, false
+	}
+	ob.Remove(c.Num, outbox.OpenRound)
+	s.m.roundsAborted.Add(1)
+	rep.Outcome, rep.Reason = "aborted", why
+	s.m.setLast(rep)
+	s.log.Warn("round aborted", "round", c.Num, "reason", why, "reports", c.Reports,
+		"minBatch", c.Params.MinBatch, "checkedIn", c.CheckedIn, "population", c.Population)
+	return outbox.Entry{Round: c.Num, Kind: outbox.Abort}, true
 }
 
 // OutcomeHeader is the response header in which the aggregator names the
@@ -156,6 +176,8 @@ func (s *Server) post(ctx context.Context, e outbox.Entry, b []byte) (outbox.Out
 		path = "/v1/abort"
 	}
 	u := strings.TrimSuffix(s.cfg.Aggregator, "/") + path
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
 	if err != nil {
 		return outbox.Retry, err.Error()

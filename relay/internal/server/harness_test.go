@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +27,20 @@ import (
 // a net.Pipe (durably blocking), so deadlines, pings and retries run on the
 // bubble's fake clock and the tests never sleep in real time.
 
-const testToken = "s3cret-token"
+// testToken is the relay-aggregator token (secure summation derives its
+// verify keys from it: 16 bytes at least).
+const testToken = "s3cret-token-of-the-tests"
+
+// testHelperKey is a fixed helper key for relays whose tests never open a
+// helper share.
+func testHelperKey(tb testing.TB) *envelope.HelperKey {
+	tb.Helper()
+	k, err := envelope.UnmarshalHelperKey(bytes.Repeat([]byte{9}, 32))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
 
 // pipeListener is a net.Listener whose connections are net.Pipe pairs.
 type pipeListener struct {
@@ -156,9 +170,14 @@ func (h *harness) start(opts ...harnessOpt) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	hk, _, err := LoadOrCreateHelperKey(filepath.Join(h.dir, HelperKeyFile))
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	h.seed++
 	seed := h.seed
 	cfg := Config{
+		HelperKey:  hk,
 		Aggregator: "http://aggregator",
 		Token:      testToken,
 		Outbox:     ob,
@@ -417,7 +436,10 @@ func (h *harness) participate(c *tclient, round uint64, p wire.Params, idx []uin
 // counters checks the invariant received = accepted + rejected.
 func checkCounters(t *testing.T, s Snapshot) {
 	t.Helper()
-	sum := s.Accepted["checkin"] + s.Accepted["report"]
+	var sum uint64
+	for _, v := range s.Accepted {
+		sum += v
+	}
 	for _, v := range s.Rejected {
 		sum += v
 	}

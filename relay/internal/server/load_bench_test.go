@@ -108,7 +108,7 @@ func newRelayBench(b *testing.B, key *envelope.PrivateKey) *relayBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.srv, err = New(Config{Aggregator: "http://agg", Token: testToken, Outbox: ob,
+	r.srv, err = New(Config{Aggregator: "http://agg", Token: testToken, Outbox: ob, HelperKey: testHelperKey(b),
 		Logger:     slog.New(slog.DiscardHandler),
 		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: aggL.dial}},
 		// The clients read only during their rounds and a net.Pipe write

@@ -103,7 +103,7 @@ func newLoopbackRelay(tb testing.TB) *loopbackRelay {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r.srv, err = New(Config{Aggregator: r.agg.URL, Token: testToken, Outbox: ob,
+	r.srv, err = New(Config{Aggregator: r.agg.URL, Token: testToken, Outbox: ob, HelperKey: testHelperKey(tb),
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ type metrics struct {
 	received       atomic.Uint64
 	acceptedCheck  atomic.Uint64
 	acceptedReport atomic.Uint64 // accepted Report frames
+	acceptedShares atomic.Uint64 // accepted Shares frames (secure summation)
 	rejected       map[string]*atomic.Uint64
 
 	reportsComplete  atomic.Uint64
@@ -49,24 +51,54 @@ type metrics struct {
 	roundsAborted    atomic.Uint64
 	sender           *outbox.Sender // delivery attempts and outcomes
 
-	mu   sync.Mutex
-	last *RoundReport
+	secAggAggregated atomic.Uint64 // reports in the aggregate shares delivered
+	secAggAttempts   atomic.Uint64
+	secAggFailures   atomic.Uint64
+
+	mu             sync.Mutex
+	last           *RoundReport
+	secAggRounds   map[string]uint64 // by outcome (secagg.go)
+	secAggDropped  map[string]uint64 // reports dropped before preparation, by reason
+	secAggRejected map[string]uint64 // reports preparation kept out of the sum, by secagg reason
 }
 
 func newMetrics() *metrics {
-	m := &metrics{rejected: make(map[string]*atomic.Uint64, len(reasons))}
+	m := &metrics{rejected: make(map[string]*atomic.Uint64, len(reasons)),
+		secAggRounds: make(map[string]uint64), secAggDropped: map[string]uint64{DropUnopened: 0},
+		secAggRejected: make(map[string]uint64)}
 	for _, r := range reasons {
 		m.rejected[r] = new(atomic.Uint64)
+	}
+	for _, o := range secAggOutcomes {
+		m.secAggRounds[o] = 0
 	}
 	return m
 }
 
 func (m *metrics) reject(reason string) { m.rejected[reason].Add(1) }
 
+func (m *metrics) secAggRound(outcome string) {
+	m.mu.Lock()
+	m.secAggRounds[outcome]++
+	m.mu.Unlock()
+}
+
+func (m *metrics) secAggDrop(reason string, n int) {
+	m.mu.Lock()
+	m.secAggDropped[reason] += uint64(n)
+	m.mu.Unlock()
+}
+
+func (m *metrics) secAggReject(reason string) {
+	m.mu.Lock()
+	m.secAggRejected[reason]++
+	m.mu.Unlock()
+}
+
 // RoundReport describes the last closed round.
 type RoundReport struct {
 	Round      uint64 `json:"round"`
-	Outcome    string `json:"outcome"` // "pending", "forwarded", "aborted", or the aggregator's "obsolete" / "invalid" for a dropped batch
+	Outcome    string `json:"outcome"` // "pending", "forwarded", "aborted", or the aggregator's "obsolete" / "invalid" for a dropped batch; secure summation also "refused", "superseded", "failed" (secagg.go)
 	Reason     string `json:"reason,omitempty"`
 	Population uint32 `json:"population"`
 	CheckedIn  uint32 `json:"checkedIn"`
@@ -104,6 +136,30 @@ type Snapshot struct {
 	Delivered map[string]uint64 `json:"delivered"`
 	Pending   int               `json:"pending"`
 	LastRound *RoundReport      `json:"lastRound,omitempty"`
+	SecAgg    SecAggStats       `json:"secagg"`
+}
+
+// SecAggStats counts the relay's side of secure summation
+// (docs/secagg.md). Every report the round machine accepted (accepted.shares)
+// is in a batch, dropped here, or in a round that was aborted or ended
+// without an aggregate.
+type SecAggStats struct {
+	// Rounds counts the secure-summation rounds whose batch was prepared,
+	// by how they ended: forwarded, refused, invalid, obsolete,
+	// superseded, failed (secagg.go). Aborted ones are in roundsAborted.
+	Rounds map[string]uint64 `json:"rounds"`
+	// Dropped counts reports left out of a batch by the relay, by reason
+	// (helper_unopened: the helper share does not open).
+	Dropped map[string]uint64 `json:"dropped"`
+	// Rejected counts reports of a batch that preparation kept out of the
+	// sum (the helper's and the leader's verdicts), by secagg reason.
+	Rejected map[string]uint64 `json:"rejected"`
+	// Aggregated counts the reports in the aggregate shares delivered.
+	Aggregated uint64 `json:"aggregated"`
+	// Attempts and Failures count requests to /v1/secagg/* and those
+	// without a definitive answer.
+	Attempts uint64 `json:"attempts"`
+	Failures uint64 `json:"failures"`
 }
 
 func (m *metrics) snapshot() Snapshot {
@@ -112,6 +168,7 @@ func (m *metrics) snapshot() Snapshot {
 		Accepted: map[string]uint64{
 			"checkin": m.acceptedCheck.Load(),
 			"report":  m.acceptedReport.Load(),
+			"shares":  m.acceptedShares.Load(),
 		},
 		Rejected:         make(map[string]uint64, len(reasons)),
 		ReportsComplete:  m.reportsComplete.Load(),
@@ -131,11 +188,15 @@ func (m *metrics) snapshot() Snapshot {
 	for r, c := range m.rejected {
 		s.Rejected[r] = c.Load()
 	}
+	s.SecAgg = SecAggStats{Aggregated: m.secAggAggregated.Load(), Attempts: m.secAggAttempts.Load(),
+		Failures: m.secAggFailures.Load()}
 	m.mu.Lock()
 	if m.last != nil {
 		l := *m.last
 		s.LastRound = &l
 	}
+	s.SecAgg.Rounds, s.SecAgg.Dropped, s.SecAgg.Rejected = maps.Clone(m.secAggRounds), maps.Clone(m.secAggDropped),
+		maps.Clone(m.secAggRejected)
 	m.mu.Unlock()
 	return s
 }

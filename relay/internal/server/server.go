@@ -53,7 +53,9 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
+	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -74,8 +76,23 @@ type Config struct {
 	// NewSource returns the randomness for padding and shuffling; nil
 	// means noise.Secure (the only production choice).
 	NewSource func() noise.Source
-	// HTTPClient posts to the aggregator (default: 30 s timeout).
+	// HTTPClient posts to the aggregator (default: a client without its own
+	// timeout; every request is bounded by SendTimeout or SecAggTimeout).
 	HTTPClient *http.Client
+	// SendTimeout bounds one attempt to deliver a batch or an abort, or to
+	// fetch the aggregator's key (default 30 s).
+	SendTimeout time.Duration
+	// SecAggTimeout bounds one attempt of a secure-summation request
+	// (POST /v1/secagg/batch and /v1/secagg/aggregate; default 10 min):
+	// the aggregator answers a batch only after preparing every report
+	// (about 30 ms per report on 2 cores) and charging its ledger.
+	SecAggTimeout time.Duration
+	// HelperKey is the relay's secure-summation key (docs/secagg.md): it
+	// opens the helper shares of the volunteers' reports and nothing else;
+	// its public half is served at GET /v1/helper-key and must be the one
+	// a secure-summation announcement names. Required
+	// (LoadOrCreateHelperKey keeps it in the state directory).
+	HelperKey *envelope.HelperKey
 	// PingInterval (default 20 s), PongWait (default 60 s; > PingInterval),
 	// FrameTimeout (default 10 s) and WriteWait (default 10 s) bound
 	// connections.
@@ -116,13 +133,16 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		return errors.New("server: nil logger")
 	}
+	if c.HelperKey == nil {
+		return errors.New("server: nil helper key")
+	}
 	for _, o := range c.Origins {
 		u, err := url.Parse(o)
 		if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
 			return fmt.Errorf("server: origin %q must be scheme://host[:port]", o)
 		}
 	}
-	for _, d := range []*time.Duration{&c.PingInterval, &c.PongWait, &c.FrameTimeout, &c.WriteWait, &c.RetryMin, &c.RetryMax, &c.KeyRefresh, &c.Warmup} {
+	for _, d := range []*time.Duration{&c.PingInterval, &c.PongWait, &c.FrameTimeout, &c.WriteWait, &c.RetryMin, &c.RetryMax, &c.KeyRefresh, &c.Warmup, &c.SendTimeout, &c.SecAggTimeout} {
 		if *d < 0 {
 			return errors.New("server: negative duration")
 		}
@@ -138,6 +158,8 @@ func (c *Config) validate() error {
 	def(&c.WriteWait, 10*time.Second)
 	def(&c.RetryMin, 250*time.Millisecond)
 	def(&c.RetryMax, 15*time.Second)
+	def(&c.SendTimeout, 30*time.Second)
+	def(&c.SecAggTimeout, 10*time.Minute)
 	if c.PongWait <= c.PingInterval {
 		return fmt.Errorf("server: PongWait %v must exceed PingInterval %v", c.PongWait, c.PingInterval)
 	}
@@ -148,7 +170,7 @@ func (c *Config) validate() error {
 		c.NewSource = noise.Secure
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		c.HTTPClient = &http.Client{}
 	}
 	return nil
 }
@@ -279,6 +301,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.handleWS)
 	mux.HandleFunc("POST /v1/rounds", s.handleRounds)
+	mux.HandleFunc("GET /v1/helper-key", s.handleHelperKey)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.registerWeb(mux)
@@ -365,6 +388,22 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed announcement: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if a.Params.Protocol == wire.ProtocolSecAgg {
+		// The volunteers seal helper shares to the key the aggregator
+		// signed into the announcement: a key other than this relay's would
+		// make every report unopenable here (the aggregator fetches
+		// GET /v1/helper-key again).
+		if a.RelayPub != s.cfg.HelperKey.Public() {
+			s.log.Warn("announcement rejected", "round", a.Round, "reason", "helper key mismatch")
+			writeOutcome(w, http.StatusConflict, a.Round, "invalid", "helper key mismatch")
+			return
+		}
+		if _, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), a.Round); err != nil {
+			s.log.Error("announcement rejected: cannot derive the round's verify key", "round", a.Round, "err", err)
+			http.Error(w, "the relay's token cannot key secure summation (16 bytes at least)", http.StatusInternalServerError)
+			return
+		}
+	}
 	if !a.Deadline.After(time.Now()) {
 		http.Error(w, "deadline already passed", http.StatusBadRequest)
 		return
@@ -396,6 +435,11 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	rd, err := s.rounds.Open(a, body, now)
 	if err != nil {
 		s.cfg.Outbox.Remove(a.Round, outbox.OpenRound)
+		if errors.Is(err, round.ErrParams) {
+			s.log.Warn("announcement rejected", "round", a.Round, "reason", "parameters", "err", err)
+			writeOutcome(w, http.StatusBadRequest, a.Round, "invalid", err.Error())
+			return
+		}
 		http.Error(w, err.Error(), openStatus(err))
 		return
 	}
@@ -404,10 +448,13 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		targets = append(targets, c)
 	}
 	// Seal the round's dummies in the background while it is open; the
-	// batch is still built once, at close (shuffler.Preseal).
-	if err := shuffler.Preseal(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
-		Population: rd.Population}, s.cfg.NewSource()); err != nil {
-		s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.Num, "err", err)
+	// batch is still built once, at close (shuffler.Preseal). Secure
+	// summation has no dummies.
+	if rd.SecAgg == nil {
+		if err := shuffler.Preseal(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
+			Population: rd.Population}, s.cfg.NewSource()); err != nil {
+			s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.Num, "err", err)
+		}
 	}
 	s.m.roundsOpened.Add(1)
 	s.timer, s.timerOf = time.AfterFunc(time.Until(rd.Deadline), func() { s.closeRound(rd, "deadline") }), rd.Num
@@ -416,6 +463,29 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	s.wg.Go(func() { s.broadcast(rd, targets) })
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"round": rd.Num, "population": rd.Population})
+}
+
+// writeOutcome answers the aggregator with the outcome format of
+// docs/protocol.md: the Blanket-Outcome header and {"round", "outcome",
+// "detail"}.
+func writeOutcome(w http.ResponseWriter, status int, round uint64, outcome, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(OutcomeHeader, outcome)
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"round": round, "outcome": outcome, "detail": detail})
+}
+
+// handleHelperKey serves the public half of the relay's helper key to the
+// aggregator (bearer token; body: the 32 raw bytes).
+func (s *Server) handleHelperKey(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	pub := s.cfg.HelperKey.Public()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(pub[:])
 }
 
 // openStatus is the HTTP status of an announcement the machine refuses.
@@ -613,6 +683,8 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 		s.m.acceptedCheck.Add(1)
 	case round.Report:
 		s.m.acceptedReport.Add(1)
+	case round.Shares:
+		s.m.acceptedShares.Add(1)
 	default:
 		s.m.reject(v.Reason)
 	}
@@ -641,12 +713,23 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 	return true
 }
 
+// smallFrame is readFrame's first buffer: every CheckIn and the shuffle
+// protocols' Report frames fit; a larger frame (a secure-summation Shares
+// frame, about 1 MB at d = 7850) grows it once to the read limit.
+const smallFrame = 4096
+
 // readFrame reads one message of at most limit bytes (the websocket reader
-// enforces the limit) into a buffer allocated once at the limit's size.
+// enforces the limit) into a buffer of smallFrame bytes, grown once to the
+// limit's size when the message needs more.
 func readFrame(r io.Reader, limit int) ([]byte, error) {
-	buf := make([]byte, limit)
+	buf := make([]byte, min(limit, smallFrame))
 	n := 0
 	for {
+		if n == len(buf) && len(buf) < limit {
+			nb := make([]byte, limit)
+			copy(nb, buf)
+			buf = nb
+		}
 		if n == len(buf) {
 			// Full: the next read must report the end of the message
 			// (one byte more would exceed the read limit).

@@ -250,6 +250,8 @@ func (s *Server) fetchKeys(ctx context.Context) {
 // fetchKey fetches and installs the key once. The key is public: no
 // token is sent.
 func (s *Server) fetchKey(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SendTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.Aggregator, "/")+"/api/key", nil)
 	if err != nil {
 		return fmt.Errorf("key request: %w", err)

@@ -89,6 +89,7 @@ func newWebRelay(t *testing.T, agg http.Handler, wasm *web.WasmModule, refresh t
 		Aggregator: "http://aggregator",
 		Token:      testToken,
 		Outbox:     ob,
+		HelperKey:  testHelperKey(t),
 		Logger:     slog.New(slog.DiscardHandler),
 		HTTPClient: &http.Client{Transport: w.tr},
 		RetryMin:   100 * time.Millisecond,

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/blanket-fl/blanket/shared/envelope"
+)
+
+// HelperKeyFile is the name of the relay's secure-summation key in its
+// state directory (docs/secagg.md, "Keys and secrets").
+const HelperKeyFile = "helper.key"
+
+// LoadOrCreateHelperKey returns the relay's helper key stored at path (the
+// 32-byte X25519 scalar of envelope.HelperKey.MarshalBinary), generating
+// and storing a new one if the file does not exist. A new key is written
+// atomically with mode 0600 (temporary file, fsync, rename, fsync of the
+// directory), so a crash never leaves a truncated key behind. An existing
+// file that is readable by group or others, or that does not hold exactly
+// a key, is refused: the key opens every volunteer's helper share.
+func LoadOrCreateHelperKey(path string) (key *envelope.HelperKey, created bool, err error) {
+	f, err := os.Open(path)
+	switch {
+	case err == nil:
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return nil, false, fmt.Errorf("server: helper key %s: %w", path, err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, false, fmt.Errorf("server: helper key %s is not a regular file", path)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			return nil, false, fmt.Errorf("server: helper key %s has mode %v; it must not be accessible to group or others (chmod 600)", path, st.Mode().Perm())
+		}
+		// One byte more than a key, so a longer file is refused too.
+		b, err := io.ReadAll(io.LimitReader(f, 33))
+		if err != nil {
+			return nil, false, fmt.Errorf("server: reading helper key %s: %w", path, err)
+		}
+		k, err := envelope.UnmarshalHelperKey(b)
+		if err != nil {
+			return nil, false, fmt.Errorf("server: helper key %s: %w", path, err)
+		}
+		return k, false, nil
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, false, fmt.Errorf("server: reading helper key %s: %w", path, err)
+	}
+	k, err := envelope.GenerateHelperKey()
+	if err != nil {
+		return nil, false, fmt.Errorf("server: generating helper key: %w", err)
+	}
+	b, err := k.MarshalBinary()
+	if err != nil {
+		return nil, false, fmt.Errorf("server: encoding helper key: %w", err)
+	}
+	if err := writeFileAtomic(path, b, 0o600); err != nil {
+		return nil, false, fmt.Errorf("server: storing helper key: %w", err)
+	}
+	return k, true, nil
+}
+
+// writeFileAtomic replaces path with data: it writes a temporary file in
+// the same directory with mode perm, fsyncs it, renames it over path and
+// fsyncs the directory. After a crash path holds either the old or the
+// new contents in full (a leftover temporary file holds no complete key
+// under the final name).
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err = d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
