@@ -6,6 +6,19 @@ type attack struct {
 	stat func(v view, pr pair) float64
 }
 
+// side is +1 for a dimension of the target's H0 set, -1 for one of its H1
+// set, 0 otherwise: the statistics below add it up (weighted) so that a
+// shift toward either hypothesis moves them in opposite directions.
+func (pr pair) side(j uint32) float64 {
+	switch {
+	case pr.a[j]:
+		return 1
+	case pr.b[j]:
+		return -1
+	}
+	return 0
+}
+
 // attacks are the distinguishers every run applies. Together they look at
 // every feature of the view: the header (n_p, message count), the index
 // multiset, each message's position in the batch, each sealed size, and the
@@ -17,12 +30,7 @@ var attacks = []attack{
 	{name: "value sum", stat: func(v view, pr pair) float64 {
 		s := 0.0
 		for i, j := range v.index {
-			switch {
-			case pr.a[j]:
-				s += v.value[i]
-			case pr.b[j]:
-				s -= v.value[i]
-			}
+			s += pr.side(j) * v.value[i]
 		}
 		return s
 	}},
@@ -32,14 +40,8 @@ var attacks = []attack{
 	{name: "value extremes", stat: func(v view, pr pair) float64 {
 		s := 0.0
 		for i, j := range v.index {
-			if v.value[i] < 0.99 {
-				continue
-			}
-			switch {
-			case pr.a[j]:
-				s++
-			case pr.b[j]:
-				s--
+			if v.value[i] >= 0.99 {
+				s += pr.side(j)
 			}
 		}
 		return s
@@ -56,12 +58,7 @@ var attacks = []attack{
 	{name: "index counts", stat: func(v view, pr pair) float64 {
 		s := 0.0
 		for _, j := range v.index {
-			switch {
-			case pr.a[j]:
-				s++
-			case pr.b[j]:
-				s--
-			}
+			s += pr.side(j)
 		}
 		return s
 	}},
@@ -117,14 +114,8 @@ var attacks = []attack{
 		}
 		s := 0.0
 		for i, j := range v.index {
-			if v.value[i] == mode {
-				continue
-			}
-			switch {
-			case pr.a[j]:
-				s++
-			case pr.b[j]:
-				s--
+			if v.value[i] != mode {
+				s += pr.side(j)
 			}
 		}
 		return s
@@ -134,14 +125,8 @@ var attacks = []attack{
 	// reports in arrival order, or puts dummies last).
 	{name: "leading values", stat: func(v view, pr pair) float64 {
 		s := 0.0
-		for i := range max(1, v.perVolunteer) {
-			if i < len(v.value) && (pr.a[v.index[i]] || pr.b[v.index[i]]) {
-				if pr.a[v.index[i]] {
-					s += v.value[i]
-				} else {
-					s -= v.value[i]
-				}
-			}
+		for i := range min(max(1, v.perVolunteer), len(v.value)) {
+			s += pr.side(v.index[i]) * v.value[i]
 		}
 		return s
 	}},
