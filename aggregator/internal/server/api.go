@@ -30,7 +30,9 @@ func (s *Server) maxBatchBytes() int64 {
 //
 //	POST /v1/batch   relay, bearer token; body Batch frame, reply BatchReply frame
 //	POST /v1/abort   relay, bearer token; body Abort frame, reply IntakeAnswer JSON
-//	                 (both: the outcome as status code and OutcomeHeader, see Intake)
+//	POST /v1/secagg/batch     relay, bearer token; body SecAggBatch frame, reply SecAggPrep frame
+//	POST /v1/secagg/aggregate relay, bearer token; body SecAggAggregate frame, reply IntakeAnswer JSON
+//	                 (all: the outcome as status code and OutcomeHeader, see Intake)
 //	GET  /api/status current round, accuracy, loss, epsilon spent and target, fingerprint
 //	GET  /api/rounds every round: status, accuracy, loss, epsilon by every method, n, n_p, check-in rate
 //	GET  /api/key    public keys and fingerprint
@@ -40,6 +42,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/batch", s.serveBatch)
 	mux.HandleFunc("POST /v1/abort", s.serveAbort)
+	mux.HandleFunc("POST /v1/secagg/batch", s.serveSecAggBatch)
+	mux.HandleFunc("POST /v1/secagg/aggregate", s.serveSecAggAggregate)
 	mux.HandleFunc("GET /api/status", s.serveStatus)
 	mux.HandleFunc("GET /api/rounds", s.serveRounds)
 	mux.HandleFunc("GET /api/key", s.serveKey)

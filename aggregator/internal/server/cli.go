@@ -46,7 +46,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	epsilon := fs.Float64("epsilon", DefaultTargetEpsilon, "target central epsilon of the privacy ledger")
 	delta := fs.Float64("delta", DefaultTargetDelta, "target central delta")
 	expected := fs.Int("expected-n", DefaultExpectedClients, "expected reporting clients per round (sets n_p, l and the budget check)")
-	protocol := fs.String("protocol", "ss-topk", "ss-simple, ss-double or ss-topk")
+	protocol := fs.String("protocol", "ss-topk", "ss-simple, ss-double, ss-topk or secagg (secure summation, docs/secagg.md)")
 	rz := fs.String("randomizer", "laplace", "laplace, rgb or gaussian")
 	k := fs.Int("k", 0, "coordinates perturbed per client (default d/50; d for ss-simple)")
 	l := fs.Int("l", 0, "ss-topk groups (default: FLAME Theorem 5 from n and n_p)")
@@ -54,11 +54,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	np := fs.Int("np", 0, "padding per dimension (default ceil(n/3); n for ss-simple)")
 	buckets := fs.Int("buckets", 0, "rgb buckets b")
 	minBatch := fs.Int("min-batch", 0, fmt.Sprintf("fewest reports for a round (default %d)", DefaultMinBatch))
-	quota := fs.Int("quota", 0, "close a round early at this many reports (0: none; ss-simple: n_p)")
+	quota := fs.Int("quota", 0, "close a round early at this many reports (0: none; ss-simple: n_p; secagg: 2 x -expected-n)")
 	epsL := fs.Float64("epsl", DefaultEpsL, "local budget eps_l of one report")
 	deltaL := fs.Float64("deltal", 0, "local delta of one report (gaussian)")
-	clip := fs.Float64("clip", DefaultClip, "clipping bound C")
+	clip := fs.Float64("clip", DefaultClip, fmt.Sprintf("clipping bound C (secagg: the update's L2 clip, default %g)", roundspec.DefaultSecAggClip))
 	checkIn := fs.Float64("checkin-p", 1, "check-in probability p")
+	fs.Float64Var(checkIn, "check-in", 1, "check-in rate q (the same as -checkin-p)")
+	sigma := fs.Float64("sigma", 0, "secagg: each server's discrete Gaussian sigma in grid units (0: the smallest with which -rounds rounds at the check-in rate fit -epsilon/-delta)")
+	bits := fs.Int("bits", roundspec.DefaultBits, "secagg: bits per quantized entry")
 	serverLR := fs.Float64("server-lr", 0, "server learning rate (default d/k for ss-topk as FLAME's code, 1 otherwise)")
 	data := fs.String("data", sample.Name, "test data set: "+strings.Join(sample.Names(), ", "))
 	dataDir := fs.String("data-dir", "", "data directory for on-disk data sets")
@@ -129,11 +132,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	d := test.Shape().NumParams()
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	params, lr, err := buildParams(d, *expected, paramFlags{
+	pf := paramFlags{
 		protocol: *protocol, randomizer: *rz, k: *k, l: *l, width: *width, np: *np, buckets: *buckets,
 		minBatch: *minBatch, quota: *quota, epsL: *epsL, deltaL: *deltaL, clip: *clip, checkIn: *checkIn,
 		serverLR: *serverLR,
-	})
+	}
+	if *protocol == wire.ProtocolSecAgg.String() {
+		if !set["clip"] {
+			pf.clip = 0 // roundspec.DefaultSecAggClip
+		}
+		pf.bits, pf.sigma = *bits, *sigma
+		if pf.sigma, err = secaggSigma(d, pf, *rounds, *epsilon, *delta); err != nil {
+			return fail(2, "%v", err)
+		}
+	}
+	params, lr, err := buildParams(d, *expected, pf)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
@@ -227,6 +240,9 @@ type paramFlags struct {
 	k, l, width, np, buckets, minBatch    int
 	quota                                 int
 	epsL, deltaL, clip, checkIn, serverLR float64
+	// Secure summation: bits per entry and each server's sigma.
+	bits  int
+	sigma float64
 }
 
 // buildParams turns the flags into round parameters for a model of d
@@ -251,7 +267,7 @@ func buildParams(d, n int, f paramFlags) (wire.Params, float64, error) {
 	o := roundspec.Options{
 		Protocol: proto, Randomizer: rz, K: f.k, L: f.l, NP: f.np, Buckets: f.buckets,
 		MinBatch: f.minBatch, Quota: f.quota, EpsL: f.epsL, DeltaL: f.deltaL, Clip: f.clip, CheckInP: f.checkIn,
-		ServerLR: f.serverLR, NPRatio: DefaultNPRatio,
+		ServerLR: f.serverLR, NPRatio: DefaultNPRatio, Bits: f.bits, Sigma: f.sigma,
 	}
 	if proto == wire.ProtocolSSSimple && f.quota == 0 {
 		// Every client reports every coordinate: a quota of n_p keeps

@@ -193,20 +193,34 @@ func (c *Config) withDefaults() (Config, error) {
 // use too).
 type protocolSetup struct {
 	spec     *roundspec.Spec
-	analyzer *mechanism.Analyzer
+	analyzer *mechanism.Analyzer // nil for secure summation
 	// center is E[R(1/2)], the blanket mean: a message that fails to open
 	// or opens to an inadmissible value is given this value, so it
 	// contributes zero to the debiased sum in expectation (as a padding
 	// dummy does; see mechanism.Analyzer).
 	center float64
+	// leaderSealed is the size of a sealed leader share (secure
+	// summation only; docs/secagg.md).
+	leaderSealed int
 }
 
+// secAgg reports whether the rounds are secure summation's
+// (docs/secagg.md) rather than a shuffle protocol's.
+func (ps *protocolSetup) secAgg() bool { return !ps.spec.IsShuffle() }
+
 // setupProtocol builds the analyzer for p (roundspec.New: refuses layouts
-// without a privacy proof).
+// without a privacy proof); for secure summation, the share sizes instead.
 func setupProtocol(p wire.Params) (*protocolSetup, error) {
 	spec, err := roundspec.New(p)
 	if err != nil {
 		return nil, fmt.Errorf("server: protocol: %w", err)
+	}
+	if !spec.IsShuffle() {
+		leader, _, err := spec.SharesSizes()
+		if err != nil {
+			return nil, fmt.Errorf("server: secagg share sizes: %w", err)
+		}
+		return &protocolSetup{spec: spec, leaderSealed: leader}, nil
 	}
 	an, err := spec.Analyzer()
 	if err != nil {

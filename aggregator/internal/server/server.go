@@ -98,6 +98,8 @@ type Server struct {
 	wake chan struct{} // a round finished
 
 	opened atomic.Int64 // messages opened since start (tests and metrics)
+
+	sa secaggState // secure summation (secagg.go)
 }
 
 // New validates cfg, creates the state directory, loads or creates the
@@ -193,7 +195,9 @@ func (s *Server) reconcile() error {
 			"round", rel.Round)
 		rec := RoundRecord{Round: rel.Round, Status: StatusLost, N: rel.N, NP: rel.NP,
 			Detail: "charged in the ledger, not applied: the aggregator stopped between charge and checkpoint"}
-		if c := s.st.Charging; c != nil && c.Round == rel.Round {
+		if c := s.st.Charging; c != nil && c.Round == rel.Round && c.SecAgg {
+			rec.Detail += "; secure summation: the leader's preparation state was in memory only"
+		} else if c != nil && c.Round == rel.Round {
 			// The batch being charged is known: its identical re-send
 			// will be applied without a second charge (reapply).
 			rec.Digest = c.Digest
@@ -347,13 +351,22 @@ func (s *Server) stop(why string) {
 	s.publishStatus()
 }
 
-// announcement builds the signed Announcement frame of an open round.
-func (s *Server) announcement(o openRound) ([]byte, error) {
+// announcement builds the signed Announcement frame of an open round; a
+// secure-summation round carries the relay's helper key (relayKey), whose
+// fetch failing is errRelayKey.
+func (s *Server) announcement(ctx context.Context, o openRound) ([]byte, error) {
 	s.mu.RLock()
 	model := slices.Clone(s.st.Model)
 	params := s.cfg.Params
 	s.mu.RUnlock()
 	a := wire.Announcement{Round: uint64(o.Round), Deadline: o.Deadline, Params: params, HPKEPub: s.pub.HPKE, Model: model}
+	if params.Protocol == wire.ProtocolSecAgg {
+		k, err := s.relayKey(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errRelayKey, err)
+		}
+		a.RelayPub = k
+	}
 	if err := a.Sign(s.key); err != nil {
 		return nil, fmt.Errorf("server: signing announcement: %w", err)
 	}
@@ -364,14 +377,25 @@ func (s *Server) announcement(o openRound) ([]byte, error) {
 // deadline. It reports whether the round was announced; if the deadline
 // passes first the round is abandoned.
 func (s *Server) announce(ctx context.Context, o openRound) bool {
-	frame, err := s.announcement(o)
-	if err != nil {
-		s.log.Error("cannot build announcement", "round", o.Round, "err", err)
-		s.abandon(o.Round, err.Error())
-		return false
-	}
+	var frame []byte
 	for attempt := 1; ; attempt++ {
-		err := s.post(ctx, "/v1/rounds", frame)
+		var err error
+		if frame == nil {
+			// (Re)built when the relay's helper key had to be fetched again.
+			frame, err = s.announcement(ctx, o)
+			if err != nil && !errors.Is(err, errRelayKey) {
+				s.log.Error("cannot build announcement", "round", o.Round, "err", err)
+				s.abandon(o.Round, err.Error())
+				return false
+			}
+		}
+		if err == nil {
+			err = s.post(ctx, "/v1/rounds", frame)
+			if isHelperKeyMismatch(err) {
+				s.forgetRelayKey()
+				frame = nil
+			}
+		}
 		if err == nil {
 			s.procMu.Lock()
 			if s.st.Open != nil && s.st.Open.Round == o.Round {
@@ -409,6 +433,18 @@ func (s *Server) isOpen(round int) bool {
 	return s.st.Open != nil && s.st.Open.Round == round
 }
 
+// errRelayKey marks an announcement that could not be built because the
+// relay's helper key could not be fetched (retried like a delivery).
+var errRelayKey = errors.New("server: relay helper key unavailable")
+
+// relayError is the relay's non-2xx answer to a POST.
+type relayError struct {
+	status string
+	body   string
+}
+
+func (e *relayError) Error() string { return fmt.Sprintf("relay answered %s: %s", e.status, e.body) }
+
 // post sends body to the relay with the bearer token.
 func (s *Server) post(ctx context.Context, path string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.cfg.RelayURL, "/")+path, bytes.NewReader(body))
@@ -424,7 +460,7 @@ func (s *Server) post(ctx context.Context, path string, body []byte) error {
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("relay answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		return &relayError{status: resp.Status, body: strings.TrimSpace(string(msg))}
 	}
 	return nil
 }
@@ -440,6 +476,12 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
 			return
 		case <-s.wake:
 		case <-timer.C:
+			// A charged secure-summation round waits BatchGrace for its
+			// aggregate from when its batch was answered.
+			if until := s.secaggPendingUntil(round); time.Now().Before(until) {
+				timer.Reset(time.Until(until))
+				continue
+			}
 			s.abandon(round, fmt.Sprintf("no batch or abort within %v after the deadline", s.cfg.BatchGrace))
 			return
 		}
@@ -451,6 +493,9 @@ func (s *Server) abandon(round int, why string) {
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 	if s.st.Open == nil || s.st.Open.Round != round {
+		return
+	}
+	if s.loseSecAggIfPending(round, fmt.Sprintf("charged, not applied: no aggregate share within %v after the batch", s.cfg.BatchGrace)) {
 		return
 	}
 	o := *s.st.Open
@@ -575,6 +620,11 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		reply.Status = wire.BatchStatusInvalid
 		s.log.Warn("batch ignored: round not open", "round", r)
 		return reply, IntakeObsolete, nil
+	}
+	if s.proto.secAgg() {
+		reply.Status = wire.BatchStatusInvalid
+		s.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/batch)", "round", r)
+		return reply, IntakeInvalid, nil
 	}
 	start := time.Now()
 	b, err := wire.ParseBatch(frame, s.cfg.Params)
@@ -795,6 +845,10 @@ func (s *Server) AbortIntake(frame []byte) IntakeAnswer {
 	if s.st.Open == nil || s.st.Open.Round != r {
 		ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, s.st.Round)
 		s.log.Info("abort ignored: round not open", "round", r, "last", s.st.Round)
+		return ans
+	}
+	if s.loseSecAggIfPending(r, "charged, not applied: aborted by the relay after its batch ("+abortReason(a.Reason)+")") {
+		ans.Outcome = IntakeAccepted
 		return ans
 	}
 	o := *s.st.Open

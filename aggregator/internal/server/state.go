@@ -44,10 +44,17 @@ type RoundRecord struct {
 	Population  int     `json:"population"`
 	CheckInRate float64 `json:"check_in_rate"`
 	Messages    int     `json:"messages,omitempty"`
+	// Reports is a secure-summation batch's report count (N is the
+	// accepted reports, the n of the sum).
+	Reports int `json:"reports,omitempty"`
 	// Accepted, RejectedOpen and RejectedValue are the BatchReply counts.
 	Accepted      int `json:"accepted"`
 	RejectedOpen  int `json:"rejected_open"`
 	RejectedValue int `json:"rejected_value"`
+	// Rejections counts a secure-summation batch's rejected reports by
+	// reason (secagg.Reason; RejectedValue is their total and
+	// RejectedOpen the leader shares that did not open).
+	Rejections map[string]int `json:"rejections,omitempty"`
 	// Epsilon is the cumulative guarantee after this round by every
 	// accounting method (privacy.Account's rows), EpsilonTightest and
 	// Method the ledger's (the tightest valid method without caveat).
@@ -101,6 +108,9 @@ type checkpoint struct {
 type chargingRound struct {
 	Round  int    `json:"round"`
 	Digest string `json:"digest"`
+	// SecAgg: a secure-summation batch, which is not re-applied after a
+	// restart (the leader's state was in memory only).
+	SecAgg bool `json:"secagg,omitempty"`
 }
 
 // ledgerHead returns l's head for the checkpoint.

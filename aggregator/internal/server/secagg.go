@@ -1,0 +1,587 @@
+package server
+
+// The aggregator's side of secure summation (docs/secagg.md, steps 1, 5
+// and 6): it fetches the relay's helper key for the announcement, prepares
+// the leader shares of the relay's batch with the relay's 'P' message,
+// charges the ledger before answering 'M', and unshards the relay's noised
+// aggregate share with its own.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// DefaultSecAggRounds is the number of rounds the operator page calibrates
+// secure summation's σ for when the server runs until the budget
+// (Config.Rounds = 0): the experiments' live default.
+const DefaultSecAggRounds = 20
+
+// helperKeyMismatch is the relay's detail when an announcement carries a
+// RelayPub that is not its key (docs/secagg.md, "Keys and secrets").
+const helperKeyMismatch = "helper key mismatch"
+
+// secaggState is the aggregator's secure-summation state. The relay's key
+// has its own lock; everything else is guarded by Server.procMu. Nothing
+// of it is persisted: the leader's preparation state lives in memory only,
+// so a restart between batch and aggregate leaves the round lost
+// (reconcile), charged once and never applied.
+type secaggState struct {
+	keyMu    sync.Mutex
+	relayPub [32]byte // the relay's helper key, once fetched
+	haveKey  bool
+
+	pending *secaggPending // the charged round awaiting its aggregate
+	last    *secaggLast    // the last finished round's frames (identical re-sends)
+	// noise is the aggregator's noise source for tests (set under
+	// procMu); nil, the production value, draws from noise.Secure().
+	noise noise.Source
+
+	sigmaOnce sync.Once // the operator page's calibrated σ
+	sigma     float64
+	sigmaErr  error
+}
+
+// secaggPending is a charged round whose 'M' was answered: the leader
+// holds the accepted reports' aggregate share until the relay's 'A'.
+type secaggPending struct {
+	round  int
+	sr     *secagg.Round
+	leader *secagg.Leader
+	digest string // of the batch frame
+	reply  []byte // the SecAggPrep frame answered (ok, with 'M')
+	rec    RoundRecord
+	until  time.Time // no aggregate by then: the round is lost
+}
+
+// secaggLast remembers the last secure-summation round answered, so that
+// an identical re-send of its batch or aggregate gets its answer again.
+type secaggLast struct {
+	round       int
+	batchDigest string
+	batchReply  []byte
+	aggDigest   string
+}
+
+// SecAggAnswer is the answer to a secure-summation frame: the outcome of
+// docs/protocol.md and, for a batch of a known round, the SecAggPrep
+// frame; otherwise (aggregates, and bytes that are not a batch of a
+// round) the JSON IntakeAnswer.
+type SecAggAnswer struct {
+	IntakeAnswer
+	Frame []byte
+}
+
+func digestOf(frame []byte) string {
+	d := sha256.Sum256(frame)
+	return hex.EncodeToString(d[:])
+}
+
+// prepFrame encodes a SecAggPrep without a message (refused, invalid).
+func prepFrame(round uint64, status uint8) []byte {
+	b, err := (&wire.SecAggPrep{Round: round, Status: status}).MarshalBinary()
+	if err != nil {
+		return nil // round 0: no frame
+	}
+	return b
+}
+
+// SecAggBatchIntake is POST /v1/secagg/batch after authentication
+// (docs/secagg.md step 5). err is non-nil only for an internal failure
+// (answered 500, the relay resends the same bytes); nothing was charged
+// then unless the ledger recorded it, in which case the Charging marker
+// makes a restart record the round lost.
+//
+// Guarantee: the leader's prepare messages 'M' — after which the relay
+// sends its noised aggregate share and the aggregator could unshard — are
+// answered only after the ledger has durably charged spec.Release(r,
+// accepted, 0), the release of a sum of `accepted` quantized updates of L2
+// norm at most Sensitivity with one server's discrete Gaussian noise at
+// the check-in rate (docs/accounting.md §4; Canonne-Kamath-Steinke 2020
+// Prop. 5, Zhu-Wang 2019 Thm 6). A batch with fewer than MinBatch
+// accepted reports, or refused by the budget, is answered without 'M' and
+// the leader's state is discarded, so nothing of it can be released. Each
+// round is charged at most once: a batch is prepared only for the open
+// round without a pending or finished record.
+func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
+	dig := digestOf(frame)
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+
+	t, round, err := wire.PeekRound(frame)
+	if err != nil || t != wire.TypeSecAggBatch || round < 1 {
+		s.log.Warn("secagg batch rejected: not a secagg batch frame", "bytes", len(frame))
+		return SecAggAnswer{IntakeAnswer: IntakeAnswer{Outcome: IntakeInvalid, Detail: "not a secagg batch frame"}}, nil
+	}
+	ans := func(in Intake, frame []byte, detail string) (SecAggAnswer, error) {
+		if frame == nil {
+			frame = prepFrame(round, wire.BatchStatusInvalid)
+		}
+		return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: frame}, nil
+	}
+	if round > uint64(s.st.Round+1) {
+		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round))
+	}
+	r := int(round)
+	if p := s.sa.pending; p != nil && p.round == r {
+		if p.digest == dig {
+			s.log.Info("identical secagg batch re-sent; answering with the stored reply", "round", r)
+			return ans(IntakeDuplicate, p.reply, "")
+		}
+		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d already has a prepared batch", r))
+	}
+	if l := s.sa.last; l != nil && l.round == r && l.batchDigest == dig {
+		return ans(IntakeDuplicate, l.batchReply, "")
+	}
+	if rec := s.record(r); rec != nil {
+		if rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
+			return ans(IntakeDuplicate, prepFrame(round, *rec.Reply), "")
+		}
+		s.log.Info("secagg batch ignored: the round is already closed", "round", r, "status", rec.Status)
+		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d already closed: %s", r, rec.Status))
+	}
+	if s.st.Open == nil || s.st.Open.Round != r {
+		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
+	}
+	if !s.proto.secAgg() {
+		return ans(IntakeInvalid, nil, "the open round is not secure summation")
+	}
+	start := time.Now()
+	params := s.cfg.Params
+	b, err := wire.ParseSecAggBatch(frame, s.proto.leaderSealed, int(params.Quota))
+	if err != nil {
+		s.log.Warn("secagg batch rejected: malformed", "round", r, "err", err)
+		return ans(IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
+	}
+	sr, err := s.proto.spec.SecAggRound(round)
+	if err != nil {
+		return SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
+	}
+	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), round)
+	if err != nil {
+		return SecAggAnswer{}, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
+	}
+	leader, err := secagg.NewLeader(sr, vk)
+	if err != nil {
+		return SecAggAnswer{}, fmt.Errorf("server: secagg leader, round %d: %w", r, err)
+	}
+	if s.cfg.Workers > 0 {
+		leader.SetWorkers(s.cfg.Workers)
+	}
+	// A share that does not open is passed on as it is: Prepare rejects it
+	// (its length is not a share's), and the verdict reaches the relay
+	// through 'M' (docs/secagg.md step 5).
+	shares := make([][]byte, len(b.Leader))
+	openFailed := 0
+	for i, sealed := range b.Leader {
+		pt, err := s.key.OpenLeaderShare(round, sealed, sr.LeaderShareSize())
+		if err != nil {
+			shares[i] = sealed
+			openFailed++
+			continue
+		}
+		shares[i] = pt
+	}
+	o := *s.st.Open
+	rec := RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
+		Reports: int(b.Reports), CheckedIn: int(b.CheckedIn), Population: int(b.Population), RejectedOpen: openFailed}
+	if b.Population > 0 {
+		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
+	}
+	closeInvalid := func(detail string) (SecAggAnswer, error) {
+		st := wire.BatchStatusInvalid
+		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = StatusInvalid, detail, &st, time.Now()
+		rec.Seconds = time.Since(start).Seconds()
+		s.log.Warn("secagg round closed, nothing charged", "round", r, "reason", detail)
+		s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
+		s.notify()
+		return ans(IntakeInvalid, prepFrame(round, st), detail)
+	}
+	if _, err := leader.Prepare(shares); err != nil {
+		return closeInvalid("leader preparation failed: " + err.Error())
+	}
+	msg, rejs, err := leader.Combine(b.Prep)
+	if err != nil {
+		return closeInvalid("the relay's prepare shares do not combine: " + err.Error())
+	}
+	accepted := leader.Accepted()
+	rec.N, rec.Accepted, rec.RejectedValue = accepted, accepted, len(rejs)
+	if len(rejs) > 0 {
+		rec.Rejections = make(map[string]int)
+		for reason, n := range secagg.Counts(rejs) {
+			rec.Rejections[reason.String()] = n
+		}
+	}
+	if accepted < int(params.MinBatch) {
+		return closeInvalid(fmt.Sprintf("%d reports accepted, fewer than the minimum batch %d", accepted, params.MinBatch))
+	}
+	okFrame, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+	if err != nil {
+		return closeInvalid("encoding the leader's prepare messages: " + err.Error())
+	}
+
+	// Record which batch is being charged before charging it (as
+	// BatchIntake): after a restart the charged round is recorded lost.
+	if err := s.commit(func(c *checkpoint) { c.Charging = &chargingRound{Round: r, Digest: dig, SecAgg: true} }); err != nil {
+		return SecAggAnswer{}, fmt.Errorf("server: recording the secagg batch before its charge, round %d: %w", r, err)
+	}
+	// Charge before 'M' leaves: with 'M' the relay sends its aggregate
+	// share, and with it the aggregator can unshard (docs/secagg.md step 5).
+	if err := s.ledger.Charge(s.proto.spec.Release(r, accepted, 0)); err != nil {
+		switch {
+		case errors.Is(err, ledger.ErrBudgetExhausted):
+			st := wire.BatchStatusRefused
+			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = StatusRefused, err.Error(), &st, time.Now()
+			s.log.Warn("secagg batch refused: privacy budget", "round", r, "err", err)
+			s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open, c.Charging = r, nil, nil })
+			s.stop("privacy budget: " + err.Error())
+			return ans(IntakeAccepted, prepFrame(round, st), err.Error())
+		case errors.Is(err, ledger.ErrInvalidRelease):
+			s.commit(func(c *checkpoint) { c.Charging = nil })
+			return closeInvalid("invalid release: " + err.Error())
+		default:
+			s.log.Error("ledger charge failed; 'M' not sent", "round", r, "err", err)
+			return SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
+		}
+	}
+	s.fillEpsilon(&rec)
+	st := wire.BatchStatusOK
+	rec.Reply = &st
+	rec.Seconds = time.Since(start).Seconds()
+	s.sa.pending = &secaggPending{round: r, sr: sr, leader: leader, digest: dig, reply: okFrame, rec: rec,
+		until: time.Now().Add(s.cfg.BatchGrace)}
+	s.log.Info("secagg batch prepared and charged; waiting for the relay's aggregate share", "round", r,
+		"reports", b.Reports, "accepted", accepted, "rejected", len(rejs), "rejected_open", openFailed, "seconds", rec.Seconds)
+	s.publishStatus()
+	return ans(IntakeAccepted, okFrame, "")
+}
+
+// SecAggAggregateIntake is POST /v1/secagg/aggregate after authentication
+// (docs/secagg.md step 6): for the round whose batch was charged and
+// answered 'M', it noises its own aggregate share, unshards it with the
+// relay's 'A' and moves the model by ServerLR times the noisy mean.
+//
+// Guarantee: the leader's aggregate share is released into the sum only
+// with its own discrete Gaussian noise (noise.Secure()), so the model
+// update is a post-processing of a release the ledger already charged
+// (SecAggBatchIntake); it happens at most once per round (the leader hands
+// out its aggregate share once, and the pending round is cleared before
+// anything else can fail).
+func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
+	dig := digestOf(frame)
+	a, err := wire.ParseSecAggAggregate(frame)
+	if err != nil {
+		_, round, _ := wire.PeekRound(frame)
+		return IntakeAnswer{Round: round, Outcome: IntakeInvalid, Detail: "invalid secagg aggregate: " + err.Error()}
+	}
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	r := int(a.Round)
+	ans := IntakeAnswer{Round: a.Round}
+	p := s.sa.pending
+	if p == nil || p.round != r || a.Round > uint64(s.st.Round+1) {
+		if l := s.sa.last; l != nil && l.round == r && l.aggDigest == dig {
+			ans.Outcome, ans.Detail = IntakeDuplicate, fmt.Sprintf("round %d already applied", r)
+			return ans
+		}
+		ans.Outcome = IntakeObsolete
+		if rec := s.record(r); rec != nil {
+			ans.Detail = fmt.Sprintf("round %d already closed: %s", r, rec.Status)
+		} else {
+			ans.Detail = fmt.Sprintf("round %d has no prepared batch here", r)
+		}
+		s.log.Info("secagg aggregate ignored", "round", r, "reason", ans.Detail)
+		return ans
+	}
+	// Check the relay's share before taking the leader's own, which can
+	// be taken only once: a malformed 'A' leaves the round pending.
+	h, err := p.sr.ParseAggregateShare(a.Share)
+	if err != nil {
+		ans.Outcome, ans.Detail = IntakeInvalid, "invalid aggregate share: "+err.Error()
+		return ans
+	}
+	if h.Count() != p.leader.Accepted() {
+		ans.Outcome, ans.Detail = IntakeInvalid, fmt.Sprintf("aggregate share over %d reports, the leader accepted %d", h.Count(), p.leader.Accepted())
+		return ans
+	}
+	start := time.Now()
+	model, err := s.unshardInto(p, a.Share)
+	if err != nil {
+		s.loseSecAgg(p, "charged, not applied: "+err.Error())
+		ans.Outcome, ans.Detail = IntakeInvalid, err.Error()
+		return ans
+	}
+	rec := p.rec
+	rec.Status, rec.FinishedAt = StatusOK, time.Now()
+	rec.Seconds += time.Since(start).Seconds()
+	acc, aerr := logreg.Accuracy(model, s.cfg.Test)
+	loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
+	if aerr == nil && lerr == nil {
+		rec.Accuracy, rec.Loss = finitePtr(acc), finitePtr(loss)
+	} else {
+		s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
+	}
+	s.sa.pending = nil
+	s.sa.last = &secaggLast{round: r, batchDigest: p.digest, batchReply: p.reply, aggDigest: dig}
+	s.commit(func(c *checkpoint) {
+		c.Model = model
+		c.History = append(c.History, rec)
+		c.Round, c.Open, c.Charging = r, nil, nil
+	})
+	s.notify()
+	args := []any{"round", r, "status", rec.Status, "n", rec.N, "reports", rec.Reports, "seconds", rec.Seconds}
+	if rec.Accuracy != nil {
+		args = append(args, "accuracy", *rec.Accuracy, "loss", *rec.Loss)
+	}
+	if rec.EpsilonTightest != nil {
+		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
+	}
+	s.log.Info("round finished", args...)
+	ans.Outcome = IntakeAccepted
+	return ans
+}
+
+// unshardInto takes the leader's aggregate share, adds the aggregator's
+// discrete Gaussian noise, unshards with the relay's 'A' and returns the
+// current model moved by ServerLR times the noisy mean (not yet stored).
+// The caller holds procMu; p cannot be unsharded again afterwards.
+func (s *Server) unshardInto(p *secaggPending, helperMsg []byte) ([]float64, error) {
+	own, err := p.leader.AggregateShare()
+	if err != nil {
+		return nil, err
+	}
+	src := s.sa.noise
+	if src == nil {
+		src = noise.Secure()
+	}
+	if err := own.AddNoise(src); err != nil {
+		return nil, err
+	}
+	res, err := p.leader.Unshard(own, helperMsg)
+	if err != nil {
+		return nil, err
+	}
+	model := slices.Clone(s.st.Model)
+	if len(res.Mean) != len(model) {
+		return nil, fmt.Errorf("server: unsharded mean has %d coordinates, the model %d", len(res.Mean), len(model))
+	}
+	for j, v := range res.Mean {
+		model[j] += s.cfg.ServerLR * v
+	}
+	for _, v := range model {
+		if !finiteF(v) {
+			return nil, errors.New("model update is not finite")
+		}
+	}
+	return model, nil
+}
+
+// loseSecAgg closes a charged secure-summation round without applying it:
+// the ledger keeps its charge, the model stays, the next round follows.
+// The caller holds procMu.
+func (s *Server) loseSecAgg(p *secaggPending, why string) {
+	rec := p.rec
+	rec.Status, rec.Detail, rec.FinishedAt = StatusLost, why, time.Now()
+	// The relay's later frames for the round are obsolete.
+	s.sa.pending, s.sa.last = nil, nil
+	s.log.Warn("secagg round lost: charged, not applied", "round", p.round, "reason", why)
+	s.commit(func(c *checkpoint) {
+		c.History = append(c.History, rec)
+		c.Round, c.Open, c.Charging = p.round, nil, nil
+	})
+	s.notify()
+}
+
+// secaggPendingUntil returns when the pending aggregate of round expires
+// (zero if the round has none).
+func (s *Server) secaggPendingUntil(round int) time.Time {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if p := s.sa.pending; p != nil && p.round == round {
+		return p.until
+	}
+	return time.Time{}
+}
+
+// loseSecAggIfPending records round lost if it is charged and awaiting its
+// aggregate, and reports whether it did. The caller holds procMu.
+func (s *Server) loseSecAggIfPending(round int, why string) bool {
+	p := s.sa.pending
+	if p == nil || p.round != round {
+		return false
+	}
+	s.loseSecAgg(p, why)
+	return true
+}
+
+// relayKey returns the relay's helper key (docs/secagg.md, "Keys and
+// secrets"): GET {relay}/v1/helper-key with the bearer token, 32 raw
+// bytes, cached until forgetRelayKey.
+func (s *Server) relayKey(ctx context.Context) ([32]byte, error) {
+	s.sa.keyMu.Lock()
+	defer s.sa.keyMu.Unlock()
+	if s.sa.haveKey {
+		return s.sa.relayPub, nil
+	}
+	var k [32]byte
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.RelayURL, "/")+"/v1/helper-key", nil)
+	if err != nil {
+		return k, fmt.Errorf("server: relay helper key: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.cfg.Token)
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return k, fmt.Errorf("server: relay helper key: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if err != nil {
+		return k, fmt.Errorf("server: relay helper key: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return k, fmt.Errorf("server: relay helper key: relay answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	if len(body) != len(k) {
+		return k, fmt.Errorf("server: relay helper key of %d bytes, want %d", len(body), len(k))
+	}
+	copy(k[:], body)
+	if k == ([32]byte{}) {
+		return k, errors.New("server: relay helper key is all zero")
+	}
+	s.sa.relayPub, s.sa.haveKey = k, true
+	s.log.Info("fetched the relay's helper key", "key", hex.EncodeToString(k[:8]))
+	return k, nil
+}
+
+// forgetRelayKey drops the cached helper key (the relay refused an
+// announcement with "helper key mismatch": it has a new key).
+func (s *Server) forgetRelayKey() {
+	s.sa.keyMu.Lock()
+	s.sa.haveKey = false
+	s.sa.keyMu.Unlock()
+}
+
+// isHelperKeyMismatch reports whether the relay refused an announcement
+// because its RelayPub is not the relay's key.
+func isHelperKeyMismatch(err error) bool {
+	var re *relayError
+	return errors.As(err, &re) && strings.Contains(re.body, helperKeyMismatch)
+}
+
+// secaggSigma returns σ for a secure-summation configuration when sigma
+// is 0: the smallest per-server σ with which `rounds` rounds at check-in
+// rate q fit the ledger's target (eps, delta) for add/remove one volunteer
+// (roundspec.CalibrateSigma; docs/accounting.md §4).
+func secaggSigma(d int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
+	if f.sigma > 0 {
+		return f.sigma, nil
+	}
+	if rounds < 1 {
+		return 0, errors.New("secagg: give -sigma, or -rounds to calibrate sigma to the privacy target")
+	}
+	q := f.checkIn
+	if q == 0 {
+		q = 1
+	}
+	s, err := roundspec.CalibrateSigma(d, roundspec.Options{Protocol: wire.ProtocolSecAgg, Clip: f.clip, Bits: f.bits, Quota: f.quota},
+		rounds, q, eps, delta)
+	if err != nil {
+		return 0, fmt.Errorf("secagg: calibrating sigma: %w", err)
+	}
+	return s, nil
+}
+
+// operatorSigma is the σ the operator page offers secure summation with:
+// the current one if the rounds are secure summation, else calibrated to
+// the ledger's target over Config.Rounds (DefaultSecAggRounds if 0) at
+// the current check-in rate, computed once.
+func (s *Server) operatorSigma(cfg Config) (float64, error) {
+	if cfg.Params.Protocol == wire.ProtocolSecAgg {
+		return cfg.Params.Sigma, nil
+	}
+	s.sa.sigmaOnce.Do(func() {
+		rounds := cfg.Rounds
+		if rounds == 0 {
+			rounds = DefaultSecAggRounds
+		}
+		eps, delta := s.ledger.Target()
+		s.sa.sigma, s.sa.sigmaErr = secaggSigma(int(cfg.Params.D), paramFlags{checkIn: cfg.Params.CheckInP}, rounds, eps, delta)
+	})
+	return s.sa.sigma, s.sa.sigmaErr
+}
+
+// secaggBodyLimits bounds the request bodies of the two endpoints for the
+// current parameters (the largest frames the round's Quota allows).
+func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
+	s.mu.RLock()
+	ps := s.proto
+	p := s.cfg.Params
+	s.mu.RUnlock()
+	if !ps.secAgg() {
+		return 1 << 10, 1 << 10
+	}
+	sr, err := ps.spec.SecAggRound(1)
+	if err != nil {
+		return 1 << 10, 1 << 10
+	}
+	q := int64(p.Quota)
+	batch = 26 + q*int64(ps.leaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
+	aggregate = 14 + 64 + 16*int64(p.D)
+	return batch, aggregate
+}
+
+func (s *Server) serveSecAggBatch(w http.ResponseWriter, r *http.Request) {
+	limit, _ := s.secaggBodyLimits()
+	body, ok := s.readBody(w, r, limit)
+	if !ok {
+		return
+	}
+	ans, err := s.SecAggBatchIntake(body)
+	if err != nil {
+		s.log.Error("secagg batch not processed", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set(OutcomeHeader, string(ans.Outcome))
+	if ans.Frame == nil {
+		writeIntake(w, ans.IntakeAnswer)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(ans.Outcome.HTTPStatus())
+	w.Write(ans.Frame)
+}
+
+func (s *Server) serveSecAggAggregate(w http.ResponseWriter, r *http.Request) {
+	_, limit := s.secaggBodyLimits()
+	body, ok := s.readBody(w, r, limit)
+	if !ok {
+		return
+	}
+	writeIntake(w, s.SecAggAggregateIntake(body))
+}
+
+// writeIntake answers with the outcome as status code and header and the
+// JSON IntakeAnswer.
+func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
+	w.Header().Set(OutcomeHeader, string(ans.Outcome))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ans.Outcome.HTTPStatus())
+	json.NewEncoder(w).Encode(ans)
+}

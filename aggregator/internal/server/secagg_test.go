@@ -1,0 +1,649 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
+	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
+)
+
+// Secure summation at d = 8 (the test set's model): 8 bits (Scale =
+// 127/C), C = 1, each server's sigma 2 grid units, at most 8 reports.
+const testSigma = 2
+
+func secaggTestParams() wire.Params {
+	return wire.Params{Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian, D: 8, K: 1, L: 1, Width: 1,
+		MinBatch: 3, Quota: 8, Clip: 1, CheckInP: 0.5, Bits: 8, Sigma: testSigma}
+}
+
+// secaggRelay is the relay's side of secure summation for the tests: it
+// serves its helper key, checks the announcements' RelayPub as the relay
+// does (409 "helper key mismatch"), and plays the helper with the real
+// secagg.Helper on shares sealed by real envelope code.
+type secaggRelay struct {
+	*fakeRelay
+	key      *envelope.HelperKey
+	keyGets  int
+	mismatch int // announcements refused for their RelayPub
+}
+
+func newSecAggRelay(t *testing.T) *secaggRelay {
+	t.Helper()
+	k, err := envelope.UnmarshalHelperKey(bytes.Repeat([]byte{3}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := &secaggRelay{fakeRelay: &fakeRelay{t: t, ch: make(chan *wire.Announcement, 64)}, key: k}
+	f := sr.fakeRelay
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+testToken {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		f.mu.Lock()
+		key := sr.key
+		f.mu.Unlock()
+		switch r.URL.Path {
+		case "/v1/helper-key":
+			f.mu.Lock()
+			sr.keyGets++
+			f.mu.Unlock()
+			pub := key.Public()
+			w.Write(pub[:])
+			return
+		case "/v1/rounds":
+		default:
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		a, err := wire.ParseAnnouncement(b, wire.Limits{})
+		if err != nil {
+			f.t.Errorf("relay: bad announcement: %v", err)
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		pub := f.pub
+		f.mu.Unlock()
+		if pub != nil {
+			if err := a.Verify(*pub); err != nil {
+				f.t.Errorf("relay: announcement signature: %v", err)
+			}
+		}
+		if a.RelayPub != key.Public() {
+			f.mu.Lock()
+			sr.mismatch++
+			f.mu.Unlock()
+			w.Header().Set(OutcomeHeader, string(IntakeInvalid))
+			w.WriteHeader(http.StatusConflict)
+			json.NewEncoder(w).Encode(IntakeAnswer{Round: a.Round, Outcome: IntakeInvalid, Detail: helperKeyMismatch})
+			return
+		}
+		f.mu.Lock()
+		f.anns = append(f.anns, a)
+		f.mu.Unlock()
+		f.ch <- a
+	}))
+	t.Cleanup(f.srv.Close)
+	return sr
+}
+
+func newSecAggHarness(t *testing.T, dir string, relay *secaggRelay, mod func(*Config)) *harness {
+	t.Helper()
+	h := newHarness(t, dir, relay.fakeRelay, func(c *Config) {
+		c.Params = secaggTestParams()
+		c.ServerLR = 1
+		c.ExpectedN = 4
+		if mod != nil {
+			mod(c)
+		}
+	})
+	// The aggregator's own noise from a fixed seed (noise.Secure() in
+	// production), set under procMu, which the aggregate handler holds.
+	h.srv.procMu.Lock()
+	h.srv.sa.noise = noise.NewSeeded(99)
+	h.srv.procMu.Unlock()
+	return h
+}
+
+// volunteer is one report: the update, and its shares sealed to both
+// servers for the announced round.
+type volunteer struct {
+	update         []float64
+	leader, helper []byte // sealed
+}
+
+// honestUpdate is a deterministic update of L2 norm below the clip 1.
+func honestUpdate(seed uint64, d int) []float64 {
+	src := noise.NewSeeded(seed)
+	x := make([]float64, d)
+	for i := range x {
+		x[i] = 0.6 * (noise.Uniform(src) - 0.5) // |x_i| <= 0.3, ||x|| <= 0.85
+	}
+	return x
+}
+
+// shardAndSeal runs the volunteer's side (docs/secagg.md step 2).
+func (sr *secaggRelay) shardAndSeal(t *testing.T, a *wire.Announcement, x []float64, seed uint64) volunteer {
+	t.Helper()
+	r := secaggRound(t, a)
+	l, h, err := r.Shard(x, noise.NewSeeded(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sr.seal(t, a, x, l, h)
+}
+
+func (sr *secaggRelay) seal(t *testing.T, a *wire.Announcement, x []float64, l, h []byte) volunteer {
+	t.Helper()
+	sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return volunteer{update: x, leader: sl, helper: sh}
+}
+
+func secaggRound(t *testing.T, a *wire.Announcement) *secagg.Round {
+	t.Helper()
+	spec, err := roundspec.New(a.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := spec.SecAggRound(a.Round)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// outOfRangeShares builds a report whose reconstructed measurement is out
+// of range, as shared/secagg's tests do: an honest measurement sharded
+// three ways, of which the leader share, the first helper share and the
+// first two joint-randomness parts are sent; each server's own check
+// passes, but the two shares reconstruct uniformly random field elements
+// in place of the bits, which only the validity proof catches.
+func outOfRangeShares(t *testing.T, r *secagg.Round, honestLeader, honestHelper []byte, seed uint64) (leader, helper []byte) {
+	t.Helper()
+	p := r.Params()
+	ctx := binary.BigEndian.AppendUint64([]byte("blanket/secagg/v1/round:"), r.ID())
+	v, err := sumvec.New(3, uint(p.Dim), p.Bits, p.ChunkLength, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := noise.NewSeeded(seed)
+	var nonce sumvec.Nonce
+	for i := range nonce {
+		nonce[i] = byte(src.Uint64())
+	}
+	vp := v.Params()
+	rnd := make([]byte, vp.RandSize())
+	for i := range rnd {
+		rnd[i] = byte(src.Uint64())
+	}
+	pub, shares, err := v.Shard(make([]uint64, p.Dim), &nonce, rnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [2][]byte
+	for i, honest := range [][]byte{honestLeader, honestHelper} {
+		enc, err := shares[i].MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := slices.Clone(honest[:10]) // version, kind, round
+		m = append(m, nonce[:]...)
+		m = append(m, pub[:64]...)
+		out[i] = append(m, enc...)
+		if len(out[i]) != len(honest) {
+			t.Fatalf("out-of-range share %d has %d bytes, an honest one %d", i, len(out[i]), len(honest))
+		}
+	}
+	return out[0], out[1]
+}
+
+// relayRound is the relay's close of a round (docs/secagg.md step 4) up to
+// the batch: it opens the helper shares, prepares them and builds the
+// SecAggBatch frame. The helper is returned for the aggregate.
+func (sr *secaggRelay) relayRound(t *testing.T, a *wire.Announcement, vs []volunteer) (*secagg.Helper, []byte) {
+	t.Helper()
+	r := secaggRound(t, a)
+	vk, err := secagg.DeriveVerifyKey([]byte(testToken), a.Round)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := secagg.NewHelper(r, vk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := make([][]byte, len(vs))
+	ls := make([][]byte, len(vs))
+	for i, v := range vs {
+		if hs[i], err = sr.key.OpenHelperShare(a.Round, v.helper, r.HelperShareSize()); err != nil {
+			t.Fatal(err)
+		}
+		ls[i] = v.leader
+	}
+	p, _, err := h.Prepare(hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := wire.SecAggBatch{Round: a.Round, Reports: uint32(len(vs)), CheckedIn: uint32(len(vs)) + 1, Population: uint32(len(vs)) + 3,
+		Leader: ls, Prep: p}
+	frame, err := b.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, frame
+}
+
+// aggregateFrame finishes the helper with 'M' and returns its noised
+// aggregate share as a SecAggAggregate frame.
+func aggregateFrame(t *testing.T, round uint64, h *secagg.Helper, msg []byte) []byte {
+	t.Helper()
+	if _, err := h.Finish(msg); err != nil {
+		t.Fatal(err)
+	}
+	agg, err := h.AggregateShare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agg.AddNoise(noise.NewSeeded(round + 1000)); err != nil {
+		t.Fatal(err)
+	}
+	share, err := agg.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, err := (&wire.SecAggAggregate{Round: round, Share: share}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frame
+}
+
+// postSecAgg posts a frame to a secagg endpoint and returns the outcome
+// (checked against the status code) and the body.
+func (h *harness) postSecAgg(path string, frame []byte) (Intake, []byte) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.http.URL+path, bytes.NewReader(frame))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	in := Intake(resp.Header.Get(OutcomeHeader))
+	switch in {
+	case IntakeAccepted, IntakeDuplicate, IntakeObsolete, IntakeInvalid:
+	default:
+		h.t.Fatalf("%s: HTTP %d, outcome %q: %s", path, resp.StatusCode, in, body)
+	}
+	if resp.StatusCode != in.HTTPStatus() {
+		h.t.Fatalf("%s: HTTP %d for outcome %s", path, resp.StatusCode, in)
+	}
+	return in, body
+}
+
+func (h *harness) sendSecAggBatch(frame []byte) (*wire.SecAggPrep, Intake) {
+	h.t.Helper()
+	in, body := h.postSecAgg("/v1/secagg/batch", frame)
+	p, err := wire.ParseSecAggPrep(body)
+	if err != nil {
+		h.t.Fatalf("secagg batch answer (%s): %v: %q", in, err, body)
+	}
+	return p, in
+}
+
+// wantMean is ServerLR (1) times the mean of the updates.
+func wantMean(vs []volunteer) []float64 {
+	m := make([]float64, len(vs[0].update))
+	for _, v := range vs {
+		for j, x := range v.update {
+			m[j] += x / float64(len(vs))
+		}
+	}
+	return m
+}
+
+// checkNear checks the model against the honest mean: the noisy mean
+// differs by the two servers' noise, sqrt(2)·sigma/(n·Scale) per
+// coordinate (6 of those) plus the randomized rounding (one grid unit per
+// report at most, averaged: 1/Scale).
+func checkNear(t *testing.T, got, want []float64, n int) {
+	t.Helper()
+	scale := 127.0
+	tol := 6*math.Sqrt2*testSigma/(float64(n)*scale) + 1/scale
+	far := 0.0
+	for _, w := range want {
+		far = max(far, math.Abs(w))
+	}
+	if far < 2*tol {
+		t.Fatalf("the honest mean (largest coordinate %v) is within the tolerance %v of zero: the check would not see a missing update", far, tol)
+	}
+	for j := range want {
+		if d := math.Abs(got[j] - want[j]); d > tol {
+			t.Fatalf("model[%d] = %v, want %v ± %v (off by %v)", j, got[j], want[j], tol, d)
+		}
+	}
+}
+
+func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, nil)
+	a := relay.next(t)
+	if a.Round != 1 || a.RelayPub != relay.key.Public() || a.Params != secaggTestParams() {
+		t.Fatalf("announcement: round %d, relay key %x, params %+v", a.Round, a.RelayPub, a.Params)
+	}
+	var vs []volunteer
+	for i := range 5 {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	helper, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK || prep.Round != 1 || len(prep.Msg) == 0 {
+		t.Fatalf("batch: %s %+v", in, prep)
+	}
+	// Charged once, before the answer, with the release's sigma and the
+	// quantized sensitivity at the check-in rate.
+	sp, err := secagg.NewParams(8, 1, 8, testSigma, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rels := h.srv.ledger.Releases()
+	if len(rels) != 1 || rels[0].Round != 1 || rels[0].Protocol != privacy.ProtocolSecAgg || rels[0].N != 5 ||
+		rels[0].SecAggSigma != testSigma || rels[0].SecAggSensitivity != sp.Sensitivity() || rels[0].CheckInRate != 0.5 {
+		t.Fatalf("ledger releases after the batch: %+v", rels)
+	}
+	if !slices.Equal(h.srv.Model(), make([]float64, 8)) {
+		t.Fatal("the model moved before the aggregate")
+	}
+	// An identical re-send of the batch gets the stored answer.
+	again, in := h.sendSecAggBatch(batch)
+	if in != IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
+		t.Fatalf("identical re-send: %s %+v", in, again)
+	}
+	// An aggregate for another round is obsolete.
+	agg := aggregateFrame(t, 1, helper, prep.Msg)
+	other := slices.Clone(agg)
+	binary.BigEndian.PutUint64(other[2:], 2)
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", other); in != IntakeObsolete {
+		t.Fatalf("aggregate for round 2: %s", in)
+	}
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeAccepted {
+		t.Fatalf("aggregate: %s %s", in, body)
+	}
+	checkNear(t, h.srv.Model(), wantMean(vs), 5)
+	if n := len(h.srv.ledger.Releases()); n != 1 {
+		t.Fatalf("%d releases after the aggregate, want 1", n)
+	}
+	rec := h.srv.Rounds()[0]
+	if rec.Status != StatusOK || rec.N != 5 || rec.Accepted != 5 || rec.Reports != 5 || rec.Accuracy == nil ||
+		rec.EpsilonTightest == nil || *rec.EpsilonTightest != 1 || len(rec.Rejections) != 0 {
+		t.Fatalf("round record %+v", rec)
+	}
+	// The aggregate again: a duplicate, nothing applied twice.
+	model := h.srv.Model()
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeDuplicate {
+		t.Fatalf("identical aggregate re-send: %s", in)
+	}
+	if !slices.Equal(h.srv.Model(), model) {
+		t.Fatal("a re-sent aggregate moved the model")
+	}
+	// Training continues with the new model.
+	if a2 := relay.next(t); a2.Round != 2 || !slices.Equal(a2.Model, model) {
+		t.Fatalf("next announcement: round %d", a2.Round)
+	}
+}
+
+// TestSecAggRejectsOutOfRangeAndTampered: an out-of-range report (caught
+// only by the validity proof) and a tampered leader share (does not
+// open) are rejected, counted by reason, and do not move the model: it
+// moves by the honest reports' mean.
+func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, nil)
+	a := relay.next(t)
+	r := secaggRound(t, a)
+	var honest []volunteer
+	var all []volunteer
+	var firstL, firstH []byte
+	for i := range 4 {
+		x := honestUpdate(uint64(i+10), 8)
+		l, hs, err := r.Shard(x, noise.NewSeeded(uint64(200+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			firstL, firstH = l, hs
+		}
+		v := relay.seal(t, a, x, l, hs)
+		honest = append(honest, v)
+		all = append(all, v)
+	}
+	bl, bh := outOfRangeShares(t, r, firstL, firstH, 7)
+	all = slices.Insert(all, 1, relay.seal(t, a, nil, bl, bh))
+	tampered := relay.shardAndSeal(t, a, honestUpdate(50, 8), 300)
+	tampered.leader[len(tampered.leader)-1] ^= 1
+	all = append(all, tampered)
+
+	helper, batch := relay.relayRound(t, a, all)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+		t.Fatalf("batch: %s %+v", in, prep)
+	}
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeAccepted {
+		t.Fatalf("aggregate: %s %s", in, body)
+	}
+	checkNear(t, h.srv.Model(), wantMean(honest), 4)
+	rec := h.srv.Rounds()[0]
+	want := map[string]int{secagg.RejectInvalidProof.String(): 1, secagg.RejectWrongLength.String(): 1}
+	if rec.Status != StatusOK || rec.N != 4 || rec.Reports != 6 || rec.RejectedOpen != 1 || rec.RejectedValue != 2 ||
+		len(rec.Rejections) != 2 || rec.Rejections[secagg.RejectInvalidProof.String()] != 1 ||
+		rec.Rejections[secagg.RejectWrongLength.String()] != 1 {
+		t.Fatalf("round record %+v, want rejections %v", rec, want)
+	}
+	if rels := h.srv.ledger.Releases(); len(rels) != 1 || rels[0].N != 4 {
+		t.Fatalf("ledger %+v, want one release of the 4 accepted reports", rels)
+	}
+}
+
+// TestSecAggBudgetRefusal: a batch whose release the ledger refuses
+// charges nothing, is answered refused without 'M' and closes the round.
+func TestSecAggBudgetRefusal(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) {
+		// The announcement check passes at the expected n = 4; the batch
+		// of 6 reports does not fit.
+		c.Accountant = fakeAccountant(func(r privacy.Release) float64 { return float64(r.N) })
+		c.TargetEpsilon = 5
+	})
+	a := relay.next(t)
+	var vs []volunteer
+	for i := range 6 {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	_, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != IntakeAccepted || prep.Status != wire.BatchStatusRefused || len(prep.Msg) != 0 {
+		t.Fatalf("batch over budget: %s %+v", in, prep)
+	}
+	if n := len(h.srv.ledger.Releases()); n != 0 {
+		t.Fatalf("%d releases charged, want 0", n)
+	}
+	if rec := h.srv.Rounds()[0]; rec.Status != StatusRefused {
+		t.Fatalf("round record %+v", rec)
+	}
+	again, in := h.sendSecAggBatch(batch)
+	if in != IntakeDuplicate || again.Status != wire.BatchStatusRefused {
+		t.Fatalf("re-sent refused batch: %s %+v", in, again)
+	}
+	if st := h.srv.Status(); st.Running {
+		t.Fatal("still announcing after the budget refused a batch")
+	}
+}
+
+// TestSecAggTooFewAccepted: fewer accepted reports than the minimum batch
+// is invalid, charges nothing and closes the round.
+func TestSecAggTooFewAccepted(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, nil)
+	a := relay.next(t)
+	var vs []volunteer
+	for i := range 3 {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	vs[0].leader[40] ^= 1 // does not open: 2 accepted, min batch 3
+	_, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != IntakeInvalid || prep.Status != wire.BatchStatusInvalid || len(prep.Msg) != 0 {
+		t.Fatalf("batch below the minimum: %s %+v", in, prep)
+	}
+	if n := len(h.srv.ledger.Releases()); n != 0 {
+		t.Fatalf("%d releases charged, want 0", n)
+	}
+	if rec := h.srv.Rounds()[0]; rec.Status != StatusInvalid || rec.N != 2 {
+		t.Fatalf("round record %+v", rec)
+	}
+	if a2 := relay.next(t); a2.Round != 2 {
+		t.Fatalf("next round %d, want 2", a2.Round)
+	}
+}
+
+// TestSecAggMissingAggregateLost: no aggregate within the grace (the
+// expiry waitRound acts on, called directly) leaves the round lost,
+// charged once and not applied; training continues, and the relay's late
+// aggregate and re-sent batch are obsolete.
+func TestSecAggMissingAggregateLost(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, nil)
+	a := relay.next(t)
+	var vs []volunteer
+	for i := range 4 {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	helper, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+		t.Fatalf("batch: %s %+v", in, prep)
+	}
+	if until := h.srv.secaggPendingUntil(1); until.IsZero() {
+		t.Fatal("no pending aggregate after the batch")
+	}
+	h.srv.abandon(1, "test: grace expired")
+	if a2 := relay.next(t); a2.Round != 2 || !slices.Equal(a2.Model, make([]float64, 8)) {
+		t.Fatalf("next announcement: round %d", a2.Round)
+	}
+	rec := h.srv.Rounds()[0]
+	if rec.Status != StatusLost || rec.N != 4 {
+		t.Fatalf("round record %+v", rec)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeObsolete {
+		t.Fatalf("late aggregate: %s", in)
+	}
+	if _, in := h.sendSecAggBatch(batch); in != IntakeObsolete {
+		t.Fatalf("re-sent batch of the lost round: %s", in)
+	}
+	if n := len(h.srv.ledger.Releases()); n != 1 {
+		t.Fatalf("%d releases, want 1", n)
+	}
+	if !slices.Equal(h.srv.Model(), make([]float64, 8)) {
+		t.Fatal("a lost round moved the model")
+	}
+}
+
+// TestSecAggRestartBetweenBatchAndAggregate: the leader's state is in
+// memory only, so a restart after the batch leaves the round lost,
+// charged exactly once; the relay's aggregate and re-sent batch are
+// obsolete and the next round is announced.
+func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
+	dir := t.TempDir()
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, dir, relay, nil)
+	a := relay.next(t)
+	var vs []volunteer
+	for i := range 4 {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	helper, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+		t.Fatalf("batch: %s %+v", in, prep)
+	}
+	h.stop()
+
+	h2 := newSecAggHarness(t, dir, relay, nil)
+	if a2 := relay.next(t); a2.Round != 2 {
+		t.Fatalf("announced round %d after the restart, want 2", a2.Round)
+	}
+	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != StatusLost {
+		t.Fatalf("round 1 after the restart: %+v", rec)
+	}
+	if in, _ := h2.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeObsolete {
+		t.Fatalf("aggregate after the restart: %s", in)
+	}
+	if _, in := h2.sendSecAggBatch(batch); in != IntakeObsolete {
+		t.Fatalf("re-sent batch after the restart: %s", in)
+	}
+	if n := len(h2.srv.ledger.Releases()); n != 1 {
+		t.Fatalf("%d releases, want 1", n)
+	}
+	if !slices.Equal(h2.srv.Model(), make([]float64, 8)) {
+		t.Fatal("the lost round moved the model")
+	}
+}
+
+// TestSecAggRelayKeyRefetched: an announcement refused with "helper key
+// mismatch" (the relay has a new key) makes the aggregator fetch the key
+// again and re-sign the announcement with it.
+func TestSecAggRelayKeyRefetched(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, nil)
+	a := relay.next(t)
+	// The relay restarts with a new helper key; round 1 is aborted.
+	k2, err := envelope.UnmarshalHelperKey(bytes.Repeat([]byte{5}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay.mu.Lock()
+	relay.key = k2
+	relay.mu.Unlock()
+	abort, err := (&wire.Abort{Round: a.Round, Reason: wire.AbortRelayRestart}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(t, h.http.URL+"/v1/abort", testToken, abort); code != http.StatusOK {
+		t.Fatalf("abort: HTTP %d", code)
+	}
+	a2 := relay.next(t)
+	if a2.Round != 2 || a2.RelayPub != k2.Public() {
+		t.Fatalf("round %d announced with relay key %x, want the new key", a2.Round, a2.RelayPub)
+	}
+	relay.mu.Lock()
+	gets, mism := relay.keyGets, relay.mismatch
+	relay.mu.Unlock()
+	if gets != 2 || mism != 1 {
+		t.Fatalf("helper key fetched %d times with %d refusals, want 2 and 1", gets, mism)
+	}
+}
