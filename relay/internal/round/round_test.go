@@ -1,6 +1,7 @@
 package round
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -292,5 +293,157 @@ func TestQuotaAndPlan(t *testing.T) {
 	expect(t, m.Frame(b, s.report(t, 3, p, 0, 0)), Report, "", 0, Keep)
 	if !m.Leave(b) || m.Population() != 2 {
 		t.Fatal("leaving mid-upload: partial report not discarded")
+	}
+}
+
+func secAggParams() wire.Params {
+	return wire.Params{
+		Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian,
+		D: 8, K: 1, L: 1, Width: 1, Bits: 8, Sigma: 2, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 3,
+	}
+}
+
+func openSecAgg(t *testing.T, m *Machine, num uint64, p wire.Params) *Round {
+	t.Helper()
+	a := &wire.Announcement{Round: num, Deadline: t0.Add(time.Minute), Params: p, Model: make([]float64, p.D), RelayPub: [32]byte{5}}
+	b, err := a.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Open(a, b, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// sharesSealer makes Shares frames of a round's exact size whose sealed
+// shares start with distinct encapsulated keys (the rules never open them).
+type sharesSealer struct{ n uint16 }
+
+func (s *sharesSealer) enc() []byte {
+	s.n++
+	return []byte{byte(s.n >> 8), byte(s.n), 0xEE}
+}
+
+func (s *sharesSealer) frame(t *testing.T, num uint64, r *Round, lead, help []byte) []byte {
+	t.Helper()
+	l, h := make([]byte, r.LeaderLen), make([]byte, r.HelperLen)
+	if lead == nil {
+		lead = s.enc()
+	}
+	if help == nil {
+		help = s.enc()
+	}
+	copy(l, lead)
+	copy(h, help)
+	b, err := (&wire.Shares{Round: num, Leader: l, Helper: h}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSecAggRules: a secure-summation report is the check-in and exactly
+// one Shares frame of the round's size (from roundspec); a second one on
+// the connection, a replay of either sealed share (this round or, rewritten,
+// the next), another protocol's frame, a frame of the wrong size or round
+// are each rejected with their reason; accepted reports close the round at
+// the quota with their shares in arrival order.
+func TestSecAggRules(t *testing.T) {
+	p := secAggParams()
+	m := New(0)
+	a, thief, b1, b2, c, d, e, f := m.Join(), m.Join(), m.Join(), m.Join(), m.Join(), m.Join(), m.Join(), m.Join()
+	r := openSecAgg(t, m, 1, p)
+	if r.SecAgg == nil || r.Msgs != 1 || r.FrameSize != wire.SharesSize(r.LeaderLen, r.HelperLen) ||
+		m.ReadLimit() != r.FrameSize || r.RelayPub != [32]byte{5} {
+		t.Fatalf("secagg round %+v, read limit %d", r, m.ReadLimit())
+	}
+	if lead, help, err := r.SecAgg.SharesSizes(); err != nil || lead != r.LeaderLen || help != r.HelperLen {
+		t.Fatalf("sizes %d %d, spec %d %d (%v)", r.LeaderLen, r.HelperLen, lead, help, err)
+	}
+	var s sharesSealer
+	fa := s.frame(t, 1, r, nil, nil)
+	expect(t, m.Frame(a, fa), Rejected, ReasonNoCheckIn, wire.AckMalformed, EndPolicy)
+	expect(t, m.Frame(a, checkIn(1)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(a, s.frame(t, 2, r, nil, nil)), Rejected, ReasonWrongRound, wire.AckWrongRound, Keep)
+	v := m.Frame(a, fa)
+	expect(t, v, Shares, "", 0, Keep)
+	if !v.Complete || v.Received != 1 || v.Closed != nil {
+		t.Fatalf("accepted shares: %+v", v)
+	}
+	// A second report on the connection: rejected, the first one kept.
+	expect(t, m.Frame(a, s.frame(t, 1, r, nil, nil)), Rejected, ReasonDuplicate, wire.AckDuplicate, EndPolicy)
+
+	// Replays on another connection: the whole frame, or a fresh frame
+	// reusing either sealed share's encapsulated key.
+	expect(t, m.Frame(thief, checkIn(1)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(thief, fa), Rejected, ReasonReplay, wire.AckDuplicate, EndPolicy)
+	for i, fr := range [][]byte{
+		s.frame(t, 1, r, fa[18:21], nil),               // a's leader share's key
+		s.frame(t, 1, r, nil, fa[18+r.LeaderLen:][:3]), // a's helper share's key
+	} {
+		pt := []*Participant{b1, b2}[i]
+		expect(t, m.Frame(pt, checkIn(1)), CheckIn, "", 0, Keep)
+		expect(t, m.Frame(pt, fr), Rejected, ReasonReplay, wire.AckDuplicate, EndPolicy)
+	}
+
+	// Wrong size, another protocol's frame.
+	expect(t, m.Frame(c, checkIn(1)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(c, s.frame(t, 1, r, nil, nil)[:r.FrameSize-1]), Rejected, ReasonMalformed, wire.AckMalformed, EndMalformed)
+	expect(t, m.Frame(d, checkIn(1)), CheckIn, "", 0, Keep)
+	var rs sealer
+	expect(t, m.Frame(d, rs.report(t, 1, params(), 0, 0)), Rejected, ReasonUnexpected, wire.AckMalformed, EndPolicy)
+
+	// Two more honest reports: the quota (3) closes the round.
+	var frames [][]byte
+	for _, pt := range []*Participant{e, f} {
+		expect(t, m.Frame(pt, checkIn(1)), CheckIn, "", 0, Keep)
+		fr := s.frame(t, 1, r, nil, nil)
+		frames = append(frames, fr)
+		v = m.Frame(pt, fr)
+		expect(t, v, Shares, "", 0, Keep)
+	}
+	cl := v.Closed
+	if cl == nil || cl.Why != "quota" || cl.Reports != 3 || cl.SecAgg == nil || len(cl.Shares) != 3 || len(cl.Real) != 0 || cl.Plan().Abort {
+		t.Fatalf("closed %+v", cl)
+	}
+	for i, fr := range [][]byte{fa, frames[0], frames[1]} {
+		if !bytes.Equal(cl.Shares[i].Leader, fr[18:18+r.LeaderLen]) || !bytes.Equal(cl.Shares[i].Helper, fr[18+r.LeaderLen:]) {
+			t.Fatalf("report %d: shares not in arrival order", i)
+		}
+	}
+
+	// The next round: a's frame with its round field rewritten is a replay;
+	// a shuffle round refuses Shares frames.
+	r2 := openSecAgg(t, m, 2, p)
+	g := bytes.Clone(fa)
+	g[9] = 2
+	expect(t, m.Frame(e, checkIn(2)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(e, g), Rejected, ReasonReplay, wire.AckDuplicate, EndPolicy)
+	if cl := m.Close(r2, "deadline"); cl.Reports != 0 || !cl.Plan().Abort {
+		t.Fatalf("round 2 closed %+v", cl)
+	}
+	open(t, m, 3, params())
+	expect(t, m.Frame(f, checkIn(3)), CheckIn, "", 0, Keep)
+	expect(t, m.Frame(f, s.frame(t, 3, r, nil, nil)), Rejected, ReasonUnexpected, wire.AckMalformed, EndPolicy)
+}
+
+// TestSecAggRefusedParams: parameters roundspec refuses do not open a
+// round.
+func TestSecAggRefusedParams(t *testing.T) {
+	p := secAggParams()
+	p.Quota = 1 << 30 // beyond what the field arithmetic supports
+	m := New(0)
+	a := &wire.Announcement{Round: 1, Deadline: t0.Add(time.Minute), Params: p, Model: make([]float64, p.D), RelayPub: [32]byte{5}}
+	b, err := a.MarshalBinary()
+	if err != nil {
+		t.Skipf("wire refuses the quota already: %v", err)
+	}
+	if _, err := m.Open(a, b, t0); !errors.Is(err, ErrParams) {
+		t.Fatalf("open: %v", err)
+	}
+	if _, err := m.Open(a, b, t0); !errors.Is(err, ErrParams) || m.ReadLimit() != wire.CheckInSize {
+		t.Fatalf("machine changed by a refused round: %v, limit %d", err, m.ReadLimit())
 	}
 }

@@ -1,0 +1,640 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// secAggTestParams is a small secure-summation round: d = 8, 8 bits,
+// clip 1, sigma 2 grid units per server.
+func secAggTestParams() wire.Params {
+	return wire.Params{
+		Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian,
+		D: 8, K: 1, L: 1, Width: 1, Bits: 8, Sigma: 2, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 16,
+	}
+}
+
+// leaderAgg is the aggregator's side of secure summation as docs/secagg.md
+// steps 5 and 6 describe it, with the real Prio3 leader: it opens the
+// leader shares (passing a share that does not open on as it is),
+// prepares, combines the relay's 'P' message, answers 'M' (or invalid
+// below MinBatch, or refused when told to), then unshards the relay's
+// noised aggregate share with its own.
+type leaderAgg struct {
+	t      *testing.T
+	key    *envelope.PrivateKey
+	p      wire.Params
+	refuse bool          // answer every batch with status refused
+	hold   chan struct{} // if set, a batch waits for it before being read
+
+	mu       sync.Mutex
+	batches  []*wire.SecAggBatch
+	aggs     [][]byte
+	aborts   []*wire.Abort
+	leader   *secagg.Leader
+	rejected []secagg.Rejection
+	result   *secagg.Result
+	errs     []error
+}
+
+func (a *leaderAgg) fail(err error) {
+	a.errs = append(a.errs, err)
+}
+
+func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+testToken {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if a.hold != nil && r.URL.Path == secAggBatchPath {
+		select {
+		case <-a.hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	body, _ := io.ReadAll(r.Body)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	spec, err := roundspec.New(a.p)
+	if err != nil {
+		a.fail(err)
+		http.Error(w, "bad params", http.StatusInternalServerError)
+		return
+	}
+	answer := func(code int, outcome string, b []byte) {
+		w.Header().Set(OutcomeHeader, outcome)
+		w.WriteHeader(code)
+		w.Write(b)
+	}
+	switch r.URL.Path {
+	case secAggBatchPath:
+		lead, _, _ := spec.SharesSizes()
+		b, err := wire.ParseSecAggBatch(body, lead, int(a.p.Quota))
+		if err != nil {
+			a.fail(err)
+			answer(http.StatusBadRequest, "invalid", nil)
+			return
+		}
+		// Keep copies: the body is reused.
+		a.batches = append(a.batches, b)
+		sr, err := spec.SecAggRound(b.Round)
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		vk, _ := secagg.DeriveVerifyKey([]byte(testToken), b.Round)
+		shares := make([][]byte, len(b.Leader))
+		for i, sealed := range b.Leader {
+			pt, err := a.key.OpenLeaderShare(b.Round, sealed, sr.LeaderShareSize())
+			if err != nil {
+				pt = sealed // rejected by Prepare, and the verdict reaches the helper through 'M'
+			}
+			shares[i] = pt
+		}
+		if a.refuse {
+			reply, _ := (&wire.SecAggPrep{Round: b.Round, Status: wire.BatchStatusRefused}).MarshalBinary()
+			answer(http.StatusOK, "accepted", reply)
+			return
+		}
+		l, err := secagg.NewLeader(sr, vk)
+		if err == nil {
+			_, err = l.Prepare(shares)
+		}
+		var msg []byte
+		if err == nil {
+			msg, a.rejected, err = l.Combine(b.Prep)
+		}
+		if err != nil {
+			a.fail(err)
+			answer(http.StatusBadRequest, "invalid", nil)
+			return
+		}
+		if l.Accepted() < int(a.p.MinBatch) {
+			reply, _ := (&wire.SecAggPrep{Round: b.Round, Status: wire.BatchStatusInvalid}).MarshalBinary()
+			answer(http.StatusOK, "accepted", reply)
+			return
+		}
+		a.leader = l
+		reply, _ := (&wire.SecAggPrep{Round: b.Round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+		answer(http.StatusOK, "accepted", reply)
+	case secAggAggregatePath:
+		ag, err := wire.ParseSecAggAggregate(body)
+		if err != nil || a.leader == nil {
+			answer(http.StatusConflict, "obsolete", nil)
+			return
+		}
+		a.aggs = append(a.aggs, bytes.Clone(ag.Share))
+		own, err := a.leader.AggregateShare()
+		if err == nil {
+			err = own.AddNoise(noise.NewSeeded(424242))
+		}
+		if err == nil {
+			a.result, err = a.leader.Unshard(own, ag.Share)
+		}
+		if err != nil {
+			a.fail(err)
+			answer(http.StatusBadRequest, "invalid", nil)
+			return
+		}
+		answer(http.StatusOK, "accepted", nil)
+	case "/v1/abort":
+		ab, err := wire.ParseAbort(body)
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		a.aborts = append(a.aborts, ab)
+		answer(http.StatusOK, "accepted", []byte(`{"outcome":"accepted"}`))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// postFull posts to the relay and returns the status, the outcome header
+// and the body.
+func (h *harness) postFull(path string, body []byte) (int, string, []byte) {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://relay"+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	c := h.httpClient()
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get(OutcomeHeader), b
+}
+
+// secAggAnnouncement is a signed secure-summation announcement naming
+// relayPub.
+func (h *harness) secAggAnnouncement(round uint64, p wire.Params, deadline time.Duration, relayPub [32]byte) []byte {
+	h.t.Helper()
+	a := wire.Announcement{Round: round, Deadline: time.Now().Add(deadline), Params: p,
+		HPKEPub: h.key.Public().HPKE, RelayPub: relayPub, Model: make([]float64, p.D)}
+	if err := a.Sign(h.key); err != nil {
+		h.t.Fatal(err)
+	}
+	b, err := a.MarshalBinary()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+// helperPub fetches GET /v1/helper-key with the token.
+func (h *harness) helperPub() [32]byte {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://relay/v1/helper-key", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	c := h.httpClient()
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || len(b) != 32 {
+		h.t.Fatalf("helper key: HTTP %d, %d bytes", resp.StatusCode, len(b))
+	}
+	return [32]byte(b)
+}
+
+// volunteerShares is what a volunteer sends: the update sharded, the
+// leader share sealed to the aggregator, the helper share to relayPub,
+// both for sealRound (the frame says round).
+func (h *harness) volunteerShares(spec *roundspec.Spec, round, sealRound uint64, relayPub [32]byte, x []float64, seed uint64) []byte {
+	h.t.Helper()
+	sr, err := spec.SecAggRound(sealRound)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	l, hs, err := sr.Shard(x, noise.NewSeeded(seed))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sl, err := envelope.SealShare(h.key.Public().HPKE, sealRound, envelope.ShareLeader, l)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sh, err := envelope.SealShare(relayPub, sealRound, envelope.ShareHelper, hs)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	b, err := (&wire.Shares{Round: round, Leader: sl, Helper: sh}).MarshalBinary()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
+// TestSecAggRound: a secure-summation round end to end against an
+// aggregator that runs the real Prio3 leader. Three honest volunteers
+// report; around them a Shares frame of the wrong size, a replayed frame,
+// a second report on one connection, a frame for another round, two
+// reports whose helper share does not open (sealed for another round,
+// altered) and one whose leader share does not open. Every bad frame is
+// rejected and counted with its reason, the unopened helper shares are
+// dropped before preparation, the bad leader share is rejected in
+// preparation and the relay learns it through 'M'; the aggregator unshards
+// exactly the three honest updates' sum within the two servers' noise.
+func TestSecAggRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelope.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, err := roundspec.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, _ := spec.SecAgg()
+		pub := h.helperPub()
+		if pub != h.srv.cfg.HelperKey.Public() {
+			t.Fatal("GET /v1/helper-key is not the relay's key")
+		}
+		const round = 1
+		clients := make([]*tclient, 10)
+		for i := range clients {
+			clients[i] = h.mustDial()
+		}
+		synctest.Wait()
+		if st, out, body := h.postFull("/v1/rounds", h.secAggAnnouncement(round, p, time.Minute, pub)); st != http.StatusOK {
+			t.Fatalf("announce: HTTP %d %s %s", st, out, body)
+		}
+		for _, c := range clients {
+			c.announcement()
+			c.send(checkIn(round))
+			if a := c.ack(); a.Status != wire.AckAccepted {
+				t.Fatalf("check-in: %+v", a)
+			}
+		}
+		updates := [][]float64{
+			{0.5, -0.25, 0.1, 0, 0.3, -0.4, 0.2, 0},
+			{-0.1, 0.2, 0.3, -0.3, 0, 0.1, -0.2, 0.4},
+			{0.25, 0.25, -0.25, 0.25, 0.1, 0, 0, -0.1},
+		}
+		sendOK := func(c *tclient, f []byte) {
+			t.Helper()
+			c.send(f)
+			if a := c.ack(); a.Status != wire.AckAccepted || a.Received != 1 || a.Round != round {
+				t.Fatalf("shares ack %+v", a)
+			}
+		}
+		honest := make([][]byte, 3)
+		for i, x := range updates {
+			honest[i] = h.volunteerShares(spec, round, round, pub, x, uint64(100+i))
+			sendOK(clients[i], honest[i])
+		}
+		// A second report on connection 0: rejected, the first one kept.
+		clients[0].send(h.volunteerShares(spec, round, round, pub, updates[0], 200))
+		if a := clients[0].ack(); a.Status != wire.AckDuplicate {
+			t.Fatalf("second report: %+v", a)
+		}
+		if code := clients[0].closeCode(); code != websocket.ClosePolicyViolation {
+			t.Fatalf("second report: close %d", code)
+		}
+		// A replay of volunteer 1's frame on another connection.
+		clients[3].send(honest[1])
+		if a := clients[3].ack(); a.Status != wire.AckDuplicate {
+			t.Fatalf("replay: %+v", a)
+		}
+		// A Shares frame one byte short.
+		clients[4].send(honest[2][:len(honest[2])-1])
+		if a := clients[4].ack(); a.Status != wire.AckMalformed {
+			t.Fatalf("short frame: %+v", a)
+		}
+		if code := clients[4].closeCode(); code != websocket.CloseInvalidFramePayloadData {
+			t.Fatalf("short frame: close %d", code)
+		}
+		// A frame for another round: Ack 2, the connection stays.
+		clients[5].send(h.volunteerShares(spec, round+1, round+1, pub, updates[0], 300))
+		if a := clients[5].ack(); a.Status != wire.AckWrongRound {
+			t.Fatalf("other round: %+v", a)
+		}
+		// Accepted at ingest, dropped at the close: a helper share sealed
+		// for another round, and an altered one.
+		sendOK(clients[6], h.volunteerShares(spec, round, round+1, pub, updates[1], 400))
+		bad := h.volunteerShares(spec, round, round, pub, updates[2], 500)
+		bad[len(bad)-1] ^= 1
+		sendOK(clients[7], bad)
+		// A leader share that does not open: forwarded, rejected by the
+		// leader's preparation.
+		badLead := h.volunteerShares(spec, round, round, pub, updates[2], 600)
+		badLead[18+40] ^= 1
+		sendOK(clients[8], badLead)
+
+		time.Sleep(time.Minute) // the deadline, on the bubble's clock
+		synctest.Wait()
+
+		agg.mu.Lock()
+		defer agg.mu.Unlock()
+		if len(agg.errs) != 0 {
+			t.Fatalf("aggregator errors: %v", agg.errs)
+		}
+		if len(agg.batches) != 1 || len(agg.aggs) != 1 || len(agg.aborts) != 0 || agg.result == nil {
+			t.Fatalf("%d batches, %d aggregates, %d aborts, result %v", len(agg.batches), len(agg.aggs), len(agg.aborts), agg.result)
+		}
+		b := agg.batches[0]
+		if b.Round != round || b.Reports != 4 || b.CheckedIn != 10 || b.Population != 10 {
+			t.Fatalf("batch %d: reports %d, checkedIn %d, population %d", b.Round, b.Reports, b.CheckedIn, b.Population)
+		}
+		if len(agg.rejected) != 1 || agg.rejected[0].Index != 3 || agg.rejected[0].Reason != secagg.RejectWrongLength {
+			t.Fatalf("leader's rejections %v", agg.rejected)
+		}
+		res := agg.result
+		if res.Count != 3 || res.NoiseShares != 2 {
+			t.Fatalf("result: count %d, noise shares %d", res.Count, res.NoiseShares)
+		}
+		// Sum of the honest updates, within the noise (each server's
+		// N_Z(0, 2^2): 6 sigma of the total) and the rounding (one unit per
+		// report), in model units.
+		tol := (6*math.Sqrt2*p.Sigma + 3) / sp.Scale
+		for i := range p.D {
+			want := updates[0][i] + updates[1][i] + updates[2][i]
+			got := res.Mean[i] * float64(res.Count)
+			if math.Abs(got-want) > tol {
+				t.Fatalf("coordinate %d: %v, want %v ± %v", i, got, want, tol)
+			}
+		}
+
+		s := h.srv.Metrics()
+		checkCounters(t, s)
+		wantRej := map[string]uint64{ReasonDuplicate: 1, ReasonReplay: 1, ReasonMalformed: 1, ReasonWrongRound: 1}
+		for r, n := range s.Rejected {
+			if n != wantRej[r] {
+				t.Errorf("rejected %s: %d, want %d", r, n, wantRej[r])
+			}
+		}
+		if s.Accepted["checkin"] != 10 || s.Accepted["shares"] != 6 || s.Accepted["report"] != 0 || s.ReportsComplete != 6 {
+			t.Errorf("accepted %v, complete %d", s.Accepted, s.ReportsComplete)
+		}
+		sa := s.SecAgg
+		if sa.Dropped[DropUnopened] != 2 || sa.Rejected["wrong_length"] != 1 || len(sa.Rejected) != 1 ||
+			sa.Aggregated != 3 || sa.Rounds[SecAggForwarded] != 1 || sa.Attempts != 2 || sa.Failures != 0 {
+			t.Errorf("secagg metrics %+v", sa)
+		}
+		if s.RoundsForwarded != 1 || s.RoundsAborted != 0 || s.LastRound == nil || s.LastRound.Outcome != SecAggForwarded ||
+			s.LastRound.Reports != 4 {
+			t.Errorf("rounds: forwarded %d, aborted %d, last %+v", s.RoundsForwarded, s.RoundsAborted, s.LastRound)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Errorf("outbox not empty: %v", l)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
+
+// openSecAggRound dials n clients, announces a secure-summation round and
+// has every client check in.
+func (h *harness) openSecAggRound(round uint64, p wire.Params, n int) []*tclient {
+	h.t.Helper()
+	clients := make([]*tclient, n)
+	for i := range clients {
+		clients[i] = h.mustDial()
+	}
+	synctest.Wait()
+	if st, out, body := h.postFull("/v1/rounds", h.secAggAnnouncement(round, p, time.Minute, h.helperPub())); st != http.StatusOK {
+		h.t.Fatalf("announce: HTTP %d %s %s", st, out, body)
+	}
+	for _, c := range clients {
+		c.announcement()
+		c.send(checkIn(round))
+		if a := c.ack(); a.Status != wire.AckAccepted {
+			h.t.Fatalf("check-in: %+v", a)
+		}
+	}
+	return clients
+}
+
+// sendShares sends a Shares frame and expects it accepted.
+func (c *tclient) sendShares(f []byte) {
+	c.t.Helper()
+	c.send(f)
+	if a := c.ack(); a.Status != wire.AckAccepted {
+		c.t.Fatalf("shares ack %+v", a)
+	}
+}
+
+// TestHelperKey: the helper key is created 0600 in the state directory,
+// served only with the token, kept across a restart; an announcement
+// naming another key is refused (409, outcome invalid, "helper key
+// mismatch") and opens nothing.
+func TestHelperKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, &leaderAgg{t: t, p: secAggTestParams()}, "")
+		defer h.close()
+		path := filepath.Join(h.dir, HelperKeyFile)
+		st, err := os.Stat(path)
+		if err != nil || st.Mode().Perm() != 0o600 || st.Size() != 32 {
+			t.Fatalf("helper key file: %v %v", st, err)
+		}
+		pub := h.helperPub()
+		req, _ := http.NewRequest(http.MethodGet, "http://relay/v1/helper-key", nil)
+		req.Header.Set("Authorization", "Bearer wrong")
+		c := h.httpClient()
+		resp, err := c.Do(req)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("without the token: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		c.CloseIdleConnections()
+
+		other := pub
+		other[0] ^= 1
+		code, outcome, body := h.postFull("/v1/rounds", h.secAggAnnouncement(1, secAggTestParams(), time.Minute, other))
+		var ans struct {
+			Round   uint64 `json:"round"`
+			Outcome string `json:"outcome"`
+			Detail  string `json:"detail"`
+		}
+		if err := json.Unmarshal(body, &ans); err != nil || code != http.StatusConflict || outcome != "invalid" ||
+			ans != (struct {
+				Round   uint64 `json:"round"`
+				Outcome string `json:"outcome"`
+				Detail  string `json:"detail"`
+			}{1, "invalid", "helper key mismatch"}) {
+			t.Fatalf("mismatch: HTTP %d %q %s", code, outcome, body)
+		}
+		if m := h.srv.Metrics(); m.RoundsOpened != 0 {
+			t.Fatalf("a round opened: %+v", m)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after a refused announcement: %v", l)
+		}
+
+		h.stop()
+		h.start()
+		if got := h.helperPub(); got != pub {
+			t.Fatal("the helper key changed across a restart")
+		}
+		if code, outcome, body := h.postFull("/v1/rounds", h.secAggAnnouncement(1, secAggTestParams(), time.Minute, pub)); code != http.StatusOK {
+			t.Fatalf("announcement with the relay's key: HTTP %d %q %s", code, outcome, body)
+		}
+	})
+}
+
+// TestLoadOrCreateHelperKeyRefuses: a key file readable by others, of the
+// wrong length, or not a file is refused, never replaced.
+func TestLoadOrCreateHelperKeyRefuses(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, HelperKeyFile)
+	k, created, err := LoadOrCreateHelperKey(path)
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	k2, created, err := LoadOrCreateHelperKey(path)
+	if err != nil || created || k2.Public() != k.Public() {
+		t.Fatalf("load: %v %v", created, err)
+	}
+	good, _ := os.ReadFile(path)
+	for name, tc := range map[string]struct {
+		data []byte
+		mode os.FileMode
+	}{
+		"world-readable": {good, 0o644},
+		"group-readable": {good, 0o640},
+		"short":          {good[:31], 0o600},
+		"long":           {append(bytes.Clone(good), 0), 0o600},
+		"empty":          {nil, 0o600},
+	} {
+		p := filepath.Join(t.TempDir(), HelperKeyFile)
+		if err := os.WriteFile(p, tc.data, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, tc.mode)
+		if _, _, err := LoadOrCreateHelperKey(p); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, tc.data) {
+			t.Errorf("%s: file changed", name)
+		}
+	}
+	d := filepath.Join(t.TempDir(), HelperKeyFile)
+	os.Mkdir(d, 0o700)
+	if _, _, err := LoadOrCreateHelperKey(d); err == nil {
+		t.Error("a directory loaded as a key")
+	}
+}
+
+// TestSecAggRoundEnds: a batch the aggregator's ledger refuses ends the
+// round with nothing more sent (no aggregate share); a round left below
+// MinBatch by reports whose helper share does not open is aborted
+// (reason below minimum batch, with the batch's count).
+func TestSecAggRoundEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelope.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, refuse: true}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		s := h.srv.Metrics()
+		agg.mu.Lock()
+		nb, na := len(agg.batches), len(agg.aggs)
+		agg.mu.Unlock()
+		if nb != 1 || na != 0 || s.SecAgg.Rounds[SecAggRefused] != 1 || s.LastRound.Outcome != SecAggRefused ||
+			s.RoundsForwarded != 0 || s.SecAgg.Aggregated != 0 {
+			t.Fatalf("refused round: %d batches, %d aggregates, %+v, last %+v", nb, na, s.SecAgg, s.LastRound)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after a refused round: %v", l)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+
+		clients = h.openSecAggRound(2, p, 2)
+		clients[0].sendShares(h.volunteerShares(spec, 2, 2, pub, x, 10))
+		clients[1].sendShares(h.volunteerShares(spec, 2, 1, pub, x, 11)) // helper share sealed for round 1
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		agg.mu.Lock()
+		nb, aborts := len(agg.batches), agg.aborts
+		agg.mu.Unlock()
+		if nb != 1 || len(aborts) != 1 || aborts[0].Round != 2 || aborts[0].Reason != wire.AbortBelowMinBatch ||
+			aborts[0].Reports != 1 || aborts[0].CheckedIn != 2 {
+			t.Fatalf("below min batch after the drop: %d batches, aborts %+v", nb, aborts)
+		}
+		s = h.srv.Metrics()
+		checkCounters(t, s)
+		if s.SecAgg.Dropped[DropUnopened] != 1 || s.RoundsAborted != 1 || s.LastRound.Outcome != "aborted" {
+			t.Fatalf("metrics %+v last %+v", s.SecAgg, s.LastRound)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
+
+// TestSecAggRestartAborts: the helper's state is in memory only. A relay
+// stopped while the aggregator prepares its batch sends nothing more for
+// the round; at the next start it posts the round's Abort (relay restart)
+// and never resends the batch.
+func TestSecAggRestartAborts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelope.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{})}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait() // the batch is posted; the aggregator holds it
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 1, Kind: outbox.OpenRound}) {
+			t.Fatalf("outbox while the batch is at the aggregator: %v", l)
+		}
+		h.stop()
+		close(agg.hold)
+		h.start()
+		synctest.Wait()
+		agg.mu.Lock()
+		nb, na, aborts := len(agg.batches), len(agg.aggs), agg.aborts
+		agg.mu.Unlock()
+		if nb != 0 || na != 0 || len(aborts) != 1 || aborts[0].Round != 1 || aborts[0].Reason != wire.AbortRelayRestart {
+			t.Fatalf("after the restart: %d batches, %d aggregates, aborts %+v", nb, na, aborts)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after the abort: %v", l)
+		}
+	})
+}
