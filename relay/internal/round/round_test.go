@@ -447,3 +447,20 @@ func TestSecAggRefusedParams(t *testing.T) {
 		t.Fatalf("machine changed by a refused round: %v, limit %d", err, m.ReadLimit())
 	}
 }
+
+// TestSecAggReadLimitMNIST: at d = 7850 (8 bits, quota 1000) the read
+// limit is the Shares frame's exact size, about 1.07 MB.
+func TestSecAggReadLimitMNIST(t *testing.T) {
+	p := secAggParams()
+	p.D, p.Sigma, p.Quota = 7850, 300, 1000
+	m := New(0)
+	r := openSecAgg(t, m, 1, p)
+	lead, help, err := r.SecAgg.SharesSizes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := wire.SharesSize(lead, help); m.ReadLimit() != want || r.FrameSize != want || want < 1_000_000 || want > 1_100_000 {
+		t.Fatalf("read limit %d, frame %d, want %d (about 1.07 MB)", m.ReadLimit(), r.FrameSize, want)
+	}
+	t.Logf("Shares frame at d = 7850: %d bytes", r.FrameSize)
+}

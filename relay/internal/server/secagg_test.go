@@ -251,13 +251,14 @@ func (h *harness) volunteerShares(spec *roundspec.Spec, round, sealRound uint64,
 
 // TestSecAggRound: a secure-summation round end to end against an
 // aggregator that runs the real Prio3 leader. Three honest volunteers
-// report; around them a Shares frame of the wrong size, a replayed frame,
+// report; around them Shares frames of the wrong size, a replayed frame,
 // a second report on one connection, a frame for another round, two
 // reports whose helper share does not open (sealed for another round,
 // altered) and one whose leader share does not open. Every bad frame is
 // rejected and counted with its reason, the unopened helper shares are
 // dropped before preparation, the bad leader share is rejected in
-// preparation and the relay learns it through 'M'; the aggregator unshards
+// preparation and the relay learns it through 'M' (a frame one byte too
+// long is cut at the read limit); the aggregator unshards
 // exactly the three honest updates' sum within the two servers' noise.
 func TestSecAggRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -329,6 +330,12 @@ func TestSecAggRound(t *testing.T) {
 		if code := clients[4].closeCode(); code != websocket.CloseInvalidFramePayloadData {
 			t.Fatalf("short frame: close %d", code)
 		}
+		// A Shares frame one byte long: above the read limit (1009, no Ack).
+		// (The relay stops reading at the limit: the write may fail.)
+		_ = clients[9].ws.WriteMessage(websocket.BinaryMessage, append(bytes.Clone(honest[2]), 0))
+		if code := clients[9].closeCode(); code != websocket.CloseMessageTooBig {
+			t.Fatalf("long frame: close %d", code)
+		}
 		// A frame for another round: Ack 2, the connection stays.
 		clients[5].send(h.volunteerShares(spec, round+1, round+1, pub, updates[0], 300))
 		if a := clients[5].ack(); a.Status != wire.AckWrongRound {
@@ -382,7 +389,7 @@ func TestSecAggRound(t *testing.T) {
 
 		s := h.srv.Metrics()
 		checkCounters(t, s)
-		wantRej := map[string]uint64{ReasonDuplicate: 1, ReasonReplay: 1, ReasonMalformed: 1, ReasonWrongRound: 1}
+		wantRej := map[string]uint64{ReasonDuplicate: 1, ReasonReplay: 1, ReasonMalformed: 1, ReasonWrongRound: 1, ReasonOversized: 1}
 		for r, n := range s.Rejected {
 			if n != wantRej[r] {
 				t.Errorf("rejected %s: %d, want %d", r, n, wantRej[r])

@@ -15,12 +15,13 @@
 //     with an Origin whose host equals the request's Host, or with an
 //     Origin listed in Config.Origins are accepted; others get 403.
 //   - Binary frames only: a text frame closes with 1003. The read limit is
-//     the open round's exact Report frame size (1009 above it).
-//     Compression is never negotiated.
+//     the open round's exact Report frame size, or its Shares frame size in
+//     secure summation (1009 above it). Compression is never negotiated.
 //   - Every CheckIn and Report frame is answered by exactly one Ack, or by
 //     a close code for frames that are not protocol frames at all.
 //   - A client checks in (CheckIn) and then sends its M Report frames in
-//     order seq = 0..M-1. A second check-in, a replayed frame or a second
+//     order seq = 0..M-1, or, in secure summation (docs/secagg.md), exactly
+//     one Shares frame. A second check-in, a replayed frame or a second
 //     report is rejected with Ack 3 and closes with 1008, and so is a
 //     Report whose sealed content (its HPKE encapsulated key) the relay
 //     already admitted this round or the last (ReasonReplay); a malformed frame
@@ -29,7 +30,14 @@
 //     mid-upload or the round closes first.
 //   - Keep-alive: the relay pings every PingInterval; a connection that
 //     sends nothing (no frame, no pong) for PongWait, or takes longer than
-//     FrameTimeout to deliver a frame it started, is cut.
+//     FrameTimeout (plus the frame size at UploadRate) to deliver a frame
+//     it started, is cut.
+//
+// Secure summation (docs/secagg.md): the relay is the Prio3 helper. Its
+// helper key (Config.HelperKey) opens helper shares only, never a value
+// nor a leader share; GET /v1/helper-key serves its public half to the
+// aggregator, and an announcement naming another key is refused. The close
+// of such a round is in secagg.go.
 package server
 
 import (
@@ -97,6 +105,13 @@ type Config struct {
 	// FrameTimeout (default 10 s) and WriteWait (default 10 s) bound
 	// connections.
 	PingInterval, PongWait, FrameTimeout, WriteWait time.Duration
+	// UploadRate is the slowest upload, in bytes per second, at which a
+	// frame still arrives in time (default 32 KiB/s): a client has
+	// FrameTimeout plus the round's frame size at this rate to deliver a
+	// frame it started (a secure-summation Shares frame is about 1 MB at
+	// d = 7850: 43 s with the defaults; a shuffle Report frame adds
+	// milliseconds).
+	UploadRate int
 	// RetryMin and RetryMax bound the exponential backoff of sends to the
 	// aggregator (defaults 250 ms and 15 s).
 	RetryMin, RetryMax time.Duration
@@ -165,6 +180,12 @@ func (c *Config) validate() error {
 	}
 	if c.RetryMax < c.RetryMin {
 		return errors.New("server: RetryMax below RetryMin")
+	}
+	switch {
+	case c.UploadRate < 0:
+		return errors.New("server: negative upload rate")
+	case c.UploadRate == 0:
+		c.UploadRate = 32 << 10
 	}
 	if c.NewSource == nil {
 		c.NewSource = noise.Secure
@@ -638,7 +659,7 @@ func (s *Server) readPump(c *client) {
 			return
 		}
 		c.mid = true
-		ws.SetReadDeadline(time.Now().Add(s.cfg.FrameTimeout))
+		ws.SetReadDeadline(time.Now().Add(s.frameTimeout(limit)))
 		if mt != websocket.BinaryMessage {
 			s.m.received.Add(1)
 			s.m.reject(ReasonText)
@@ -655,6 +676,12 @@ func (s *Server) readPump(c *client) {
 			return
 		}
 	}
+}
+
+// frameTimeout is how long a client has to deliver a frame of at most
+// limit bytes once it started it.
+func (s *Server) frameTimeout(limit int64) time.Duration {
+	return s.cfg.FrameTimeout + time.Duration(limit)*time.Second/time.Duration(s.cfg.UploadRate)
 }
 
 // readFailed counts why a connection's read ended.
