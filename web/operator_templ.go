@@ -44,7 +44,7 @@ type OperatorData struct {
 // OperatorForm is the configuration form's fields, as the text of the
 // inputs (the aggregator parses and validates them).
 type OperatorForm struct {
-	Protocol     string // ss-simple, ss-double or ss-topk
+	Protocol     string // ss-simple, ss-double, ss-topk or secagg
 	EpsL         string // local budget of one report
 	Clip         string // clipping bound C
 	K            string // coordinates per client (empty: from Beta or the default d/50)
@@ -66,7 +66,7 @@ type ProtocolDefaults struct {
 }
 
 // Protocols are the choices of the protocol select.
-var Protocols = []string{"ss-simple", "ss-double", "ss-topk"}
+var Protocols = []string{"ss-simple", "ss-double", "ss-topk", "secagg"}
 
 // Operator is the operator page. Without the operator's session it shows
 // the state and a password form (POST /operator/login); with it, the
@@ -469,7 +469,7 @@ func Operator(d OperatorData) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = opField("op-clip", "clip", "Clipping bound C (at most 1)", d.Form.Clip, "any", "").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = opField("op-clip", "clip", "Clipping bound C (at most 1; secagg: the update's L2 norm)", d.Form.Clip, "any", "").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -105,7 +105,7 @@ func (s *Server) ResetModel() error {
 // the current value, except K, Beta and ServerLR, whose zero means the
 // default (k = d/50; server learning rate d/k for ss-topk, 1 otherwise).
 type ConfigChange struct {
-	Protocol     string  // ss-simple, ss-double or ss-topk
+	Protocol     string  // ss-simple, ss-double, ss-topk or secagg
 	EpsL         float64 // local budget of one report
 	Clip         float64 // clipping bound C
 	K            int     // coordinates per client (ss-double, ss-topk)
@@ -224,9 +224,21 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 		if p.NP > 0 && math.Abs(c.NPRatio-float64(n)/float64(p.NP)) < 1e-6 {
 			c.NPRatio = 0
 		}
+		// Secure summation's clip is an L2 norm, the shuffle protocols' a
+		// per-coordinate bound: a switch between them starts from the
+		// new one's default.
+		if (proto == wire.ProtocolSecAgg) != (p.Protocol == wire.ProtocolSecAgg) && c.Clip == p.Clip {
+			c.Clip = 0
+		}
 	}
 	f := paramFlags{protocol: proto.String(), randomizer: p.Randomizer.String(), buckets: int(p.Buckets),
 		minBatch: int(p.MinBatch), epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP, serverLR: c.ServerLR}
+	if (proto == wire.ProtocolSecAgg) != (p.Protocol == wire.ProtocolSecAgg) {
+		f.clip = 0 // the other kind of clip: the new protocol's default
+	}
+	if p.Protocol == wire.ProtocolSecAgg && proto != wire.ProtocolSecAgg {
+		f.randomizer = wire.RandomizerLaplace.String()
+	}
 	if proto == p.Protocol && proto != wire.ProtocolSSSimple {
 		f.quota = int(p.Quota)
 	}
@@ -247,7 +259,24 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 		k = max(1, min(d-1, int(math.Round(c.Beta*float64(d)))))
 	}
 	f.k = k
-	if proto != wire.ProtocolSSSimple {
+	if proto == wire.ProtocolSecAgg {
+		f.k, f.bits, f.sigma = 0, int(p.Bits), p.Sigma
+		if p.Protocol != wire.ProtocolSecAgg {
+			// Calibrated to the ledger's target over the configured
+			// rounds at the new check-in rate (the budget check below
+			// still refuses a round that would not fit).
+			rounds := cur.Rounds
+			if rounds == 0 {
+				rounds = DefaultSecAggRounds
+			}
+			te, td := s.ledger.Target()
+			sigma, err := secaggSigma(d, f, rounds, te, td)
+			if err != nil {
+				return fmt.Errorf("server: %w", err)
+			}
+			f.sigma = sigma
+		}
+	} else if proto != wire.ProtocolSSSimple {
 		// Width is k (one message per group), so n_p must make d*n_p a
 		// multiple of k: mechanism.FeasibleNP.
 		width := k
@@ -649,7 +678,11 @@ func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 	if s.st.Open != nil {
 		d.OpenRound = s.st.Open.Round
 	}
-	if pc := s.pendingCfg; pc != nil {
+	if pc := s.pendingCfg; pc != nil && pc.params.Protocol == wire.ProtocolSecAgg {
+		d.Pending = append(d.Pending, fmt.Sprintf("%s, σ = %.4g, %d bits, C = %g (L2), q = %g, min batch %d, quota %d, timeout %v",
+			pc.params.Protocol, pc.params.Sigma, pc.params.Bits, pc.params.Clip, pc.params.CheckInP, pc.params.MinBatch,
+			pc.params.Quota, pc.timeout))
+	} else if pc != nil {
 		d.Pending = append(d.Pending, fmt.Sprintf("%s, k = %d, l = %d, n_p = %d, ε_l = %g, C = %g, p = %g, min batch %d, timeout %v",
 			pc.params.Protocol, pc.params.K, pc.params.L, pc.params.NP, pc.params.EpsL, pc.params.Clip, pc.params.CheckInP,
 			pc.params.MinBatch, pc.timeout))
@@ -662,8 +695,8 @@ func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	d.Form = web.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
 		RoundTimeout: g(cfg.RoundTimeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(cfg.ServerLR), D: int(p.D),
-		Defaults: protocolDefaults(cfg)}
-	if p.Protocol != wire.ProtocolSSSimple {
+		Defaults: s.protocolDefaults(cfg)}
+	if p.Protocol != wire.ProtocolSSSimple && p.NP > 0 {
 		d.Form.K = strconv.Itoa(int(p.K))
 		d.Form.NPRatio = g(float64(cfg.ExpectedN) / float64(p.NP))
 	}
@@ -672,19 +705,33 @@ func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 
 // protocolDefaults are the form values each protocol starts from for the
 // current model, expected n and local budget (buildParams with the
-// protocol's own defaults).
-func protocolDefaults(cfg Config) []web.ProtocolDefaults {
+// protocol's own defaults; secure summation with operatorSigma).
+func (s *Server) protocolDefaults(cfg Config) []web.ProtocolDefaults {
 	p := cfg.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	var out []web.ProtocolDefaults
 	for _, name := range web.Protocols {
-		np, lr, err := buildParams(int(p.D), cfg.ExpectedN, paramFlags{protocol: name, randomizer: p.Randomizer.String(),
-			buckets: int(p.Buckets), minBatch: int(p.MinBatch), epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP})
+		f := paramFlags{protocol: name, randomizer: p.Randomizer.String(), buckets: int(p.Buckets), minBatch: int(p.MinBatch),
+			epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP}
+		if (name == wire.ProtocolSecAgg.String()) != (p.Protocol == wire.ProtocolSecAgg) {
+			f.clip = 0 // the other kind of clip: its default
+		}
+		if p.Protocol == wire.ProtocolSecAgg {
+			f.randomizer, f.epsL = wire.RandomizerLaplace.String(), 0
+		}
+		if name == wire.ProtocolSecAgg.String() {
+			sigma, err := s.operatorSigma(cfg)
+			if err != nil {
+				continue
+			}
+			f.sigma, f.bits = sigma, int(p.Bits)
+		}
+		np, lr, err := buildParams(int(p.D), cfg.ExpectedN, f)
 		if err != nil {
 			continue
 		}
 		def := web.ProtocolDefaults{Protocol: name, ServerLR: g(lr)}
-		if np.Protocol != wire.ProtocolSSSimple {
+		if np.Protocol != wire.ProtocolSSSimple && np.NP > 0 {
 			def.K = strconv.Itoa(int(np.K))
 			def.NPRatio = g(float64(cfg.ExpectedN) / float64(np.NP))
 		}

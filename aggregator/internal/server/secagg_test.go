@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -84,7 +87,7 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 				f.t.Errorf("relay: announcement signature: %v", err)
 			}
 		}
-		if a.RelayPub != key.Public() {
+		if a.Params.Protocol == wire.ProtocolSecAgg && a.RelayPub != key.Public() {
 			f.mu.Lock()
 			sr.mismatch++
 			f.mu.Unlock()
@@ -645,5 +648,92 @@ func TestSecAggRelayKeyRefetched(t *testing.T) {
 	relay.mu.Unlock()
 	if gets != 2 || mism != 1 {
 		t.Fatalf("helper key fetched %d times with %d refusals, want 2 and 1", gets, mism)
+	}
+}
+
+// TestSecAggSigmaCalibration: -sigma 0 is calibrated so that -rounds
+// rounds at the check-in rate fit the ledger's target: the real ledger
+// admits exactly that many releases of the built spec and refuses the
+// next; without -rounds it refuses to start.
+func TestSecAggSigmaCalibration(t *testing.T) {
+	f := paramFlags{protocol: "secagg", randomizer: "laplace", checkIn: 0.5}
+	if _, err := secaggSigma(8, f, 0, 2, 1e-5); err == nil {
+		t.Fatal("calibrated sigma without rounds")
+	}
+	sigma, err := secaggSigma(8, f, 3, 2, 1e-5)
+	if err != nil || !(sigma > 0) {
+		t.Fatalf("sigma %v, %v", sigma, err)
+	}
+	f.sigma = sigma
+	p, lr, err := buildParams(8, 4, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Protocol != wire.ProtocolSecAgg || p.Sigma != sigma || p.Bits != roundspec.DefaultBits || p.Clip != roundspec.DefaultSecAggClip ||
+		p.Quota != 8 || p.CheckInP != 0.5 || lr != 1 {
+		t.Fatalf("params %+v, lr %v", p, lr)
+	}
+	ps, err := setupProtocol(p)
+	if err != nil || !ps.secAgg() || ps.analyzer != nil {
+		t.Fatalf("setup %+v, %v", ps, err)
+	}
+	lo, err := newAccounting(nil).ledgerOptions(2, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(filepath.Join(t.TempDir(), LedgerFile), lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for r := 1; r <= 3; r++ {
+		if err := l.Charge(ps.spec.Release(r, 4, 0)); err != nil {
+			t.Fatalf("round %d of 3 refused: %v", r, err)
+		}
+	}
+	if err := l.Charge(ps.spec.Release(4, 4, 0)); !errors.Is(err, ledger.ErrBudgetExhausted) {
+		t.Fatalf("a fourth round: %v, want the budget refusal", err)
+	}
+}
+
+// TestSecAggOperatorSwitch: the operator page offers secure summation with
+// its defaults; switching to it announces secagg rounds with a calibrated
+// sigma, its own L2 clip and the relay's key, and the dashboard shows the
+// secagg configuration.
+func TestSecAggOperatorSwitch(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newHarness(t, t.TempDir(), relay.fakeRelay, nil)
+	relay.next(t)
+	h.waitAnnounced(1)
+	shown := h.srv.OperatorData(true).Form
+	offered := false
+	for _, d := range shown.Defaults {
+		if d.Protocol == "secagg" {
+			offered = d.ServerLR == "1" && d.K == "" && d.NPRatio == ""
+		}
+	}
+	if !offered {
+		t.Fatalf("operator defaults %+v lack secagg's", shown.Defaults)
+	}
+	if err := h.srv.Reconfigure(ConfigChange{Protocol: "secagg", Clip: 0.5, ServerLR: 2, MinBatch: 3, K: 2}); err != nil {
+		t.Fatal(err)
+	}
+	h.finishRound(1)
+	a := relay.next(t)
+	p := a.Params
+	if p.Protocol != wire.ProtocolSecAgg || !(p.Sigma > 0) || p.Clip != roundspec.DefaultSecAggClip || p.Bits != roundspec.DefaultBits ||
+		p.Quota != 2*uint32(h.srv.cfg.ExpectedN) || p.MinBatch != 3 || a.RelayPub != relay.key.Public() {
+		t.Fatalf("round %d after the switch: %+v, relay key %x", a.Round, p, a.RelayPub)
+	}
+	form := h.srv.OperatorData(true).Form
+	if form.Protocol != "secagg" || form.K != "" || form.NPRatio != "" {
+		t.Fatalf("form after the switch %+v", form)
+	}
+	var names []string
+	for _, it := range h.srv.DashboardData().Config {
+		names = append(names, it.Name)
+	}
+	if !slices.Contains(names, "each server's σ (grid units)") || slices.Contains(names, "padding n_p per dimension") {
+		t.Fatalf("dashboard configuration %v", names)
 	}
 }

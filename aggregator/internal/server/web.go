@@ -273,6 +273,9 @@ func configItems(c Config) []web.ConfigItem {
 	p := c.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+	if p.Protocol == wire.ProtocolSecAgg {
+		return secaggConfigItems(c)
+	}
 	items := []web.ConfigItem{
 		{Name: "protocol", Value: p.Protocol.String()},
 		{Name: "randomizer", Value: p.Randomizer.String()},
