@@ -182,7 +182,9 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	// share, exactly once.
 	rejected, err := helper.Finish(prep.Msg)
 	if err != nil {
-		s.log.Error("cannot finish the secure-summation round", "round", c.Num, "err", err)
+		// Not the error itself: it may quote the reports' nonces.
+		s.log.Error("cannot finish the secure-summation round: the aggregator's prepare messages contradict the helper",
+			"round", c.Num, "protocolViolation", errors.Is(err, secagg.ErrProtocol))
 		s.secAggEnd(c.Num, rep, SecAggFailed, "helper finish failed")
 		return
 	}

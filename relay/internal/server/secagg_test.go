@@ -44,6 +44,11 @@ type leaderAgg struct {
 	p      wire.Params
 	refuse bool          // answer every batch with status refused
 	hold   chan struct{} // if set, a batch waits for it before being read
+	// failBatch and failAgg: answer the first ones 503 (no definitive
+	// answer); down: answer every batch 503.
+	failBatch, failAgg int
+	down               bool
+	attempts           map[string][][]byte // every request body by path
 
 	mu       sync.Mutex
 	batches  []*wire.SecAggBatch
@@ -74,6 +79,20 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.attempts == nil {
+		a.attempts = make(map[string][][]byte)
+	}
+	a.attempts[r.URL.Path] = append(a.attempts[r.URL.Path], bytes.Clone(body))
+	switch {
+	case r.URL.Path == secAggBatchPath && (a.down || a.failBatch > 0):
+		a.failBatch--
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	case r.URL.Path == secAggAggregatePath && a.failAgg > 0:
+		a.failAgg--
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	}
 	spec, err := roundspec.New(a.p)
 	if err != nil {
 		a.fail(err)
@@ -642,6 +661,82 @@ func TestSecAggRestartAborts(t *testing.T) {
 		}
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
 			t.Fatalf("outbox after the abort: %v", l)
+		}
+	})
+}
+
+// TestSecAggRetries: requests without a definitive answer are resent with
+// the identical bytes — the batch, and the noised aggregate share (never a
+// second, differently noised one) — and the round completes; a batch the
+// aggregator never answers is given up when it announces a later round.
+func TestSecAggRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelope.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, failBatch: 2, failAgg: 2}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		time.Sleep(time.Minute) // the backoff, on the bubble's clock
+		synctest.Wait()
+		agg.mu.Lock()
+		bs, as, res := agg.attempts[secAggBatchPath], agg.attempts[secAggAggregatePath], agg.result
+		agg.mu.Unlock()
+		if len(bs) != 3 || len(as) != 3 || res == nil || res.Count != 3 {
+			t.Fatalf("%d batch attempts, %d aggregate attempts, result %v", len(bs), len(as), res)
+		}
+		for i := 1; i < 3; i++ {
+			if !bytes.Equal(bs[i], bs[0]) || !bytes.Equal(as[i], as[0]) {
+				t.Fatalf("attempt %d resent different bytes", i)
+			}
+		}
+		s := h.srv.Metrics()
+		if s.SecAgg.Attempts != 6 || s.SecAgg.Failures != 4 || s.SecAgg.Rounds[SecAggForwarded] != 1 {
+			t.Fatalf("metrics %+v", s.SecAgg)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+
+		// The aggregator never answers round 2's batch, then announces
+		// round 3: the relay gives round 2 up.
+		agg.mu.Lock()
+		agg.down = true
+		agg.mu.Unlock()
+		clients = h.openSecAggRound(2, p, 2)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 2, 2, pub, x, uint64(i+10)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 2, Kind: outbox.OpenRound}) {
+			t.Fatalf("outbox while round 2's batch is unanswered: %v", l)
+		}
+		h.openSecAggRound(3, p, 0)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		s = h.srv.Metrics()
+		if s.SecAgg.Rounds[SecAggSuperseded] != 1 || s.LastRound.Round != 3 {
+			t.Fatalf("metrics %+v, last %+v", s.SecAgg, s.LastRound)
+		}
+		// Round 2 owes nothing more (no abort either); round 3, empty, was
+		// aborted and delivered.
+		agg.mu.Lock()
+		aborts := agg.aborts
+		agg.mu.Unlock()
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 || len(aborts) != 1 || aborts[0].Round != 3 {
+			t.Fatalf("outbox %v, aborts %+v", l, aborts)
+		}
+		for _, c := range clients {
+			c.ws.Close()
 		}
 	})
 }
