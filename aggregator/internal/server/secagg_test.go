@@ -737,3 +737,57 @@ func TestSecAggOperatorSwitch(t *testing.T) {
 		t.Fatalf("dashboard configuration %v", names)
 	}
 }
+
+// TestSecAggAbortAfterChargeAndBadAggregate: a malformed aggregate share,
+// or one over another report count, is invalid and leaves the round
+// pending; a relay abort after the batch's charge then records the round
+// lost (charged once, not applied), not aborted.
+func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, nil)
+	a := relay.next(t)
+	var vs []volunteer
+	for i := range 4 {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	helper, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+		t.Fatalf("batch: %s %+v", in, prep)
+	}
+	agg := aggregateFrame(t, 1, helper, prep.Msg)
+	short, err := (&wire.SecAggAggregate{Round: 1, Share: agg[14 : len(agg)-16]}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", short); in != IntakeInvalid {
+		t.Fatalf("truncated aggregate share: %s", in)
+	}
+	recount := slices.Clone(agg)
+	binary.BigEndian.PutUint32(recount[14+10:], 3) // the 'A' message's count: 3 reports, the leader has 4
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", recount); in != IntakeInvalid {
+		t.Fatalf("aggregate over 3 reports: %s", in)
+	}
+	if h.srv.secaggPendingUntil(1).IsZero() {
+		t.Fatal("an invalid aggregate ended the pending round")
+	}
+	abort, err := (&wire.Abort{Round: 1, Reason: wire.AbortRelayRestart, Reports: 4}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(t, h.http.URL+"/v1/abort", testToken, abort); code != http.StatusOK {
+		t.Fatalf("abort after the charge: HTTP %d", code)
+	}
+	if rec := h.srv.Rounds()[0]; rec.Status != StatusLost || rec.N != 4 {
+		t.Fatalf("round record %+v", rec)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeObsolete {
+		t.Fatalf("aggregate after the abort: %s", in)
+	}
+	if n := len(h.srv.ledger.Releases()); n != 1 || !slices.Equal(h.srv.Model(), make([]float64, 8)) {
+		t.Fatalf("%d releases, model %v: want one charge and no update", n, h.srv.Model())
+	}
+	if a2 := relay.next(t); a2.Round != 2 {
+		t.Fatalf("next round %d", a2.Round)
+	}
+}

@@ -20,6 +20,13 @@
 //   - an abort (POST /v1/abort): nothing charged; the next round follows.
 //   - nothing by deadline + BatchGrace: abandoned, nothing charged.
 //
+// A secure-summation round (docs/secagg.md; secagg.go) ends instead with
+// the relay's SecAggBatch (POST /v1/secagg/batch: prepared, charged before
+// the leader's 'M' is answered, refused or invalid without it) followed by
+// its noised aggregate share (POST /v1/secagg/aggregate: unsharded and
+// applied); a round charged but not applied (no aggregate within
+// BatchGrace, a relay abort, a restart in between) is lost.
+//
 // Every batch and abort gets a definitive outcome (Intake): accepted,
 // duplicate (an identical re-send, same SHA-256: the stored reply again),
 // obsolete (the round is closed here another way, or not open: a second,
@@ -717,6 +724,9 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 // reply and rec, and returns the model with the round's estimate applied
 // (not yet stored), or an error if the estimate is unusable.
 func (s *Server) decryptAndUpdate(round uint64, b *wire.Batch, reply *wire.BatchReply, rec *RoundRecord) ([]float64, error) {
+	if s.proto.analyzer == nil {
+		return nil, errors.New("the current protocol is secure summation: no shuffle analyzer")
+	}
 	mb, counts := openBatch(s.key, round, b, s.proto.center, s.proto.spec.Admissible, s.cfg.Workers)
 	s.opened.Add(int64(len(b.Messages)))
 	reply.Accepted, reply.RejectedOpen, reply.RejectedValue = uint32(counts.accepted), uint32(counts.rejectedOpen), uint32(counts.rejectedValue)

@@ -167,12 +167,15 @@ type paramsJSON struct {
 	Clip       float64 `json:"clip"`
 	CheckInP   float64 `json:"check_in_p"`
 	Messages   int     `json:"messages_per_client"`
+	// Secure summation: bits per entry and each server's sigma.
+	Bits  uint32  `json:"bits,omitempty"`
+	Sigma float64 `json:"sigma,omitempty"`
 }
 
 func toParamsJSON(p wire.Params) paramsJSON {
 	return paramsJSON{Protocol: p.Protocol.String(), Randomizer: p.Randomizer.String(), D: p.D, K: p.K, L: p.L,
 		Width: p.Width, NP: p.NP, Buckets: p.Buckets, MinBatch: p.MinBatch, Quota: p.Quota, EpsL: p.EpsL,
-		DeltaL: p.DeltaL, Clip: p.Clip, CheckInP: p.CheckInP, Messages: p.Messages()}
+		DeltaL: p.DeltaL, Clip: p.Clip, CheckInP: p.CheckInP, Messages: p.Messages(), Bits: p.Bits, Sigma: p.Sigma}
 }
 
 // loadCheckpoint reads path; a missing file returns (nil, nil).
