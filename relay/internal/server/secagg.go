@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,7 +110,6 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 		s.m.secAggDrop(DropUnopened, dropped)
 		s.log.Warn("reports dropped: their helper share does not open", "round", c.Num, "dropped", dropped)
 	}
-	shares = nil
 	c.Reports = uint32(len(helpers)) // the reports of the batch
 	rep.Reports = c.Reports
 	if c.Reports < c.Params.MinBatch {
@@ -127,15 +127,12 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 		return
 	}
 	prepMsg, early, err := helper.Prepare(helpers)
-	helpers = nil
 	if err != nil {
 		setupFailed(err)
 		return
 	}
-	batch := wire.SecAggBatch{Round: c.Num, Reports: c.Reports, CheckedIn: c.CheckedIn, Population: c.Population,
-		Leader: leaders, Prep: prepMsg}
-	body, err := batch.MarshalBinary()
-	batch, leaders, prepMsg = wire.SecAggBatch{}, nil, nil
+	body, err := newBatchBody(&wire.SecAggBatch{Round: c.Num, Reports: c.Reports, CheckedIn: c.CheckedIn,
+		Population: c.Population, Leader: leaders, Prep: prepMsg})
 	if err != nil {
 		setupFailed(err)
 		return
@@ -143,12 +140,12 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	rep.Outcome = "pending"
 	s.m.setLast(rep)
 	s.log.Info("secure-summation batch prepared", "round", c.Num, "reports", c.Reports,
-		"rejectedByHelper", len(early), "bytes", len(body))
+		"rejectedByHelper", len(early), "bytes", body.size)
 
 	// The aggregator prepares its shares, charges its ledger and answers
 	// with its 'M' message (status ok) or why not.
 	limit := 1<<16 + int64(c.Reports)<<10 // the 'M' message: tens of bytes per report
-	out, reply, why, err := s.secAggPost(ctx, c.Num, secAggBatchPath, body, limit, func(b []byte) error {
+	out, reply, why, err := s.secAggPost(ctx, c.Num, secAggBatchPath, body.reader, body.size, limit, func(b []byte) error {
 		p, err := wire.ParseSecAggPrep(b)
 		if err == nil && p.Round != c.Num {
 			err = fmt.Errorf("prep reply for round %d", p.Round)
@@ -210,7 +207,8 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	}
 	s.log.Info("secure-summation aggregate share noised", "round", c.Num, "aggregated", agg.Count(),
 		"rejected", len(rejected), "bytes", len(frame))
-	out, _, why, err = s.secAggPost(ctx, c.Num, secAggAggregatePath, frame, 4096, nil)
+	out, _, why, err = s.secAggPost(ctx, c.Num, secAggAggregatePath,
+		func() io.Reader { return bytes.NewReader(frame) }, int64(len(frame)), 4096, nil)
 	if err != nil {
 		s.secAggStopped(c.Num, rep, err)
 		return
@@ -250,18 +248,70 @@ func (s *Server) secAggStopped(num uint64, rep RoundReport, err error) {
 	s.log.Warn("relay stopped during a secure-summation round; it is aborted at the next start", "round", num)
 }
 
-// secAggPost posts body to path until a definitive answer, resending the
-// identical bytes with exponential backoff. It returns the outcome, the
+// batchBody is a SecAggBatch frame as a stream over the leader shares it
+// carries, so that the shares (about 1 MB per report at d = 7850) are
+// never copied into one buffer: its bytes are exactly those of
+// wire.SecAggBatch.MarshalBinary (TestBatchBodyIsTheWireFrame), and every
+// reader starts them again, so a retry resends the identical bytes.
+type batchBody struct {
+	head, tail []byte
+	leaders    [][]byte
+	size       int64
+}
+
+// newBatchBody checks b as wire.SecAggBatch.MarshalBinary does and returns
+// its body.
+func newBatchBody(b *wire.SecAggBatch) (*batchBody, error) {
+	n := len(b.Leader)
+	if b.Round < 1 || n < 1 || uint64(n) != uint64(b.Reports) || len(b.Prep) > wire.MaxSecAggPayload {
+		return nil, fmt.Errorf("secagg batch: round %d, %d shares for %d reports, %d prep bytes", b.Round, n, b.Reports, len(b.Prep))
+	}
+	sl := len(b.Leader[0])
+	if sl < 1 || uint64(sl)*uint64(n) > wire.MaxSecAggPayload {
+		return nil, fmt.Errorf("secagg batch: %d shares of %d bytes", n, sl)
+	}
+	for i, l := range b.Leader {
+		if len(l) != sl {
+			return nil, fmt.Errorf("secagg batch: share %d has %d bytes, want %d", i, len(l), sl)
+		}
+	}
+	head := make([]byte, 26)
+	head[0], head[1] = wire.Version, byte(wire.TypeSecAggBatch)
+	be := binary.BigEndian
+	be.PutUint64(head[2:], b.Round)
+	be.PutUint32(head[10:], b.Reports)
+	be.PutUint32(head[14:], b.CheckedIn)
+	be.PutUint32(head[18:], b.Population)
+	be.PutUint32(head[22:], uint32(sl))
+	tail := be.AppendUint32(make([]byte, 0, 4+len(b.Prep)), uint32(len(b.Prep)))
+	tail = append(tail, b.Prep...)
+	return &batchBody{head: head, tail: tail, leaders: b.Leader,
+		size: int64(len(head)) + int64(n)*int64(sl) + int64(len(tail))}, nil
+}
+
+// reader returns the frame's bytes from the start.
+func (b *batchBody) reader() io.Reader {
+	parts := make([]io.Reader, 0, len(b.leaders)+2)
+	parts = append(parts, bytes.NewReader(b.head))
+	for _, l := range b.leaders {
+		parts = append(parts, bytes.NewReader(l))
+	}
+	return io.MultiReader(append(parts, bytes.NewReader(b.tail))...)
+}
+
+// secAggPost posts a body (each call of body returns its size bytes from
+// the start) to path until a definitive answer, resending the identical
+// bytes with exponential backoff. It returns the outcome, the
 // reply (at most limit bytes; for accepted and duplicate, one that check
 // accepts, else the answer is retried), and a short reason for logs; or
 // errStopped when ctx ends, errSuperseded when the aggregator has announced
 // a later round meanwhile.
-func (s *Server) secAggPost(ctx context.Context, num uint64, path string, body []byte, limit int64,
+func (s *Server) secAggPost(ctx context.Context, num uint64, path string, body func() io.Reader, size, limit int64,
 	check func([]byte) error) (outbox.Outcome, []byte, string, error) {
 	wait := s.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
 		s.m.secAggAttempts.Add(1)
-		out, reply, why := s.secAggAttempt(ctx, path, body, limit, check)
+		out, reply, why := s.secAggAttempt(ctx, path, body(), size, limit, check)
 		if out.Final() {
 			return out, reply, why, nil
 		}
@@ -288,15 +338,16 @@ func (s *Server) secAggPost(ctx context.Context, num uint64, path string, body [
 // secAggAttempt makes one request: 200 accepted, 208 duplicate, 409
 // obsolete, 400/413/422 invalid (docs/protocol.md); anything else, no
 // answer, or an accepted or duplicate reply that check refuses is retried.
-func (s *Server) secAggAttempt(ctx context.Context, path string, body []byte, limit int64,
+func (s *Server) secAggAttempt(ctx context.Context, path string, body io.Reader, size, limit int64,
 	check func([]byte) error) (outbox.Outcome, []byte, string) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SecAggTimeout)
 	defer cancel()
 	u := strings.TrimSuffix(s.cfg.Aggregator, "/") + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
 	if err != nil {
 		return outbox.Retry, nil, err.Error()
 	}
+	req.ContentLength = size
 	req.Header.Set("Authorization", "Bearer "+s.cfg.Token)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := s.cfg.HTTPClient.Do(req)

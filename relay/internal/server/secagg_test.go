@@ -740,3 +740,49 @@ func TestSecAggRetries(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchBodyIsTheWireFrame: the streamed batch is byte for byte
+// wire.SecAggBatch.MarshalBinary, every reader starts it again, and the
+// encoder refuses what MarshalBinary refuses.
+func TestBatchBodyIsTheWireFrame(t *testing.T) {
+	src := noise.NewSeeded(9)
+	rnd := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(src.Uint64())
+		}
+		return b
+	}
+	for _, n := range []int{1, 3, 17} {
+		b := &wire.SecAggBatch{Round: 7, Reports: uint32(n), CheckedIn: uint32(n + 2), Population: uint32(n + 5), Prep: rnd(100)}
+		for range n {
+			b.Leader = append(b.Leader, rnd(61))
+		}
+		want, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := newBatchBody(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			got, _ := io.ReadAll(body.reader())
+			if !bytes.Equal(got, want) || body.size != int64(len(want)) {
+				t.Fatalf("%d reports: streamed %d bytes (size %d), wire %d, equal %v", n, len(got), body.size, len(want), bytes.Equal(got, want))
+			}
+		}
+	}
+	for name, b := range map[string]*wire.SecAggBatch{
+		"round 0":        {Round: 0, Reports: 1, Leader: [][]byte{{1}}},
+		"count mismatch": {Round: 1, Reports: 2, Leader: [][]byte{{1}}},
+		"no shares":      {Round: 1},
+		"empty share":    {Round: 1, Reports: 1, Leader: [][]byte{{}}},
+		"uneven shares":  {Round: 1, Reports: 2, Leader: [][]byte{{1, 2}, {1}}},
+	} {
+		_, werr := b.MarshalBinary()
+		if _, err := newBatchBody(b); err == nil || werr == nil {
+			t.Errorf("%s: stream error %v, wire error %v", name, err, werr)
+		}
+	}
+}
