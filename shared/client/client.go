@@ -212,8 +212,8 @@ func (c *Client) Privacy() (eps, delta float64, rounds int) {
 // the local model for the shuffle protocols' reports (privacy.AccountLocal:
 // basic composition of each report's (ε_l, δ_l)), plus, for secure
 // summation, every round the volunteer was eligible for at its check-in
-// rate (privacy.SecAggEpsilon: one server's discrete Gaussian, Poisson
-// check-in, add/remove one volunteer; identical rounds grouped, groups
+// rate (privacy.SecAggReplaceOneEpsilon: one server's discrete Gaussian, Poisson
+// check-in, replacing one volunteer's data; identical rounds grouped, groups
 // composed by basic composition at ownDelta each), summed.
 func (c *Client) account(r privacy.Release) error {
 	c.mu.Lock()
@@ -257,7 +257,7 @@ func (c *Client) account(r privacy.Release) error {
 		eps, delta = b.Epsilon, b.Delta
 	}
 	for _, g := range order {
-		e, err := privacy.SecAggEpsilon(g.sigma, g.sens, g.q, counts[g], ownDelta)
+		e, err := privacy.SecAggReplaceOneEpsilon(g.sigma, g.sens, g.q, counts[g], ownDelta)
 		if err != nil {
 			return fmt.Errorf("account: secure summation: %w", err)
 		}

@@ -106,25 +106,53 @@ func secAggRoundCurve(r Release) (rdp.Curve, error) {
 	return c, nil
 }
 
-// accountSecAgg is the RDP row of secure-aggregation releases (every run
-// must be one; nil otherwise).
+// secAggReplaceCurve is the RDP curve of one secure-aggregation round for
+// replacing one volunteer's data, without check-in amplification: the sum
+// moves by at most 2Δ (x_i → x_i' with both norms at most Δ), so the base
+// curve is α(2Δ)²/(2σ²) (CKS'20 Prop. 5); the volunteer's coin is the same
+// in both datasets, and claiming nothing from it is an upper bound.
+func secAggReplaceCurve(r Release) []float64 {
+	rho := 4 * r.SecAggSensitivity * r.SecAggSensitivity / (2 * r.SecAggSigma * r.SecAggSigma)
+	orders := rdpOrders()
+	out := make([]float64, len(orders))
+	for j, a := range orders {
+		out[j] = a * rho
+	}
+	return out
+}
+
+// accountSecAgg is the rows of secure-aggregation releases (every run must
+// be one; nil otherwise): replace-one first (what the ledger charges, as
+// for every other protocol), then add/remove, shown with a caveat so it is
+// never chosen.
 func accountSecAgg(runs []run, delta float64) []AccountRow {
 	if !allProtocol(runs, ProtocolSecAgg) {
 		return nil
 	}
-	total := make([]float64, len(rdpOrders()))
+	orders := rdpOrders()
+	total := make([]float64, len(orders))
+	total2 := make([]float64, len(orders))
 	var err error
 	for _, u := range runs {
 		var c rdp.Curve
 		if c, err = secAggRoundCurve(u.r); err != nil {
 			break
 		}
+		c2 := secAggReplaceCurve(u.r)
 		for j := range total {
 			total[j] += float64(u.count) * c.Eps[j]
+			total2[j] += float64(u.count) * c2[j]
 		}
 	}
-	return []AccountRow{secAggRow(total, err, totalRounds(runs), delta)}
+	rounds := totalRounds(runs)
+	ar := secAggRow(total, err, rounds, delta)
+	ar.Caveat = secAggAddRemoveCaveat
+	return []AccountRow{secAggReplaceRow(total, total2, err, rounds, delta), ar}
 }
+
+// secAggAddRemoveCaveat keeps the add/remove row out of the ledger's
+// choice: Blanket charges every protocol for replacing one volunteer.
+const secAggAddRemoveCaveat = "add/remove one volunteer under Poisson check-in; the ledger charges replace-one, the relation of every other protocol"
 
 func secAggRow(total []float64, err error, rounds int, delta float64) AccountRow {
 	method := "RDP discrete Gaussian secure aggregation, Poisson check-in (add/remove)"
@@ -139,7 +167,54 @@ func secAggRow(total []float64, err error, rounds int, delta float64) AccountRow
 		Family: FamilySecAggDGauss, Amplification: AmplificationPoisson, Composition: CompositionRDP}
 }
 
-func secaggSlots() []slot { return []slot{{kind: slotSecAgg}} }
+// secAggReplaceRow is the replace-one guarantee of the composed rounds: the
+// smaller of (a) group privacy on the add/remove curve — (2ε', (1 +
+// e^{ε'})δ') from an add/remove (ε', δ') with δ' chosen so that the total δ
+// is at most delta (a fixed point: δ' = delta/(1 + e^{ε'(δ')}), reached from
+// above since ε'(δ') decreases in δ') — and (b) the 2Δ curve without
+// amplification (secAggReplaceCurve). Both are proven upper bounds, so the
+// smaller is one.
+func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta float64) AccountRow {
+	method := "RDP discrete Gaussian secure aggregation (replace-one)"
+	if rounds > 1 {
+		method += ", composed over rounds"
+	}
+	eps := math.Inf(1)
+	if err == nil {
+		orders := rdpOrders()
+		conv := func(c []float64, d float64) (float64, error) {
+			return rdpEpsilon(rdp.Curve{Orders: orders, Eps: slices.Clone(c)}, d)
+		}
+		if e, err2 := conv(total2, delta); err2 == nil {
+			eps = e
+		}
+		if e, err2 := conv(total, delta/2); err2 == nil {
+			for range 200 {
+				d := delta / (1 + math.Exp(e))
+				e2, err3 := conv(total, d)
+				if err3 != nil {
+					break
+				}
+				if e2 <= e {
+					if g, gd, err4 := SecAggReplaceOne(e2, d); err4 == nil && gd <= delta*(1+1e-12) {
+						eps = min(eps, g)
+					}
+					break
+				}
+				e = e2 * (1 + 1e-10)
+			}
+		}
+		if math.IsInf(eps, 1) {
+			err = fmt.Errorf("%w: no replace-one bound for secure aggregation", ErrUncertified)
+		}
+	}
+	return AccountRow{Bound: makeBound(method, secAggCite+"; group privacy (Dwork and Roth 2014 Thm 2.2) or sensitivity 2Δ", eps, delta, err),
+		Family: FamilySecAggDGauss, Amplification: AmplificationPoisson, Composition: CompositionRDP}
+}
+
+func secaggSlots() []slot {
+	return []slot{{kind: slotSecAggReplace}, {kind: slotSecAgg, caveat: secAggAddRemoveCaveat}}
+}
 
 func (sl *slot) addSecAgg(r Release, count int) error {
 	if r.Protocol != ProtocolSecAgg {
@@ -150,11 +225,95 @@ func (sl *slot) addSecAgg(r Release, count int) error {
 		return err
 	}
 	sl.curve = addCurve(sl.curve, c.Eps, float64(count))
+	if sl.kind == slotSecAggReplace {
+		sl.curve2 = addCurve(sl.curve2, secAggReplaceCurve(r), float64(count))
+	}
 	return nil
 }
 
 func (sl slot) secAggRow(s *Session) AccountRow {
+	if sl.kind == slotSecAggReplace {
+		return secAggReplaceRow(sl.curve, sl.curve2, sl.err, s.rounds, s.delta)
+	}
 	return secAggRow(sl.curve, sl.err, s.rounds, s.delta)
+}
+
+// SecAggReplaceOneEpsilon is SecAggEpsilon for replacing one volunteer's
+// data: the replace-one row above for `rounds` identical rounds (what the
+// ledger charges).
+func SecAggReplaceOneEpsilon(sigma, sensitivity, q float64, rounds int, delta float64) (float64, error) {
+	r := Release{Round: 1, Protocol: ProtocolSecAgg, Randomizer: RandomizerDiscreteGaussian, D: 1, N: 1,
+		SecAggSigma: sigma, SecAggSensitivity: sensitivity, CheckInRate: q}
+	if err := r.Validate(); err != nil {
+		return 0, err
+	}
+	if err := checkCount("rounds", rounds, 1); err != nil {
+		return 0, err
+	}
+	if err := checkOpenUnit("delta", delta); err != nil {
+		return 0, err
+	}
+	c, err := secAggRoundCurve(r)
+	if err != nil {
+		return 0, err
+	}
+	c2 := secAggReplaceCurve(r)
+	for j := range c.Eps {
+		c.Eps[j] *= float64(rounds)
+		c2[j] *= float64(rounds)
+	}
+	row := secAggReplaceRow(c.Eps, c2, nil, rounds, delta)
+	if !row.Valid {
+		return 0, fmt.Errorf("secagg: %s", row.Reason)
+	}
+	return row.Epsilon, nil
+}
+
+// CalibrateSecAggSigmaReplaceOne is CalibrateSecAggSigma for the
+// replace-one guarantee the ledger charges (SecAggReplaceOneEpsilon, which
+// is non-increasing in σ: both of its routes are): the smallest σ, to 1e-6
+// relative and certified at the returned value.
+func CalibrateSecAggSigmaReplaceOne(targetEps, delta float64, rounds int, q, sensitivity float64) (float64, error) {
+	if err := checkPositive("target epsilon", targetEps); err != nil {
+		return 0, err
+	}
+	if err := checkPositive("sensitivity", sensitivity); err != nil {
+		return 0, err
+	}
+	fits := func(sigma float64) (bool, error) {
+		e, err := SecAggReplaceOneEpsilon(sigma, sensitivity, q, rounds, delta)
+		if err != nil {
+			return false, err
+		}
+		return e <= targetEps, nil
+	}
+	lo, hi := 0.0, sensitivity
+	for {
+		ok, err := fits(hi)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		if hi > 1e12*sensitivity {
+			return 0, fmt.Errorf("%w: no sigma up to %g reaches epsilon %g", ErrOutsideValidity, hi, targetEps)
+		}
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > 1e-6*hi {
+		mid := lo + (hi-lo)/2
+		ok, err := fits(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
 }
 
 // SecAggEpsilon returns the central ε at δ = delta of `rounds` identical

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/privacy/rdp"
@@ -169,5 +170,51 @@ func TestCalibrateSecAggSigma(t *testing.T) {
 	}
 	if _, err := CalibrateSecAggSigma(0, 1e-5, 1, 1, 1); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("target 0: %v", err)
+	}
+}
+
+// TestSecAggReplaceOneCharged: Account's tightest proven row for secure
+// aggregation is the replace-one row (the relation of every other
+// protocol), never smaller than the add/remove row, which is shown with a
+// caveat and never chosen; the replace-one row is the better of group
+// privacy and the doubled sensitivity without amplification, so at q = 1 it
+// is at most the 2Δ curve's ε; CalibrateSecAggSigmaReplaceOne's σ meets
+// its target and 1% less noise does not.
+func TestSecAggReplaceOneCharged(t *testing.T) {
+	for _, q := range []float64{1, 0.1} {
+		rels := []Release{secAggRelease(1, 300, 138, q), secAggRelease(2, 300, 138, q)}
+		rep, err := Account(rels, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Tightest < 0 {
+			t.Fatal("no proven row")
+		}
+		rpl := rep.Rows[rep.Tightest]
+		var ar *AccountRow
+		for i := range rep.Rows {
+			if strings.Contains(rep.Rows[i].Method, "add/remove") {
+				ar = &rep.Rows[i]
+			}
+		}
+		if !strings.Contains(rpl.Method, "replace-one") || ar == nil || ar.Caveat == "" || !ar.Valid {
+			t.Fatalf("q = %v: tightest %q, add/remove row %+v", q, rpl.Method, ar)
+		}
+		if rpl.Epsilon < ar.Epsilon {
+			t.Errorf("q = %v: replace-one %v below add/remove %v", q, rpl.Epsilon, ar.Epsilon)
+		}
+		if e, err := SecAggReplaceOneEpsilon(300, 138, q, 2, 1e-5); err != nil || math.Abs(e-rpl.Epsilon) > 1e-9*e {
+			t.Errorf("q = %v: SecAggReplaceOneEpsilon %v (%v), Account %v", q, e, err, rpl.Epsilon)
+		}
+	}
+	sigma, err := CalibrateSecAggSigmaReplaceOne(4, 1e-5, 3, 1, 515.76)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := SecAggReplaceOneEpsilon(sigma, 515.76, 1, 3, 1e-5); e > 4 {
+		t.Errorf("calibrated sigma %v gives %v > 4", sigma, e)
+	}
+	if e, _ := SecAggReplaceOneEpsilon(0.99*sigma, 515.76, 1, 3, 1e-5); e <= 4 {
+		t.Errorf("0.99 sigma still meets the target: %v", e)
 	}
 }

@@ -287,6 +287,7 @@ const (
 	slotGaussPLD
 	slotGaussRDP
 	slotSecAgg
+	slotSecAggReplace
 )
 
 // slot is the composed state of one row. Values are immutable once
@@ -299,6 +300,7 @@ type slot struct {
 	hr     float64 // grid of the composition over rounds (>= h)
 	total  *pld.PLD
 	curve  []float64
+	curve2 []float64 // slotSecAggReplace: the 2Δ curve without check-in amplification
 	caveat string
 	err    error // sticky: the row stays invalid
 	// single is the first round's mixture when that round is a single
@@ -361,12 +363,12 @@ func (sl slot) add(c *sessionCaches, r Release, count, t int) slot {
 		}
 	case slotGaussExact, slotGaussPLD, slotGaussRDP:
 		err = sl.addGaussian(c, r, count)
-	case slotSecAgg:
+	case slotSecAgg, slotSecAggReplace:
 		err = sl.addSecAgg(r, count)
 	}
 	if err != nil {
 		sl.err = err
-		sl.total, sl.curve, sl.single = nil, nil, nil
+		sl.total, sl.curve, sl.curve2, sl.single = nil, nil, nil, nil
 	}
 	return sl
 }
@@ -614,7 +616,7 @@ func (sl slot) row(s *Session) AccountRow {
 	case slotGaussRDP:
 		row.Bound = sl.rdpBound("central Gaussian, RDP", "Mironov 2017 Prop. 7; "+rdpConversionCite, rdpOrders(), s)
 		row.Family, row.Amplification, row.Composition = FamilyCentralGaussian, AmplificationNone, CompositionRDP
-	case slotSecAgg:
+	case slotSecAgg, slotSecAggReplace:
 		row = sl.secAggRow(s)
 	}
 	row.Caveat = sl.caveat

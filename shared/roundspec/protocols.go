@@ -295,10 +295,11 @@ func (secAgg) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 // CalibrateSigma returns the smallest per-server noise σ (grid units) with
 // which `rounds` rounds of secure summation at check-in rate q, with the
 // update clip and bits of o (defaults as Build's) for a model of d
-// parameters, are (eps, delta)-DP for add/remove one volunteer under
-// Poisson check-in (privacy.CalibrateSecAggSigma: discrete Gaussian RDP,
-// Zhu-Wang subsampling, certified bisection). Replacing one volunteer's
-// data costs (2ε, (1 + e^ε)δ) by group privacy (privacy.SecAggReplaceOne).
+// parameters, are (eps, delta)-DP for replacing one volunteer's data — the
+// relation the ledger charges for every protocol
+// (privacy.CalibrateSecAggSigmaReplaceOne: the better of group privacy on
+// the add/remove guarantee under Poisson check-in and sensitivity 2Δ
+// without amplification; discrete Gaussian RDP; certified bisection).
 func CalibrateSigma(d int, o Options, rounds int, q, eps, delta float64) (float64, error) {
 	bits := o.Bits
 	if bits == 0 {
@@ -309,5 +310,5 @@ func CalibrateSigma(d int, o Options, rounds int, q, eps, delta float64) (float6
 	if err != nil {
 		return 0, fmt.Errorf("roundspec: calibrate: %w", err)
 	}
-	return privacy.CalibrateSecAggSigma(eps, delta, rounds, q, sp.Sensitivity())
+	return privacy.CalibrateSecAggSigmaReplaceOne(eps, delta, rounds, q, sp.Sensitivity())
 }

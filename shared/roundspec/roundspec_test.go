@@ -311,7 +311,7 @@ func TestSecAggSpec(t *testing.T) {
 	if got := rep.Rows[rep.Tightest].Epsilon; got > eps || got < 0.9*eps {
 		t.Errorf("%d rounds at the calibrated sigma %v: epsilon %v, want just below %v", rounds, sigma, got, eps)
 	}
-	if e, err := privacy.SecAggEpsilon(0.99*sigma, sp.Sensitivity(), q, rounds, delta); err != nil || e <= eps {
+	if e, err := privacy.SecAggReplaceOneEpsilon(0.99*sigma, sp.Sensitivity(), q, rounds, delta); err != nil || e <= eps {
 		t.Errorf("1%% less noise still meets the budget: %v %v", e, err)
 	}
 	if _, err := (&Spec{}).SecAgg(); !errors.Is(err, ErrNotSecAgg) {
