@@ -142,7 +142,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			pf.clip = 0 // roundspec.DefaultSecAggClip
 		}
 		pf.bits, pf.sigma = *bits, *sigma
-		if pf.sigma, err = secaggSigma(d, pf, *rounds, *epsilon, *delta); err != nil {
+		if pf.sigma, err = secaggSigma(d, *expected, pf, *rounds, *epsilon, *delta); err != nil {
 			return fail(2, "%v", err)
 		}
 	}

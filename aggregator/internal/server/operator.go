@@ -270,7 +270,15 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 				rounds = DefaultSecAggRounds
 			}
 			te, td := s.ledger.Target()
-			sigma, err := secaggSigma(d, f, rounds, te, td)
+			var sigma float64
+			var err error
+			if f.checkIn == p.CheckInP {
+				// What the page offered (σ in grid units does not depend
+				// on the clip: the scale is 2^(bits-1)-1 over it).
+				sigma, err = s.operatorSigma(cur)
+			} else {
+				sigma, err = secaggSigma(d, n, f, rounds, te, td)
+			}
 			if err != nil {
 				return fmt.Errorf("server: %w", err)
 			}

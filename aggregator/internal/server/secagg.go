@@ -24,6 +24,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -486,11 +487,17 @@ func isHelperKeyMismatch(err error) bool {
 	return errors.As(err, &re) && strings.Contains(re.body, helperKeyMismatch)
 }
 
-// secaggSigma returns σ for a secure-summation configuration when sigma
-// is 0: the smallest per-server σ with which `rounds` rounds at check-in
-// rate q fit the ledger's target (eps, delta) for add/remove one volunteer
-// (roundspec.CalibrateSigma; docs/accounting.md §4).
-func secaggSigma(d int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
+// secaggSigma returns σ for a secure-summation configuration of a model of
+// d parameters and about n reports per round when sigma is 0: the smallest
+// per-server σ with which `rounds` rounds at check-in rate q fit the
+// ledger's target (eps, delta). It starts from roundspec.CalibrateSigma
+// (add/remove one volunteer under Poisson check-in; docs/accounting.md §4)
+// and, should the ledger's own accountant (privacy.Account's tightest
+// proven row, which admits rounds) need more — another neighbouring
+// relation, a looser conversion — raises σ by bisection until `rounds`
+// releases of the built spec fit it, so the charged rounds are the ones
+// calibrated for.
+func secaggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
 	if f.sigma > 0 {
 		return f.sigma, nil
 	}
@@ -501,12 +508,65 @@ func secaggSigma(d int, f paramFlags, rounds int, eps, delta float64) (float64, 
 	if q == 0 {
 		q = 1
 	}
-	s, err := roundspec.CalibrateSigma(d, roundspec.Options{Protocol: wire.ProtocolSecAgg, Clip: f.clip, Bits: f.bits, Quota: f.quota},
+	sigma, err := roundspec.CalibrateSigma(d, roundspec.Options{Protocol: wire.ProtocolSecAgg, Clip: f.clip, Bits: f.bits, Quota: f.quota},
 		rounds, q, eps, delta)
 	if err != nil {
 		return 0, fmt.Errorf("secagg: calibrating sigma: %w", err)
 	}
-	return s, nil
+	fits := func(sigma float64) (bool, error) {
+		g := f
+		g.protocol, g.sigma = wire.ProtocolSecAgg.String(), sigma
+		p, _, err := buildParams(d, n, g)
+		if err != nil {
+			return false, err
+		}
+		spec, err := roundspec.New(p)
+		if err != nil {
+			return false, err
+		}
+		rels := make([]privacy.Release, rounds)
+		for r := range rels {
+			rels[r] = spec.Release(r+1, n, 0)
+		}
+		rep, err := privacy.Account(rels, delta)
+		if err != nil {
+			return false, err
+		}
+		if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
+			return false, errors.New("no valid accounting method without caveat")
+		}
+		return rep.Rows[rep.Tightest].Epsilon <= eps, nil
+	}
+	ok, err := fits(sigma)
+	if err != nil {
+		return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
+	}
+	if ok {
+		return sigma, nil
+	}
+	lo, hi := sigma, sigma
+	for i := 0; !ok; i++ {
+		if i == 64 {
+			return 0, fmt.Errorf("secagg: no sigma fits %d rounds in epsilon %g", rounds, eps)
+		}
+		lo, hi = hi, 2*hi
+		if ok, err = fits(hi); err != nil {
+			return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
+		}
+	}
+	for hi-lo > 1e-4*hi { // σ to 0.01%: the last bisection step costs 0.01% of accuracy at most
+		mid := (lo + hi) / 2
+		ok, err := fits(mid)
+		if err != nil {
+			return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
 }
 
 // operatorSigma is the σ the operator page offers secure summation with:
@@ -523,7 +583,8 @@ func (s *Server) operatorSigma(cfg Config) (float64, error) {
 			rounds = DefaultSecAggRounds
 		}
 		eps, delta := s.ledger.Target()
-		s.sa.sigma, s.sa.sigmaErr = secaggSigma(int(cfg.Params.D), paramFlags{checkIn: cfg.Params.CheckInP}, rounds, eps, delta)
+		s.sa.sigma, s.sa.sigmaErr = secaggSigma(int(cfg.Params.D), cfg.ExpectedN, paramFlags{randomizer: wire.RandomizerLaplace.String(),
+			minBatch: int(cfg.Params.MinBatch), checkIn: cfg.Params.CheckInP}, rounds, eps, delta)
 	})
 	return s.sa.sigma, s.sa.sigmaErr
 }

@@ -657,10 +657,10 @@ func TestSecAggRelayKeyRefetched(t *testing.T) {
 // next; without -rounds it refuses to start.
 func TestSecAggSigmaCalibration(t *testing.T) {
 	f := paramFlags{protocol: "secagg", randomizer: "laplace", checkIn: 0.5}
-	if _, err := secaggSigma(8, f, 0, 2, 1e-5); err == nil {
+	if _, err := secaggSigma(8, 4, f, 0, 2, 1e-5); err == nil {
 		t.Fatal("calibrated sigma without rounds")
 	}
-	sigma, err := secaggSigma(8, f, 3, 2, 1e-5)
+	sigma, err := secaggSigma(8, 4, f, 3, 2, 1e-5)
 	if err != nil || !(sigma > 0) {
 		t.Fatalf("sigma %v, %v", sigma, err)
 	}
