@@ -504,6 +504,29 @@ func secaggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float6
 	if rounds < 1 {
 		return 0, errors.New("secagg: give -sigma, or -rounds to calibrate sigma to the privacy target")
 	}
+	// The calibration takes seconds; its inputs repeat (every operator
+	// page of a run, every server of a test binary).
+	key := sigmaKey{d: d, n: n, rounds: rounds, bits: f.bits, quota: f.quota, q: f.checkIn, eps: eps, delta: delta}
+	if v, ok := sigmaMemo.Load(key); ok {
+		return v.(float64), nil
+	}
+	sigma, err := calibrateSecAggSigma(d, n, f, rounds, eps, delta)
+	if err == nil {
+		sigmaMemo.Store(key, sigma)
+	}
+	return sigma, err
+}
+
+// sigmaKey is what secaggSigma's result depends on (σ in grid units does
+// not depend on the clip: the scale is 2^(bits-1)-1 over it).
+type sigmaKey struct {
+	d, n, rounds, bits, quota int
+	q, eps, delta             float64
+}
+
+var sigmaMemo sync.Map // sigmaKey -> float64
+
+func calibrateSecAggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
 	q := f.checkIn
 	if q == 0 {
 		q = 1
