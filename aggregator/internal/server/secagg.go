@@ -491,12 +491,12 @@ func isHelperKeyMismatch(err error) bool {
 // d parameters and about n reports per round when sigma is 0: the smallest
 // per-server σ with which `rounds` rounds at check-in rate q fit the
 // ledger's target (eps, delta). It starts from roundspec.CalibrateSigma
-// (add/remove one volunteer under Poisson check-in; docs/accounting.md §4)
-// and, should the ledger's own accountant (privacy.Account's tightest
-// proven row, which admits rounds) need more — another neighbouring
-// relation, a looser conversion — raises σ by bisection until `rounds`
-// releases of the built spec fit it, so the charged rounds are the ones
-// calibrated for.
+// (replace-one, the relation the ledger charges; docs/accounting.md §4,
+// discrete Gaussian RDP by Canonne-Kamath-Steinke 2020 Prop. 5) and,
+// should the ledger's own accountant (privacy.Account's tightest proven
+// row, which admits rounds) still need more, raises σ by bisection until
+// `rounds` releases of the built spec fit it, so that the rounds
+// calibrated for are the rounds the ledger admits.
 func secaggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
 	if f.sigma > 0 {
 		return f.sigma, nil
@@ -692,7 +692,7 @@ func secaggConfigItems(c Config) []web.ConfigItem {
 		{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
 		{Name: "round timeout", Value: c.RoundTimeout.String()},
 		{Name: "server learning rate", Value: g(c.ServerLR)},
-		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (add/remove one volunteer)"},
+		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (replacing one volunteer's data)"},
 	}
 	if c.Rounds > 0 {
 		items = append(items, web.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
