@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
@@ -187,69 +188,30 @@ func tightestEps(rs []privacy.Release, delta float64) (float64, string, error) {
 }
 
 // secaggReplaceOne bounds the run's privacy for REPLACING one volunteer's
-// data (participation coin unchanged), the relation of the rest of
-// Blanket and of DP-FL's row, at total δ = delta. The accountant states
-// secure summation for add/remove under Poisson check-in
-// (shared/privacy/secagg.go); two proven routes lead to replace-one, and
-// the smaller ε is returned:
-//
-//   - "group privacy": replace-one is two add/remove steps, so an
-//     (ε', δ') add/remove guarantee gives (2ε', (1 + e^ε')δ')
-//     (privacy.SecAggReplaceOne; Dwork and Roth 2014, Thm 2.2 in its
-//     (ε, δ) form). δ' is chosen so that (1 + e^ε')δ' <= delta: starting
-//     from ε' at delta/2, ε' is raised by 0.1% until the add/remove ε at
-//     δ' = delta/(1 + e^ε') is at most ε' (the sequence is monotone).
-//   - "2Δ, no amplification": with the coin fixed, a replacement changes
-//     the sum by an integer vector of L2 norm <= 2Δ when the volunteer
-//     checks in and not at all otherwise. The base curve α(2Δ)²/(2σ²) of
-//     the discrete Gaussian (Canonne, Kamath and Steinke 2020, Prop. 5)
-//     bounds the first case; the round's output is a mixture over the
-//     coins of everyone, with the same weights under both datasets, and
-//     Rényi divergence is jointly quasi-convex (van Erven and Harremoës
-//     2014, Thm 13), so the round's curve is at most the base curve. This
-//     is the accountant's secure-summation row at q = 1 and sensitivity
-//     2Δ, composed over the rounds.
-//
-// Neither route uses the check-in amplification for replace-one beyond
-// what group privacy carries over; a direct Poisson-subsampled bound for
-// substitution is not in privacy (see the report).
+// data (participation coin unchanged), the relation of the rest of Blanket
+// and of DP-FL's row, at total δ = delta: privacy.Account's tightest proven
+// row for secure summation, which is its replace-one row (the better of
+// group privacy on the add/remove guarantee and sensitivity 2Δ without
+// check-in amplification; shared/privacy/secagg.go) — what the ledger
+// charges.
 func secaggReplaceOne(rs []privacy.Release, delta float64) (float64, string, error) {
-	best, route := math.Inf(1), ""
-	e, _, err := tightestEps(rs, delta/2)
+	return tightestEps(rs, delta)
+}
+
+// addRemoveEps is the add/remove-one-volunteer guarantee of secure
+// summation under Poisson check-in at δ = delta: privacy.Account's
+// add/remove row (shown with a caveat, never charged).
+func addRemoveEps(rs []privacy.Release, delta float64) (float64, string, error) {
+	rep, err := privacy.Account(rs, delta)
 	if err != nil {
 		return 0, "", err
 	}
-	for range 100 {
-		d := delta / (1 + math.Exp(e))
-		e2, _, err := tightestEps(rs, d)
-		if err != nil {
-			return 0, "", err
+	for _, row := range rep.Rows {
+		if row.Family == privacy.FamilySecAggDGauss && strings.Contains(row.Method, "(add/remove)") && row.Valid {
+			return row.Epsilon, row.Method, nil
 		}
-		if e2 <= e {
-			eps, dd, err := privacy.SecAggReplaceOne(e2, d)
-			if err == nil && dd <= delta*(1+1e-12) {
-				best, route = eps, fmt.Sprintf("group privacy of add/remove (%.4g, %.2g)", e2, d)
-			}
-			break
-		}
-		// f(x) = eps(delta/(1+e^x)) is increasing and contracting here,
-		// so the iterates rise to its fixed point; the relative slack
-		// makes one iterate land just above it, where f(e) <= e.
-		e = e2 * (1 + 1e-10)
 	}
-	doubled := make([]privacy.Release, len(rs))
-	for i, r := range rs {
-		r.SecAggSensitivity *= 2
-		r.CheckInRate = 1
-		doubled[i] = r
-	}
-	if e, _, err := tightestEps(doubled, delta); err == nil && e < best {
-		best, route = e, "sensitivity 2Δ without check-in amplification"
-	}
-	if math.IsInf(best, 1) {
-		return 0, "", errors.New("no replace-one bound")
-	}
-	return best, route, nil
+	return 0, "", errors.New("no add/remove row for secure summation")
 }
 
 // calibrateSecAggSigma returns the smallest per-server σ (integer units)
@@ -270,15 +232,7 @@ func calibrateSecAggSigma(relation string, eps, delta float64, rounds int, q, se
 	case relationAddRemove:
 		return privacy.CalibrateSecAggSigma(eps, delta, rounds, q, sens)
 	case relationReplaceOne:
-		g, err := privacy.CalibrateSecAggSigma(eps/2, delta/(1+math.Exp(eps/2)), rounds, q, sens)
-		if err != nil {
-			return 0, err
-		}
-		d, err := privacy.CalibrateSecAggSigma(eps, delta, rounds, 1, 2*sens)
-		if err != nil {
-			return 0, err
-		}
-		return math.Min(g, d), nil
+		return privacy.CalibrateSecAggSigmaReplaceOne(eps, delta, rounds, q, sens)
 	}
 	return 0, fmt.Errorf("unknown relation %q (want %s or %s)", relation, relationReplaceOne, relationAddRemove)
 }
@@ -362,7 +316,7 @@ func secaggMethod(sp secaggParams, d, worldUsers int, table string) (*method, er
 func claimSecAgg(rs []privacy.Release, delta float64) (secaggClaim, error) {
 	var c secaggClaim
 	var err error
-	if c.AddRemove, c.Method, err = tightestEps(rs, delta); err != nil {
+	if c.AddRemove, c.Method, err = addRemoveEps(rs, delta); err != nil {
 		return c, err
 	}
 	if c.ReplaceOne, c.Route, err = secaggReplaceOne(rs, delta); err != nil {

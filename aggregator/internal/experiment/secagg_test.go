@@ -58,8 +58,11 @@ func TestSecAggLearnsAndAccounts(t *testing.T) {
 	if err != nil || rep.Tightest < 0 {
 		t.Fatalf("account: %v, tightest %d", err, rep.Tightest)
 	}
-	if got, want := r.Claim.AddRemove, rep.Rows[rep.Tightest].Epsilon; got != want {
-		t.Errorf("claimed add/remove eps %v, privacy.Account %v", got, want)
+	if got, _, _ := addRemoveEps(rs, 1e-5); r.Claim.AddRemove != got {
+		t.Errorf("claimed add/remove eps %v, privacy.Account's add/remove row %v", r.Claim.AddRemove, got)
+	}
+	if got := rep.Rows[rep.Tightest].Epsilon; r.Claim.Total != got {
+		t.Errorf("claimed replace-one eps %v, privacy.Account's tightest (replace-one) row %v", r.Claim.Total, got)
 	}
 	one, _, err := secaggReplaceOne(rs, 1e-5)
 	if err != nil {
@@ -178,7 +181,7 @@ func TestCalibrateSecAggSigma(t *testing.T) {
 		if relation == relationReplaceOne {
 			e, _, err = secaggReplaceOne(rs, delta)
 		} else {
-			e, _, err = tightestEps(rs, delta)
+			e, _, err = addRemoveEps(rs, delta)
 		}
 		if err != nil {
 			t.Fatal(err)
