@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
@@ -670,7 +671,7 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.Protocol != wire.ProtocolSecAgg || p.Sigma != sigma || p.Bits != roundspec.DefaultBits || p.Clip != roundspec.DefaultSecAggClip ||
-		p.Quota != 8 || p.CheckInP != 0.5 || lr != 1 {
+		p.Quota != 8 || p.CheckInP != 0.5 || lr != roundspec.DefaultSecAggLR {
 		t.Fatalf("params %+v, lr %v", p, lr)
 	}
 	ps, err := setupProtocol(p)
@@ -709,7 +710,7 @@ func TestSecAggOperatorSwitch(t *testing.T) {
 	offered := false
 	for _, d := range shown.Defaults {
 		if d.Protocol == "secagg" {
-			offered = d.ServerLR == "1" && d.K == "" && d.NPRatio == ""
+			offered = d.ServerLR == strconv.Itoa(roundspec.DefaultSecAggLR) && d.K == "" && d.NPRatio == ""
 		}
 	}
 	if !offered {
