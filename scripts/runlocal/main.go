@@ -12,12 +12,14 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -45,6 +47,7 @@ func main() {
 // options are the parsed flags.
 type options struct {
 	clients, students, rounds int
+	epsilon                   float64
 	roundTime                 time.Duration
 	protocol, dir, class      string
 	host, publicURL           string
@@ -56,11 +59,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("runlocal", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.clients, "clients", 200, "simulated volunteers (0: real students only)")
+	fs.IntVar(&o.clients, "clients", 400, "simulated volunteers (0: real students only)")
 	fs.IntVar(&o.students, "students", 20, "students expected to join from their phones (sets the padding and the minimum batch with -clients 0)")
-	fs.IntVar(&o.rounds, "rounds", 30, "rounds to train (the privacy budget may stop it earlier); the pages stay up afterwards")
+	fs.IntVar(&o.rounds, "rounds", 0, "rounds to train (default 5 for secagg, 30 for the shuffle protocols; the privacy budget may stop it earlier); the pages stay up afterwards")
+	fs.Float64Var(&o.epsilon, "epsilon", 0, "the privacy budget of the whole run at delta 1e-5 (default 4 for secagg, 750 for the shuffle protocols); secagg's noise is calibrated so that -rounds rounds fit it")
 	fs.DurationVar(&o.roundTime, "round-time", 0, "how long a round stays open for browser volunteers to train and report (default 30s)")
-	fs.StringVar(&o.protocol, "protocol", "ss-topk", "ss-simple, ss-double or ss-topk")
+	fs.StringVar(&o.protocol, "protocol", "secagg", "secagg (secure summation through the relay, docs/secagg.md), ss-simple, ss-double or ss-topk (the FLAME shuffle protocols)")
 	fs.StringVar(&o.dir, "dir", "out/run", "state directory; every class keeps its ledger under DIR/classes/")
 	fs.StringVar(&o.class, "class", "", "the class (session) to use: a name under DIR/classes/ (default: a new class named by the date and time, or the latest with -resume)")
 	fs.BoolVar(&o.resume, "resume", false, "continue the latest class (model, ledger) instead of starting a new one")
@@ -86,8 +90,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-clients 0 needs -students >= 1: with no simulated volunteers, the rounds are sized for the students")
 	case o.students < 0:
 		return o, fmt.Errorf("-students must be >= 0, got %d", o.students)
-	case o.rounds < 1:
+	case o.rounds < 0:
 		return o, fmt.Errorf("-rounds must be >= 1, got %d", o.rounds)
+	case o.epsilon < 0:
+		return o, fmt.Errorf("-epsilon must be > 0, got %v", o.epsilon)
 	case o.roundTime < 0:
 		return o, fmt.Errorf("-round-time must be > 0, got %v", o.roundTime)
 	case o.lan && o.host != "":
@@ -105,6 +111,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.host != "" && net.ParseIP(o.host) == nil {
 		return o, fmt.Errorf("-host %q must be an IP address", o.host)
+	}
+	// The defaults of the live demo (docs/experiments.md, "Secure
+	// summation"): with secure summation, 5 rounds of 400 volunteers reach
+	// about 78% on the digits at epsilon 4 (replace one volunteer, delta
+	// 1e-5); more rounds at the same budget need more noise per round,
+	// fewer volunteers more noise per volunteer.
+	if o.rounds == 0 {
+		o.rounds = 30
+		if o.protocol == "secagg" {
+			o.rounds = 5
+		}
+	}
+	if o.epsilon == 0 {
+		o.epsilon = 750
+		if o.protocol == "secagg" {
+			o.epsilon = 4
+		}
 	}
 	if o.roundTime == 0 {
 		// Width-1 messages: 200 simulated volunteers seal about 157,000
@@ -128,14 +151,66 @@ func (o options) aggregatorArgs() []string {
 		n = o.students
 	}
 	args := []string{"-protocol", o.protocol, "-rounds", strconv.Itoa(o.rounds), "-expected-n", strconv.Itoa(n),
-		"-round-timeout", o.roundTime.String(), "-batch-grace", "30s", "-simulated", strconv.Itoa(o.clients)}
+		"-round-timeout", o.roundTime.String(), "-batch-grace", "30s", "-simulated", strconv.Itoa(o.clients),
+		"-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)}
+	if o.protocol == "secagg" {
+		// Every connected volunteer takes part (no amplification by
+		// check-in claimed: the relay sees who sends shares).
+		args = append(args, "-check-in", "1")
+	}
 	if n < 40 {
 		args = append(args, "-min-batch", strconv.Itoa(max(3, n/2)))
 	}
-	if o.paused {
+	if o.paused || o.clients > 0 {
+		// With simulated volunteers, runlocal itself presses Start once
+		// they are connected (startWhenConnected), so the first round is
+		// not spent waiting for them.
 		args = append(args, "-paused")
 	}
 	return args
+}
+
+// startWhenConnected waits until the relay counts want volunteers
+// connected (or a minute passes), then presses Start with the operator
+// password, as the teacher would.
+func startWhenConnected(ctx context.Context, cl *localrun.Cluster, want int, password string) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var info struct {
+			Volunteers int `json:"volunteers"`
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.RelayURL()+"/api/round", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			json.NewDecoder(resp.Body).Decode(&info)
+			resp.Body.Close()
+			if info.Volunteers >= want {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.AggregatorURL()+"/operator/start", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Operator-Token", password)
+	req.Header.Set("Origin", cl.AggregatorURL())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("start: %s", resp.Status)
+	}
+	return nil
 }
 
 // classDir returns the aggregator state directory of the class to use:
@@ -284,6 +359,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			})
 			cohortDone <- err
 		}()
+		if !o.paused {
+			if err := startWhenConnected(ctx, cl, o.clients, pw); err != nil {
+				return fmt.Errorf("starting the first round: %w", err)
+			}
+		}
 	}
 
 	printed, stoppedShown := 0, false
