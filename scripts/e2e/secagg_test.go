@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/blanket-fl/blanket/scripts/internal/cohort"
+	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/scripts/internal/wsclient"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// TestSecAggOverLoopback: secure summation through the real relay and
+// aggregator (docs/secagg.md): 40 native volunteers shard their updates,
+// the relay prepares as the helper and adds its noise, the aggregator
+// prepares, charges and unshards. One more volunteer is malicious: every
+// round it sends a well-formed Shares frame whose leader share was
+// tampered with after sharding (its proof no longer verifies: an
+// out-of-range or malformed input as the servers see it). Every round must
+// be ok with the 40 honest reports accepted and the bad one rejected, the
+// model must learn (40 volunteers at epsilon 50 over 3 rounds reach well
+// above the 10% of chance; 0.3 leaves a wide margin), and the charged
+// epsilon must grow each round and end within the budget.
+func TestSecAggOverLoopback(t *testing.T) {
+	const clients, rounds = 40, 3
+	cl := deployment(t, clients+1, "-protocol", "secagg", "-rounds", strconv.Itoa(rounds), "-epsilon", "50", "-check-in", "1",
+		"-min-batch", "20", "-round-timeout", "40s")
+	ctx, cancel := context.WithCancel(context.Background())
+	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
+			Dataset: sample.Name, Seed: 5, SeededNoise: true, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	bad := make(chan error, 1)
+	go func() { bad <- malicious(ctx, cl.WebSocketURL(), key) }()
+	t.Cleanup(func() { cancel(); <-done; <-bad })
+
+	// The first round may abort while the volunteers connect: wait for
+	// rounds ok ones.
+	var rs []localrun.Round
+	for deadline, want := time.Now().Add(5*time.Minute), rounds; time.Now().Before(deadline) && len(rs) < rounds; want++ {
+		rs = ok(waitRounds(t, cl, want, time.Until(deadline)))
+	}
+	if len(rs) < rounds {
+		t.Fatalf("%d rounds ok, want %d: %+v", len(rs), rounds, rs)
+	}
+	prev := 0.0
+	for _, r := range rs {
+		if r.N != clients {
+			t.Errorf("round %d: %d reports accepted, want the %d honest ones", r.Round, r.N, clients)
+		}
+		if r.EpsilonTightest == nil || *r.EpsilonTightest <= prev || *r.EpsilonTightest > 50 {
+			t.Errorf("round %d: epsilon %v after %v (budget 50)", r.Round, r.EpsilonTightest, prev)
+			continue
+		}
+		prev = *r.EpsilonTightest
+	}
+	last := rs[len(rs)-1]
+	if last.Accuracy == nil || *last.Accuracy < 0.3 {
+		t.Errorf("accuracy after %d rounds = %v, want >= 0.3", rounds, last.Accuracy)
+	}
+}
+
+// malicious is a volunteer that, in every round, shards an update
+// honestly, flips bytes in the middle of the leader share (so the servers'
+// validity check fails), seals both shares correctly and sends a
+// well-formed Shares frame.
+func malicious(ctx context.Context, relay string, key envelope.PublicKey) error {
+	tr, err := wsclient.Dial(ctx, relay, "")
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	src := noise.NewSeeded(99)
+	for {
+		f, err := tr.Recv(ctx)
+		if err != nil {
+			return err
+		}
+		a, err := wire.ParseAnnouncement(f, wire.Limits{})
+		if err != nil || a.Verify(key) != nil {
+			continue // acks and anything else
+		}
+		spec, err := roundspec.New(a.Params)
+		if err != nil {
+			continue
+		}
+		r, err := spec.SecAggRound(a.Round)
+		if err != nil {
+			continue
+		}
+		x := make([]float64, a.Params.D)
+		for j := range x {
+			x[j] = 1 // a large update, clipped by Shard
+		}
+		leader, helper, err := r.Shard(x, src)
+		if err != nil {
+			return err
+		}
+		for i := len(leader) / 2; i < len(leader)/2+64 && i < len(leader); i++ {
+			leader[i] ^= 0x5a
+		}
+		sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, leader)
+		if err != nil {
+			return err
+		}
+		sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, helper)
+		if err != nil {
+			return err
+		}
+		ci, _ := (&wire.CheckIn{Round: a.Round}).MarshalBinary()
+		fr, err := (&wire.Shares{Round: a.Round, Leader: sl, Helper: sh}).MarshalBinary()
+		if err != nil {
+			return err
+		}
+		for _, b := range [][]byte{ci, fr} {
+			if err := tr.Send(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+}
