@@ -182,8 +182,12 @@
         sentEl.dataset.messages = totals.messages;
         sentEl.dataset.bytes = totals.bytes;
         sentEl.textContent = `${totals.messages} messages, ${totals.bytes.toLocaleString()} bytes in all` +
-          (e.noiseStd ? `; noise of standard deviation ${e.noiseStd.toPrecision(3)} on each value (last round)` : "");
-        setStatus("sent", `${round}your noisy, sealed update was sent. Waiting for the next round…`);
+          (e.noiseStd && e.messages !== 1 ? `; noise of standard deviation ${e.noiseStd.toPrecision(3)} on each value (last round)` : "");
+        // One message a round is secure summation (two sealed secret
+        // shares); many are a shuffle protocol's randomized values.
+        setStatus("sent", e.messages === 1
+          ? `${round}your update was sent as two sealed secret shares, one to each server. Waiting for the next round…`
+          : `${round}your noisy, sealed update was sent. Waiting for the next round…`);
         break;
       case "privacy":
         if (Number.isFinite(e.epsilon)) {
