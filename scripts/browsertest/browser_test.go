@@ -48,7 +48,21 @@ type browser struct {
 	ctx context.Context
 
 	mu       sync.Mutex
-	problems []string // console errors, exceptions, external requests
+	problems []string            // console errors, exceptions, external requests
+	urls     map[string][]string // every request URL, by tab name
+}
+
+// requested reports whether the tab named name requested a URL ending in
+// suffix.
+func (b *browser) requested(name, suffix string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, u := range b.urls[name] {
+		if strings.HasSuffix(u, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // hookScript runs in every document before the page's own scripts. It
@@ -148,6 +162,14 @@ func (b *browser) open(t *testing.T, name, rawURL string, before ...chromedp.Act
 		case *network.EventRequestWillBeSent:
 			if ev.Request != nil && !local(ev.Request.URL) {
 				b.problem("%s: request to a non-local address: %s", name, ev.Request.URL)
+			}
+			if ev.Request != nil {
+				b.mu.Lock()
+				if b.urls == nil {
+					b.urls = map[string][]string{}
+				}
+				b.urls[name] = append(b.urls[name], ev.Request.URL)
+				b.mu.Unlock()
 			}
 		}
 	})

@@ -309,6 +309,12 @@ func TestVolunteersInBrowser(t *testing.T) {
 	checkDashboard(t, dash, marker, lastRound, st)
 	checkSameServed(t, dash, tabs, key.Fingerprint())
 	checkVolunteers(t, tabs)
+	// A volunteer learning from its own drawings downloads only the
+	// standardizer (12.5 KB), never the 1.59 MB of digits.
+	if !b.requested(drawer.name, "/standardizer.bin") || b.requested(drawer.name, "/digits.idx.gz") {
+		t.Errorf("%s (drawings): standardizer requested %v, digits requested %v", drawer.name,
+			b.requested(drawer.name, "/standardizer.bin"), b.requested(drawer.name, "/digits.idx.gz"))
+	}
 	t.Logf("test done after %v; screenshots and server logs in %s", time.Since(start).Round(time.Millisecond), artifacts)
 }
 

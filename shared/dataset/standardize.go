@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 )
@@ -125,4 +126,40 @@ func (z *Standardizer) Apply(s *Set) (*Set, error) {
 		z.transform(out.Row(i))
 	}
 	return out, nil
+}
+
+// MarshalBinary encodes the standardizer for the browser (a volunteer that
+// learns from its own drawings needs only this, not the digits): the
+// feature count (u32 big-endian), then every Mean and every Std as IEEE-754
+// binary64, big-endian.
+func (z *Standardizer) MarshalBinary() ([]byte, error) {
+	if z == nil || len(z.Mean) == 0 || len(z.Mean) != len(z.Std) {
+		return nil, fmt.Errorf("dataset: standardizer with %d means and %d deviations", len(z.Mean), len(z.Std))
+	}
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(z.Mean)))
+	for _, v := range z.Mean {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	for _, v := range z.Std {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return b, nil
+}
+
+// UnmarshalStandardizer decodes MarshalBinary's output for a model of
+// features inputs, strictly: the exact length, the feature count, finite
+// means and finite positive deviations.
+func UnmarshalStandardizer(b []byte, features int) (*Standardizer, error) {
+	if features < 1 || len(b) != 4+16*features || int64(binary.BigEndian.Uint32(b)) != int64(features) {
+		return nil, fmt.Errorf("dataset: standardizer of %d bytes for %d features", len(b), features)
+	}
+	z := &Standardizer{Mean: make([]float64, features), Std: make([]float64, features)}
+	for i := range features {
+		z.Mean[i] = math.Float64frombits(binary.BigEndian.Uint64(b[4+8*i:]))
+		z.Std[i] = math.Float64frombits(binary.BigEndian.Uint64(b[4+8*(features+i):]))
+		if math.IsNaN(z.Mean[i]) || math.IsInf(z.Mean[i], 0) || !(z.Std[i] > 0) || math.IsInf(z.Std[i], 0) {
+			return nil, fmt.Errorf("dataset: standardizer feature %d: mean %v, deviation %v", i, z.Mean[i], z.Std[i])
+		}
+	}
+	return z, nil
 }

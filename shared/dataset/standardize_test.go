@@ -1,8 +1,10 @@
 package dataset
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -106,4 +108,29 @@ func TestStandardizerErrors(t *testing.T) {
 	if _, err := good.Apply(&Set{Features: 3, Classes: 1, X: []float32{1, 2, 3}, Y: []uint8{0}}); !errors.Is(err, ErrArgument) {
 		t.Errorf("set of 3 features with a 2-feature standardizer: %v", err)
 	}
+}
+
+// TestStandardizerBinary: a standardizer survives MarshalBinary and
+// UnmarshalStandardizer exactly; a wrong length, feature count, NaN or
+// non-positive deviation is refused.
+func TestStandardizerBinary(t *testing.T) {
+	z := &Standardizer{Mean: []float64{0, 1.5, -2}, Std: []float64{1, 0.25, 3}}
+	b, err := z.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnmarshalStandardizer(b, 3)
+	if err != nil || !reflect.DeepEqual(got, z) {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	bad := func(mod func([]byte) []byte, features int) {
+		t.Helper()
+		if _, err := UnmarshalStandardizer(mod(append([]byte(nil), b...)), features); err == nil {
+			t.Error("accepted")
+		}
+	}
+	bad(func(b []byte) []byte { return b[:len(b)-1] }, 3)
+	bad(func(b []byte) []byte { return b }, 2)
+	bad(func(b []byte) []byte { binary.BigEndian.PutUint64(b[4:], math.Float64bits(math.NaN())); return b }, 3)
+	bad(func(b []byte) []byte { binary.BigEndian.PutUint64(b[4+24:], math.Float64bits(0)); return b }, 3)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -282,6 +283,19 @@ func TestWebRoutes(t *testing.T) {
 		set, err := dataset.ReadIDX(bytes.NewReader(files["/digits.idx.gz"]), bytes.NewReader(files["/labels.idx.gz"]))
 		if err != nil || set.Len() != sample.Size {
 			t.Fatalf("served files do not decode to the %d digits: %v", sample.Size, err)
+		}
+		// The standardizer a drawing volunteer fetches instead of the
+		// digits is the one fitted on the training part of the very digits
+		// served above (what PrepareDigits fits in the browser).
+		train, _, err := dataset.DefaultSplit(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := dataset.FitStandardizer(train)
+		resp, b = w.get("/standardizer.bin", nil)
+		got, err := dataset.UnmarshalStandardizer(b, set.Features)
+		if resp.StatusCode != 200 || err != nil || !slices.Equal(got.Mean, want.Mean) || !slices.Equal(got.Std, want.Std) || len(b) > 13000 {
+			t.Fatalf("/standardizer.bin: HTTP %d, %d bytes, %v", resp.StatusCode, len(b), err)
 		}
 
 		if resp, _ := w.get("/nowhere", nil); resp.StatusCode != 404 {
