@@ -274,6 +274,15 @@ func SecAggReplaceOneEpsilon(sigma, sensitivity, q float64, rounds int, delta fl
 // is non-increasing in σ: both of its routes are): the smallest σ, to 1e-6
 // relative and certified at the returned value.
 func CalibrateSecAggSigmaReplaceOne(targetEps, delta float64, rounds int, q, sensitivity float64) (float64, error) {
+	return calibrateSigma(targetEps, sensitivity, func(sigma float64) (float64, error) {
+		return SecAggReplaceOneEpsilon(sigma, sensitivity, q, rounds, delta)
+	})
+}
+
+// calibrateSigma returns the smallest σ (to 1e-6 relative) with
+// eps(σ) <= targetEps, for eps non-increasing in σ: doubling from
+// sensitivity, then bisection; the returned σ was evaluated (certified).
+func calibrateSigma(targetEps, sensitivity float64, eps func(sigma float64) (float64, error)) (float64, error) {
 	if err := checkPositive("target epsilon", targetEps); err != nil {
 		return 0, err
 	}
@@ -281,7 +290,7 @@ func CalibrateSecAggSigmaReplaceOne(targetEps, delta float64, rounds int, q, sen
 		return 0, err
 	}
 	fits := func(sigma float64) (bool, error) {
-		e, err := SecAggReplaceOneEpsilon(sigma, sensitivity, q, rounds, delta)
+		e, err := eps(sigma)
 		if err != nil {
 			return false, err
 		}
@@ -359,46 +368,9 @@ func SecAggEpsilon(sigma, sensitivity, q float64, rounds int, delta float64) (fl
 // applies; the returned σ is certified: SecAggEpsilon(σ) <= targetEps was
 // evaluated at exactly that σ. An error when no σ up to 1e12·Δ suffices.
 func CalibrateSecAggSigma(targetEps, delta float64, rounds int, q, sensitivity float64) (float64, error) {
-	if err := checkPositive("target epsilon", targetEps); err != nil {
-		return 0, err
-	}
-	fits := func(sigma float64) (bool, error) {
-		e, err := SecAggEpsilon(sigma, sensitivity, q, rounds, delta)
-		if err != nil {
-			return false, err
-		}
-		return e <= targetEps, nil
-	}
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
-		return 0, err
-	}
-	lo, hi := 0.0, sensitivity
-	for {
-		ok, err := fits(hi)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			break
-		}
-		if hi > 1e12*sensitivity {
-			return 0, fmt.Errorf("%w: no sigma up to %g reaches epsilon %g", ErrOutsideValidity, hi, targetEps)
-		}
-		lo, hi = hi, 2*hi
-	}
-	for hi-lo > 1e-6*hi {
-		mid := lo + (hi-lo)/2
-		ok, err := fits(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
+	return calibrateSigma(targetEps, sensitivity, func(sigma float64) (float64, error) {
+		return SecAggEpsilon(sigma, sensitivity, q, rounds, delta)
+	})
 }
 
 // SecAggReplaceOne converts an (ε, δ) guarantee for add/remove one
