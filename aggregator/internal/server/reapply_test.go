@@ -79,3 +79,35 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 		t.Fatalf("second identical re-send: %+v", r)
 	}
 }
+
+// TestBatchWithDuplicatedSealedMessageRefused: a batch in which one sealed
+// message appears twice (a replayed report that got through) is refused as
+// invalid before anything is charged or opened; the same batch without the
+// duplicate is then accepted.
+func TestBatchWithDuplicatedSealedMessageRefused(t *testing.T) {
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
+	h.relay.next(t)
+	frame := makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})
+	b, err := wire.ParseBatch(frame, testParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := *b
+	dup.Messages = append([]wire.BatchMessage(nil), b.Messages...)
+	// Message 8 covers the same dimension as message 0 (8 mod 8): a copy
+	// of message 0 in its place keeps every dimension at n_p.
+	dup.Messages[8] = dup.Messages[0]
+	bad, err := dup.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := h.sendBatch(bad); r.Status != wire.BatchStatusInvalid {
+		t.Fatalf("duplicated sealed message: %+v", r)
+	}
+	if len(h.srv.ledger.Releases()) != 0 || h.srv.opened.Load() != 0 {
+		t.Fatal("a batch with a duplicated sealed message was charged or opened")
+	}
+	if r := h.sendBatch(frame); r.Status != wire.BatchStatusOK {
+		t.Fatalf("the honest batch after it: %+v", r)
+	}
+}

@@ -640,6 +640,14 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		reply.Status = wire.BatchStatusInvalid
 		return reply, IntakeInvalid, nil
 	}
+	if i, j, dup := duplicateSealed(b); dup {
+		// Every honest seal has a fresh encapsulation: the same one twice
+		// is a replayed report the relay let through, which would count
+		// one volunteer's values twice. Nothing is charged or opened.
+		s.log.Warn("batch rejected: a sealed message appears twice", "round", r, "first", i, "again", j)
+		reply.Status = wire.BatchStatusInvalid
+		return reply, IntakeInvalid, nil
+	}
 	rec := RoundRecord{
 		Round: r, AnnouncedAt: s.st.Open.AnnouncedAt, Deadline: s.st.Open.Deadline, Digest: dig,
 		N: int(b.Reports), NP: int(b.NP), CheckedIn: int(b.CheckedIn), Population: int(b.Population), Messages: len(b.Messages),
@@ -718,6 +726,22 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	}
 	s.log.Info("round finished", args...)
 	return reply, IntakeAccepted, nil
+}
+
+// duplicateSealed reports the first pair of messages of b that share an
+// HPKE encapsulated key (the first envelope.EncSize bytes of the sealed
+// part), if any.
+func duplicateSealed(b *wire.Batch) (first, again int, dup bool) {
+	seen := make(map[[envelope.EncSize]byte]int, len(b.Messages))
+	for i, m := range b.Messages {
+		var k [envelope.EncSize]byte
+		copy(k[:], m.Sealed)
+		if j, ok := seen[k]; ok {
+			return j, i, true
+		}
+		seen[k] = i
+	}
+	return 0, 0, false
 }
 
 // decryptAndUpdate opens a charged batch (openBatch), fills the counts of
