@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
+	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/envelope"
 )
 
@@ -44,56 +44,10 @@ func LoadOrCreateKey(path string) (key *envelope.PrivateKey, created bool, err e
 	if err != nil {
 		return nil, false, fmt.Errorf("server: encoding key: %w", err)
 	}
-	if err := writeFileAtomic(path, b, 0o600); err != nil {
+	if err := durable.WriteFile(path, b, 0o600); err != nil {
 		return nil, false, fmt.Errorf("server: storing key: %w", err)
 	}
 	return k, true, nil
 }
 
-// writeFileAtomic replaces path with data: it writes a temporary file in
-// the same directory with the given mode, fsyncs it, renames it over path
-// and fsyncs the directory. After a crash path holds either the old or the
-// new contents in full.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
 
-// syncDir fsyncs a directory so that a rename or create in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
-}

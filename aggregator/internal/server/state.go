@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -213,7 +214,7 @@ func (c *checkpoint) save(path string) error {
 	if err != nil {
 		return fmt.Errorf("server: encoding checkpoint: %w", err)
 	}
-	if err := writeFileAtomic(path, b, 0o600); err != nil {
+	if err := durable.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("server: writing checkpoint: %w", err)
 	}
 	return nil

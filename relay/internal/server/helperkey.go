@@ -6,8 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
+	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/envelope"
 )
 
@@ -59,52 +59,9 @@ func LoadOrCreateHelperKey(path string) (key *envelope.HelperKey, created bool, 
 	if err != nil {
 		return nil, false, fmt.Errorf("server: encoding helper key: %w", err)
 	}
-	if err := writeFileAtomic(path, b, 0o600); err != nil {
+	if err := durable.WriteFile(path, b, 0o600); err != nil {
 		return nil, false, fmt.Errorf("server: storing helper key: %w", err)
 	}
 	return k, true, nil
 }
 
-// writeFileAtomic replaces path with data: it writes a temporary file in
-// the same directory with mode perm, fsyncs it, renames it over path and
-// fsyncs the directory. After a crash path holds either the old or the
-// new contents in full (a leftover temporary file holds no complete key
-// under the final name).
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
-}
