@@ -49,5 +49,3 @@ func LoadOrCreateKey(path string) (key *envelope.PrivateKey, created bool, err e
 	}
 	return k, true, nil
 }
-
-

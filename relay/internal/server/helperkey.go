@@ -64,4 +64,3 @@ func LoadOrCreateHelperKey(path string) (key *envelope.HelperKey, created bool, 
 	}
 	return k, true, nil
 }
-
