@@ -199,23 +199,9 @@ func qrOf(tb *tab) (string, error) {
 func TestClassroom(t *testing.T) {
 	exe := chromiumPath(t)
 	root := repoRoot(t)
-	artifacts := filepath.Join(root, "out", "artifacts")
-	if err := os.MkdirAll(artifacts, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	artifacts := artifactsDir(t, root)
 	start := time.Now()
-	bin := t.TempDir()
-	wasmPath := filepath.Join(bin, "blanket.wasm")
-	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	if err := buildWasm(bctx, root, wasmPath); err != nil {
-		bcancel()
-		t.Fatal(err)
-	}
-	bins, err := localrun.Build(bctx, root, bin)
-	bcancel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins, wasmPath := buildAll(t, root)
 	t.Logf("built after %v", time.Since(start).Round(time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

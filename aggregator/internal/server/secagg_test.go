@@ -563,8 +563,16 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 	if rec.Status != StatusLost || rec.N != 4 {
 		t.Fatalf("round record %+v", rec)
 	}
+	checkLostRound(t, h, helper, prep, batch)
+}
+
+// checkLostRound asserts what a lost round 1 (charged, never applied)
+// leaves: the relay's aggregate and its re-sent batch are obsolete, the
+// ledger holds exactly one release and the model is still zero.
+func checkLostRound(t *testing.T, h *harness, helper *secagg.Helper, prep *wire.SecAggPrep, batch []byte) {
+	t.Helper()
 	if in, _ := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeObsolete {
-		t.Fatalf("late aggregate: %s", in)
+		t.Fatalf("aggregate of the lost round: %s", in)
 	}
 	if _, in := h.sendSecAggBatch(batch); in != IntakeObsolete {
 		t.Fatalf("re-sent batch of the lost round: %s", in)
@@ -604,18 +612,7 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != StatusLost {
 		t.Fatalf("round 1 after the restart: %+v", rec)
 	}
-	if in, _ := h2.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeObsolete {
-		t.Fatalf("aggregate after the restart: %s", in)
-	}
-	if _, in := h2.sendSecAggBatch(batch); in != IntakeObsolete {
-		t.Fatalf("re-sent batch after the restart: %s", in)
-	}
-	if n := len(h2.srv.ledger.Releases()); n != 1 {
-		t.Fatalf("%d releases, want 1", n)
-	}
-	if !slices.Equal(h2.srv.Model(), make([]float64, 8)) {
-		t.Fatal("the lost round moved the model")
-	}
+	checkLostRound(t, h2, helper, prep, batch)
 }
 
 // TestSecAggRelayKeyRefetched: an announcement refused with "helper key
