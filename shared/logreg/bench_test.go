@@ -2,9 +2,10 @@ package logreg
 
 import (
 	"fmt"
-	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 	"testing"
 	"time"
+
+	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 
 	"github.com/blanket-fl/blanket/shared/noise"
 )

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // MNIST dimensions: 28×28 grey-scale images and 10 digit classes.
@@ -84,7 +86,7 @@ func (s Shape) checkParams(name string, p []float64) error {
 		return fmt.Errorf("%w: %s has %d entries, want %d", ErrShape, name, len(p), s.NumParams())
 	}
 	for i, v := range p {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !check.Finite(v) {
 			return fmt.Errorf("logreg: %s[%d] is not finite (%v)", name, i, v)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 )
@@ -33,7 +34,7 @@ func (cfg APESConfig) validate() error {
 	if cfg.D < 1 {
 		return fmt.Errorf("mechanism: apes dimension D must be >= 1, got %d", cfg.D)
 	}
-	if err := checkPositive("clipping bound C", cfg.C); err != nil {
+	if err := check.Positive(errInvalid, "clipping bound C", cfg.C); err != nil {
 		return err
 	}
 	if math.IsNaN(cfg.RangeRatio) || math.IsInf(cfg.RangeRatio, 0) || cfg.RangeRatio < 1 {
@@ -179,7 +180,7 @@ func CollectAPES(reports []APESReport, d int) (ColumnBatch, error) {
 		if len(r.Values) != d {
 			return ColumnBatch{}, fmt.Errorf("mechanism: apes report %d: %w: %d values, want %d", i, ErrMalformed, len(r.Values), d)
 		}
-		if err := checkPositive("apes budget", r.Eps); err != nil {
+		if err := check.Positive(errInvalid, "apes budget", r.Eps); err != nil {
 			return ColumnBatch{}, fmt.Errorf("report %d: %w", i, err)
 		}
 		b.Eps[i] = r.Eps

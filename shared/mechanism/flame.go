@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 )
@@ -156,10 +157,10 @@ func (cfg FLAMEConfig) withDefaults() (FLAMEConfig, error) {
 	if cfg.D > math.MaxUint32 {
 		return cfg, fmt.Errorf("mechanism: dimension D %d exceeds the uint32 index range", cfg.D)
 	}
-	if err := checkPositive("local budget EpsL", cfg.EpsL); err != nil {
+	if err := check.Positive(errInvalid, "local budget EpsL", cfg.EpsL); err != nil {
 		return cfg, err
 	}
-	if err := checkPositive("clipping bound C", cfg.C); err != nil {
+	if err := check.Positive(errInvalid, "clipping bound C", cfg.C); err != nil {
 		return cfg, err
 	}
 	if cfg.NewRandomizer == nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Clipper clips update coordinates to [-C, C] and maps them affinely onto
@@ -21,7 +23,7 @@ type Clipper struct {
 // NewClipper returns a Clipper with clipping bound c. c must be positive and
 // finite.
 func NewClipper(c float64) (Clipper, error) {
-	if err := checkPositive("clipping bound C", c); err != nil {
+	if err := check.Positive(errInvalid, "clipping bound C", c); err != nil {
 		return Clipper{}, err
 	}
 	return Clipper{c: c}, nil
@@ -91,12 +93,8 @@ func (cl Clipper) ClippedMean(updates [][]float64, d int) ([]float64, error) {
 	return out, nil
 }
 
-func checkPositive(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("mechanism: %s must be positive and finite, got %v", name, v)
-	}
-	return nil
-}
+// errInvalid is what a stage's parameter check wraps.
+var errInvalid = errors.New("mechanism: invalid parameter")
 
 func checkVector(x []float64, d int) error {
 	if len(x) != d {

@@ -3,6 +3,8 @@ package noise
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Gaussian is a floating-point-attack-safe sampler for the Gaussian
@@ -49,10 +51,10 @@ type Gaussian struct {
 // distance at most sensitivity. Both must be finite and > 0, with
 // sigma/sensitivity in [2^-20, 2^40] and sigma in [2^-900, 2^900].
 func NewGaussian(sigma, sensitivity float64) (*Gaussian, error) {
-	if err := checkPositive("sigma", sigma); err != nil {
+	if err := check.Positive(errInvalid, "sigma", sigma); err != nil {
 		return nil, err
 	}
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	ratio := sigma / sensitivity

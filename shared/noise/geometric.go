@@ -239,11 +239,5 @@ func TwoSidedGeometric(s Source, lambda float64) (int64, error) {
 	return g.twoSided(s), nil
 }
 
-var errNotPositive = errors.New("must be finite and > 0")
-
-func checkPositive(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("noise: %s=%v %w", name, v, errNotPositive)
-	}
-	return nil
-}
+// errInvalid is what a sampler's parameter check wraps.
+var errInvalid = errors.New("noise: invalid parameter")

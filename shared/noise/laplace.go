@@ -3,6 +3,8 @@ package noise
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // GranularityParam sets the resolution of the noise grids: the grid step
@@ -73,10 +75,10 @@ type Laplace struct {
 // L1 distance at most sensitivity. Both must be finite and > 0, and the
 // scale sensitivity/epsilon must be a finite normal number.
 func NewLaplace(epsilon, sensitivity float64) (*Laplace, error) {
-	if err := checkPositive("epsilon", epsilon); err != nil {
+	if err := check.Positive(errInvalid, "epsilon", epsilon); err != nil {
 		return nil, err
 	}
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	scale := sensitivity / epsilon

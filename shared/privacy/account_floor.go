@@ -3,6 +3,7 @@ package privacy
 import (
 	"fmt"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/amplify"
 )
 
@@ -15,13 +16,13 @@ import (
 // hold for every ε0-LDP randomizer can certify a smaller ε at the same n
 // and δ. Account's numerical rows are tested against it.
 func FloorShuffledRR(eps0 float64, n int, delta float64) (float64, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "eps0", eps0); err != nil {
 		return 0, err
 	}
-	if err := checkCount("n", n, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "n", n, 1); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	f, err := amplify.NewRRFloor(n, eps0)

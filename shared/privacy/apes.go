@@ -3,6 +3,8 @@ package privacy
 import (
 	"math"
 	"sort"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // FMTClosedForm returns the closed-form amplification bound of Feldman,
@@ -16,13 +18,13 @@ import (
 // ln(2/δ); the ln(4/δ) form used here, and by the APES and FMT reference
 // code, is stricter.)
 func FMTClosedForm(eps0 float64, n int, delta float64) (float64, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "eps0", eps0); err != nil {
 		return 0, err
 	}
-	if err := checkCount("n", n, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "n", n, 1); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	fn := float64(n)
@@ -57,7 +59,7 @@ func checkBudgets(eps []float64) (float64, error) {
 	}
 	epsMax := 0.0
 	for i, e := range eps {
-		if !finite(e) || e <= 0 {
+		if !check.Finite(e) || e <= 0 {
 			return 0, invalid("eps[%d] = %v, want a finite value > 0", i, e)
 		}
 		epsMax = math.Max(epsMax, e)
@@ -74,10 +76,10 @@ func checkBudgets(eps []float64) (float64, error) {
 // ClipLaplaceNeighborDivergence gives the exact value, which replaces
 // e^{max(ε_i,ε_j)} by e^{ε_j}; the Lemma 4 bound is never smaller.
 func ClipLaplaceNeighborDivergenceBound(epsI, epsJ float64) (float64, error) {
-	if err := checkPositive("epsI", epsI); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsI", epsI); err != nil {
 		return 0, err
 	}
-	if err := checkPositive("epsJ", epsJ); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsJ", epsJ); err != nil {
 		return 0, err
 	}
 	return clipLapRatio(epsI, epsJ) + math.Max(epsI, epsJ), nil
@@ -97,10 +99,10 @@ func ClipLaplaceNeighborDivergenceBound(epsI, epsJ float64) (float64, error) {
 // 2/(1 − e^{−ε_i}); interior z is dominated (checked by exhaustive grid
 // search in apes_test.go).
 func ClipLaplaceNeighborDivergence(epsI, epsJ float64) (float64, error) {
-	if err := checkPositive("epsI", epsI); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsI", epsI); err != nil {
 		return 0, err
 	}
-	if err := checkPositive("epsJ", epsJ); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsJ", epsJ); err != nil {
 		return 0, err
 	}
 	return clipLapRatio(epsI, epsJ) + epsJ, nil
@@ -119,10 +121,10 @@ func clipLapRatio(epsI, epsJ float64) float64 {
 // (ε_i/ε_j)·(1 − e^{−ε_j})/(1 − e^{−ε_i})·e^{−max(ε_i, ε_j)}. With exact =
 // true, the exact divergence gives e^{−ε_i} in place of e^{−max(ε_i, ε_j)}.
 func EchoProbability(epsOther, epsUser float64, exact bool) (float64, error) {
-	if err := checkPositive("epsOther", epsOther); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsOther", epsOther); err != nil {
 		return 0, err
 	}
-	if err := checkPositive("epsUser", epsUser); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsUser", epsUser); err != nil {
 		return 0, err
 	}
 	return echoP(epsOther, epsUser, exact), nil
@@ -180,7 +182,7 @@ func EoNBound(eps []float64, deltaS float64, exact bool) (Bound, error) {
 	if err != nil {
 		return makeBound(method, cite, 0, 0, err), err
 	}
-	if err := checkOpenUnit("deltaS", deltaS); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaS", deltaS); err != nil {
 		return makeBound(method, cite, 0, 0, err), err
 	}
 	var total, maxP float64
@@ -224,7 +226,7 @@ func APESNoShuffle(eps []float64) (Bound, error) {
 // The same with b = d/2 is not APES's user-level bound for plain APES,
 // which composes over d dimensions: use AdvancedComposition(ε^c, δ^c, d, δ').
 func SAPESUserLevel(epsC, deltaC float64, b int, deltaPrime float64) (epsUC, deltaUC float64, err error) {
-	if err := checkCount("b", b, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "b", b, 1); err != nil {
 		return 0, 0, err
 	}
 	return AdvancedComposition(epsC, deltaC, 2*b, deltaPrime)

@@ -1,14 +1,18 @@
 package privacy
 
-import "math"
+import (
+	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
+)
 
 // RGBGamma returns the blanket probability γ = b/(e^ε + b − 1) at which the
 // randomizer R_{γ,b} of FLAME Algorithm 1 (BBGN'19) is ε-LDP.
 func RGBGamma(epsLocal float64, b int) (float64, error) {
-	if err := checkPositive("epsLocal", epsLocal); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
 		return 0, err
 	}
-	if err := checkCount("b", b, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "b", b, 1); err != nil {
 		return 0, err
 	}
 	fb := float64(b)
@@ -19,7 +23,7 @@ func RGBGamma(epsLocal float64, b int) (float64, error) {
 // Laplace mechanism with scale 1/ε on inputs in [0, 1] (FLAME, after
 // Lemma 1; BBGN'19 Section 5). It is the total mass of inf_x μ_x(y).
 func LaplaceBlanketGamma(epsLocal float64) (float64, error) {
-	if err := checkPositive("epsLocal", epsLocal); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
 		return 0, err
 	}
 	return math.Exp(-epsLocal / 2), nil
@@ -38,16 +42,16 @@ func LaplaceBlanketGamma(epsLocal float64) (float64, error) {
 // Guarantee: the shuffled reports are (ε, delta)-DP for replacement of one
 // user's input.
 func BlanketRGB(gamma float64, k, n int, delta float64) (float64, error) {
-	if !finite(gamma) || gamma <= 0 || gamma > 1 {
+	if !check.Finite(gamma) || gamma <= 0 || gamma > 1 {
 		return 0, invalid("gamma = %v, want 0 < gamma <= 1", gamma)
 	}
-	if err := checkCount("k", k, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "k", k, 1); err != nil {
 		return 0, err
 	}
-	if err := checkCount("n", n, 2); err != nil {
+	if err := check.Count(ErrInvalidParameter, "n", n, 2); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	fk, fn1 := float64(k), float64(n-1)
@@ -94,13 +98,13 @@ func BlanketLemma1(epsLocal float64, b, n int, delta float64) (float64, error) {
 // the same analysis) for a concrete ε_c. FLAME's code asserts this condition
 // before applying the Bennett bound, so it is exposed for that use.
 func Corollary1Condition(epsLocal float64, n int, delta float64) error {
-	if err := checkPositive("epsLocal", epsLocal); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
 		return err
 	}
-	if err := checkCount("n", n, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "n", n, 1); err != nil {
 		return err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return err
 	}
 	lim := math.Log(float64(n)/math.Log(1/delta)) / 2

@@ -3,6 +3,8 @@ package privacy
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Amplifier bounds the central ε of shuffling n one-dimensional reports,
@@ -41,13 +43,13 @@ func (a RGBAmplifier) Epsilon(epsLocal float64, n int, delta float64) (float64, 
 // basic composition (Lemma 2) or advanced composition (Lemma 3 with
 // δ' = δ_cd), whichever is smaller.
 func FLAMETheorem1(epsCD, deltaCD float64, d int) (epsC, deltaC float64, err error) {
-	if err := checkPositive("epsCD", epsCD); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsCD", epsCD); err != nil {
 		return 0, 0, err
 	}
-	if err := checkOpenUnit("deltaCD", deltaCD); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaCD", deltaCD); err != nil {
 		return 0, 0, err
 	}
-	if err := checkCount("d", d, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "d", d, 1); err != nil {
 		return 0, 0, err
 	}
 	return composeMin(epsCD, deltaCD, d)
@@ -60,13 +62,13 @@ func FLAMETheorem1(epsCD, deltaCD float64, d int) (epsC, deltaC float64, err err
 //	ε_c = 2βd·ε_cd ∧ (ε_cd·sqrt(4βd·ln(1/δ_cd)) + 2βd·ε_cd(e^{ε_cd} − 1)),
 //	δ_c = δ_cd·(2βd + 1).
 func FLAMETheorem4(epsCD, deltaCD float64, k int) (epsC, deltaC float64, err error) {
-	if err := checkCount("k", k, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "k", k, 1); err != nil {
 		return 0, 0, err
 	}
-	if err := checkPositive("epsCD", epsCD); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsCD", epsCD); err != nil {
 		return 0, 0, err
 	}
-	if err := checkOpenUnit("deltaCD", deltaCD); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaCD", deltaCD); err != nil {
 		return 0, 0, err
 	}
 	return composeMin(epsCD, deltaCD, 2*k)
@@ -103,10 +105,10 @@ func FLAMETheorem3(epsLK float64, b, np int, beta, deltaCD float64) (epsCK, epsC
 }
 
 func flameDoubleClosedForm(epsLK float64, b, n int, beta, deltaCD float64) (epsCK, epsCD float64, err error) {
-	if !finite(beta) || beta <= 0 || beta > 1 {
+	if !check.Finite(beta) || beta <= 0 || beta > 1 {
 		return 0, 0, invalid("beta = %v, want 0 < beta <= 1", beta)
 	}
-	if err := checkOpenUnit("deltaCD", deltaCD); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaCD", deltaCD); err != nil {
 		return 0, 0, err
 	}
 	deltaCK := deltaCD / beta
@@ -128,10 +130,10 @@ func flameDoubleClosedForm(epsLK float64, b, n int, beta, deltaCD float64) (epsC
 // unstated constant and cannot be evaluated; SSSimple computes the concrete
 // bound it summarizes.
 func Corollary2Condition(epsLocal float64, d, n int, deltaC float64) error {
-	if err := checkCount("d", d, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "d", d, 1); err != nil {
 		return err
 	}
-	if err := checkOpenUnit("deltaC", deltaC); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaC", deltaC); err != nil {
 		return err
 	}
 	return Corollary1Condition(epsLocal/float64(d), n, deltaC/float64(d+1))
@@ -142,19 +144,19 @@ func Corollary2Condition(epsLocal float64, d, n int, deltaC float64) error {
 // (O with an unstated constant) and cannot be evaluated; SSDouble computes
 // the concrete bound it summarizes.
 func Corollary3Condition(epsLocal, beta float64, d, np int, deltaC float64) error {
-	if err := checkPositive("epsLocal", epsLocal); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
 		return err
 	}
-	if !finite(beta) || beta <= 0 || beta > 1 {
+	if !check.Finite(beta) || beta <= 0 || beta > 1 {
 		return invalid("beta = %v, want 0 < beta <= 1", beta)
 	}
-	if err := checkCount("d", d, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "d", d, 1); err != nil {
 		return err
 	}
-	if err := checkCount("np", np, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "np", np, 1); err != nil {
 		return err
 	}
-	if err := checkOpenUnit("deltaC", deltaC); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaC", deltaC); err != nil {
 		return err
 	}
 	fd := float64(d)
@@ -182,22 +184,22 @@ type FLAMEConfig struct {
 // Validate checks the configuration's parameters (not the bounds'
 // validity conditions, which each bound checks).
 func (c FLAMEConfig) Validate() error {
-	if err := checkPositive("EpsLocal", c.EpsLocal); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "EpsLocal", c.EpsLocal); err != nil {
 		return err
 	}
-	if err := checkCount("D", c.D, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "D", c.D, 1); err != nil {
 		return err
 	}
 	if c.K < 1 || c.K > c.D {
 		return invalid("K = %d, want 1 <= K <= D = %d", c.K, c.D)
 	}
-	if err := checkCount("N", c.N, 2); err != nil {
+	if err := check.Count(ErrInvalidParameter, "N", c.N, 2); err != nil {
 		return err
 	}
 	if c.K < c.D && c.NPad < 2 {
 		return invalid("NPad = %d, want >= 2 for SS-Double/SS-Topk", c.NPad)
 	}
-	return checkOpenUnit("DeltaC", c.DeltaC)
+	return check.OpenUnit(ErrInvalidParameter, "DeltaC", c.DeltaC)
 }
 
 // Beta returns the sampling rate β = k/d.
@@ -324,7 +326,7 @@ func ampName(a Amplifier) string {
 // is a Top-k index and no finite ν satisfies the second inequality
 // (Proposition 2's "no index privacy"), which is refused.
 func IndexPrivacyNu(l int, beta float64) (float64, error) {
-	if !finite(beta) || beta <= 0 || beta >= 1 {
+	if !check.Finite(beta) || beta <= 0 || beta >= 1 {
 		return 0, invalid("beta = %v, want 0 < beta < 1", beta)
 	}
 	lmax := int(math.Ceil(1 / beta))
@@ -343,10 +345,10 @@ func IndexPrivacyNu(l int, beta float64) (float64, error) {
 // l ∈ [max{1/(νβ), ν/(ν−1+β)}, ⌈1/β⌉], rounded up to integers. ν must lie
 // in [1, 1/β] (Proposition 2); the range is refused if empty.
 func IndexLayers(nu, beta float64) (lMin, lMax int, err error) {
-	if !finite(beta) || beta <= 0 || beta >= 1 {
+	if !check.Finite(beta) || beta <= 0 || beta >= 1 {
 		return 0, 0, invalid("beta = %v, want 0 < beta < 1", beta)
 	}
-	if !finite(nu) || nu < 1 || nu > 1/beta {
+	if !check.Finite(nu) || nu < 1 || nu > 1/beta {
 		return 0, 0, outside("FLAME Proposition 2 needs 1 <= nu <= 1/beta = %g, got %v", 1/beta, nu)
 	}
 	lo := math.Max(1/(nu*beta), nu/(nu-1+beta))
@@ -370,13 +372,13 @@ func IndexLayers(nu, beta float64) (lMin, lMax int, err error) {
 // the printed formula omits and which only binds for very small l.
 // Refused when l < 2 (no index privacy).
 func StrongestIndexPrivacy(np, n int, beta float64) (nu float64, l int, err error) {
-	if err := checkCount("np", np, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "np", np, 1); err != nil {
 		return 0, 0, err
 	}
-	if err := checkCount("n", n, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "n", n, 1); err != nil {
 		return 0, 0, err
 	}
-	if !finite(beta) || beta <= 0 || beta >= 1 {
+	if !check.Finite(beta) || beta <= 0 || beta >= 1 {
 		return 0, 0, invalid("beta = %v, want 0 < beta < 1", beta)
 	}
 	l = int(math.Floor(float64(np)/(float64(n)*beta) + 1e-12))

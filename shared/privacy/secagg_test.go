@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/rdp"
 )
 
@@ -94,7 +95,7 @@ func TestSecAggExtremes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("sigma=%v T=%d q=%v: %v", sigma, T, q, err)
 				}
-				if !finite(e) || e < 0 {
+				if !check.Finite(e) || e < 0 {
 					t.Fatalf("sigma=%v T=%d q=%v: eps %v", sigma, T, q, e)
 				}
 				if q == 1 {

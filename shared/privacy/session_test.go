@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // sessionOver adds releases one by one and returns the last report.
@@ -168,7 +170,7 @@ func TestAccountPropertyGrid(t *testing.T) {
 						if dead[key] {
 							t.Errorf("%s T=%d: %s valid again after failing", name, T, row.Method)
 						}
-						if !finite(row.Epsilon) || row.Epsilon < 0 {
+						if !check.Finite(row.Epsilon) || row.Epsilon < 0 {
 							t.Errorf("%s T=%d: %s eps %v", name, T, row.Method, row.Epsilon)
 						}
 						if row.Epsilon < floor*(1-1e-9) {

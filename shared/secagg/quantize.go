@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 )
 
@@ -87,7 +88,7 @@ func clipScale(p Params, x []float64) ([]float64, error) {
 	// overflows or underflows the sum of squares.
 	var m float64
 	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !check.Finite(v) {
 			return nil, fmt.Errorf("secagg: update entry %d is %v", i, v)
 		}
 		m = math.Max(m, math.Abs(v))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Announcement layout (type 0x01):
@@ -104,7 +105,7 @@ func (a *Announcement) check() error {
 		return malformed(ErrValue, "relay key present %v for %v", a.RelayPub != [32]byte{}, a.Params.Protocol)
 	}
 	for i, v := range a.Model {
-		if !finite(v) {
+		if !check.Finite(v) {
 			return malformed(ErrValue, "model coordinate %d is %v", i, v)
 		}
 	}
@@ -218,7 +219,7 @@ func ParseAnnouncement(b []byte, lim Limits) (*Announcement, error) {
 	a.Model = make([]float64, d)
 	for i := range a.Model {
 		v := getF64(b[off+8*i:])
-		if !finite(v) {
+		if !check.Finite(v) {
 			return nil, malformed(ErrValue, "model coordinate %d is %v", i, v)
 		}
 		a.Model[i] = v

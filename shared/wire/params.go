@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Protocol is the FLAME encoding a round uses (Liu et al., AAAI 2021).
@@ -188,10 +189,10 @@ func (p Params) Validate() error {
 	if p.Quota != 0 && p.Quota < p.MinBatch {
 		return bad("quota %d below minBatch %d", p.Quota, p.MinBatch)
 	}
-	if !finite(p.EpsL) || p.EpsL <= 0 {
+	if !check.Finite(p.EpsL) || p.EpsL <= 0 {
 		return bad("epsL = %v, want finite > 0", p.EpsL)
 	}
-	if !finite(p.Clip) || p.Clip <= 0 {
+	if !check.Finite(p.Clip) || p.Clip <= 0 {
 		return bad("clip = %v, want finite > 0", p.Clip)
 	}
 	if !(p.CheckInP > 0 && p.CheckInP <= 1) {
@@ -228,9 +229,9 @@ func (p Params) validateSecAgg() error {
 		return bad("secagg has no local budget: epsL = %v, deltaL = %v, want 0", p.EpsL, p.DeltaL)
 	case p.Bits < 2 || p.Bits > 16:
 		return bad("secagg bits %d outside [2, 16]", p.Bits)
-	case !finite(p.Sigma) || p.Sigma <= 0:
+	case !check.Finite(p.Sigma) || p.Sigma <= 0:
 		return bad("secagg sigma = %v, want finite > 0", p.Sigma)
-	case !finite(p.Clip) || p.Clip <= 0:
+	case !check.Finite(p.Clip) || p.Clip <= 0:
 		return bad("clip = %v, want finite > 0", p.Clip)
 	case !(p.CheckInP > 0 && p.CheckInP <= 1):
 		return bad("checkInP = %v, want in (0, 1]", p.CheckInP)

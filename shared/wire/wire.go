@@ -146,8 +146,6 @@ func putHeader(b []byte, t Type) {
 
 var be = binary.BigEndian
 
-func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-
 func getF64(b []byte) float64    { return math.Float64frombits(binary.BigEndian.Uint64(b)) }
 func putF64(b []byte, f float64) { binary.BigEndian.PutUint64(b, math.Float64bits(f)) }
 

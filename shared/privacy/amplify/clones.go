@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Mixture is a binomial-mixture ("clone") dominating pair for the shuffle of
@@ -57,7 +59,7 @@ func NewMixture(method string, n int, clone, w10, w01, tailMass float64) (*Mixtu
 		return nil, fmt.Errorf("amplify: %s: number of users %d < 1", method, n)
 	}
 	for _, v := range []float64{clone, w10, w01, tailMass} {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !check.Finite(v) {
 			return nil, fmt.Errorf("amplify: %s: non-finite parameter %v", method, v)
 		}
 	}

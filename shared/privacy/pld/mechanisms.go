@@ -1,8 +1,11 @@
 package pld
 
 import (
+	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // stdNormalCDF returns Phi(x), accurate in relative terms in the lower tail.
@@ -66,10 +69,10 @@ func logNormalCDFLower(x float64) float64 {
 // to the lowest grid point). Guarantee: Delta(eps) >= GaussianDelta(mu,
 // eps) for every composition of the result.
 func Gaussian(sigma, sensitivity float64, opt Options) (*PLD, error) {
-	if err := positiveFinite("sigma", sigma); err != nil {
+	if err := check.Positive(errInvalid, "sigma", sigma); err != nil {
 		return nil, err
 	}
-	if err := positiveFinite("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	opt, err := opt.validate()
@@ -173,10 +176,10 @@ func LaplaceDelta(a, eps float64) float64 {
 // one direction is kept. Guarantee: Delta(eps) >= LaplaceDelta(a, eps)
 // for every composition of the result (pure a-DP for one use).
 func Laplace(scale, sensitivity float64, opt Options) (*PLD, error) {
-	if err := positiveFinite("scale", scale); err != nil {
+	if err := check.Positive(errInvalid, "scale", scale); err != nil {
 		return nil, err
 	}
-	if err := positiveFinite("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	opt, err := opt.validate()
@@ -236,7 +239,7 @@ func Laplace(scale, sensitivity float64, opt Options) (*PLD, error) {
 // elsewhere; symmetric, so one direction is kept. It is pure eps0-DP for
 // one use and Delta is exact up to the grid for compositions.
 func RandomizedResponse(eps0 float64, k int, opt Options) (*PLD, error) {
-	if err := positiveFinite("eps0", eps0); err != nil {
+	if err := check.Positive(errInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
 	if eps0 > maxFiniteLoss {
@@ -320,9 +323,5 @@ func (d *dist) logPair(h float64) (logP, logQ []float64) {
 	return logP, logQ
 }
 
-func positiveFinite(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("pld: %s %v must be positive and finite", name, v)
-	}
-	return nil
-}
+// errInvalid is what a mechanism's parameter check wraps.
+var errInvalid = errors.New("pld: invalid parameter")

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/amplify"
 )
 
@@ -44,7 +45,7 @@ func checkInArgs(n int, gamma, eps0 float64) error {
 	if math.IsNaN(gamma) || gamma <= 0 || gamma > 1 {
 		return fmt.Errorf("%w: check-in rate %v outside (0, 1]", ErrInvalid, gamma)
 	}
-	return checkPositive("eps0", eps0)
+	return check.Positive(ErrInvalid, "eps0", eps0)
 }
 
 // binomTerms returns (k, log Pr[Bin(n, p) = k]) over a window around the
@@ -313,10 +314,10 @@ type ShuffleDP func(k int) (eps, delta float64, err error)
 // returned function memoises its results and is not safe for concurrent
 // use.
 func PureShuffleDP(eps0, delta float64) (ShuffleDP, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+	if err := check.Positive(ErrInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return nil, err
 	}
 	type res struct{ e float64 }
@@ -349,7 +350,7 @@ func PureShuffleDP(eps0, delta float64) (ShuffleDP, error) {
 // post-processing of the replaced client's own (eps0, delta0)-LDP report.
 // This is the fallback of the check-in paper's footnote 3.
 func NoAmplificationDP(eps0, delta0 float64) (ShuffleDP, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+	if err := check.Positive(ErrInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
 	if math.IsNaN(delta0) || delta0 < 0 || delta0 >= 1 {
@@ -368,13 +369,13 @@ func NoAmplificationDP(eps0, delta0 float64) (ShuffleDP, error) {
 // FMT'21 Theorem 3.8, which we could not check against the paper's text in
 // this environment; verify it before relying on it in production.
 func FMT21ApproxShuffleDP(eps0, delta0, delta float64) (ShuffleDP, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+	if err := check.Positive(ErrInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
 	if math.IsNaN(delta0) || delta0 < 0 || delta0 >= 1 {
 		return nil, fmt.Errorf("%w: delta0 %v outside [0, 1)", ErrInvalid, delta0)
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return nil, err
 	}
 	return func(k int) (float64, float64, error) {

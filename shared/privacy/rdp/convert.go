@@ -3,6 +3,8 @@ package rdp
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // MironovEpsilon converts an RDP curve to (eps, delta)-DP with Mironov
@@ -12,7 +14,7 @@ func MironovEpsilon(c Curve, delta float64) (eps, order float64, err error) {
 	if err := c.Validate(); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return 0, 0, err
 	}
 	eps = math.Inf(1)
@@ -37,7 +39,7 @@ func BalleEpsilon(c Curve, delta float64) (eps, order float64, err error) {
 	if err := c.Validate(); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return 0, 0, err
 	}
 	eps = math.Inf(1)
@@ -146,7 +148,7 @@ func OptimalEpsilon(c Curve, delta float64) (eps, order float64, err error) {
 	if err := c.Validate(); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return 0, 0, err
 	}
 	// Restrict the expensive search to orders whose Balle bound is within

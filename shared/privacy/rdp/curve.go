@@ -160,24 +160,3 @@ func logChoose(n float64, k int) float64 {
 	c, _ := math.Lgamma(n - float64(k) + 1)
 	return a - b - c
 }
-
-func checkDelta(delta float64) error {
-	if math.IsNaN(delta) || delta <= 0 || delta >= 1 {
-		return fmt.Errorf("%w: delta %v outside (0, 1)", ErrInvalid, delta)
-	}
-	return nil
-}
-
-func checkPositive(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("%w: %s = %v must be positive and finite", ErrInvalid, name, v)
-	}
-	return nil
-}
-
-func checkRate(name string, v float64) error {
-	if math.IsNaN(v) || v < 0 || v > 1 {
-		return fmt.Errorf("%w: %s = %v outside [0, 1]", ErrInvalid, name, v)
-	}
-	return nil
-}
