@@ -58,7 +58,7 @@ type Report struct {
 //
 // Methods (each documented where it is computed):
 //
-//   - closed forms: the papers' per-round bounds (CompareFLAME,
+//   - closed forms: the papers' per-round bounds (SSSimple, SSDouble,
 //     CompareAPES) composed over the rounds by basic composition (each
 //     round at δ/T) and by advanced composition (each round at δ/(2T),
 //     slack δ/2, at the largest per-round ε);

@@ -215,23 +215,6 @@ func APESNoShuffle(eps []float64) (Bound, error) {
 	return makeBound(method, cite, epsMax, 0, err), err
 }
 
-// SAPESUserLevel is APES Proposition 1: S-APES with b-dimension
-// post-sparsification is (ε^uc, δ^uc)-DP at user level, composing the
-// dimension-level (ε^c, δ^c) over 2b dimensions (replacing a user changes
-// at most 2b selected dimensions, as the paper argues) by advanced
-// composition:
-//
-//	ε^uc = ε^c·sqrt(4b·ln(1/δ'^uc)) + 2b·ε^c(e^{ε^c} − 1),  δ^uc = δ'^uc + 2b·δ^c.
-//
-// The same with b = d/2 is not APES's user-level bound for plain APES,
-// which composes over d dimensions: use AdvancedComposition(ε^c, δ^c, d, δ').
-func SAPESUserLevel(epsC, deltaC float64, b int, deltaPrime float64) (epsUC, deltaUC float64, err error) {
-	if err := check.Count(ErrInvalidParameter, "b", b, 1); err != nil {
-		return 0, 0, err
-	}
-	return AdvancedComposition(epsC, deltaC, 2*b, deltaPrime)
-}
-
 // Uniform2Budgets returns n deterministic local budgets for APES Table 2's
 // "Uniform2" distribution U(0.05, 1): the quantiles 0.05 + 0.95(i + ½)/n,
 // i = 0..n−1, in increasing order. The papers drew them with an unseeded

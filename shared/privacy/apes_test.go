@@ -232,20 +232,6 @@ func TestEoNExactTighter(t *testing.T) {
 	}
 }
 
-func TestSAPESUserLevel(t *testing.T) {
-	e, d, err := SAPESUserLevel(0.05, 1e-9, 100, 1e-6)
-	we, wd, _ := AdvancedComposition(0.05, 1e-9, 200, 1e-6)
-	if err != nil || e != we || d != wd {
-		t.Errorf("got (%v, %v, %v), want (%v, %v)", e, d, err, we, wd)
-	}
-	if want := 0.05*math.Sqrt(400*math.Log(1e6)) + 200*0.05*math.Expm1(0.05); math.Abs(e-want) > 1e-12 {
-		t.Errorf("eps_uc = %v, want Proposition 1's %v", e, want)
-	}
-	if _, _, err := SAPESUserLevel(0.05, 1e-9, 0, 1e-6); !errors.Is(err, ErrInvalidParameter) {
-		t.Errorf("b = 0: %v", err)
-	}
-}
-
 func TestUniform2Budgets(t *testing.T) {
 	eps := Uniform2Budgets(1000)
 	var sum float64

@@ -19,16 +19,6 @@ func RGBGamma(epsLocal float64, b int) (float64, error) {
 	return fb / (math.Exp(epsLocal) + fb - 1), nil
 }
 
-// LaplaceBlanketGamma returns the blanket probability γ = e^{−ε/2} of the
-// Laplace mechanism with scale 1/ε on inputs in [0, 1] (FLAME, after
-// Lemma 1; BBGN'19 Section 5). It is the total mass of inf_x μ_x(y).
-func LaplaceBlanketGamma(epsLocal float64) (float64, error) {
-	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
-		return 0, err
-	}
-	return math.Exp(-epsLocal / 2), nil
-}
-
 // BlanketRGB returns the central ε of shuffling n reports of the randomizer
 // R_{γ,k} with blanket probability gamma, at central delta:
 //
@@ -87,29 +77,4 @@ func BlanketLemma1(epsLocal float64, b, n int, delta float64) (float64, error) {
 		return 0, outside("FLAME Lemma 1 needs eps_c > %.6g, got %.6g", lower, eps)
 	}
 	return eps, nil
-}
-
-// Corollary1Condition checks the validity condition of BBGN'19's generic
-// amplification corollary (FLAME Corollary 1): ε_l ≤ ln(n/ln(1/δ_c))/2.
-//
-// The corollary itself, ε_c = O((1 ∧ ε_l)·e^{ε_l}·sqrt(ln(1/δ_c)/n)), is an
-// asymptotic statement whose constant the corollary does not give, so no
-// number can be computed from it; use BennettEpsilon (the numerical form of
-// the same analysis) for a concrete ε_c. FLAME's code asserts this condition
-// before applying the Bennett bound, so it is exposed for that use.
-func Corollary1Condition(epsLocal float64, n int, delta float64) error {
-	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
-		return err
-	}
-	if err := check.Count(ErrInvalidParameter, "n", n, 1); err != nil {
-		return err
-	}
-	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
-		return err
-	}
-	lim := math.Log(float64(n)/math.Log(1/delta)) / 2
-	if !(epsLocal <= lim) {
-		return outside("FLAME Corollary 1 needs eps_l <= ln(n/ln(1/delta))/2 = %.6g, got %.6g", lim, epsLocal)
-	}
-	return nil
 }
