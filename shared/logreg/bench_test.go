@@ -20,7 +20,7 @@ func mnistLike(b *testing.B, n int) Dataset {
 	}
 	y := make([]uint8, n)
 	for i := range y {
-		y[i] = uint8(i % MNISTClasses)
+		y[i] = uint8(i % mnistClasses)
 	}
 	d, err := NewDataset(MNIST, x, y)
 	if err != nil {

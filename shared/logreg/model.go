@@ -214,11 +214,11 @@ func Loss(params []float64, d Dataset, l2 float64) (float64, error) {
 	return ws.crossEntropy(params, d) + l2*halfSquaredWeights(d.shape, params), nil
 }
 
-// Gradient writes into dst the full-batch gradient of Loss(params, d, l2)
+// gradient writes into dst the full-batch gradient of Loss(params, d, l2)
 // with respect to params (same layout as params) and returns it together
 // with the loss. dst may be nil (a new slice is allocated); otherwise it
 // must have NumParams entries and must not overlap params.
-func Gradient(dst, params []float64, d Dataset, l2 float64) ([]float64, float64, error) {
+func gradient(dst, params []float64, d Dataset, l2 float64) ([]float64, float64, error) {
 	if err := checkEval(params, d); err != nil {
 		return nil, 0, err
 	}

@@ -66,7 +66,7 @@ type APESReport struct {
 // for concurrent use.
 type APESEncoder struct {
 	cfg  APESConfig
-	clip Clipper
+	clip clipper
 }
 
 // NewAPESEncoder validates cfg.
@@ -74,7 +74,7 @@ func NewAPESEncoder(cfg APESConfig) (*APESEncoder, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &APESEncoder{cfg: cfg, clip: Clipper{c: cfg.C}}, nil
+	return &APESEncoder{cfg: cfg, clip: clipper{c: cfg.C}}, nil
 }
 
 // Config returns the configuration.
@@ -153,7 +153,7 @@ func (b ColumnBatch) Column(j int) []float64 { return b.Values[j*b.N : (j+1)*b.N
 // Privacy: this per-dimension shuffling is what the echo-of-neighbors
 // amplification (APES Theorem 4) assumes.
 func ShuffleAPES(reports []APESReport, d int, src noise.Source) (ColumnBatch, error) {
-	b, err := CollectAPES(reports, d)
+	b, err := collectAPES(reports, d)
 	if err != nil {
 		return ColumnBatch{}, err
 	}
@@ -165,9 +165,9 @@ func ShuffleAPES(reports []APESReport, d int, src noise.Source) (ColumnBatch, er
 	return b, nil
 }
 
-// CollectAPES is the PLDP path (no shuffler): it transposes the reports
+// collectAPES is the PLDP path (no shuffler): it transposes the reports
 // into columns in arrival order.
-func CollectAPES(reports []APESReport, d int) (ColumnBatch, error) {
+func collectAPES(reports []APESReport, d int) (ColumnBatch, error) {
 	if d < 1 {
 		return ColumnBatch{}, fmt.Errorf("mechanism: apes dimension must be >= 1, got %d", d)
 	}
@@ -224,7 +224,7 @@ func (a *APESAnalyzer) Estimate(b ColumnBatch) ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mechanism: apes calibration: %w", err)
 	}
-	clip := Clipper{c: a.cfg.C}
+	clip := clipper{c: a.cfg.C}
 	out := make([]float64, b.D)
 	inv := 1 / float64(b.N)
 	for j := range out {

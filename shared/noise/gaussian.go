@@ -16,7 +16,7 @@ import (
 // K*g, so the output support is the grid, independent of the input. K is
 // drawn with Algorithm 3 of Canonne, Kamath and Steinke, "The Discrete
 // Gaussian for Differential Privacy" (NeurIPS 2020): propose Y from the
-// discrete Laplace with scale t = floor(s)+1 (our exact TwoSidedGeometric
+// discrete Laplace with scale t = floor(s)+1 (our exact twoSidedGeometric
 // sampler) and accept with probability exp(-(|Y| - s^2/t)^2 / (2 s^2))
 // (exact Bernoulli of the float64 value); about 1.3 proposals per sample.
 //
@@ -61,7 +61,7 @@ func NewGaussian(sigma, sensitivity float64) (*Gaussian, error) {
 	if sigma < 0x1p-900 || sigma > 0x1p900 || !(ratio >= 0x1p-20 && ratio <= 0x1p40) {
 		return nil, fmt.Errorf("noise: gaussian sigma=%v sensitivity=%v out of range", sigma, sensitivity)
 	}
-	gran := ceilPow2(sigma / GranularityParam)
+	gran := ceilPow2(sigma / granularityParam)
 	d := math.Floor(sensitivity/gran) + 1
 	s := ratio * d
 	t := math.Floor(s) + 1

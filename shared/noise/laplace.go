@@ -7,11 +7,11 @@ import (
 	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
-// GranularityParam sets the resolution of the noise grids: the grid step
-// is the smallest power of two g >= scale/GranularityParam, so a noise
+// granularityParam sets the resolution of the noise grids: the grid step
+// is the smallest power of two g >= scale/granularityParam, so a noise
 // scale spans 2^39 to 2^40 grid steps (the value the Google
 // differential-privacy library uses; see its Secure_Noise_Generation.pdf).
-const GranularityParam = 0x1p40
+const granularityParam = 0x1p40
 
 // ceilPow2 returns the smallest power of two >= x for finite x > 0.
 func ceilPow2(x float64) float64 {
@@ -40,7 +40,7 @@ func gridIndex(x, g float64) int64 { return int64(math.Round(x / g)) }
 //     power of two);
 //  2. an integer K is drawn from the discrete Laplace law
 //     Pr[K=k] ∝ exp(-lambda |k|), lambda = g*epsilon/(sensitivity+g),
-//     with the exact sampler of TwoSidedGeometric;
+//     with the exact sampler of twoSidedGeometric;
 //  3. the output is snap(x) + K*g, exactly representable, so the support
 //     of the output is the grid itself, independent of x.
 //
@@ -85,7 +85,7 @@ func NewLaplace(epsilon, sensitivity float64) (*Laplace, error) {
 	if math.IsInf(scale, 0) || scale < 0x1p-900 || scale > 0x1p900 {
 		return nil, fmt.Errorf("noise: laplace scale sensitivity/epsilon=%v out of range [2^-900, 2^900]", scale)
 	}
-	gran := ceilPow2(scale / GranularityParam)
+	gran := ceilPow2(scale / granularityParam)
 	g, err := newGeom(gran*epsilon/(sensitivity+gran), true)
 	if err != nil {
 		return nil, fmt.Errorf("noise: laplace grid: %w", err)

@@ -7,7 +7,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/privacy/amplify"
 )
 
-// FloorShuffledRR returns the exact central ε, at δ = delta, of shuffling n
+// floorShuffledRR returns the exact central ε, at δ = delta, of shuffling n
 // reports of binary ε0-randomized response with every other user holding
 // the same bit (amplify.RRFloor: the maximum over both orders of the
 // neighbouring pair). It is a LOWER bound, not a guarantee: it is the
@@ -15,7 +15,7 @@ import (
 // datasets (replace-one), so no shuffle amplification bound that claims to
 // hold for every ε0-LDP randomizer can certify a smaller ε at the same n
 // and δ. Account's numerical rows are tested against it.
-func FloorShuffledRR(eps0 float64, n int, delta float64) (float64, error) {
+func floorShuffledRR(eps0 float64, n int, delta float64) (float64, error) {
 	if err := check.Positive(ErrInvalidParameter, "eps0", eps0); err != nil {
 		return 0, err
 	}

@@ -6,9 +6,9 @@ import (
 	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
-// RGBGamma returns the blanket probability γ = b/(e^ε + b − 1) at which the
+// rgbGamma returns the blanket probability γ = b/(e^ε + b − 1) at which the
 // randomizer R_{γ,b} of FLAME Algorithm 1 (BBGN'19) is ε-LDP.
-func RGBGamma(epsLocal float64, b int) (float64, error) {
+func rgbGamma(epsLocal float64, b int) (float64, error) {
 	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
 		return 0, err
 	}
@@ -19,7 +19,7 @@ func RGBGamma(epsLocal float64, b int) (float64, error) {
 	return fb / (math.Exp(epsLocal) + fb - 1), nil
 }
 
-// BlanketRGB returns the central ε of shuffling n reports of the randomizer
+// blanketRGB returns the central ε of shuffling n reports of the randomizer
 // R_{γ,k} with blanket probability gamma, at central delta:
 //
 //	ε = sqrt(14·k·ln(2/δ) / ((n − 1)·γ)).
@@ -31,7 +31,7 @@ func RGBGamma(epsLocal float64, b int) (float64, error) {
 // i.e. γ ≥ 27k/((n−1)ε); otherwise the theorem does not give this ε.
 // Guarantee: the shuffled reports are (ε, delta)-DP for replacement of one
 // user's input.
-func BlanketRGB(gamma float64, k, n int, delta float64) (float64, error) {
+func blanketRGB(gamma float64, k, n int, delta float64) (float64, error) {
 	if !check.Finite(gamma) || gamma <= 0 || gamma > 1 {
 		return 0, invalid("gamma = %v, want 0 < gamma <= 1", gamma)
 	}
@@ -60,16 +60,16 @@ func BlanketRGB(gamma float64, k, n int, delta float64) (float64, error) {
 //
 //	ε_c = sqrt(14·ln(2/δ_c)·(e^{ε_l} + b − 1) / (n − 1)),
 //
-// i.e. BlanketRGB with γ = b/(e^{ε_l} + b − 1). FLAME states the validity
+// i.e. blanketRGB with γ = b/(e^{ε_l} + b − 1). FLAME states the validity
 // range sqrt(14·ln(2/δ_c)(b−1)/(n−1)) < ε_c ≤ 1; its lower end always holds
 // (e^{ε_l} > 1), so the binding conditions are ε_c ≤ 1 and the 27k branch
 // of BBGN'19 Theorem 3.1, both enforced (ErrOutsideValidity otherwise).
 func BlanketLemma1(epsLocal float64, b, n int, delta float64) (float64, error) {
-	gamma, err := RGBGamma(epsLocal, b)
+	gamma, err := rgbGamma(epsLocal, b)
 	if err != nil {
 		return 0, err
 	}
-	eps, err := BlanketRGB(gamma, b, n, delta)
+	eps, err := blanketRGB(gamma, b, n, delta)
 	if err != nil {
 		return 0, err
 	}

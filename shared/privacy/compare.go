@@ -6,9 +6,9 @@ package privacy
 // (Theorem 4, corrected) with Lemma 4's and with the exact neighbor
 // divergence. Rows whose conditions fail are included with Valid = false.
 func CompareAPES(eps []float64, deltaS float64) []Bound {
-	noShuffle, _ := APESNoShuffle(eps)
-	uniS, _ := APESUniS(eps, deltaS)
-	eonL4, _ := EoNBound(eps, deltaS, false)
-	eonExact, _ := EoNBound(eps, deltaS, true)
+	noShuffle, _ := apesNoShuffle(eps)
+	uniS, _ := apesUniS(eps, deltaS)
+	eonL4, _ := eonBound(eps, deltaS, false)
+	eonExact, _ := eonBound(eps, deltaS, true)
 	return []Bound{noShuffle, uniS, eonL4, eonExact}
 }

@@ -34,7 +34,7 @@ func (a RGBAmplifier) Epsilon(epsLocal float64, n int, delta float64) (float64, 
 	return BlanketLemma1(epsLocal, a.B, n, delta)
 }
 
-// FLAMETheorem1 composes per-dimension (ε_cd, δ_cd)-DP over the d
+// flameTheorem1 composes per-dimension (ε_cd, δ_cd)-DP over the d
 // dimensions of one user's vector (FLAME Theorem 1, eqs. 2-3):
 //
 //	ε_c = d·ε_cd ∧ (ε_cd·sqrt(2d·ln(1/δ_cd)) + d·ε_cd(e^{ε_cd} − 1)),
@@ -42,7 +42,7 @@ func (a RGBAmplifier) Epsilon(epsLocal float64, n int, delta float64) (float64, 
 //
 // basic composition (Lemma 2) or advanced composition (Lemma 3 with
 // δ' = δ_cd), whichever is smaller.
-func FLAMETheorem1(epsCD, deltaCD float64, d int) (epsC, deltaC float64, err error) {
+func flameTheorem1(epsCD, deltaCD float64, d int) (epsC, deltaC float64, err error) {
 	if err := check.Positive(ErrInvalidParameter, "epsCD", epsCD); err != nil {
 		return 0, 0, err
 	}
@@ -116,7 +116,7 @@ func (c FLAMEConfig) Beta() float64 { return float64(c.K) / float64(c.D) }
 // shuffled among n reports; amp bounds the per-dimension ε_cd at
 // δ_cd = δ_c/(d+1), capped at ε_ld (the shuffled reports are ε_ld-LDP
 // whatever the amplification analysis says), and the d dimensions are
-// composed by FLAMETheorem1. The result is (ε_c, δ_c)-DP for replacing one
+// composed by flameTheorem1. The result is (ε_c, δ_c)-DP for replacing one
 // user's vector. Only cfg.K == cfg.D is accepted.
 func SSSimple(cfg FLAMEConfig, amp Amplifier) (Bound, error) {
 	method := "FLAME SS-Simple, " + ampName(amp)
@@ -144,7 +144,7 @@ func ssSimple(cfg FLAMEConfig, amp Amplifier) (float64, float64, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("per-dimension amplification: %w", err)
 	}
-	return FLAMETheorem1(math.Min(epsCD, epsLD), deltaCD, cfg.D)
+	return flameTheorem1(math.Min(epsCD, epsLD), deltaCD, cfg.D)
 }
 
 // SSDouble returns the central guarantee of one SS-Double round, which

@@ -7,7 +7,7 @@ import (
 )
 
 func TestFLAMETheorem1And4(t *testing.T) {
-	e, d, err := FLAMETheorem1(0.0015, 6e-10, 7850)
+	e, d, err := flameTheorem1(0.0015, 6e-10, 7850)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,11 +17,11 @@ func TestFLAMETheorem1And4(t *testing.T) {
 	}
 	// Theorem 4 is Theorem 1 over 2k dimensions.
 	e4, d4, _ := FLAMETheorem4(0.01, 1e-8, 157)
-	e1, d1, _ := FLAMETheorem1(0.01, 1e-8, 314)
+	e1, d1, _ := flameTheorem1(0.01, 1e-8, 314)
 	if e4 != e1 || d4 != d1 {
 		t.Errorf("Theorem 4 (%v, %v) != Theorem 1 over 2k (%v, %v)", e4, d4, e1, d1)
 	}
-	if _, _, err := FLAMETheorem1(0.01, 0, 10); !errors.Is(err, ErrInvalidParameter) {
+	if _, _, err := flameTheorem1(0.01, 0, 10); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("delta_cd = 0: %v", err)
 	}
 	if _, _, err := FLAMETheorem4(0.01, 1e-3, 1000); !errors.Is(err, ErrOutsideValidity) {

@@ -58,7 +58,7 @@ package privacy
 // Both printed values are truncated, not rounded, to three decimals (as are
 // the user-level ε^uc below). Neither is a closed form: Theorem 4 as
 // printed gives 0.2051 and eq. (2) gives 0.2408. The APES figure is not a
-// valid guarantee (the averaged echo sum is unjustified, see EoNBound, and a
+// valid guarantee (the averaged echo sum is unjustified, see eonBound, and a
 // normal approximation is not an upper bound); the package's corrected
 // closed forms give 0.2635 (Lemma 4 divergence) and 0.2128 (exact
 // divergence).
@@ -430,7 +430,7 @@ func TestReproduceAPESTable3(t *testing.T) {
 			}
 			// The closed forms are far from the printed values: the
 			// printed numbers are numerical.
-			closedUniS, err := APESUniS(eps, deltaS)
+			closedUniS, err := apesUniS(eps, deltaS)
 			if err != nil || closedUniS.Epsilon < 3*uniS {
 				t.Errorf("eq. (2) = %v (%v), expected far above the numerical %.4f", closedUniS.Epsilon, err, uniS)
 			}

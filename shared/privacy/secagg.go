@@ -53,7 +53,7 @@ import (
 // what the rows state: it is two add/remove steps, so by group privacy an
 // (ε, δ) add/remove guarantee gives (2ε, (1 + e^ε)·δ) for replace-one
 // (Dwork and Roth 2014, Theorem 2.2 generalized to approximate DP;
-// SecAggReplaceOne).
+// secAggReplaceOne).
 //
 // A PLD route is not offered: the privacy loss of the multivariate
 // discrete Gaussian under a shift v depends on v's direction on the
@@ -197,7 +197,7 @@ func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta floa
 					break
 				}
 				if e2 <= e {
-					if g, gd, err4 := SecAggReplaceOne(e2, d); err4 == nil && gd <= delta*(1+1e-12) {
+					if g, gd, err4 := secAggReplaceOne(e2, d); err4 == nil && gd <= delta*(1+1e-12) {
 						eps = min(eps, g)
 					}
 					break
@@ -374,12 +374,12 @@ func CalibrateSecAggSigma(targetEps, delta float64, rounds int, q, sensitivity f
 	})
 }
 
-// SecAggReplaceOne converts an (ε, δ) guarantee for add/remove one
+// secAggReplaceOne converts an (ε, δ) guarantee for add/remove one
 // volunteer into one for replacing a volunteer's data (two add/remove
 // steps): (2ε, (1 + e^ε)·δ), by group privacy for approximate DP (Dwork
 // and Roth 2014, Theorem 2.2 and its (ε, δ) form k·ε, k·e^{(k−1)ε}·δ at
 // k = 2). An overflowing result is an error.
-func SecAggReplaceOne(eps, delta float64) (float64, float64, error) {
+func secAggReplaceOne(eps, delta float64) (float64, float64, error) {
 	if err := check.NonNegative(ErrInvalidParameter, "eps", eps); err != nil {
 		return 0, 0, err
 	}

@@ -140,7 +140,7 @@ func TestSecAggExtremes(t *testing.T) {
 		t.Fatalf("tightest %d in %+v", rep.Tightest, rep.Rows)
 	}
 	// Replace-one by group privacy.
-	e2, d2, err := SecAggReplaceOne(1, 1e-6)
+	e2, d2, err := secAggReplaceOne(1, 1e-6)
 	if err != nil || e2 != 2 || math.Abs(d2-(1+math.E)*1e-6) > 1e-18 {
 		t.Errorf("replace-one: %v %v %v", e2, d2, err)
 	}

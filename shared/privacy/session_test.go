@@ -129,7 +129,7 @@ func TestAccountPropertyGrid(t *testing.T) {
 			// all 72 take four times as long).
 			for _, delta := range []float64{deltas[(i+j)%3]} {
 				name := fmt.Sprintf("eps0=%g n=%d delta=%g", eps0, n, delta)
-				floor, err := FloorShuffledRR(eps0, n, delta)
+				floor, err := floorShuffledRR(eps0, n, delta)
 				if err != nil {
 					t.Fatalf("%s: floor: %v", name, err)
 				}

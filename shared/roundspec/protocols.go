@@ -30,8 +30,8 @@ func ShuffleProtocols() []Protocol {
 	return out
 }
 
-// Lookup returns the implementation of an announced protocol.
-func Lookup(id wire.Protocol) (Protocol, error) {
+// lookup returns the implementation of an announced protocol.
+func lookup(id wire.Protocol) (Protocol, error) {
 	for _, p := range protocols {
 		if p.Wire() == id {
 			return p, nil
@@ -80,9 +80,9 @@ const (
 	DefaultEpsL     = 78.5
 	DefaultClip     = 0.01
 	DefaultBetaInv  = 50
-	DefaultNPRatio  = 3
+	defaultNPRatio  = 3
 	DefaultMinBatch = 20
-	DefaultDeltaL   = 1e-6
+	defaultDeltaL   = 1e-6
 	// Secure summation's defaults, tuned on the embedded digits for a
 	// live class of about 230 volunteers (docs/experiments.md, "Secure
 	// summation"): 10 bits per entry (Δ within 1% of the clip norm), an
@@ -121,7 +121,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 			return wire.Params{}, 0, fmt.Errorf("roundspec: %s must be finite and >= 0, got %v", v.name, v.v)
 		}
 	}
-	proto, err := Lookup(o.Protocol)
+	proto, err := lookup(o.Protocol)
 	if err != nil {
 		return wire.Params{}, 0, err
 	}
@@ -149,7 +149,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 	p.EpsL = orF(o.EpsL, DefaultEpsL)
 	p.Clip = orF(o.Clip, DefaultClip)
 	if p.Randomizer == wire.RandomizerGaussian {
-		p.DeltaL = orF(o.DeltaL, DefaultDeltaL)
+		p.DeltaL = orF(o.DeltaL, defaultDeltaL)
 	}
 	if p.Randomizer == wire.RandomizerRGB {
 		p.Buckets = uint32(o.Buckets)
@@ -188,7 +188,7 @@ func chooseNP(n int, o Options) int {
 	if o.NP > 0 {
 		return o.NP
 	}
-	ratio := orF(o.NPRatio, DefaultNPRatio)
+	ratio := orF(o.NPRatio, defaultNPRatio)
 	// A small tolerance so that a ratio printed in full gives back the
 	// same n_p.
 	return max(1, int(math.Ceil(float64(n)/ratio-1e-9)))

@@ -11,7 +11,7 @@ import (
 
 // maxRoundingAttempts caps the resampling of Quantize. Each attempt fails
 // with probability at most Beta <= 1/2, so an honest call errs with
-// probability at most 2^-64 (2^-1280 at DefaultBeta).
+// probability at most 2^-64 (2^-1280 at defaultBeta).
 const maxRoundingAttempts = 64
 
 // ErrRounding reports that conditional randomized rounding did not meet

@@ -52,9 +52,9 @@ type Mixture struct {
 	merged bool
 }
 
-// NewMixture validates the parameters and precomputes the window of the
+// newMixture validates the parameters and precomputes the window of the
 // clone count whose omitted mass is at most tailMass (0 means 1e-15).
-func NewMixture(method string, n int, clone, w10, w01, tailMass float64) (*Mixture, error) {
+func newMixture(method string, n int, clone, w10, w01, tailMass float64) (*Mixture, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("amplify: %s: number of users %d < 1", method, n)
 	}
@@ -106,7 +106,7 @@ func FMT21(n int, eps0 float64) (*Mixture, error) {
 		return nil, err
 	}
 	w01 := 1 / (math.Exp(eps0) + 1)
-	return NewMixture("fmt21", n, math.Exp(-eps0), 1-w01, w01, 0)
+	return newMixture("fmt21", n, math.Exp(-eps0), 1-w01, w01, 0)
 }
 
 // FMT23 returns the stronger clone pair of Feldman, McMillan, Talwar,
@@ -137,7 +137,7 @@ func FMT23(n int, eps0 float64) (*Mixture, error) {
 		return nil, err
 	}
 	w01 := 1 / (math.Exp(eps0) + 1)
-	return NewMixture("fmt23", n, 2*w01, 1-w01, w01, 0)
+	return newMixture("fmt23", n, 2*w01, 1-w01, w01, 0)
 }
 
 // VariationRatio holds the (p, beta, q) parameters of Wang et al.,
@@ -273,7 +273,7 @@ func NewVariationRatio(n int, v VariationRatio) (*Mixture, error) {
 		return nil, err
 	}
 	alpha := v.Beta / (v.P - 1)
-	return NewMixture("variation-ratio", n, 2*alpha*v.P/v.Q, v.P*alpha, alpha, 0)
+	return newMixture("variation-ratio", n, 2*alpha*v.P/v.Q, v.P*alpha, alpha, 0)
 }
 
 // W00 is the probability that the differing user's report is neutral.
@@ -550,8 +550,8 @@ func (m *Mixture) Pair(opt PairOptions) (*Pair, error) {
 	return out, nil
 }
 
-// FMT21Pair is FMT21(n, eps0) enumerated as a Pair.
-func FMT21Pair(n int, eps0 float64, opt PairOptions) (*Pair, error) {
+// fmt21Pair is FMT21(n, eps0) enumerated as a Pair.
+func fmt21Pair(n int, eps0 float64, opt PairOptions) (*Pair, error) {
 	m, err := FMT21(n, eps0)
 	if err != nil {
 		return nil, err

@@ -68,7 +68,7 @@ func (r Relation) String() string {
 // Constructors (one per method, each documented in its own file):
 //
 //	ShuffledRRPair(n, eps0)             exact count pair of shuffled binary RR (rr.go)
-//	FMT21Pair(n, eps0, opt)             Feldman-McMillan-Talwar FOCS'21 Theorem 3.2 (clones.go)
+//	fmt21Pair(n, eps0, opt)             Feldman-McMillan-Talwar FOCS'21 Theorem 3.2 (clones.go)
 //	FMT23Pair(n, eps0, opt)             Feldman-McMillan-Talwar SODA'23 stronger clone pair (clones.go)
 //	VariationRatioPair(n, vr, opt)      Wang et al. VLDB'24 (p, beta, q)-variation-ratio pair (clones.go)
 //

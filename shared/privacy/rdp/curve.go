@@ -65,9 +65,9 @@ func validateOrders(orders []float64) error {
 	return Curve{Orders: orders, Eps: make([]float64, len(orders))}.Validate()
 }
 
-// FromFunc evaluates f at each order. f must return a non-negative value
+// fromFunc evaluates f at each order. f must return a non-negative value
 // (or +Inf) or an error.
-func FromFunc(orders []float64, f func(alpha float64) (float64, error)) (Curve, error) {
+func fromFunc(orders []float64, f func(alpha float64) (float64, error)) (Curve, error) {
 	if err := validateOrders(orders); err != nil {
 		return Curve{}, err
 	}
@@ -85,10 +85,10 @@ func FromFunc(orders []float64, f func(alpha float64) (float64, error)) (Curve, 
 	return c, nil
 }
 
-// Compose returns the RDP curve of the adaptive composition of mechanisms
+// compose returns the RDP curve of the adaptive composition of mechanisms
 // with the given curves (Mironov 2017 Proposition 1; check-in Lemma 1): the
 // values add order by order. All curves must share the same orders.
-func Compose(curves ...Curve) (Curve, error) {
+func compose(curves ...Curve) (Curve, error) {
 	if len(curves) == 0 {
 		return Curve{}, fmt.Errorf("%w: nothing to compose", ErrInvalid)
 	}

@@ -21,7 +21,7 @@ func GaussianRDP(sigma, sens float64, orders []float64) (Curve, error) {
 	if err := check.Positive(ErrInvalid, "sensitivity", sens); err != nil {
 		return Curve{}, err
 	}
-	return FromFunc(orders, func(a float64) (float64, error) { return a * sens * sens / (2 * sigma * sigma), nil })
+	return fromFunc(orders, func(a float64) (float64, error) { return a * sens * sens / (2 * sigma * sigma), nil })
 }
 
 // PairRDP returns D_alpha(P || Q) of a discrete dominating pair at each
@@ -87,7 +87,7 @@ func SampledGaussianRDP(q, sigma, sens float64, orders []float64) (Curve, error)
 		return Curve{}, err
 	}
 	z := sigma / sens
-	return FromFunc(orders, func(a float64) (float64, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err
@@ -120,7 +120,7 @@ func integerOrder(a float64) (int, error) {
 	return int(a), nil
 }
 
-// WBKSubsampled returns the RDP of a mechanism run on a subsample drawn
+// wbkSubsampled returns the RDP of a mechanism run on a subsample drawn
 // without replacement at rate gamma = m/n, under replace-one neighbours, at
 // integer orders (Wang, Balle, Kasiviswanathan, AISTATS 2019, "Subsampled
 // Renyi differential privacy and analytical moments accountant", Theorem
@@ -132,7 +132,7 @@ func integerOrder(a float64) (int, error) {
 // base(j) is the base mechanism's RDP at integer order j (replace-one) and
 // epsInf its pure-DP bound (+Inf if none). This is the subsampling step of
 // the check-in paper's Approach 1 ("Theorem 9 of [38]").
-func WBKSubsampled(gamma float64, base func(j int) (float64, error), epsInf float64, orders []float64) (Curve, error) {
+func wbkSubsampled(gamma float64, base func(j int) (float64, error), epsInf float64, orders []float64) (Curve, error) {
 	if err := check.Probability(ErrInvalid, "sampling rate", gamma); err != nil {
 		return Curve{}, err
 	}
@@ -146,7 +146,7 @@ func WBKSubsampled(gamma float64, base func(j int) (float64, error), epsInf floa
 		}
 		return math.Min(math.Ln2, float64(j)*math.Log(math.Expm1(epsInf)))
 	}
-	return FromFunc(orders, func(a float64) (float64, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err
@@ -186,7 +186,7 @@ func PoissonSubsampled(q float64, base func(j int) (float64, error), orders []fl
 	if err := check.Probability(ErrInvalid, "sampling rate", q); err != nil {
 		return Curve{}, err
 	}
-	return FromFunc(orders, func(a float64) (float64, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err
