@@ -7,114 +7,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
-// SAPESUserLevel is APES Proposition 1: S-APES with b-dimension
-// post-sparsification is (ε^uc, δ^uc)-DP at user level, composing the
-// dimension-level (ε^c, δ^c) over 2b dimensions (replacing a user changes
-// at most 2b selected dimensions, as the paper argues) by advanced
-// composition:
-//
-//	ε^uc = ε^c·sqrt(4b·ln(1/δ'^uc)) + 2b·ε^c(e^{ε^c} − 1),  δ^uc = δ'^uc + 2b·δ^c.
-//
-// The same with b = d/2 is not APES's user-level bound for plain APES,
-// which composes over d dimensions: use privacy.AdvancedComposition(ε^c, δ^c, d, δ').
-func SAPESUserLevel(epsC, deltaC float64, b int, deltaPrime float64) (epsUC, deltaUC float64, err error) {
-	if err := check.Count(privacy.ErrInvalidParameter, "b", b, 1); err != nil {
-		return 0, 0, err
-	}
-	return privacy.AdvancedComposition(epsC, deltaC, 2*b, deltaPrime)
-}
-
-// LaplaceBlanketGamma returns the blanket probability γ = e^{−ε/2} of the
-// Laplace mechanism with scale 1/ε on inputs in [0, 1] (FLAME, after
-// Lemma 1; BBGN'19 Section 5). It is the total mass of inf_x μ_x(y).
-func LaplaceBlanketGamma(epsLocal float64) (float64, error) {
-	if err := check.Positive(privacy.ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
-		return 0, err
-	}
-	return math.Exp(-epsLocal / 2), nil
-}
-
-// Corollary1Condition checks the validity condition of BBGN'19's generic
-// amplification corollary (FLAME Corollary 1): ε_l ≤ ln(n/ln(1/δ_c))/2.
-//
-// The corollary itself, ε_c = O((1 ∧ ε_l)·e^{ε_l}·sqrt(ln(1/δ_c)/n)), is an
-// asymptotic statement whose constant the corollary does not give, so no
-// number can be computed from it; use BennettEpsilon (the numerical form of
-// the same analysis) for a concrete ε_c. FLAME's code asserts this condition
-// before applying the Bennett bound, so it is exposed for that use.
-func Corollary1Condition(epsLocal float64, n int, delta float64) error {
-	if err := check.Positive(privacy.ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
-		return err
-	}
-	if err := check.Count(privacy.ErrInvalidParameter, "n", n, 1); err != nil {
-		return err
-	}
-	if err := check.OpenUnit(privacy.ErrInvalidParameter, "delta", delta); err != nil {
-		return err
-	}
-	lim := math.Log(float64(n)/math.Log(1/delta)) / 2
-	if !(epsLocal <= lim) {
-		return outside("FLAME Corollary 1 needs eps_l <= ln(n/ln(1/delta))/2 = %.6g, got %.6g", lim, epsLocal)
-	}
-	return nil
-}
-
-// CompareFLAME lists, side by side, every applicable central bound for one
-// FLAME round described by cfg: SS-Simple (Theorem 1) when cfg.K == cfg.D,
-// otherwise SS-Double/SS-Topk with and without subsampling amplification
-// (Theorems 3-4), each with the corrected Bennett bound for the Laplace
-// randomizer and for a generic ε-LDP randomizer; when b ≥ 2 also the
-// closed form of Lemma 1 and the Bennett bound for R_{γ,b}; and the
-// local-model baseline (ε_l, 0) that holds without any shuffler. Rows whose
-// conditions fail are included with Valid = false and the reason.
-func CompareFLAME(cfg privacy.FLAMEConfig, b int) []privacy.Bound {
-	amps := []privacy.Amplifier{privacy.BennettAmplifier{Mech: privacy.LaplaceMechanism()}, privacy.BennettAmplifier{Mech: privacy.GenericMechanism()}}
-	if b >= 2 {
-		rr, _ := privacy.RRMechanism(b) // b >= 2 cannot fail
-		amps = append(amps, privacy.RGBAmplifier{B: b}, privacy.BennettAmplifier{Mech: rr})
-	}
-	var out []privacy.Bound
-	if cfg.K == cfg.D {
-		for _, a := range amps {
-			bd, _ := privacy.SSSimple(cfg, a)
-			out = append(out, bd)
-		}
-	} else {
-		for _, a := range amps {
-			bd, _ := privacy.SSDouble(cfg, a)
-			out = append(out, bd)
-		}
-		bd, _ := privacy.SSDoubleShuffleOnly(cfg, amps[0])
-		out = append(out, bd)
-	}
-	err := cfg.Validate()
-	out = append(out, makeBound("local model (no shuffler)", "FLAME Definition 2, post-processing", cfg.EpsLocal, 0, err))
-	return out
-}
-
-// BasicComposition returns the guarantee of the t-fold adaptive composition
-// of (eps, delta)-DP mechanisms: (t·eps, t·delta).
-//
-// FLAME Lemma 2 states it for pure ε-DP; the (tε, tδ) form for approximate
-// DP is the standard basic composition theorem (Dwork and Roth 2014,
-// Theorem 3.16).
-func BasicComposition(eps, delta float64, t int) (epsTotal, deltaTotal float64, err error) {
-	if err := check.NonNegative(privacy.ErrInvalidParameter, "eps", eps); err != nil {
-		return 0, 0, err
-	}
-	if err := check.DeltaOrZero(privacy.ErrInvalidParameter, "delta", delta); err != nil {
-		return 0, 0, err
-	}
-	if err := check.Count(privacy.ErrInvalidParameter, "t", t, 1); err != nil {
-		return 0, 0, err
-	}
-	deltaTotal = float64(t) * delta
-	if deltaTotal >= 1 {
-		return 0, 0, outside("t·delta = %g >= 1 is no guarantee", deltaTotal)
-	}
-	return float64(t) * eps, deltaTotal, nil
-}
-
 // FLAMETheorem2 is FLAME eq. (4): one dimension, the randomizer R_{γ,b}
 // with γ = b/(e^{ε_lk} + b − 1) run by n_s = βn users subsampled by K_r^β,
 // no padding:
@@ -285,4 +177,37 @@ func StrongestIndexPrivacy(np, n int, beta float64) (nu float64, l int, err erro
 	}
 	nu, err = IndexPrivacyNu(l, beta)
 	return nu, l, err
+}
+
+// CompareFLAME lists, side by side, every applicable central bound for one
+// FLAME round described by cfg: SS-Simple (Theorem 1) when cfg.K == cfg.D,
+// otherwise SS-Double/SS-Topk with and without subsampling amplification
+// (Theorems 3-4), each with the corrected Bennett bound for the Laplace
+// randomizer and for a generic ε-LDP randomizer; when b ≥ 2 also the
+// closed form of Lemma 1 and the Bennett bound for R_{γ,b}; and the
+// local-model baseline (ε_l, 0) that holds without any shuffler. Rows whose
+// conditions fail are included with Valid = false and the reason.
+func CompareFLAME(cfg privacy.FLAMEConfig, b int) []privacy.Bound {
+	amps := []privacy.Amplifier{privacy.BennettAmplifier{Mech: privacy.LaplaceMechanism()}, privacy.BennettAmplifier{Mech: privacy.GenericMechanism()}}
+	if b >= 2 {
+		rr, _ := privacy.RRMechanism(b) // b >= 2 cannot fail
+		amps = append(amps, privacy.RGBAmplifier{B: b}, privacy.BennettAmplifier{Mech: rr})
+	}
+	var out []privacy.Bound
+	if cfg.K == cfg.D {
+		for _, a := range amps {
+			bd, _ := privacy.SSSimple(cfg, a)
+			out = append(out, bd)
+		}
+	} else {
+		for _, a := range amps {
+			bd, _ := privacy.SSDouble(cfg, a)
+			out = append(out, bd)
+		}
+		bd, _ := privacy.SSDoubleShuffleOnly(cfg, amps[0])
+		out = append(out, bd)
+	}
+	err := cfg.Validate()
+	out = append(out, makeBound("local model (no shuffler)", "FLAME Definition 2, post-processing", cfg.EpsLocal, 0, err))
+	return out
 }
