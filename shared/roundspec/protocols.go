@@ -80,9 +80,9 @@ const (
 	DefaultEpsL     = 78.5
 	DefaultClip     = 0.01
 	DefaultBetaInv  = 50
-	defaultNPRatio  = 3
+	DefaultNPRatio  = 3
 	DefaultMinBatch = 20
-	defaultDeltaL   = 1e-6
+	DefaultDeltaL   = 1e-6
 	// Secure summation's defaults, tuned on the embedded digits for a
 	// live class of about 230 volunteers (docs/experiments.md, "Secure
 	// summation"): 10 bits per entry (Δ within 1% of the clip norm), an
@@ -149,7 +149,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 	p.EpsL = orF(o.EpsL, DefaultEpsL)
 	p.Clip = orF(o.Clip, DefaultClip)
 	if p.Randomizer == wire.RandomizerGaussian {
-		p.DeltaL = orF(o.DeltaL, defaultDeltaL)
+		p.DeltaL = orF(o.DeltaL, DefaultDeltaL)
 	}
 	if p.Randomizer == wire.RandomizerRGB {
 		p.Buckets = uint32(o.Buckets)
@@ -188,7 +188,7 @@ func chooseNP(n int, o Options) int {
 	if o.NP > 0 {
 		return o.NP
 	}
-	ratio := orF(o.NPRatio, defaultNPRatio)
+	ratio := orF(o.NPRatio, DefaultNPRatio)
 	// A small tolerance so that a ratio printed in full gives back the
 	// same n_p.
 	return max(1, int(math.Ceil(float64(n)/ratio-1e-9)))
