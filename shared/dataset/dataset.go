@@ -19,7 +19,8 @@ package dataset
 import (
 	"errors"
 	"fmt"
-	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Sentinel errors, matched with errors.Is on the wrapped errors this package
@@ -87,7 +88,7 @@ func (s *Set) Validate() error {
 		}
 	}
 	for j, v := range s.X {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		if !check.Finite(float64(v)) {
 			return fmt.Errorf("dataset: example %d feature %d is %v: %w", j/s.Features, j%s.Features, v, ErrFormat)
 		}
 	}

@@ -3,7 +3,6 @@ package logreg
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/blanket-fl/blanket/shared/internal/check"
 )
@@ -119,7 +118,7 @@ func NewDataset(s Shape, x []float32, y []uint8) (Dataset, error) {
 			ErrShape, n, n, s.Features, n*s.Features, len(x))
 	}
 	for i, v := range x {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+		if f := float64(v); !check.Finite(f) {
 			return Dataset{}, fmt.Errorf("logreg: feature %d of example %d is not finite (%v)",
 				i%s.Features, i/s.Features, v)
 		}

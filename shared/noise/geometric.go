@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // minLambda is the smallest decay rate accepted by the geometric samplers.
@@ -59,7 +61,7 @@ type geom struct {
 // table false the threshold table is skipped (cheaper to build, H then
 // costs ~6 Bernoulli words instead of one): for one-off draws.
 func newGeom(lambda float64, table bool) (geom, error) {
-	if math.IsNaN(lambda) || math.IsInf(lambda, 0) || lambda < minLambda {
+	if !check.Finite(lambda) || lambda < minLambda {
 		return geom{}, fmt.Errorf("noise: geometric decay rate lambda=%v must be finite and >= %v", lambda, minLambda)
 	}
 	t := math.Max(1, math.Floor(geomBlock/lambda))

@@ -86,7 +86,7 @@ func newMixture(method string, n int, clone, w10, w01, tailMass float64) (*Mixtu
 }
 
 func checkEps0(eps0 float64) error {
-	if math.IsNaN(eps0) || math.IsInf(eps0, 0) || eps0 <= 0 {
+	if !check.Finite(eps0) || eps0 <= 0 {
 		return fmt.Errorf("amplify: local epsilon %v must be positive and finite", eps0)
 	}
 	if eps0 > 50 {
@@ -159,7 +159,7 @@ type VariationRatio struct {
 // variation a log(P)-LDP pair can have), 1 <= Q, and Clone <= 1.
 func (v VariationRatio) Validate() error {
 	for _, x := range []float64{v.P, v.Beta, v.Q} {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
+		if !check.Finite(x) {
 			return fmt.Errorf("amplify: variation-ratio parameter %v not finite", x)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Method selects how a privacy loss distribution is discretized onto the
@@ -78,7 +80,7 @@ type Options struct {
 }
 
 func (o Options) validate() (Options, error) {
-	if math.IsNaN(o.Width) || math.IsInf(o.Width, 0) || o.Width < 1e-7 || o.Width > 1 {
+	if !check.Finite(o.Width) || o.Width < 1e-7 || o.Width > 1 {
 		return o, fmt.Errorf("pld: grid width %v must be in [1e-7, 1]", o.Width)
 	}
 	if o.Method != RoundUp && o.Method != ConnectDots {
@@ -185,7 +187,7 @@ func (p *PLD) Stats() Stats {
 // exact for the discretized PLD up to rounding (compensated summation,
 // covered by a relative margin of 16u). eps may be any finite number.
 func (p *PLD) Delta(eps float64) (float64, error) {
-	if math.IsNaN(eps) || math.IsInf(eps, 0) {
+	if !check.Finite(eps) {
 		return 0, fmt.Errorf("pld: eps %v must be finite", eps)
 	}
 	best := 0.0

@@ -214,10 +214,10 @@ func optimalDelta(c Curve, eps float64) (float64, error) {
 // ratio in [e^-eps, e^eps] the moment E_Q[(P/Q)^alpha] is convex in the
 // ratio, so it is maximised with ratios only at the extremes, i.e. by RR.
 func pureDPToRDP(eps, alpha float64) (float64, error) {
-	if math.IsNaN(eps) || math.IsInf(eps, 0) || eps < 0 {
+	if !check.Finite(eps) || eps < 0 {
 		return 0, fmt.Errorf("%w: eps = %v must be finite and >= 0", ErrInvalid, eps)
 	}
-	if math.IsNaN(alpha) || math.IsInf(alpha, 0) || alpha <= 1 {
+	if !check.Finite(alpha) || alpha <= 1 {
 		return 0, fmt.Errorf("%w: order %v must be finite and > 1", ErrInvalid, alpha)
 	}
 	if eps == 0 {

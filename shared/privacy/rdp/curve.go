@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Curve is an RDP curve: the mechanism is (Orders[i], Eps[i])-RDP for every
@@ -48,7 +50,7 @@ func (c Curve) Validate() error {
 		return fmt.Errorf("%w: %d orders and %d values", ErrInvalid, len(c.Orders), len(c.Eps))
 	}
 	for i, a := range c.Orders {
-		if math.IsNaN(a) || math.IsInf(a, 0) || a <= 1 {
+		if !check.Finite(a) || a <= 1 {
 			return fmt.Errorf("%w: order %v must be finite and > 1", ErrInvalid, a)
 		}
 		if i > 0 && a <= c.Orders[i-1] {
