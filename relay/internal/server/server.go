@@ -58,10 +58,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/blanket-fl/blanket/relay/internal/helperkey"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
-	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -100,7 +100,7 @@ type Config struct {
 	// its public half is served at GET /v1/helper-key and must be the one
 	// a secure-summation announcement names. Required
 	// (LoadOrCreateHelperKey keeps it in the state directory).
-	HelperKey *envelope.HelperKey
+	HelperKey *helperkey.Key
 	// PingInterval (default 20 s), PongWait (default 60 s; > PingInterval),
 	// FrameTimeout (default 10 s) and WriteWait (default 10 s) bound
 	// connections.
