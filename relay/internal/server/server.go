@@ -99,7 +99,7 @@ type Config struct {
 	// opens the helper shares of the volunteers' reports and nothing else;
 	// its public half is served at GET /v1/helper-key and must be the one
 	// a secure-summation announcement names. Required
-	// (LoadOrCreateHelperKey keeps it in the state directory).
+	// (helperkey.LoadOrCreate keeps it in the state directory).
 	HelperKey *helperkey.Key
 	// PingInterval (default 20 s), PongWait (default 60 s; > PingInterval),
 	// FrameTimeout (default 10 s) and WriteWait (default 10 s) bound
