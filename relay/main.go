@@ -64,7 +64,7 @@ func loadWasm(fs *flag.FlagSet, path string, log *slog.Logger) (*web.WasmModule,
 	if err != nil {
 		return nil, err
 	}
-	log.Info("serving the wasm client", "path", path, "sha256", m.SHA256(), "bytes", m.Size(), "gzipBytes", m.GzipSize())
+	log.Info("serving the wasm client", "path", path, "sha256", m.SHA256(), "bytes", m.Size(), "gzip_bytes", m.GzipSize())
 	return m, nil
 }
 

@@ -145,6 +145,7 @@ type harness struct {
 	cancel context.CancelFunc
 	runErr chan error
 	seed   uint64
+	keys   *keyCheck // every log attribute key must be snake_case
 }
 
 type harnessOpt func(*Config)
@@ -158,7 +159,9 @@ func newHarness(t *testing.T, agg http.Handler, dir string, opts ...harnessOpt) 
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	h := &harness{t: t, key: key, agg: agg, dir: dir, relayL: newPipeListener(), aggL: newPipeListener()}
+	h := &harness{t: t, key: key, agg: agg, dir: dir, relayL: newPipeListener(), aggL: newPipeListener(), keys: newKeyCheck()}
+	// Registered first, so it runs last: after the relay has stopped.
+	t.Cleanup(func() { h.keys.check(t) })
 	h.tr = &http.Transport{DialContext: h.aggL.dial}
 	h.aggH = &http.Server{Handler: agg}
 	go h.aggH.Serve(h.aggL)
@@ -183,7 +186,7 @@ func (h *harness) start(opts ...harnessOpt) {
 		Aggregator: "http://aggregator",
 		Token:      testToken,
 		Outbox:     ob,
-		Logger:     slog.New(slog.DiscardHandler),
+		Logger:     slog.New(h.keys),
 		NewSource:  func() noise.Source { seed++; return noise.NewSeeded(seed) },
 		HTTPClient: &http.Client{Transport: h.tr},
 		RetryMin:   100 * time.Millisecond,

@@ -479,8 +479,8 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	}
 	s.m.roundsOpened.Add(1)
 	s.timer, s.timerOf = time.AfterFunc(time.Until(rd.Deadline), func() { s.closeRound(rd, "deadline") }), rd.Num
-	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messagesPerClient", rd.Msgs,
-		"minBatch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
+	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messages_per_client", rd.Msgs,
+		"min_batch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
 	s.wg.Go(func() { s.broadcast(rd, targets) })
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"round": rd.Num, "population": rd.Population})
@@ -590,7 +590,7 @@ func (s *Server) closed(c *round.Closed) {
 	s.mu.Unlock()
 	s.m.partialDiscarded.Add(uint64(c.Discarded))
 	s.log.Info("round closed", "round", c.Num, "why", c.Why, "population", c.Population,
-		"checkedIn", c.CheckedIn, "reports", c.Reports)
+		"checked_in", c.CheckedIn, "reports", c.Reports)
 	s.jobs <- c
 }
 
