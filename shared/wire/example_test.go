@@ -11,7 +11,7 @@ import (
 // The aggregator signs an announcement; a client decodes it and verifies it
 // against the pinned key before sealing its report.
 func ExampleParseAnnouncement() {
-	agg, _ := envelopetest.DeriveKey([32]byte{42}) // GenerateKey in production
+	agg, _ := envelopetest.DeriveKey([32]byte{42}) // the aggregator: aggregator/internal/sealkey.GenerateKey
 	a := &wire.Announcement{
 		Round:    1,
 		Deadline: time.UnixMilli(1_700_000_000_000),
