@@ -149,4 +149,3 @@ var attacks = []attack{
 	// the local likelihood ratio of the leading messages (lrModel.leading).
 	{name: "LR leading values", stat: func(v view, pr pair) float64 { return pr.lr.leading(v) }},
 }
-
