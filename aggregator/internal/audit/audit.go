@@ -445,7 +445,7 @@ func (r *runner) initCrypto() error {
 
 // trial runs one round under hypothesis h and returns the aggregator's view.
 func (r *runner) trial(h int, src noise.Source) (view, error) {
-	var all []mechanism.Message
+	all := make([]mechanism.Message, 0, r.opts.Volunteers*r.enc.Shape().Messages)
 	for i := range r.opts.Volunteers {
 		x := r.pair.target[h]
 		if i > 0 {
