@@ -6,9 +6,12 @@
 // (roundspec.Spec.Pad through Spec.Shuffle, the rule relay/internal/shuffler
 // applies), and, with RealCrypto, HPKE sealing and opening of every message
 // (shared/envelope) — on two neighbouring datasets that differ in one
-// volunteer's update (the rest fixed), and applies distinguishing attacks to
-// what the aggregator receives: the batch header, every message's index,
-// position and sealed size, and every opened value.
+// volunteer's update (the worst case the package constructs: see
+// neighbours), and applies distinguishing attacks to what the aggregator
+// receives: the batch header, every message's index, position and sealed
+// size, and every opened value — among them the likelihood-ratio tests of
+// lrModel, the most powerful test of one dimension's multiset and their sum
+// over the dimensions the neighbours differ in.
 //
 // Each attack's statistic is thresholded on a first set of trials (the
 // threshold and direction that look best there) and evaluated on fresh
@@ -16,7 +19,10 @@
 // rates are valid; ε_lower = ln((TPR_lo - δ)/FPR_hi) (Kairouz et al. 2015's
 // hypothesis-testing characterization of (ε, δ)-DP; Jagielski et al. 2020,
 // Nasr et al. 2021 for auditing). If the mechanism is (ε, δ)-DP, every
-// attack's ε_lower exceeds ε with probability at most 2·Alpha.
+// attack's ε_lower exceeds ε with probability at most 2·Alpha (a union
+// bound over the attacks for the largest). It is an empirical lower bound
+// for the attacks implemented, never a proof of privacy; LowerBound is the
+// entry point for the live system (docs/privacy.md, "Audit").
 package audit
 
 import (

@@ -11,7 +11,7 @@ import (
 )
 
 // TestLowerBound: the live system's bound for the small SS-Topk and
-// SS-Double specs (200 trials per hypothesis, phase and choice of
+// SS-Double specs (100 trials per hypothesis, phase and choice of
 // neighbours; fixed seeds) is reproducible, names its attack when
 // positive, states its confidence and trials, charges as Run does, and
 // lies below the charge (for a correct charge it exceeds it with
@@ -22,19 +22,19 @@ func TestLowerBound(t *testing.T) {
 	}
 	for _, proto := range []wire.Protocol{wire.ProtocolSSDouble, wire.ProtocolSSTopk} {
 		spec := small(t, proto, wire.RandomizerLaplace, 4)
-		b, err := LowerBound(context.Background(), spec, 30, 200, 7)
+		b, err := LowerBound(context.Background(), spec, 30, 100, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%v: %+v", proto, b)
-		again, err := LowerBound(context.Background(), spec, 30, 200, 7)
+		again, err := LowerBound(context.Background(), spec, 30, 100, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if again != b {
 			t.Errorf("%v: not reproducible: %+v, then %+v", proto, b, again)
 		}
-		if b.Confidence != BoundConfidence || b.Trials != 200 || b.Delta != BoundDelta || b.NP < 10 {
+		if b.Confidence != BoundConfidence || b.Trials != 100 || b.Delta != BoundDelta || b.NP < 10 {
 			t.Errorf("%v: %+v", proto, b)
 		}
 		if (b.Lower > 0) != (b.Attack != "") || b.Lower > b.Charged {
