@@ -46,8 +46,9 @@ func logDensity(r *randomizer.Bounded) (logf func(x, y float64) float64, logw fu
 // target's report, present with probability p[h][j] and then distributed as
 // R(x[h][j]) under hypothesis h, hidden among n_p - 1 cover values, each
 // (independently, in the model) another volunteer's report R(xo[j]) with
-// probability cover[j]·(fixed count)/(n_p - 1) and a blanket sample ω
-// otherwise.
+// probability π = min(1, other/(n_p - 1)) (other: the expected number of
+// the other volunteers' reports in the dimension; n_p the batch's) and a
+// blanket sample ω otherwise: g_j = π R(xo[j]) + (1 - π) ω.
 //
 // Likelihood ratio. If the cover values are i.i.d. with law g_j, the
 // probability of the multiset under h is, up to the factor Π_i g_j(v_i)
