@@ -35,12 +35,14 @@ type apesWire struct {
 //
 // Privacy: each value message is f·epsMax-LDP (APES Theorem 1), the D value
 // messages together D·f·epsMax = f·EpsL-LDP by basic composition (APES
-// Theorem 3); S-APES is post-processing plus independent noise (see
-// APESEncoder.Encode). The budget message carries f, which does not depend
-// on the data. Every message the encoder emits is a report of a randomizer
-// that is epsMax-LDP in the cross sense of docs/privacy.md (any two
-// Clip-Laplace budgets at most epsMax), whatever f is, so a lower level
-// weakens nobody else's guarantee.
+// Theorem 3); an S-APES report (B < D) is a post-processing of that report
+// plus independent noise (see APESEncoder.Encode), so it is f·EpsL-LDP as
+// a whole, but its messages are not individually f·epsMax-LDP (the
+// selection depends on every coordinate). The budget message carries f,
+// which does not depend on the data. For APES, every value message is a
+// report of a randomizer that is epsMax-LDP in the cross sense of
+// docs/privacy.md (any two Clip-Laplace budgets at most epsMax), whatever
+// f is, so a lower level weakens nobody else's guarantee.
 func NewAPESWireEncoder(cfg APESConfig, epsMax, level float64) (*Encoder, error) {
 	if err := checkPositive("apes largest per-coordinate budget", epsMax); err != nil {
 		return nil, err

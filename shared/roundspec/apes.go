@@ -32,8 +32,17 @@ import (
 // FMT'23 generic; no Laplace- or blanket-specific row) hold, composed over
 // the D independent dimensions. Spec.Release states it with every one of
 // the n_p budgets at ε*, whatever the volunteers chose: the charge never
-// depends on their claims. S-APES is charged the same: its report is a
-// post-processing of the APES report plus independent noise.
+// depends on their claims.
+//
+// S-APES is charged its local guarantee, EpsL per round (no amplification
+// claimed): its post-sparsification selects each volunteer's kept
+// coordinates from the whole perturbed vector before the shuffle, so its
+// columns are not independent given the data and its shuffled view is not
+// a post-processing of APES's shuffled view (the selection needs the
+// cross-column linkage the shuffle erases). Each S-APES report is still a
+// post-processing of the volunteer's EpsL-LDP APES report plus independent
+// noise, which is what the local charge needs. APES Proposition 1's 2b
+// bound is not charged either (see docs/privacy.md).
 
 // APESRangeRatio is Clip-Laplace's r = A/C for the announced APES
 // protocols (APES's experiments: A = C): outputs lie in [0, 1] on the
@@ -95,7 +104,7 @@ func (sapes) Check(p wire.Params) error          { return checkAPES(p) }
 func (sapes) Perturbed(p wire.Params) int        { return int(p.D) }
 func (sapes) Changed(p wire.Params) int          { return int(p.D) }
 func (sapes) Mechanism() mechanism.Protocol      { return 0 }
-func (sapes) Release() string                    { return privacy.ProtocolAPES }
+func (sapes) Release() string                    { return privacy.ProtocolLocal }
 func (sapes) Overflow() mechanism.OverflowPolicy { return mechanism.OverflowRaise }
 func (sapes) sparseB(p wire.Params) int          { return int(p.K) }
 func (sapes) Defaults(d, n int, o Options) (wire.Params, float64, error) {
@@ -145,12 +154,19 @@ func apesLevel(personal float64) float64 {
 	return 1
 }
 
-// apesRelease is Release for APES and S-APES: see the package comment
-// above. The shuffle population of every dimension is np (the values the
-// aggregator counted; the relay's dummies are virtual volunteers at ε*),
-// and each of the np budgets is charged as ε*.
+// apesRelease is Release for APES and S-APES: see the comment at the top
+// of this file. APES: the shuffle population of every dimension is np (the
+// values the aggregator counted; the relay's dummies are virtual
+// volunteers at ε*), and each of the np budgets is charged as ε*. S-APES:
+// the local model, D coordinates at ε* (EpsL per round).
 func (s *Spec) apesRelease(round, np int) privacy.Release {
 	np = max(np, 1)
+	if s.ap.cfg.Sparse() {
+		return privacy.Release{
+			Round: round, Protocol: privacy.ProtocolLocal, Randomizer: privacy.RandomizerClipLaplace,
+			Eps0: s.ap.epsMax, D: int(s.p.D), K: int(s.p.D), L: 1, N: np,
+		}
+	}
 	eps := make([]float64, np)
 	for i := range eps {
 		eps[i] = s.ap.epsMax

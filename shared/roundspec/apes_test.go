@@ -292,56 +292,66 @@ func TestAPESBudgetsRangeChecked(t *testing.T) {
 	}
 }
 
-// TestAPESRelease: the ledger's release of an APES or S-APES round charges
-// every one of the n_p values of a dimension at the announced largest
-// per-coordinate budget ε* = EpsL/d (whatever the volunteers chose), over
-// all d dimensions (S-APES too: not Proposition 1's 2b), and privacy.Account
-// charges it with a proven generic bound (FMT'21/FMT'22 clones, FMT'23
-// generic, or APES's closed forms, which at equal budgets are FMT'22's):
-// no Laplace- or blanket-specific row is valid, and the charge is the same
-// as for a generic ε*-LDP randomizer. The realized n_p, not the relay's
-// report count, is the population.
+// TestAPESRelease: the ledger's release of an APES round charges every one
+// of the n_p values of a dimension at the announced largest per-coordinate
+// budget ε* = EpsL/d (whatever the volunteers chose), over all d
+// dimensions, and privacy.Account charges it with a proven generic bound
+// (FMT'21/FMT'22 clones, FMT'23 generic, or APES's closed forms, which at
+// equal budgets are FMT'22's): no Laplace- or blanket-specific row is
+// valid, and the charge is the same as for a generic ε*-LDP randomizer.
+// The realized n_p, not the relay's report count, is the population.
+// S-APES is charged its local guarantee EpsL per round, no more and no
+// less (docs/privacy.md: its shuffled view is not a post-processing of
+// APES's), never Proposition 1's 2b.
 func TestAPESRelease(t *testing.T) {
-	for _, proto := range []wire.Protocol{wire.ProtocolAPES, wire.ProtocolSAPES} {
-		spec := newAPESSpec(t, proto, 10, 500, 0.5, Options{K: 3})
-		rel := spec.Release(4, 480, 500)
-		if err := rel.Validate(); err != nil {
-			t.Fatal(err)
+	const delta = 1e-6
+	spec := newAPESSpec(t, wire.ProtocolAPES, 10, 500, 0.5, Options{})
+	rel := spec.Release(4, 480, 500)
+	if err := rel.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if rel.Protocol != privacy.ProtocolAPES || rel.Randomizer != privacy.RandomizerClipLaplace || rel.D != 10 || rel.K != 10 ||
+		rel.SparseB != 0 || rel.N != 500 || len(rel.PersonalEps) != 500 || rel.Eps0 != 0.5 {
+		t.Fatalf("release %+v", rel)
+	}
+	for _, e := range rel.PersonalEps {
+		if e != 0.5 {
+			t.Fatalf("a budget charged at %v, want the announced 0.5", e)
 		}
-		if rel.Protocol != privacy.ProtocolAPES || rel.Randomizer != privacy.RandomizerClipLaplace || rel.D != 10 || rel.K != 10 ||
-			rel.SparseB != 0 || rel.N != 500 || len(rel.PersonalEps) != 500 || rel.Eps0 != 0.5 {
-			t.Fatalf("%v: release %+v", proto, rel)
+	}
+	rep, err := privacy.Account([]privacy.Release{rel}, delta)
+	if err != nil || rep.Tightest < 0 {
+		t.Fatalf("account: %v", err)
+	}
+	row := rep.Rows[rep.Tightest]
+	switch row.Family {
+	case privacy.FamilyFMT21, privacy.FamilyFMT23, privacy.FamilyAPESClosedForm:
+	default:
+		t.Errorf("charged by %s (%s)", row.Method, row.Family)
+	}
+	if !row.Proven || !(row.Epsilon < 10*0.5) {
+		t.Errorf("charged row %+v: want a proven bound below the local 5", row)
+	}
+	for _, r := range rep.Rows {
+		if r.Valid && (r.Family == privacy.FamilyVRLaplace || r.Family == privacy.FamilyVRRGB || r.Family == privacy.FamilyFLAMEClosedForm) {
+			t.Errorf("a randomizer-specific row is valid: %s", r.Method)
 		}
-		for _, e := range rel.PersonalEps {
-			if e != 0.5 {
-				t.Fatalf("%v: a budget charged at %v, want the announced 0.5", proto, e)
-			}
-		}
-		const delta = 1e-6
-		rep, err := privacy.Account([]privacy.Release{rel}, delta)
-		if err != nil || rep.Tightest < 0 {
-			t.Fatalf("%v: account: %v", proto, err)
-		}
-		row := rep.Rows[rep.Tightest]
-		switch row.Family {
-		case privacy.FamilyFMT21, privacy.FamilyFMT23, privacy.FamilyAPESClosedForm:
-		default:
-			t.Errorf("%v: charged by %s (%s)", proto, row.Method, row.Family)
-		}
-		if !row.Proven || !(row.Epsilon < 10*0.5) {
-			t.Errorf("%v: charged row %+v: want a proven bound below the local 5", proto, row)
-		}
-		for _, r := range rep.Rows {
-			if r.Valid && (r.Family == privacy.FamilyVRLaplace || r.Family == privacy.FamilyVRRGB || r.Family == privacy.FamilyFLAMEClosedForm) {
-				t.Errorf("%v: a randomizer-specific row is valid: %s", proto, r.Method)
-			}
-		}
-		gen := rel
-		gen.Randomizer = privacy.RandomizerGeneric
-		grep, err := privacy.Account([]privacy.Release{gen}, delta)
-		if err != nil || grep.Tightest < 0 || grep.Rows[grep.Tightest].Epsilon != row.Epsilon {
-			t.Errorf("%v: charged %v, generic eps*-LDP randomizer %v (%v)", proto, row.Epsilon, grep.Rows[grep.Tightest].Epsilon, err)
-		}
+	}
+	gen := rel
+	gen.Randomizer = privacy.RandomizerGeneric
+	grep, err := privacy.Account([]privacy.Release{gen}, delta)
+	if err != nil || grep.Tightest < 0 || grep.Rows[grep.Tightest].Epsilon != row.Epsilon {
+		t.Errorf("charged %v, generic eps*-LDP randomizer %v (%v)", row.Epsilon, grep.Rows[grep.Tightest].Epsilon, err)
+	}
+
+	sp := newAPESSpec(t, wire.ProtocolSAPES, 10, 500, 0.5, Options{K: 3})
+	srel := sp.Release(4, 480, 500)
+	if err := srel.Validate(); err != nil || srel.Protocol != privacy.ProtocolLocal || srel.SparseB != 0 || srel.Eps0*float64(srel.K) != sp.Params().EpsL {
+		t.Fatalf("s-apes release %+v: %v", srel, err)
+	}
+	srep, err := privacy.Account([]privacy.Release{srel}, delta)
+	if err != nil || srep.Tightest < 0 || math.Abs(srep.Rows[srep.Tightest].Epsilon-sp.Params().EpsL) > 1e-12 {
+		t.Fatalf("s-apes charged %+v (%v), want its local %v", srep.Rows, err, sp.Params().EpsL)
 	}
 }
 

@@ -79,7 +79,7 @@ func TestPartiesAgree(t *testing.T) {
 			t.Errorf("%s: shape %+v, announced %d messages", name, sh, p.Messages())
 		}
 		wantRel := map[wire.Protocol]string{wire.ProtocolSSSimple: privacy.ProtocolSSSimple, wire.ProtocolSSDouble: privacy.ProtocolSSDouble, wire.ProtocolSSTopk: privacy.ProtocolSSTopk,
-			wire.ProtocolAPES: privacy.ProtocolAPES, wire.ProtocolSAPES: privacy.ProtocolAPES} // S-APES is charged as APES (docs/privacy.md)
+			wire.ProtocolAPES: privacy.ProtocolAPES, wire.ProtocolSAPES: privacy.ProtocolLocal} // S-APES: its local guarantee (docs/privacy.md)
 		if rel.Protocol != wantRel[p.Protocol] || rel.Randomizer != p.Randomizer.String() {
 			t.Errorf("%s: release %s/%s", name, rel.Protocol, rel.Randomizer)
 		}
