@@ -40,6 +40,13 @@
 //   - a bounded output range (randomizer.Bounded): clamping is
 //     post-processing of each message and lets the aggregator reject any
 //     value an honest volunteer could not have sent.
+//
+// APES and S-APES (apes.go) use the same width-1 layout with one more
+// column, index D, for each volunteer's chosen level; their volunteers
+// each randomize at their own budget (at most the announced EpsL), the
+// relay's dummies are virtual volunteers at the largest level, and the
+// charge is computed at the announced maximum (docs/privacy.md, "APES and
+// S-APES").
 package roundspec
 
 import (
