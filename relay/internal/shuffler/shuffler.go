@@ -183,7 +183,7 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 	noise.Shuffle(src, len(msgs), func(a, b int) { msgs[a], msgs[b] = msgs[b], msgs[a] })
 	b := wire.Batch{
 		Round:      r.Round,
-		D:          p.D,
+		D:          p.Columns(),
 		Width:      p.Width,
 		NP:         uint32(np),
 		Reports:    r.Reports,
