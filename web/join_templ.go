@@ -145,7 +145,7 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</select><p id=\"eps-help\" class=\"hint\">Shuffle protocols only: a smaller ε adds more noise to your own messages; nobody else's changes.</p></div><div class=\"buttons\"><button type=\"submit\" id=\"start\" class=\"primary\" disabled>Start</button> <button type=\"button\" id=\"stop\" disabled>Stop</button></div><div id=\"live\" class=\"live\" aria-labelledby=\"status-h\"><h2 id=\"status-h\" class=\"sr-only\">Status</h2><p id=\"status\" data-state=\"idle\" role=\"status\" aria-live=\"polite\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</select><p id=\"eps-help\" class=\"hint\">Shuffle protocols only: a smaller ε adds noise to your own messages; nobody else's changes.</p></div><div class=\"buttons\"><button type=\"submit\" id=\"start\" class=\"primary\" disabled>Start</button> <button type=\"button\" id=\"stop\" disabled>Stop</button></div><div id=\"live\" class=\"live\" aria-labelledby=\"status-h\"><h2 id=\"status-h\" class=\"sr-only\">Status</h2><p id=\"status\" data-state=\"idle\" role=\"status\" aria-live=\"polite\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
