@@ -387,3 +387,43 @@ func TestAPESNoDummiesUnlessShort(t *testing.T) {
 		t.Error("budget dummy not at level 1")
 	}
 }
+
+// TestAPESNoiseStd: NoiseStd is the debiased noise of one report at the
+// centre at the largest level: with 200 volunteers at level 1 whose update
+// is zero, the 2,000 estimates (d = 20, 100 seeded rounds) have a standard
+// deviation within 10% of NoiseStd/sqrt(200) (the sample standard deviation
+// of 2,000 near-normal draws is within 10% with probability above
+// 1 - 1e-5; the calibration is linear to first order at the centre).
+func TestAPESNoiseStd(t *testing.T) {
+	spec := newAPESSpec(t, wire.ProtocolAPES, 20, 200, 4, Options{})
+	sd, err := spec.NoiseStd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	an, _ := spec.Analyzer()
+	src := noise.NewSeeded(17)
+	lv := make([]float64, 200)
+	for i := range lv {
+		lv[i] = 1
+	}
+	var sum, sum2 float64
+	m := 0
+	for range 100 {
+		est, err := an.Estimate(apesRound(t, spec, lv, make([]float64, 20), src), 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range est {
+			sum += v
+			sum2 += v * v
+			m++
+		}
+	}
+	mean := sum / float64(m)
+	got := math.Sqrt(sum2/float64(m) - mean*mean)
+	want := sd / math.Sqrt(200)
+	t.Logf("estimate sd %v, NoiseStd/sqrt(n) %v", got, want)
+	if math.Abs(got-want) > 0.1*want {
+		t.Errorf("estimate sd %v, NoiseStd/sqrt(n) %v", got, want)
+	}
+}
