@@ -239,6 +239,13 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 	if p.Protocol == wire.ProtocolSecAgg && proto != wire.ProtocolSecAgg {
 		f.randomizer = wire.RandomizerLaplace.String()
 	}
+	if proto.IsAPES() != p.Protocol.IsAPES() && proto != wire.ProtocolSecAgg {
+		// APES and S-APES use clip-laplace, the others never.
+		f.randomizer = wire.RandomizerLaplace.String()
+		if proto.IsAPES() {
+			f.randomizer = wire.RandomizerClipLaplace.String()
+		}
+	}
 	if proto == p.Protocol && proto != wire.ProtocolSSSimple {
 		f.quota = int(p.Quota)
 	}
