@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -65,10 +66,10 @@ func slope(ss []memSample) float64 {
 // without a completed round, measured from the latest of the start, the
 // previous completion and the last restart of a killed server (a kill
 // resets the clock at its restart) to the next completion or the end, must
-// be at most bound. Times are elapsed since the start; completions and
-// restarts need not be sorted. It returns one message per stretch longer
-// than bound.
-func stalls(completions, restarts []time.Duration, end, bound time.Duration) []string {
+// be at most bound; the stretch from the start at most first. Times are
+// elapsed since the start; completions and restarts need not be sorted. It
+// returns one message per stretch longer than its bound.
+func stalls(completions, restarts []time.Duration, end, first, bound time.Duration) []string {
 	type ev struct {
 		at      time.Duration
 		restart bool
@@ -80,20 +81,20 @@ func stalls(completions, restarts []time.Duration, end, bound time.Duration) []s
 	for _, r := range restarts {
 		evs = append(evs, ev{r, true})
 	}
-	slices.SortStableFunc(evs, func(a, b ev) int { return int(a.at - b.at) })
+	slices.SortStableFunc(evs, func(x, y ev) int { return cmp.Compare(x.at, y.at) })
 	var out []string
-	ref, refWhat := time.Duration(0), "the start"
+	ref, refWhat, b := time.Duration(0), "the start", first
 	for _, e := range evs {
-		if !e.restart && e.at-ref > bound {
-			out = append(out, fmt.Sprintf("no round completed for %v after %s at %v (bound %v)", (e.at-ref).Round(time.Second), refWhat, fmtElapsed(ref), bound))
+		if !e.restart && e.at-ref > b {
+			out = append(out, fmt.Sprintf("no round completed for %v after %s at %v (bound %v)", (e.at-ref).Round(time.Second), refWhat, fmtElapsed(ref), b))
 		}
-		ref, refWhat = e.at, "a completed round"
+		ref, refWhat, b = e.at, "a completed round", bound
 		if e.restart {
 			refWhat = "a restart"
 		}
 	}
-	if end-ref > bound {
-		out = append(out, fmt.Sprintf("no round completed for %v after %s at %v until the end (bound %v)", (end-ref).Round(time.Second), refWhat, fmtElapsed(ref), bound))
+	if end-ref > b {
+		out = append(out, fmt.Sprintf("no round completed for %v after %s at %v until the end (bound %v)", (end-ref).Round(time.Second), refWhat, fmtElapsed(ref), b))
 	}
 	return out
 }
