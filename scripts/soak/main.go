@@ -218,7 +218,8 @@ type kill struct {
 	relay     bool
 	outage    time.Duration
 	restarted time.Duration // elapsed at the restart (0: not restarted)
-	recovered time.Duration // first completed round after the restart, from the restart (0: none seen)
+	recovered time.Duration // first completed round after the restart, from the restart
+	recoverOK bool          // a round completed within the bound after the restart
 	err       error
 }
 
@@ -273,7 +274,6 @@ func (k *killer) run(ctx context.Context) {
 			// batch grace.
 			kl.outage = k.o.roundTime + k.o.grace + 2*time.Second
 		}
-		before, _ := k.prog.get()
 		k.out.event("kill %d: %s (SIGKILL), down %v", i, kl.name(), kl.outage.Round(100*time.Millisecond))
 		if kl.relay {
 			kl.err = k.cl.KillRelay()
@@ -297,17 +297,20 @@ func (k *killer) run(ctx context.Context) {
 		}
 		kl.restarted = time.Since(k.start)
 		k.out.event("%s restarted", kl.name())
+		// Recovery is a round completed after the restart (one that
+		// completed while the relay was down does not count).
+		before, _ := k.prog.get()
 		deadline := time.Now().Add(k.o.bound())
 		for time.Now().Before(deadline) {
 			if ok, _ := k.prog.get(); ok > before {
-				kl.recovered = time.Since(k.start) - kl.restarted
+				kl.recovered, kl.recoverOK = time.Since(k.start)-kl.restarted, true
 				break
 			}
 			if !sleepCtx(ctx, 250*time.Millisecond) {
 				break
 			}
 		}
-		if kl.recovered > 0 {
+		if kl.recoverOK {
 			k.out.event("a round completed %v after the %s restarted", kl.recovered.Round(time.Second), kl.name())
 		} else if ctx.Err() == nil {
 			k.out.event("no round completed within %v of the %s's restart", k.o.bound(), kl.name())
