@@ -491,7 +491,7 @@ loop:
 		len(all), percentile(all, 50).Round(time.Millisecond), percentile(all, 99).Round(time.Millisecond), percentile(all, 100).Round(time.Millisecond), refused, dropped)
 	for _, r := range rs {
 		if r.Status != "ok" {
-			fmt.Fprintf(stdout, "round %d %s: %d reports (%s)\n", r.Round, r.Status, r.N, r.Detail)
+			fmt.Fprintf(stdout, "round %d %s: %d reports, %d acknowledged to volunteers (%s)\n", r.Round, r.Status, r.N, acked[r.Round], r.Detail)
 		}
 	}
 	eps, _ := watch.Last()
