@@ -485,8 +485,12 @@ loop:
 			okN++
 		}
 	}
-	fmt.Fprintf(stdout, "\nsummary after %v%s: %d rounds, %d ok, %d kills (seed %d), slowest recovery %v after a restart (bound %v)\n",
-		elapsed.Round(time.Second), map[bool]string{true: " (interrupted)", false: ""}[interrupted], len(rs), okN, len(kills), o.seed, maxRecovery.Round(time.Second), o.bound())
+	recovery := ""
+	if len(kills) > 0 {
+		recovery = fmt.Sprintf(", slowest recovery %v after a restart (bound %v)", maxRecovery.Round(time.Second), o.bound())
+	}
+	fmt.Fprintf(stdout, "\nsummary after %v%s: %d rounds, %d ok, %d kills (seed %d)%s\n",
+		elapsed.Round(time.Second), map[bool]string{true: " (interrupted)", false: ""}[interrupted], len(rs), okN, len(kills), o.seed, recovery)
 	fmt.Fprintf(stdout, "acknowledged reports: %d, latency p50 %v, p99 %v, max %v; %d refused; %d acknowledged in rounds that did not complete (aborted, or open at the end)\n",
 		len(all), percentile(all, 50).Round(time.Millisecond), percentile(all, 99).Round(time.Millisecond), percentile(all, 100).Round(time.Millisecond), refused, dropped)
 	for _, r := range rs {
