@@ -175,7 +175,7 @@ func RunContext(ctx context.Context, spec *roundspec.Spec, opts Options) (Result
 	var stats [2][2][][]float64 // [phase][hypothesis][attack][trial]
 	for phase := range 2 {
 		for h := range 2 {
-			stats[phase][h] = make([][]float64, len(attacks))
+			stats[phase][h] = make([][]float64, len(run.attacks))
 			for t := range opts.Trials {
 				if err := ctx.Err(); err != nil {
 					return Result{}, fmt.Errorf("audit: %w", err)
@@ -189,13 +189,13 @@ func RunContext(ctx context.Context, spec *roundspec.Spec, opts Options) (Result
 					res.NP = v.np
 				}
 				v.llrOne, v.llrAll = pair.lr.llr(v)
-				for a, at := range attacks {
+				for a, at := range run.attacks {
 					stats[phase][h][a] = append(stats[phase][h][a], at.stat(v, pair))
 				}
 			}
 		}
 	}
-	for a, at := range attacks {
+	for a, at := range run.attacks {
 		thr, dir := calibrate(stats[0][0][a], stats[0][1][a], opts.Alpha, opts.Delta)
 		tp, fp := 0, 0
 		for t := range opts.Trials {
@@ -297,6 +297,7 @@ type pair struct {
 	others [][]float64
 	a, b   []bool
 	lr     *lrModel
+	apes   *apesModel // APES and S-APES only
 }
 
 // neighbours builds the worst-case pair this package can construct for enc
@@ -422,11 +423,22 @@ type runner struct {
 	spec *roundspec.Spec
 	opts Options
 	pair pair
-	enc  *mechanism.Encoder
-	key  *sealkey.PrivateKey
+	enc  *mechanism.Encoder // the target's (and, unless encs is set, everyone's) encoder
+	// encs, if set, is every volunteer's encoder (APES: mixed levels),
+	// encs[0] the target's.
+	encs    []*mechanism.Encoder
+	attacks []attack
+	key     *sealkey.PrivateKey
 }
 
 func newRunner(spec *roundspec.Spec, opts Options) (*runner, error) {
+	if _, _, ok := spec.APES(); ok {
+		pr, encs, err := apesNeighbours(spec, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &runner{spec: spec, opts: opts, pair: pr, enc: encs[0], encs: encs, attacks: attacksFor(spec)}, nil
+	}
 	enc := opts.Encoder
 	if enc == nil {
 		var err error
@@ -438,7 +450,7 @@ func newRunner(spec *roundspec.Spec, opts Options) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runner{spec: spec, opts: opts, pair: pr, enc: enc}, nil
+	return &runner{spec: spec, opts: opts, pair: pr, enc: enc, attacks: attacksFor(spec)}, nil
 }
 
 func (r *runner) initCrypto() error {
@@ -458,7 +470,11 @@ func (r *runner) trial(h int, src noise.Source) (view, error) {
 		if i > 0 {
 			x = r.pair.others[i-1]
 		}
-		msgs, err := r.enc.Encode(x, src)
+		enc := r.enc
+		if r.encs != nil {
+			enc = r.encs[i]
+		}
+		msgs, err := enc.Encode(x, src)
 		if err != nil {
 			return view{}, fmt.Errorf("audit: encode: %w", err)
 		}

@@ -79,7 +79,7 @@ func LowerBound(ctx context.Context, spec *roundspec.Spec, n, trials int, seed u
 	if spec.Params().Protocol == wire.ProtocolSSTopk {
 		kinds = append(kinds, NeighboursIndexSet)
 	}
-	alpha := (1 - BoundConfidence) / float64(2*len(attacks)*len(kinds))
+	alpha := (1 - BoundConfidence) / float64(2*len(attacksFor(spec))*len(kinds))
 	b := Bound{Confidence: BoundConfidence, Trials: trials, Delta: BoundDelta}
 	for i, kind := range kinds {
 		res, err := RunContext(ctx, spec, Options{
