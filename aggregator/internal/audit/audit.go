@@ -11,7 +11,9 @@
 // receives: the batch header, every message's index, position and sealed
 // size, and every opened value — among them the likelihood-ratio tests of
 // lrModel, the most powerful test of one dimension's multiset and their sum
-// over the dimensions the neighbours differ in.
+// over the dimensions the neighbours differ in. APES and S-APES (apes.go)
+// are audited with volunteers at mixed levels, Clip-Laplace likelihood
+// ratios whose cover the budget column gives, and a far-values probe.
 //
 // Each attack's statistic is thresholded on a first set of trials (the
 // threshold and direction that look best there) and evaluated on fresh
@@ -71,7 +73,9 @@ type Options struct {
 	// client that randomizes at a larger ε than the spec charges); nil:
 	// roundspec.Spec.Encoder at the announced level. The likelihood-ratio
 	// attacks model the encoder's randomizer: the adversary knows the code
-	// it attacks.
+	// it attacks. APES and S-APES: the target's encoder only (the others
+	// keep Spec.Encoder at their levels; see apesNeighbours), modelled at
+	// its CoordinateEpsilon.
 	Encoder *mechanism.Encoder
 	// Neighbours chooses the neighbouring datasets (see neighbours);
 	// NeighboursDefault: the protocol's worst case.
