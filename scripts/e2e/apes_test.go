@@ -34,7 +34,7 @@ import (
 func TestAPESOverLoopback(t *testing.T) {
 	const clients, rounds = 20, 2
 	cl := deployment(t, clients, "-protocol", "apes", "-epsl", strconv.Itoa(8*7850), "-rounds", strconv.Itoa(rounds),
-		"-epsilon", "1e7", "-check-in", "1", "-min-batch", "10", "-round-timeout", "150s")
+		"-epsilon", "1e7", "-check-in", "1", "-min-batch", "10", "-round-timeout", "45s")
 	ctx, cancel := context.WithCancel(context.Background())
 	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
 	if err != nil {
