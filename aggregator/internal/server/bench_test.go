@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"runtime"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 // 157, n_p = 67, hence 3,350 messages of 157 values (4.4 MB).
 func benchBatch(b *testing.B) (*envelope.PrivateKey, *wire.Batch, *protocolSetup) {
 	b.Helper()
-	p, err := DefaultParams(7850, DefaultExpectedClients)
+	p, err := params.DefaultParams(7850, params.DefaultExpectedClients)
 	if err != nil {
 		b.Fatal(err)
 	}

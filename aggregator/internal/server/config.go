@@ -78,44 +78,6 @@ type Config struct {
 	Web WebOptions
 }
 
-// Defaults for MNIST logistic regression (d = 784*10 + 10 = 7850) and
-// about 200 clients per round; the protocol defaults themselves live in
-// roundspec (Options).
-const (
-	DefaultExpectedClients = 200
-	DefaultEpsL            = roundspec.DefaultEpsL
-	DefaultClip            = roundspec.DefaultClip
-	DefaultBetaInv         = roundspec.DefaultBetaInv
-	// DefaultNPRatio is n/n_p of a live round: 10, where FLAME (and the
-	// experiment runner) use 3. Width-1 messages make a padded round cost
-	// d·n_p HPKE openings at the aggregator (and seals of the dummies at
-	// the relay): at n = 200 and d = 7850, 157,000 per round at ratio 10
-	// against 525,950 at ratio 3 — about 10 s against 35 s of two cores
-	// here. A smaller n_p weakens the per-dimension amplification, and the
-	// ledger charges exactly what the realized n_p gives.
-	DefaultNPRatio       = 10
-	DefaultMinBatch      = roundspec.DefaultMinBatch
-	DefaultTargetEpsilon = 750
-	DefaultTargetDelta   = 1e-5
-)
-
-// DefaultParams returns SS-Topk with the Laplace randomizer for a model of
-// d parameters and about n clients per round (roundspec.Build with the live
-// n/n_p ratio DefaultNPRatio): FLAME's settings scaled to n, k = round(d/50),
-// width 1 (one coordinate per sealed message, the layout the accountant's
-// per-dimension shuffle bound covers), n_p = ceil(n/10), l = the largest l
-// the padding holds (FLAME Theorem 5, mechanism.TopkNu), eps_l = 78.5 (0.5
-// per reported coordinate), C = 0.01, every connected client checks in, min
-// batch 20. For d = 7850 and n = 200: k = 157, n_p = 20, l = 5, 785
-// messages per client, 157,000 per batch.
-func DefaultParams(d, n int) (wire.Params, error) {
-	p, _, err := roundspec.Build(d, n, roundspec.Options{NPRatio: DefaultNPRatio})
-	if err != nil {
-		return wire.Params{}, fmt.Errorf("server: default params: %w", err)
-	}
-	return p, nil
-}
-
 // minTokenLen is the shortest accepted bearer token.
 const minTokenLen = 16
 

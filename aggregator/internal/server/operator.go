@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"math"
 	"net"
 	"net/http"
@@ -110,7 +111,7 @@ type ConfigChange struct {
 	Clip         float64 // clipping bound C
 	K            int     // coordinates per client (ss-double, ss-topk)
 	Beta         float64 // k/d, used when K is 0
-	NPRatio      float64 // n/n_p: n_p = ceil(ExpectedN/NPRatio) made feasible (0: DefaultNPRatio)
+	NPRatio      float64 // n/n_p: n_p = ceil(ExpectedN/NPRatio) made feasible (0: params.DefaultNPRatio)
 	CheckInP     float64
 	RoundTimeout time.Duration
 	MinBatch     int
@@ -231,81 +232,81 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 			c.Clip = 0
 		}
 	}
-	f := paramFlags{protocol: proto.String(), randomizer: p.Randomizer.String(), buckets: int(p.Buckets),
-		minBatch: int(p.MinBatch), epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP, serverLR: c.ServerLR}
+	f := params.Choice{Protocol: proto.String(), Randomizer: p.Randomizer.String(), Buckets: int(p.Buckets),
+		MinBatch: int(p.MinBatch), EpsL: p.EpsL, DeltaL: p.DeltaL, Clip: p.Clip, CheckIn: p.CheckInP, ServerLR: c.ServerLR}
 	if (proto == wire.ProtocolSecAgg) != (p.Protocol == wire.ProtocolSecAgg) {
-		f.clip = 0 // the other kind of clip: the new protocol's default
+		f.Clip = 0 // the other kind of clip: the new protocol's default
 	}
 	if p.Protocol == wire.ProtocolSecAgg && proto != wire.ProtocolSecAgg {
-		f.randomizer = wire.RandomizerLaplace.String()
+		f.Randomizer = wire.RandomizerLaplace.String()
 	}
 	if proto == p.Protocol && proto != wire.ProtocolSSSimple {
-		f.quota = int(p.Quota)
+		f.Quota = int(p.Quota)
 	}
 	if c.EpsL > 0 {
-		f.epsL = c.EpsL
+		f.EpsL = c.EpsL
 	}
 	if c.Clip > 0 {
-		f.clip = c.Clip
+		f.Clip = c.Clip
 	}
 	if c.CheckInP > 0 {
-		f.checkIn = c.CheckInP
+		f.CheckIn = c.CheckInP
 	}
 	if c.MinBatch > 0 {
-		f.minBatch = c.MinBatch
+		f.MinBatch = c.MinBatch
 	}
 	k := c.K
 	if k == 0 && c.Beta > 0 {
 		k = max(1, min(d-1, int(math.Round(c.Beta*float64(d)))))
 	}
-	f.k = k
+	f.K = k
 	if proto == wire.ProtocolSecAgg {
-		f.k, f.bits, f.sigma = 0, int(p.Bits), p.Sigma
+		f.K, f.Bits, f.Sigma = 0, int(p.Bits), p.Sigma
 		if p.Protocol != wire.ProtocolSecAgg {
 			// Calibrated to the ledger's target over the configured
 			// rounds at the new check-in rate (the budget check below
 			// still refuses a round that would not fit).
 			rounds := cur.Rounds
 			if rounds == 0 {
-				rounds = DefaultSecAggRounds
+				rounds = params.DefaultSecAggRounds
 			}
 			te, td := s.ledger.Target()
 			var sigma float64
 			var err error
-			if f.checkIn == p.CheckInP {
+			if f.CheckIn == p.CheckInP {
 				// What the page offered (σ in grid units does not depend
 				// on the clip: the scale is 2^(bits-1)-1 over it).
 				sigma, err = s.operatorSigma(cur)
 			} else {
-				sigma, err = secaggSigma(d, n, f, rounds, te, td)
+				sigma, err = params.SecAggSigma(d, n, f, rounds, te, td)
 			}
 			if err != nil {
 				return fmt.Errorf("server: %w", err)
 			}
-			f.sigma = sigma
+			f.Sigma = sigma
 		}
 	} else if proto != wire.ProtocolSSSimple {
 		// Width is k (one message per group), so n_p must make d*n_p a
 		// multiple of k: mechanism.FeasibleNP.
 		width := k
 		if width == 0 {
-			width = max(1, int(math.Round(float64(d)/DefaultBetaInv)))
+			width = max(1, int(math.Round(float64(d)/params.DefaultBetaInv)))
 			if width >= d {
 				width = d - 1
 			}
 		}
 		ratio := c.NPRatio
 		if ratio == 0 {
-			ratio = DefaultNPRatio
+			ratio = params.DefaultNPRatio
 		}
 		// A small tolerance so that the ratio the form shows (n / n_p,
 		// printed in full) gives back the same n_p.
-		f.np = mechanism.FeasibleNP(d, width, int(math.Ceil(float64(n)/ratio-1e-9)))
+		f.NP = mechanism.FeasibleNP(d, width, int(math.Ceil(float64(n)/ratio-1e-9)))
 	}
-	if f.quota > 0 && f.quota < f.minBatch {
-		f.quota = 0
+	if f.Quota > 0 && f.Quota < f.MinBatch {
+		f.Quota = 0
 	}
-	np, lr, err := buildParams(d, n, f)
+	np, lr, err := params.Build(d, n, f)
 	if err != nil {
 		return fmt.Errorf("server: configuration: %w", err)
 	}
@@ -719,22 +720,22 @@ func (s *Server) protocolDefaults(cfg Config) []web.ProtocolDefaults {
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	var out []web.ProtocolDefaults
 	for _, name := range web.Protocols {
-		f := paramFlags{protocol: name, randomizer: p.Randomizer.String(), buckets: int(p.Buckets), minBatch: int(p.MinBatch),
-			epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP}
+		f := params.Choice{Protocol: name, Randomizer: p.Randomizer.String(), Buckets: int(p.Buckets), MinBatch: int(p.MinBatch),
+			EpsL: p.EpsL, DeltaL: p.DeltaL, Clip: p.Clip, CheckIn: p.CheckInP}
 		if (name == wire.ProtocolSecAgg.String()) != (p.Protocol == wire.ProtocolSecAgg) {
-			f.clip = 0 // the other kind of clip: its default
+			f.Clip = 0 // the other kind of clip: its default
 		}
 		if p.Protocol == wire.ProtocolSecAgg {
-			f.randomizer, f.epsL = wire.RandomizerLaplace.String(), 0
+			f.Randomizer, f.EpsL = wire.RandomizerLaplace.String(), 0
 		}
 		if name == wire.ProtocolSecAgg.String() {
 			sigma, err := s.operatorSigma(cfg)
 			if err != nil {
 				continue
 			}
-			f.sigma, f.bits = sigma, int(p.Bits)
+			f.Sigma, f.Bits = sigma, int(p.Bits)
 		}
-		np, lr, err := buildParams(int(p.D), cfg.ExpectedN, f)
+		np, lr, err := params.Build(int(p.D), cfg.ExpectedN, f)
 		if err != nil {
 			continue
 		}

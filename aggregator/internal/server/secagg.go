@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"io"
 	"net/http"
 	"slices"
@@ -24,17 +25,10 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
-	"github.com/blanket-fl/blanket/shared/privacy"
-	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
-
-// DefaultSecAggRounds is the number of rounds the operator page calibrates
-// secure summation's σ for when the server runs until the budget
-// (Config.Rounds = 0): the experiments' live default.
-const DefaultSecAggRounds = 20
 
 // helperKeyMismatch is the relay's detail when an announcement carries a
 // RelayPub that is not its key (docs/secagg.md, "Keys and secrets").
@@ -487,114 +481,9 @@ func isHelperKeyMismatch(err error) bool {
 	return errors.As(err, &re) && strings.Contains(re.body, helperKeyMismatch)
 }
 
-// secaggSigma returns σ for a secure-summation configuration of a model of
-// d parameters and about n reports per round when sigma is 0: the smallest
-// per-server σ with which `rounds` rounds at check-in rate q fit the
-// ledger's target (eps, delta). It starts from roundspec.CalibrateSigma
-// (replace-one, the relation the ledger charges; docs/accounting.md §4,
-// discrete Gaussian RDP by Canonne-Kamath-Steinke 2020 Prop. 5) and,
-// should the ledger's own accountant (privacy.Account's tightest proven
-// row, which admits rounds) still need more, raises σ by bisection until
-// `rounds` releases of the built spec fit it, so that the rounds
-// calibrated for are the rounds the ledger admits.
-func secaggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
-	if f.sigma > 0 {
-		return f.sigma, nil
-	}
-	if rounds < 1 {
-		return 0, errors.New("secagg: give -sigma, or -rounds to calibrate sigma to the privacy target")
-	}
-	// The calibration takes seconds; its inputs repeat (every operator
-	// page of a run, every server of a test binary).
-	key := sigmaKey{d: d, n: n, rounds: rounds, bits: f.bits, quota: f.quota, q: f.checkIn, eps: eps, delta: delta}
-	if v, ok := sigmaMemo.Load(key); ok {
-		return v.(float64), nil
-	}
-	sigma, err := calibrateSecAggSigma(d, n, f, rounds, eps, delta)
-	if err == nil {
-		sigmaMemo.Store(key, sigma)
-	}
-	return sigma, err
-}
-
-// sigmaKey is what secaggSigma's result depends on (σ in grid units does
-// not depend on the clip: the scale is 2^(bits-1)-1 over it).
-type sigmaKey struct {
-	d, n, rounds, bits, quota int
-	q, eps, delta             float64
-}
-
-var sigmaMemo sync.Map // sigmaKey -> float64
-
-func calibrateSecAggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
-	q := f.checkIn
-	if q == 0 {
-		q = 1
-	}
-	sigma, err := roundspec.CalibrateSigma(d, roundspec.Options{Protocol: wire.ProtocolSecAgg, Clip: f.clip, Bits: f.bits, Quota: f.quota},
-		rounds, q, eps, delta)
-	if err != nil {
-		return 0, fmt.Errorf("secagg: calibrating sigma: %w", err)
-	}
-	fits := func(sigma float64) (bool, error) {
-		g := f
-		g.protocol, g.sigma = wire.ProtocolSecAgg.String(), sigma
-		p, _, err := buildParams(d, n, g)
-		if err != nil {
-			return false, err
-		}
-		spec, err := roundspec.New(p)
-		if err != nil {
-			return false, err
-		}
-		rels := make([]privacy.Release, rounds)
-		for r := range rels {
-			rels[r] = spec.Release(r+1, n, 0)
-		}
-		rep, err := privacy.Account(rels, delta)
-		if err != nil {
-			return false, err
-		}
-		if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
-			return false, errors.New("no valid accounting method without caveat")
-		}
-		return rep.Rows[rep.Tightest].Epsilon <= eps, nil
-	}
-	ok, err := fits(sigma)
-	if err != nil {
-		return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
-	}
-	if ok {
-		return sigma, nil
-	}
-	lo, hi := sigma, sigma
-	for i := 0; !ok; i++ {
-		if i == 64 {
-			return 0, fmt.Errorf("secagg: no sigma fits %d rounds in epsilon %g", rounds, eps)
-		}
-		lo, hi = hi, 2*hi
-		if ok, err = fits(hi); err != nil {
-			return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
-		}
-	}
-	for hi-lo > 1e-4*hi { // σ to 0.01%: the last bisection step costs 0.01% of accuracy at most
-		mid := (lo + hi) / 2
-		ok, err := fits(mid)
-		if err != nil {
-			return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
-		}
-		if ok {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
-}
-
 // operatorSigma is the σ the operator page offers secure summation with:
 // the current one if the rounds are secure summation, else calibrated to
-// the ledger's target over Config.Rounds (DefaultSecAggRounds if 0) at
+// the ledger's target over Config.Rounds (params.DefaultSecAggRounds if 0) at
 // the current check-in rate, computed once.
 func (s *Server) operatorSigma(cfg Config) (float64, error) {
 	if cfg.Params.Protocol == wire.ProtocolSecAgg {
@@ -603,11 +492,11 @@ func (s *Server) operatorSigma(cfg Config) (float64, error) {
 	s.sa.sigmaOnce.Do(func() {
 		rounds := cfg.Rounds
 		if rounds == 0 {
-			rounds = DefaultSecAggRounds
+			rounds = params.DefaultSecAggRounds
 		}
 		eps, delta := s.ledger.Target()
-		s.sa.sigma, s.sa.sigmaErr = secaggSigma(int(cfg.Params.D), cfg.ExpectedN, paramFlags{randomizer: wire.RandomizerLaplace.String(),
-			minBatch: int(cfg.Params.MinBatch), checkIn: cfg.Params.CheckInP}, rounds, eps, delta)
+		s.sa.sigma, s.sa.sigmaErr = params.SecAggSigma(int(cfg.Params.D), cfg.ExpectedN, params.Choice{Randomizer: wire.RandomizerLaplace.String(),
+			MinBatch: int(cfg.Params.MinBatch), CheckIn: cfg.Params.CheckInP}, rounds, eps, delta)
 	})
 	return s.sa.sigma, s.sa.sigmaErr
 }

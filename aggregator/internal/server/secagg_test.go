@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"io"
 	"math"
 	"net/http"
@@ -654,16 +655,16 @@ func TestSecAggRelayKeyRefetched(t *testing.T) {
 // admits exactly that many releases of the built spec and refuses the
 // next; without -rounds it refuses to start.
 func TestSecAggSigmaCalibration(t *testing.T) {
-	f := paramFlags{protocol: "secagg", randomizer: "laplace", checkIn: 0.5}
-	if _, err := secaggSigma(8, 4, f, 0, 2, 1e-5); err == nil {
+	f := params.Choice{Protocol: "secagg", Randomizer: "laplace", CheckIn: 0.5}
+	if _, err := params.SecAggSigma(8, 4, f, 0, 2, 1e-5); err == nil {
 		t.Fatal("calibrated sigma without rounds")
 	}
-	sigma, err := secaggSigma(8, 4, f, 3, 2, 1e-5)
+	sigma, err := params.SecAggSigma(8, 4, f, 3, 2, 1e-5)
 	if err != nil || !(sigma > 0) {
 		t.Fatalf("sigma %v, %v", sigma, err)
 	}
-	f.sigma = sigma
-	p, lr, err := buildParams(8, 4, f)
+	f.Sigma = sigma
+	p, lr, err := params.Build(8, 4, f)
 	if err != nil {
 		t.Fatal(err)
 	}
