@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"io"
 	"net/http"
 	"slices"
@@ -21,7 +22,7 @@ const maxAbortBytes = 1 << 10
 // to 64 times the announced n_p (the relay raises n_p only on overflow).
 func (s *Server) maxBatchBytes() int64 {
 	s.mu.RLock()
-	p := s.cfg.Params // the operator may replace it between rounds
+	p := s.rounds().params // the operator may replace it between rounds
 	s.mu.RUnlock()
 	return int64(wire.BatchSize(p.BatchMessages(p.NP*64), int(p.Width)))
 }
@@ -139,9 +140,9 @@ type Status struct {
 	ModelResets int  `json:"model_resets"`
 	// NewClassRequested: the operator asked for a new class; the
 	// supervisor (make run) restarts the aggregator with a fresh ledger.
-	NewClassRequested bool       `json:"new_class_requested,omitempty"`
-	Stopped           string     `json:"stopped,omitempty"`
-	Params            paramsJSON `json:"params"`
+	NewClassRequested bool              `json:"new_class_requested,omitempty"`
+	Stopped           string            `json:"stopped,omitempty"`
+	Params            checkpoint.Params `json:"params"`
 }
 
 // Status returns the current status. It never waits for the accountant:
@@ -160,7 +161,7 @@ func (s *Server) Status() Status {
 		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
 	}
 	for _, r := range s.st.History {
-		if r.Status == StatusOK {
+		if r.Status == checkpoint.StatusOK {
 			st.RoundsOK++
 			st.Accuracy, st.Loss = r.Accuracy, r.Loss
 		}
@@ -172,7 +173,7 @@ func (s *Server) Status() Status {
 }
 
 // Rounds returns a copy of the round history.
-func (s *Server) Rounds() []RoundRecord {
+func (s *Server) Rounds() []checkpoint.RoundRecord {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return slices.Clone(s.st.History)
@@ -197,7 +198,7 @@ func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) { writeJSON
 
 func (s *Server) serveRounds(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, struct {
-		Rounds []RoundRecord `json:"rounds"`
+		Rounds []checkpoint.RoundRecord `json:"rounds"`
 	}{s.Rounds()})
 }
 

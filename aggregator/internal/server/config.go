@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"log/slog"
 	"math"
 	"net/http"
@@ -67,7 +68,7 @@ type Config struct {
 	// Accountant composes the releases; nil (the default) is the
 	// incremental privacy.Session inside the ledger. The ledger admits
 	// rounds by the report's Tightest row.
-	Accountant Accountant
+	Accountant accounting.Accountant
 	// HTTPClient posts announcements (default: a client with a 30 s
 	// timeout).
 	HTTPClient *http.Client

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"net/http"
 	"sync"
 	"time"
@@ -145,7 +146,7 @@ func (s *Server) CloseEvents() { s.events.close() }
 
 // publishChange sends a "round" event for every round the last commit
 // finished and a "status" event; it costs nothing without subscribers.
-func (s *Server) publishChange(finished []RoundRecord) {
+func (s *Server) publishChange(finished []checkpoint.RoundRecord) {
 	if s.events.active() == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"io"
 	"log/slog"
 	"math"
@@ -42,7 +43,7 @@ func testSet(t testing.TB) logreg.Dataset {
 // fakeAccountant composes by a rule the tests control: the "sum" row is
 // sum over releases of per(r), the tightest valid row; a caveated row at
 // half of it and an inapplicable row exercise the API's row conversion.
-func fakeAccountant(per func(privacy.Release) float64) Accountant {
+func fakeAccountant(per func(privacy.Release) float64) accounting.Accountant {
 	return func(rs []privacy.Release, delta float64) (privacy.Report, error) {
 		var eps float64
 		for _, r := range rs {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"math"
 	"net"
@@ -33,15 +34,6 @@ const maxOperatorForm = 16 << 10
 
 // maxRoundTimeout bounds the round timeout an operator may set.
 const maxRoundTimeout = 24 * time.Hour
-
-// pendingConfig is a validated configuration waiting for the open round
-// to finish.
-type pendingConfig struct {
-	params  wire.Params
-	proto   *protocolSetup
-	lr      float64
-	timeout time.Duration
-}
 
 // Pause stops announcing new rounds; the open round (if any) still
 // finishes. Resume undoes it.
@@ -187,8 +179,8 @@ func (c ConfigChange) checkRanges(d, n int) error {
 func (s *Server) Reconfigure(c ConfigChange) error {
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
-	cur := s.cfg // writers hold procMu: reading it here is safe
-	p := cur.Params
+	cur, rc := s.cfg, s.rounds()
+	p := rc.params
 	for _, v := range []struct {
 		name string
 		v    float64
@@ -216,7 +208,7 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 		// A new protocol starts from its own defaults: values the form
 		// still shows from the old protocol (server learning rate d/k of
 		// ss-topk, its k and padding) are not carried over.
-		if c.ServerLR == cur.ServerLR {
+		if c.ServerLR == rc.serverLR {
 			c.ServerLR = 0
 		}
 		if c.K == int(p.K) {
@@ -276,7 +268,7 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 			if f.CheckIn == p.CheckInP {
 				// What the page offered (σ in grid units does not depend
 				// on the clip: the scale is 2^(bits-1)-1 over it).
-				sigma, err = s.operatorSigma(cur)
+				sigma, err = s.operatorSigma(rc)
 			} else {
 				sigma, err = params.SecAggSigma(d, n, f, rounds, te, td)
 			}
@@ -310,19 +302,20 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 	if err != nil {
 		return fmt.Errorf("server: configuration: %w", err)
 	}
-	timeout := cur.RoundTimeout
+	timeout := rc.timeout
 	if c.RoundTimeout > 0 {
 		timeout = c.RoundTimeout
 	}
-	cand := cur
+	cand := cur // a copy: validated as a whole, never stored
 	cand.Params, cand.ServerLR, cand.RoundTimeout = np, lr, timeout
 	if _, err := cand.withDefaults(); err != nil {
 		return err
 	}
-	ps, err := setupProtocol(np)
+	next, err := newRoundConfig(np, lr, timeout)
 	if err != nil {
 		return err
 	}
+	ps := next.proto
 	if err := ps.releaseFor(1, n, int(np.NP)).Validate(); err != nil {
 		return fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", n, np.NP, err)
 	}
@@ -330,20 +323,20 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 	// would stop training for good at that round: refuse it now, while
 	// the current configuration can still go on.
 	s.mu.RLock()
-	next := s.st.Round + 1
+	nextRound := s.st.Round + 1
 	if s.st.Open != nil {
-		next = s.st.Open.Round + 1
+		nextRound = s.st.Open.Round + 1
 	}
 	s.mu.RUnlock()
-	if eps, err := s.ledger.CanCharge(ps.releaseFor(next, n, int(np.NP))); err != nil {
+	if eps, err := s.ledger.CanCharge(ps.releaseFor(nextRound, n, int(np.NP))); err != nil {
 		if errors.Is(err, ledger.ErrBudgetExhausted) {
 			te, _ := s.ledger.Target()
-			return fmt.Errorf("server: with this configuration round %d would bring ε to %.4g, above the target %g, and training would stop: choose a smaller ε_l", next, eps, te)
+			return fmt.Errorf("server: with this configuration round %d would bring ε to %.4g, above the target %g, and training would stop: choose a smaller ε_l", nextRound, eps, te)
 		}
 		return fmt.Errorf("server: budget check: %w", err)
 	}
 	s.mu.Lock()
-	s.pendingCfg = &pendingConfig{params: np, proto: ps, lr: lr, timeout: timeout}
+	s.pendingCfg = next
 	open := s.st.Open != nil
 	s.mu.Unlock()
 	s.log.Info("operator: new configuration", "protocol", np.Protocol, "k", np.K, "l", np.L, "n_p", np.NP, "eps_l", np.EpsL,
@@ -366,16 +359,16 @@ func (s *Server) applyPending() error {
 	if pc == nil && !reset {
 		return nil
 	}
-	if pc != nil && pc.params.Protocol != s.cfg.Params.Protocol {
-		live := s.cfg.Web.live
+	if pc != nil && pc.params.Protocol != s.rounds().params.Protocol {
+		live := s.live
 		live.mu.Lock()
 		live.markers = append(live.markers, web.Marker{Round: s.st.Round + 1, Label: pc.params.Protocol.String()})
 		live.mu.Unlock()
 	}
-	err := s.commit(func(st *checkpoint) {
+	err := s.commit(func(st *checkpoint.State) {
 		if pc != nil {
-			s.cfg.Params, s.cfg.ServerLR, s.cfg.RoundTimeout, s.proto = pc.params, pc.lr, pc.timeout, pc.proto
-			st.Params = toParamsJSON(pc.params)
+			s.round.Store(pc)
+			st.Params = checkpoint.ParamsOf(pc.params)
 		}
 		if reset {
 			st.Model = make([]float64, len(st.Model))
@@ -649,7 +642,7 @@ func formFromPost(f url.Values, d int) web.OperatorForm {
 // supervisor restarts the aggregator with a fresh state directory. This
 // aggregator's ledger is never reset.
 func (s *Server) RequestNewClass() {
-	live := s.cfg.Web.live
+	live := s.live
 	live.mu.Lock()
 	live.newClass = true
 	live.mu.Unlock()
@@ -659,7 +652,7 @@ func (s *Server) RequestNewClass() {
 
 // newClassRequested reports whether the operator asked for a new class.
 func (s *Server) newClassRequested() bool {
-	live := s.cfg.Web.live
+	live := s.live
 	live.mu.Lock()
 	defer live.mu.Unlock()
 	return live.newClass
@@ -667,7 +660,7 @@ func (s *Server) newClassRequested() bool {
 
 // markers returns the chart markers (protocol changes).
 func (s *Server) markers() []web.Marker {
-	live := s.cfg.Web.live
+	live := s.live
 	live.mu.Lock()
 	defer live.mu.Unlock()
 	return slices.Clone(live.markers)
@@ -677,7 +670,7 @@ func (s *Server) markers() []web.Marker {
 // controls, otherwise the password form.
 func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 	s.mu.RLock()
-	cfg := s.cfg
+	cfg, rc := s.cfg, s.rounds()
 	d := web.OperatorData{State: state(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
 		ModelResets: len(s.st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
 		LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
@@ -700,11 +693,11 @@ func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 		d.Pending = append(d.Pending, "model reset to zero")
 	}
 	s.mu.RUnlock()
-	p := cfg.Params
+	p := rc.params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	d.Form = web.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
-		RoundTimeout: g(cfg.RoundTimeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(cfg.ServerLR), D: int(p.D),
-		Defaults: s.protocolDefaults(cfg)}
+		RoundTimeout: g(rc.timeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(rc.serverLR), D: int(p.D),
+		Defaults: s.protocolDefaults(cfg, rc)}
 	if p.Protocol != wire.ProtocolSSSimple && p.NP > 0 {
 		d.Form.K = strconv.Itoa(int(p.K))
 		d.Form.NPRatio = g(float64(cfg.ExpectedN) / float64(p.NP))
@@ -715,8 +708,8 @@ func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 // protocolDefaults are the form values each protocol starts from for the
 // current model, expected n and local budget (buildParams with the
 // protocol's own defaults; secure summation with operatorSigma).
-func (s *Server) protocolDefaults(cfg Config) []web.ProtocolDefaults {
-	p := cfg.Params
+func (s *Server) protocolDefaults(cfg Config, rc *roundConfig) []web.ProtocolDefaults {
+	p := rc.params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	var out []web.ProtocolDefaults
 	for _, name := range web.Protocols {
@@ -729,7 +722,7 @@ func (s *Server) protocolDefaults(cfg Config) []web.ProtocolDefaults {
 			f.Randomizer, f.EpsL = wire.RandomizerLaplace.String(), 0
 		}
 		if name == wire.ProtocolSecAgg.String() {
-			sigma, err := s.operatorSigma(cfg)
+			sigma, err := s.operatorSigma(rc)
 			if err != nil {
 				continue
 			}

@@ -3,6 +3,8 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -32,13 +34,13 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 
 	// What a stop between the charge and the checkpoint leaves behind.
 	sum := sha256.Sum256(frame)
-	st, err := loadCheckpoint(filepath.Join(dir, CheckpointFile))
+	st, err := checkpoint.Load(filepath.Join(dir, CheckpointFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Charging = &chargingRound{Round: 2, Digest: hex.EncodeToString(sum[:])}
+	st.Charging = &checkpoint.Charging{Round: 2, Digest: hex.EncodeToString(sum[:])}
 	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
-		Composer: newAccounting(h.cfg.Accountant).composer()})
+		Composer: accounting.New(h.cfg.Accountant).Composer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +48,9 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	if err := l.Charge(ps.releaseFor(2, 4, 4)); err != nil {
 		t.Fatal(err)
 	}
-	st.LedgerRecords, st.LedgerHead = ledgerHead(l)
+	st.LedgerRecords, st.LedgerHead = checkpoint.LedgerHead(l)
 	l.Close()
-	if err := st.save(filepath.Join(dir, CheckpointFile)); err != nil {
+	if err := st.Save(filepath.Join(dir, CheckpointFile)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +58,7 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	if a := relay.next(t); a.Round != 3 || !slices.Equal(a.Model, model1) {
 		t.Fatalf("announced round %d, want 3 with the round-1 model", a.Round)
 	}
-	if rec := h2.srv.Rounds()[1]; rec.Round != 2 || rec.Status != StatusLost {
+	if rec := h2.srv.Rounds()[1]; rec.Round != 2 || rec.Status != checkpoint.StatusLost {
 		t.Fatalf("round 2 after the restart: %+v", rec)
 	}
 	if r := h2.sendBatch(other); r.Status == wire.BatchStatusOK {
@@ -69,7 +71,7 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	if n := len(h2.srv.ledger.Releases()); n != 2 {
 		t.Fatalf("%d releases in the ledger, want 2 (no second charge)", n)
 	}
-	if rec := h2.srv.Rounds()[1]; rec.Status != StatusOK || rec.Accuracy == nil {
+	if rec := h2.srv.Rounds()[1]; rec.Status != checkpoint.StatusOK || rec.Accuracy == nil {
 		t.Fatalf("round 2 after the re-send: %+v", rec)
 	}
 	if slices.Equal(h2.srv.Model(), model1) {

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"io"
 	"net/http"
@@ -63,7 +65,7 @@ type secaggPending struct {
 	leader *secagg.Leader
 	digest string // of the batch frame
 	reply  []byte // the SecAggPrep frame answered (ok, with 'M')
-	rec    RoundRecord
+	rec    checkpoint.RoundRecord
 	until  time.Time // no aggregate by then: the round is lost
 }
 
@@ -156,17 +158,18 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	if s.st.Open == nil || s.st.Open.Round != r {
 		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
 	}
-	if !s.proto.secAgg() {
+	rc := s.rounds()
+	if !rc.proto.secAgg() {
 		return ans(IntakeInvalid, nil, "the open round is not secure summation")
 	}
 	start := time.Now()
-	params := s.cfg.Params
-	b, err := wire.ParseSecAggBatch(frame, s.proto.leaderSealed, int(params.Quota))
+	params := rc.params
+	b, err := wire.ParseSecAggBatch(frame, rc.proto.leaderSealed, int(params.Quota))
 	if err != nil {
 		s.log.Warn("secagg batch rejected: malformed", "round", r, "err", err)
 		return ans(IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
 	}
-	sr, err := s.proto.spec.SecAggRound(round)
+	sr, err := rc.proto.spec.SecAggRound(round)
 	if err != nil {
 		return SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
 	}
@@ -196,17 +199,17 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 		shares[i] = pt
 	}
 	o := *s.st.Open
-	rec := RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
+	rec := checkpoint.RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
 		Reports: int(b.Reports), CheckedIn: int(b.CheckedIn), Population: int(b.Population), RejectedOpen: openFailed}
 	if b.Population > 0 {
 		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
 	}
 	closeInvalid := func(detail string) (SecAggAnswer, error) {
 		st := wire.BatchStatusInvalid
-		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = StatusInvalid, detail, &st, time.Now()
+		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
 		rec.Seconds = time.Since(start).Seconds()
 		s.log.Warn("secagg round closed, nothing charged", "round", r, "reason", detail)
-		s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
+		s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 		s.notify()
 		return ans(IntakeInvalid, prepFrame(round, st), detail)
 	}
@@ -235,22 +238,25 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 
 	// Record which batch is being charged before charging it (as
 	// BatchIntake): after a restart the charged round is recorded lost.
-	if err := s.commit(func(c *checkpoint) { c.Charging = &chargingRound{Round: r, Digest: dig, SecAgg: true} }); err != nil {
+	if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig, SecAgg: true} }); err != nil {
 		return SecAggAnswer{}, fmt.Errorf("server: recording the secagg batch before its charge, round %d: %w", r, err)
 	}
 	// Charge before 'M' leaves: with 'M' the relay sends its aggregate
 	// share, and with it the aggregator can unshard (docs/secagg.md step 5).
-	if err := s.ledger.Charge(s.proto.spec.Release(r, accepted, 0)); err != nil {
+	if err := s.ledger.Charge(rc.proto.spec.Release(r, accepted, 0)); err != nil {
 		switch {
 		case errors.Is(err, ledger.ErrBudgetExhausted):
 			st := wire.BatchStatusRefused
-			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = StatusRefused, err.Error(), &st, time.Now()
+			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
 			s.log.Warn("secagg batch refused: privacy budget", "round", r, "err", err)
-			s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open, c.Charging = r, nil, nil })
+			s.commit(func(c *checkpoint.State) {
+				c.History = append(c.History, rec)
+				c.Round, c.Open, c.Charging = r, nil, nil
+			})
 			s.stop("privacy budget: " + err.Error())
 			return ans(IntakeAccepted, prepFrame(round, st), err.Error())
 		case errors.Is(err, ledger.ErrInvalidRelease):
-			s.commit(func(c *checkpoint) { c.Charging = nil })
+			s.commit(func(c *checkpoint.State) { c.Charging = nil })
 			return closeInvalid("invalid release: " + err.Error())
 		default:
 			s.log.Error("ledger charge failed; 'M' not sent", "round", r, "err", err)
@@ -325,18 +331,18 @@ func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 		return ans
 	}
 	rec := p.rec
-	rec.Status, rec.FinishedAt = StatusOK, time.Now()
+	rec.Status, rec.FinishedAt = checkpoint.StatusOK, time.Now()
 	rec.Seconds += time.Since(start).Seconds()
 	acc, aerr := logreg.Accuracy(model, s.cfg.Test)
 	loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
 	if aerr == nil && lerr == nil {
-		rec.Accuracy, rec.Loss = finitePtr(acc), finitePtr(loss)
+		rec.Accuracy, rec.Loss = accounting.FinitePtr(acc), accounting.FinitePtr(loss)
 	} else {
 		s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
 	}
 	s.sa.pending = nil
 	s.sa.last = &secaggLast{round: r, batchDigest: p.digest, batchReply: p.reply, aggDigest: dig}
-	s.commit(func(c *checkpoint) {
+	s.commit(func(c *checkpoint.State) {
 		c.Model = model
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = r, nil, nil
@@ -379,7 +385,7 @@ func (s *Server) unshardInto(p *secaggPending, helperMsg []byte) ([]float64, err
 		return nil, fmt.Errorf("server: unsharded mean has %d coordinates, the model %d", len(res.Mean), len(model))
 	}
 	for j, v := range res.Mean {
-		model[j] += s.cfg.ServerLR * v
+		model[j] += s.rounds().serverLR * v
 	}
 	for _, v := range model {
 		if !finiteF(v) {
@@ -394,11 +400,11 @@ func (s *Server) unshardInto(p *secaggPending, helperMsg []byte) ([]float64, err
 // The caller holds procMu.
 func (s *Server) loseSecAgg(p *secaggPending, why string) {
 	rec := p.rec
-	rec.Status, rec.Detail, rec.FinishedAt = StatusLost, why, time.Now()
+	rec.Status, rec.Detail, rec.FinishedAt = checkpoint.StatusLost, why, time.Now()
 	// The relay's later frames for the round are obsolete.
 	s.sa.pending, s.sa.last = nil, nil
 	s.log.Warn("secagg round lost: charged, not applied", "round", p.round, "reason", why)
-	s.commit(func(c *checkpoint) {
+	s.commit(func(c *checkpoint.State) {
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = p.round, nil, nil
 	})
@@ -485,18 +491,19 @@ func isHelperKeyMismatch(err error) bool {
 // the current one if the rounds are secure summation, else calibrated to
 // the ledger's target over Config.Rounds (params.DefaultSecAggRounds if 0) at
 // the current check-in rate, computed once.
-func (s *Server) operatorSigma(cfg Config) (float64, error) {
-	if cfg.Params.Protocol == wire.ProtocolSecAgg {
-		return cfg.Params.Sigma, nil
+func (s *Server) operatorSigma(rc *roundConfig) (float64, error) {
+	if rc.params.Protocol == wire.ProtocolSecAgg {
+		return rc.params.Sigma, nil
 	}
+	cfg := s.cfg
 	s.sa.sigmaOnce.Do(func() {
 		rounds := cfg.Rounds
 		if rounds == 0 {
 			rounds = params.DefaultSecAggRounds
 		}
 		eps, delta := s.ledger.Target()
-		s.sa.sigma, s.sa.sigmaErr = params.SecAggSigma(int(cfg.Params.D), cfg.ExpectedN, params.Choice{Randomizer: wire.RandomizerLaplace.String(),
-			MinBatch: int(cfg.Params.MinBatch), CheckIn: cfg.Params.CheckInP}, rounds, eps, delta)
+		s.sa.sigma, s.sa.sigmaErr = params.SecAggSigma(int(rc.params.D), cfg.ExpectedN, params.Choice{Randomizer: wire.RandomizerLaplace.String(),
+			MinBatch: int(rc.params.MinBatch), CheckIn: rc.params.CheckInP}, rounds, eps, delta)
 	})
 	return s.sa.sigma, s.sa.sigmaErr
 }
@@ -504,10 +511,8 @@ func (s *Server) operatorSigma(cfg Config) (float64, error) {
 // secaggBodyLimits bounds the request bodies of the two endpoints for the
 // current parameters (the largest frames the round's Quota allows).
 func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
-	s.mu.RLock()
-	ps := s.proto
-	p := s.cfg.Params
-	s.mu.RUnlock()
+	rc := s.rounds()
+	ps, p := rc.proto, rc.params
 	if !ps.secAgg() {
 		return 1 << 10, 1 << 10
 	}
@@ -564,8 +569,8 @@ func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
 // secaggConfigItems lists a secure-summation configuration as the
 // dashboard shows it (no local budget, padding or messages: the servers'
 // noise σ and the field's sizes instead).
-func secaggConfigItems(c Config) []web.ConfigItem {
-	p := c.Params
+func secaggConfigItems(c Config, rc *roundConfig) []web.ConfigItem {
+	p := rc.params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 	items := []web.ConfigItem{
@@ -579,8 +584,8 @@ func secaggConfigItems(c Config) []web.ConfigItem {
 		{Name: "minimum batch", Value: u(p.MinBatch)},
 		{Name: "quota (largest batch)", Value: u(p.Quota)},
 		{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		{Name: "round timeout", Value: c.RoundTimeout.String()},
-		{Name: "server learning rate", Value: g(c.ServerLR)},
+		{Name: "round timeout", Value: rc.timeout.String()},
+		{Name: "server learning rate", Value: g(rc.serverLR)},
 		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (replacing one volunteer's data)"},
 	}
 	if c.Rounds > 0 {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"io"
 	"math"
@@ -404,7 +406,7 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 		t.Fatalf("%d releases after the aggregate, want 1", n)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusOK || rec.N != 5 || rec.Accepted != 5 || rec.Reports != 5 || rec.Accuracy == nil ||
+	if rec.Status != checkpoint.StatusOK || rec.N != 5 || rec.Accepted != 5 || rec.Reports != 5 || rec.Accuracy == nil ||
 		rec.EpsilonTightest == nil || *rec.EpsilonTightest != 1 || len(rec.Rejections) != 0 {
 		t.Fatalf("round record %+v", rec)
 	}
@@ -464,7 +466,7 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	checkNear(t, h.srv.Model(), wantMean(honest), 4)
 	rec := h.srv.Rounds()[0]
 	want := map[string]int{secagg.RejectInvalidProof.String(): 1, secagg.RejectWrongLength.String(): 1}
-	if rec.Status != StatusOK || rec.N != 4 || rec.Reports != 6 || rec.RejectedOpen != 1 || rec.RejectedValue != 2 ||
+	if rec.Status != checkpoint.StatusOK || rec.N != 4 || rec.Reports != 6 || rec.RejectedOpen != 1 || rec.RejectedValue != 2 ||
 		len(rec.Rejections) != 2 || rec.Rejections[secagg.RejectInvalidProof.String()] != 1 ||
 		rec.Rejections[secagg.RejectWrongLength.String()] != 1 {
 		t.Fatalf("round record %+v, want rejections %v", rec, want)
@@ -497,7 +499,7 @@ func TestSecAggBudgetRefusal(t *testing.T) {
 	if n := len(h.srv.ledger.Releases()); n != 0 {
 		t.Fatalf("%d releases charged, want 0", n)
 	}
-	if rec := h.srv.Rounds()[0]; rec.Status != StatusRefused {
+	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusRefused {
 		t.Fatalf("round record %+v", rec)
 	}
 	again, in := h.sendSecAggBatch(batch)
@@ -528,7 +530,7 @@ func TestSecAggTooFewAccepted(t *testing.T) {
 	if n := len(h.srv.ledger.Releases()); n != 0 {
 		t.Fatalf("%d releases charged, want 0", n)
 	}
-	if rec := h.srv.Rounds()[0]; rec.Status != StatusInvalid || rec.N != 2 {
+	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusInvalid || rec.N != 2 {
 		t.Fatalf("round record %+v", rec)
 	}
 	if a2 := relay.next(t); a2.Round != 2 {
@@ -561,7 +563,7 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 		t.Fatalf("next announcement: round %d", a2.Round)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusLost || rec.N != 4 {
+	if rec.Status != checkpoint.StatusLost || rec.N != 4 {
 		t.Fatalf("round record %+v", rec)
 	}
 	checkLostRound(t, h, helper, prep, batch)
@@ -610,7 +612,7 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	if a2 := relay.next(t); a2.Round != 2 {
 		t.Fatalf("announced round %d after the restart, want 2", a2.Round)
 	}
-	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != StatusLost {
+	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != checkpoint.StatusLost {
 		t.Fatalf("round 1 after the restart: %+v", rec)
 	}
 	checkLostRound(t, h2, helper, prep, batch)
@@ -676,7 +678,7 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 	if err != nil || !ps.secAgg() || ps.analyzer != nil {
 		t.Fatalf("setup %+v, %v", ps, err)
 	}
-	lo, err := newAccounting(nil).ledgerOptions(2, 1e-5)
+	lo, err := accounting.New(nil).LedgerOptions(2, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -777,7 +779,7 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	if code, _ := post(t, h.http.URL+"/v1/abort", testToken, abort); code != http.StatusOK {
 		t.Fatalf("abort after the charge: HTTP %d", code)
 	}
-	if rec := h.srv.Rounds()[0]; rec.Status != StatusLost || rec.N != 4 {
+	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusLost || rec.N != 4 {
 		t.Fatalf("round record %+v", rec)
 	}
 	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeObsolete {

@@ -50,6 +50,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"io"
 	"log/slog"
 	"net/http"
@@ -77,14 +79,16 @@ const (
 // Server is the aggregator. Create it with New, run the round loop with
 // Run, serve Handler over HTTP, and Close it after Run returned.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	key       *envelope.PrivateKey
-	pub       envelope.PublicKey
-	fp        string
-	ledger    *ledger.Ledger
-	acct      *accounting
-	proto     *protocolSetup
+	cfg    Config
+	log    *slog.Logger
+	key    *envelope.PrivateKey
+	pub    envelope.PublicKey
+	fp     string
+	ledger *ledger.Ledger
+	acct   *accounting.Accounting
+	// round is the configuration of the open or next round, replaced
+	// whole between rounds (roundconfig.go); cfg is never modified.
+	round     atomic.Pointer[roundConfig]
 	statePath string
 	tokenSum  [32]byte
 
@@ -92,15 +96,16 @@ type Server struct {
 	// abandon); mu guards st and stopped for the API's readers.
 	procMu  sync.Mutex
 	mu      sync.RWMutex
-	st      checkpoint
+	st      checkpoint.State
 	stopped string // why the round loop stopped announcing ("" while running)
 	// Operator controls (operator.go), guarded by mu; pendingCfg and
 	// pendingReset are also only set and applied under procMu.
 	paused       bool
-	pendingCfg   *pendingConfig
+	pendingCfg   *roundConfig
 	pendingReset bool
 
-	events *broker // the /events streams
+	events *broker    // the /events streams
+	live   *liveState // chart markers and a new class request (web.go)
 
 	wake chan struct{} // a round finished
 
@@ -117,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	proto, err := setupProtocol(c.Params)
+	rc, err := newRoundConfig(c.Params, c.ServerLR, c.RoundTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -128,37 +133,38 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fp := key.Public().Fingerprint()
+	if err := c.Web.pinJoinURL(fp); err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg: c, log: c.Logger, key: key, pub: key.Public(), proto: proto,
-		acct:      newAccounting(c.Accountant),
+		cfg: c, log: c.Logger, key: key, pub: key.Public(), fp: fp, live: &liveState{},
+		acct:      accounting.New(c.Accountant),
 		statePath: filepath.Join(c.StateDir, CheckpointFile),
 		tokenSum:  sha256.Sum256([]byte(c.Token)),
 		wake:      make(chan struct{}, 1),
 		events:    newBroker(c.Web.MaxSubscribers),
 		paused:    c.Web.StartPaused,
 	}
-	s.fp = s.pub.Fingerprint()
-	if err := s.cfg.Web.pinJoinURL(s.fp); err != nil {
-		return nil, err
-	}
 	if created {
 		s.log.Info("generated a new aggregator key", "fingerprint", s.fp)
 	}
-	if err := proto.releaseFor(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
+	s.round.Store(rc)
+	if err := rc.proto.releaseFor(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
 		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
 	}
-	ck, err := loadCheckpoint(s.statePath)
+	ck, err := checkpoint.Load(s.statePath)
 	if err != nil {
 		return nil, err
 	}
 	if ck == nil {
-		ck = &checkpoint{Version: checkpointVersion, Model: make([]float64, c.Params.D)}
+		ck = &checkpoint.State{Version: checkpoint.Version, Model: make([]float64, c.Params.D)}
 	}
 	if len(ck.Model) != int(c.Params.D) {
 		return nil, fmt.Errorf("server: checkpoint model has %d parameters, the configuration d = %d", len(ck.Model), c.Params.D)
 	}
-	ck.Params = toParamsJSON(c.Params)
-	lo, err := s.acct.ledgerOptions(c.TargetEpsilon, c.TargetDelta)
+	ck.Params = checkpoint.ParamsOf(c.Params)
+	lo, err := s.acct.LedgerOptions(c.TargetEpsilon, c.TargetDelta)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +173,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if err := ck.verifyLedger(l); err != nil {
+	if err := ck.VerifyLedger(l); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -187,12 +193,12 @@ func New(cfg Config) (*Server, error) {
 // round the checkpoint does not know is recorded as lost.
 func (s *Server) reconcile() error {
 	last := s.ledger.LastRound()
-	s.st.LedgerRecords, s.st.LedgerHead = ledgerHead(s.ledger)
+	s.st.LedgerRecords, s.st.LedgerHead = checkpoint.LedgerHead(s.ledger)
 	if last <= s.st.Round {
 		// A batch recorded for charging whose charge never reached the
 		// ledger was not charged (and not decrypted): forget it.
 		s.st.Charging = nil
-		return s.st.save(s.statePath)
+		return s.st.Save(s.statePath)
 	}
 	for _, rel := range s.ledger.Releases() {
 		if rel.Round <= s.st.Round {
@@ -200,7 +206,7 @@ func (s *Server) reconcile() error {
 		}
 		s.log.Warn("round charged in the ledger but missing from the checkpoint (stopped between charge and checkpoint); its budget stays spent and the model does not include it",
 			"round", rel.Round)
-		rec := RoundRecord{Round: rel.Round, Status: StatusLost, N: rel.N, NP: rel.NP,
+		rec := checkpoint.RoundRecord{Round: rel.Round, Status: checkpoint.StatusLost, N: rel.N, NP: rel.NP,
 			Detail: "charged in the ledger, not applied: the aggregator stopped between charge and checkpoint"}
 		if c := s.st.Charging; c != nil && c.Round == rel.Round && c.SecAgg {
 			rec.Detail += "; secure summation: the leader's preparation state was in memory only"
@@ -217,13 +223,13 @@ func (s *Server) reconcile() error {
 	// one: the lost rounds stay charged.
 	if eps, _, method := s.ledger.Spent(); len(s.st.History) > 0 {
 		h := &s.st.History[len(s.st.History)-1]
-		h.EpsilonTightest, h.Method = finitePtr(eps), method
+		h.EpsilonTightest, h.Method = accounting.FinitePtr(eps), method
 	}
 	s.st.Round = last
 	if s.st.Open != nil && s.st.Open.Round <= last {
 		s.st.Open = nil
 	}
-	return s.st.save(s.statePath)
+	return s.st.Save(s.statePath)
 }
 
 // Fingerprint returns the aggregator key's fingerprint (clients pin it).
@@ -239,7 +245,7 @@ func (s *Server) Close() error { return s.ledger.Close() }
 func (s *Server) roundsOK() int {
 	n := 0
 	for _, r := range s.st.History {
-		if r.Status == StatusOK {
+		if r.Status == checkpoint.StatusOK {
 			n++
 		}
 	}
@@ -256,16 +262,16 @@ func (s *Server) notify() {
 
 // commit applies fn to the state under the API lock and saves the
 // checkpoint. Caller holds procMu.
-func (s *Server) commit(fn func(st *checkpoint)) error {
+func (s *Server) commit(fn func(st *checkpoint.State)) error {
 	s.mu.Lock()
 	before := len(s.st.History)
 	fn(&s.st)
-	s.st.LedgerRecords, s.st.LedgerHead = ledgerHead(s.ledger)
-	var finished []RoundRecord
+	s.st.LedgerRecords, s.st.LedgerHead = checkpoint.LedgerHead(s.ledger)
+	var finished []checkpoint.RoundRecord
 	if len(s.st.History) > before {
 		finished = slices.Clone(s.st.History[before:])
 	}
-	err := s.st.save(s.statePath)
+	err := s.st.Save(s.statePath)
 	s.mu.Unlock()
 	if err != nil {
 		s.log.Error("checkpoint failed", "err", err)
@@ -305,7 +311,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // nextRound returns the open round, opening a new one if none is open, or
 // nil if the loop must stop.
-func (s *Server) nextRound() (*openRound, error) {
+func (s *Server) nextRound() (*checkpoint.Open, error) {
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 	if s.st.Open != nil {
@@ -324,7 +330,8 @@ func (s *Server) nextRound() (*openRound, error) {
 		return nil, nil
 	}
 	r := s.st.Round + 1
-	rel := s.proto.releaseFor(r, s.cfg.ExpectedN, int(s.cfg.Params.NP))
+	rc := s.rounds()
+	rel := rc.proto.releaseFor(r, s.cfg.ExpectedN, int(rc.params.NP))
 	if eps, err := s.ledger.CanCharge(rel); err != nil {
 		if errors.Is(err, ledger.ErrBudgetExhausted) {
 			s.stop(fmt.Sprintf("privacy budget: round %d would bring epsilon to %.4g, target %g", r, eps, s.cfg.TargetEpsilon))
@@ -333,8 +340,8 @@ func (s *Server) nextRound() (*openRound, error) {
 		return nil, fmt.Errorf("server: budget check for round %d: %w", r, err)
 	}
 	now := time.Now()
-	o := openRound{Round: r, AnnouncedAt: now, Deadline: now.Add(s.cfg.RoundTimeout).Truncate(time.Millisecond)}
-	if err := s.commit(func(st *checkpoint) { st.Open = &o }); err != nil {
+	o := checkpoint.Open{Round: r, AnnouncedAt: now, Deadline: now.Add(rc.timeout).Truncate(time.Millisecond)}
+	if err := s.commit(func(st *checkpoint.State) { st.Open = &o }); err != nil {
 		return nil, err
 	}
 	return &o, nil
@@ -361,11 +368,11 @@ func (s *Server) stop(why string) {
 // announcement builds the signed Announcement frame of an open round; a
 // secure-summation round carries the relay's helper key (relayKey), whose
 // fetch failing is errRelayKey.
-func (s *Server) announcement(ctx context.Context, o openRound) ([]byte, error) {
+func (s *Server) announcement(ctx context.Context, o checkpoint.Open) ([]byte, error) {
 	s.mu.RLock()
 	model := slices.Clone(s.st.Model)
-	params := s.cfg.Params
 	s.mu.RUnlock()
+	params := s.rounds().params
 	a := wire.Announcement{Round: uint64(o.Round), Deadline: o.Deadline, Params: params, HPKEPub: s.pub.HPKE, Model: model}
 	if params.Protocol == wire.ProtocolSecAgg {
 		k, err := s.relayKey(ctx)
@@ -383,7 +390,7 @@ func (s *Server) announcement(ctx context.Context, o openRound) ([]byte, error) 
 // announce delivers the announcement to the relay, retrying until the
 // deadline. It reports whether the round was announced; if the deadline
 // passes first the round is abandoned.
-func (s *Server) announce(ctx context.Context, o openRound) bool {
+func (s *Server) announce(ctx context.Context, o checkpoint.Open) bool {
 	var frame []byte
 	for attempt := 1; ; attempt++ {
 		var err error
@@ -406,7 +413,7 @@ func (s *Server) announce(ctx context.Context, o openRound) bool {
 		if err == nil {
 			s.procMu.Lock()
 			if s.st.Open != nil && s.st.Open.Round == o.Round {
-				s.commit(func(st *checkpoint) { st.Open.Announced = true })
+				s.commit(func(st *checkpoint.State) { st.Open.Announced = true })
 			}
 			s.procMu.Unlock()
 			s.log.Info("round announced", "round", o.Round, "deadline", o.Deadline, "bytes", len(frame))
@@ -507,15 +514,15 @@ func (s *Server) abandon(round int, why string) {
 	}
 	o := *s.st.Open
 	s.log.Warn("round abandoned", "round", round, "reason", why)
-	s.commit(func(st *checkpoint) {
-		st.History = append(st.History, RoundRecord{Round: round, Status: StatusAbandoned, Detail: why,
+	s.commit(func(st *checkpoint.State) {
+		st.History = append(st.History, checkpoint.RoundRecord{Round: round, Status: checkpoint.StatusAbandoned, Detail: why,
 			AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, FinishedAt: time.Now()})
 		st.Round, st.Open = round, nil
 	})
 }
 
 // record returns the history record of a round, or nil.
-func (s *Server) record(round int) *RoundRecord {
+func (s *Server) record(round int) *checkpoint.RoundRecord {
 	for i := len(s.st.History) - 1; i >= 0; i-- {
 		if s.st.History[i].Round == round {
 			return &s.st.History[i]
@@ -609,7 +616,7 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	}
 	r := int(round)
 	if rec := s.record(r); rec != nil {
-		if rec.Status == StatusLost && rec.Reply == nil && rec.Digest == dig {
+		if rec.Status == checkpoint.StatusLost && rec.Reply == nil && rec.Digest == dig {
 			return s.reapply(frame, round, dig)
 		}
 		if rec.Digest == dig && rec.Reply != nil {
@@ -628,13 +635,14 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		s.log.Warn("batch ignored: round not open", "round", r)
 		return reply, IntakeObsolete, nil
 	}
-	if s.proto.secAgg() {
+	rc := s.rounds()
+	if rc.proto.secAgg() {
 		reply.Status = wire.BatchStatusInvalid
 		s.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/batch)", "round", r)
 		return reply, IntakeInvalid, nil
 	}
 	start := time.Now()
-	b, err := wire.ParseBatch(frame, s.cfg.Params)
+	b, err := wire.ParseBatch(frame, rc.params)
 	if err != nil {
 		s.log.Warn("batch rejected: malformed", "round", r, "err", err)
 		reply.Status = wire.BatchStatusInvalid
@@ -648,7 +656,7 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		reply.Status = wire.BatchStatusInvalid
 		return reply, IntakeInvalid, nil
 	}
-	rec := RoundRecord{
+	rec := checkpoint.RoundRecord{
 		Round: r, AnnouncedAt: s.st.Open.AnnouncedAt, Deadline: s.st.Open.Deadline, Digest: dig,
 		N: int(b.Reports), NP: int(b.NP), CheckedIn: int(b.CheckedIn), Population: int(b.Population), Messages: len(b.Messages),
 	}
@@ -660,20 +668,20 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	// restart between the charge and the checkpoint below then knows the
 	// charged batch's digest, and an identical re-send is applied without
 	// charging again (reapply) instead of leaving the round lost.
-	if err := s.commit(func(c *checkpoint) { c.Charging = &chargingRound{Round: r, Digest: dig} }); err != nil {
+	if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig} }); err != nil {
 		return wire.BatchReply{}, "", fmt.Errorf("server: recording the batch before its charge, round %d: %w", r, err)
 	}
 	// Charge before decrypting: nothing of this round is opened, let
 	// alone published, unless the ledger has durably recorded it.
-	rel := s.proto.releaseFor(r, int(b.Reports), int(b.NP))
+	rel := rc.proto.releaseFor(r, int(b.Reports), int(b.NP))
 	if err := s.ledger.Charge(rel); err != nil {
 		switch {
 		case errors.Is(err, ledger.ErrBudgetExhausted):
 			reply.Status = wire.BatchStatusRefused
 			st := reply.Status
-			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = StatusRefused, err.Error(), &st, time.Now()
+			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
 			s.log.Warn("batch refused: privacy budget", "round", r, "err", err)
-			s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
+			s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 			s.stop("privacy budget: " + err.Error())
 			return reply, IntakeAccepted, nil
 		case errors.Is(err, ledger.ErrInvalidRelease):
@@ -690,15 +698,15 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	if err != nil {
 		// Charged but not applied: the budget stays spent.
 		reply.Status = wire.BatchStatusInvalid
-		rec.Status, rec.Detail = StatusLost, "charged but not applied: "+err.Error()
+		rec.Status, rec.Detail = checkpoint.StatusLost, "charged but not applied: "+err.Error()
 		s.log.Error("estimate failed after charging", "round", r, "err", err)
 	} else {
 		reply.Status = wire.BatchStatusOK
-		rec.Status = StatusOK
+		rec.Status = checkpoint.StatusOK
 		acc, aerr := logreg.Accuracy(model, s.cfg.Test)
 		loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
 		if aerr == nil && lerr == nil {
-			rec.Accuracy, rec.Loss = finitePtr(acc), finitePtr(loss)
+			rec.Accuracy, rec.Loss = accounting.FinitePtr(acc), accounting.FinitePtr(loss)
 		} else {
 			s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
 		}
@@ -708,8 +716,8 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	rec.Reply, rec.FinishedAt, rec.Seconds = &st, time.Now(), time.Since(start).Seconds()
 	// A failed checkpoint is logged by commit; the reply stands (the
 	// charge is durable, and after a restart the round is recorded lost).
-	s.commit(func(c *checkpoint) {
-		if rec.Status == StatusOK {
+	s.commit(func(c *checkpoint.State) {
+		if rec.Status == checkpoint.StatusOK {
 			c.Model = model
 		}
 		c.History = append(c.History, rec)
@@ -747,21 +755,22 @@ func duplicateSealed(b *wire.Batch) (first, again int, dup bool) {
 // decryptAndUpdate opens a charged batch (openBatch), fills the counts of
 // reply and rec, and returns the model with the round's estimate applied
 // (not yet stored), or an error if the estimate is unusable.
-func (s *Server) decryptAndUpdate(round uint64, b *wire.Batch, reply *wire.BatchReply, rec *RoundRecord) ([]float64, error) {
-	if s.proto.analyzer == nil {
+func (s *Server) decryptAndUpdate(round uint64, b *wire.Batch, reply *wire.BatchReply, rec *checkpoint.RoundRecord) ([]float64, error) {
+	rc := s.rounds()
+	if rc.proto.analyzer == nil {
 		return nil, errors.New("the current protocol is secure summation: no shuffle analyzer")
 	}
-	mb, counts := openBatch(s.key, round, b, s.proto.center, s.proto.spec.Admissible, s.cfg.Workers)
+	mb, counts := openBatch(s.key, round, b, rc.proto.center, rc.proto.spec.Admissible, s.cfg.Workers)
 	s.opened.Add(int64(len(b.Messages)))
 	reply.Accepted, reply.RejectedOpen, reply.RejectedValue = uint32(counts.accepted), uint32(counts.rejectedOpen), uint32(counts.rejectedValue)
 	rec.Accepted, rec.RejectedOpen, rec.RejectedValue = counts.accepted, counts.rejectedOpen, counts.rejectedValue
 	model := slices.Clone(s.st.Model)
-	est, err := s.proto.analyzer.Estimate(mb, int(b.Reports))
+	est, err := rc.proto.analyzer.Estimate(mb, int(b.Reports))
 	if err != nil {
 		return nil, err
 	}
 	for j, v := range est {
-		model[j] += s.cfg.ServerLR * v
+		model[j] += rc.serverLR * v
 	}
 	for _, v := range model {
 		if !finiteF(v) {
@@ -781,7 +790,7 @@ func (s *Server) decryptAndUpdate(round uint64, b *wire.Batch, reply *wire.Batch
 func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, Intake, error) {
 	r := int(round)
 	reply := wire.BatchReply{Round: round}
-	b, err := wire.ParseBatch(frame, s.cfg.Params)
+	b, err := wire.ParseBatch(frame, s.rounds().params)
 	if err != nil {
 		s.log.Warn("re-sent batch of a lost round rejected: malformed", "round", r, "err", err)
 		reply.Status = wire.BatchStatusInvalid
@@ -796,19 +805,19 @@ func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchRepl
 		s.log.Error("estimate of a re-sent charged batch failed", "round", r, "err", err)
 	} else {
 		reply.Status = wire.BatchStatusOK
-		rec.Status, rec.Detail = StatusOK, "charged before a restart; its identical re-sent batch applied without a second charge"
+		rec.Status, rec.Detail = checkpoint.StatusOK, "charged before a restart; its identical re-sent batch applied without a second charge"
 		rec.N, rec.NP, rec.CheckedIn, rec.Population, rec.Messages = int(b.Reports), int(b.NP), int(b.CheckedIn), int(b.Population), len(b.Messages)
 		if acc, aerr := logreg.Accuracy(model, s.cfg.Test); aerr == nil {
-			rec.Accuracy = finitePtr(acc)
+			rec.Accuracy = accounting.FinitePtr(acc)
 		}
 		if loss, lerr := logreg.Loss(model, s.cfg.Test, 0); lerr == nil {
-			rec.Loss = finitePtr(loss)
+			rec.Loss = accounting.FinitePtr(loss)
 		}
 	}
 	st := reply.Status
 	rec.Digest, rec.Reply, rec.FinishedAt, rec.Seconds = dig, &st, time.Now(), time.Since(start).Seconds()
-	s.commit(func(c *checkpoint) {
-		if rec.Status == StatusOK {
+	s.commit(func(c *checkpoint.State) {
+		if rec.Status == checkpoint.StatusOK {
 			c.Model = model
 		}
 		for i := range c.History {
@@ -824,19 +833,19 @@ func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchRepl
 
 // fillEpsilon stores the cumulative guarantee after the round by every
 // accounting method (cached from the ledger's own Charge).
-func (s *Server) fillEpsilon(rec *RoundRecord) {
+func (s *Server) fillEpsilon(rec *checkpoint.RoundRecord) {
 	eps, _, method := s.ledger.Spent()
-	rec.EpsilonTightest, rec.Method = finitePtr(eps), method
+	rec.EpsilonTightest, rec.Method = accounting.FinitePtr(eps), method
 	rels := s.ledger.Releases()
 	if len(rels) == 0 {
 		return
 	}
-	rep, err := s.acct.report(s.ledger, s.cfg.TargetDelta)
+	rep, err := s.acct.Report(s.ledger, s.cfg.TargetDelta)
 	if err != nil {
 		s.log.Warn("accounting rows unavailable", "round", rec.Round, "err", err)
 		return
 	}
-	rec.Epsilon = rowsOf(rep)
+	rec.Epsilon = accounting.RowsOf(rep)
 }
 
 // HandleAbort processes an Abort frame (see AbortIntake): it reports
@@ -868,7 +877,7 @@ func (s *Server) AbortIntake(frame []byte) IntakeAnswer {
 		return ans
 	}
 	if rec := s.record(r); rec != nil {
-		if rec.Status == StatusAborted {
+		if rec.Status == checkpoint.StatusAborted {
 			ans.Outcome, ans.Detail = IntakeDuplicate, fmt.Sprintf("round %d already aborted", r)
 		} else {
 			ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
@@ -886,14 +895,14 @@ func (s *Server) AbortIntake(frame []byte) IntakeAnswer {
 		return ans
 	}
 	o := *s.st.Open
-	rec := RoundRecord{Round: r, Status: StatusAborted, Detail: abortReason(a.Reason), AnnouncedAt: o.AnnouncedAt,
+	rec := checkpoint.RoundRecord{Round: r, Status: checkpoint.StatusAborted, Detail: abortReason(a.Reason), AnnouncedAt: o.AnnouncedAt,
 		Deadline: o.Deadline, FinishedAt: time.Now(), N: int(a.Reports), CheckedIn: int(a.CheckedIn), Population: int(a.Population)}
 	if a.Population > 0 {
 		rec.CheckInRate = float64(a.CheckedIn) / float64(a.Population)
 	}
 	s.log.Info("round aborted by the relay; nothing charged", "round", r, "reason", rec.Detail, "reports", a.Reports,
 		"checked_in", a.CheckedIn, "population", a.Population)
-	s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
+	s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 	s.notify()
 	ans.Outcome = IntakeAccepted
 	return ans

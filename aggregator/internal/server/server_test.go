@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"math"
 	"net/http"
 	"path/filepath"
@@ -51,7 +53,7 @@ func TestValidBatchUpdatesModelAndChargesOnce(t *testing.T) {
 		t.Fatalf("second announcement: round %d, model %v", a2.Round, a2.Model)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusOK || rec.Accuracy == nil || rec.Loss == nil || rec.N != 4 || rec.NP != 4 ||
+	if rec.Status != checkpoint.StatusOK || rec.Accuracy == nil || rec.Loss == nil || rec.N != 4 || rec.NP != 4 ||
 		rec.CheckInRate != 5.0/7 || rec.EpsilonTightest == nil || *rec.EpsilonTightest != 1 || len(rec.Epsilon) != 3 {
 		t.Fatalf("history record %+v", rec)
 	}
@@ -271,7 +273,7 @@ func TestRestartAfterChargeBeforeCheckpoint(t *testing.T) {
 	h.stop()
 
 	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
-		Composer: newAccounting(h.cfg.Accountant).composer()})
+		Composer: accounting.New(h.cfg.Accountant).Composer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +292,7 @@ func TestRestartAfterChargeBeforeCheckpoint(t *testing.T) {
 		t.Fatalf("status %+v: the lost round must stay charged", st)
 	}
 	rounds := h2.srv.Rounds()
-	if len(rounds) != 2 || rounds[1].Round != 2 || rounds[1].Status != StatusLost {
+	if len(rounds) != 2 || rounds[1].Round != 2 || rounds[1].Status != checkpoint.StatusLost {
 		t.Fatalf("history %+v", rounds)
 	}
 	// A late batch for the lost round is not processed.
@@ -327,7 +329,7 @@ func TestAbort(t *testing.T) {
 		t.Fatal("an aborted round was charged")
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusAborted || rec.Population != 9 || rec.Accuracy != nil {
+	if rec.Status != checkpoint.StatusAborted || rec.Population != 9 || rec.Accuracy != nil {
 		t.Fatalf("record %+v", rec)
 	}
 	// A batch for the aborted round is not processed.
@@ -350,7 +352,7 @@ func TestAbandonedAndRetriedAnnouncement(t *testing.T) {
 		t.Fatalf("after an abandoned round: round %d, want 2", a.Round)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusAbandoned || len(h.srv.ledger.Releases()) != 0 {
+	if rec.Status != checkpoint.StatusAbandoned || len(h.srv.ledger.Releases()) != 0 {
 		t.Fatalf("record %+v", rec)
 	}
 }

@@ -66,12 +66,10 @@ type WebOptions struct {
 
 	qr       web.QR   // the join URL's QR code
 	tokenSum [32]byte // SHA-256 of OperatorToken
-	live     *liveState
 }
 
 // liveState is what the pages show that the checkpoint does not keep:
-// protocol changes (chart markers) and a pending new class. It is shared
-// by every copy of the WebOptions.
+// protocol changes (chart markers) and a pending new class.
 type liveState struct {
 	mu       sync.Mutex
 	markers  []web.Marker
@@ -108,9 +106,6 @@ func (o *WebOptions) validate() error {
 	}
 	o.qr = q
 	o.tokenSum = sha256Sum(o.OperatorToken)
-	if o.live == nil {
-		o.live = &liveState{}
-	}
 	return nil
 }
 
@@ -244,7 +239,7 @@ func (s *Server) DashboardData() web.DashboardData {
 	s.mu.RLock()
 	model := slices.Clone(s.st.Model)
 	resets := slices.Clone(s.st.ModelResets)
-	cfg := s.cfg
+	cfg, rc := s.cfg, s.rounds()
 	paused := s.paused
 	s.mu.RUnlock()
 	sh := cfg.Test.Shape()
@@ -253,7 +248,7 @@ func (s *Server) DashboardData() web.DashboardData {
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
 		State: state(st.Stopped, paused), Stopped: st.Stopped,
 		Model:       web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
-		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg), Fingerprint: s.fp,
+		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg, rc), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
 	}
 	d.Rounds = make([]web.RoundView, len(rounds))
@@ -269,12 +264,12 @@ func (s *Server) DashboardData() web.DashboardData {
 }
 
 // configItems lists the configuration as the dashboard shows it.
-func configItems(c Config) []web.ConfigItem {
-	p := c.Params
+func configItems(c Config, rc *roundConfig) []web.ConfigItem {
+	p := rc.params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 	if p.Protocol == wire.ProtocolSecAgg {
-		return secaggConfigItems(c)
+		return secaggConfigItems(c, rc)
 	}
 	items := []web.ConfigItem{
 		{Name: "protocol", Value: p.Protocol.String()},
@@ -300,8 +295,8 @@ func configItems(c Config) []web.ConfigItem {
 		web.ConfigItem{Name: "minimum batch", Value: u(p.MinBatch)},
 		web.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
 		web.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		web.ConfigItem{Name: "round timeout", Value: c.RoundTimeout.String()},
-		web.ConfigItem{Name: "server learning rate", Value: g(c.ServerLR)},
+		web.ConfigItem{Name: "round timeout", Value: rc.timeout.String()},
+		web.ConfigItem{Name: "server learning rate", Value: g(rc.serverLR)},
 		web.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
 	)
 	if c.Rounds > 0 {

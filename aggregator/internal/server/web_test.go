@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"io"
 	"net/http"
 	"net/url"
@@ -221,11 +222,11 @@ func TestEventsDeliverRoundAfterBatch(t *testing.T) {
 	}
 	h.finishRound(1)
 	ev := nextEvent(t, ch, "round")
-	var rec RoundRecord
+	var rec checkpoint.RoundRecord
 	if err := json.Unmarshal([]byte(ev.data), &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Round != 1 || rec.Status != StatusOK || rec.N != 4 || rec.Accuracy == nil || rec.EpsilonTightest == nil {
+	if rec.Round != 1 || rec.Status != checkpoint.StatusOK || rec.N != 4 || rec.Accuracy == nil || rec.EpsilonTightest == nil {
 		t.Fatalf("round event %+v", rec)
 	}
 	// A status event follows with the new round.
