@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -140,9 +141,12 @@ type Status struct {
 	ModelResets int  `json:"model_resets"`
 	// NewClassRequested: the operator asked for a new class; the
 	// supervisor (make run) restarts the aggregator with a fresh ledger.
-	NewClassRequested bool              `json:"new_class_requested,omitempty"`
-	Stopped           string            `json:"stopped,omitempty"`
-	Params            checkpoint.Params `json:"params"`
+	NewClassRequested bool `json:"new_class_requested,omitempty"`
+	// RejectedBatches counts the batches rejected as invalid since the
+	// start, by reason (malformed, duplicate seal, invalid release, ...).
+	RejectedBatches map[string]int    `json:"rejected_batches,omitempty"`
+	Stopped         string            `json:"stopped,omitempty"`
+	Params          checkpoint.Params `json:"params"`
 }
 
 // Status returns the current status. It never waits for the accountant:
@@ -156,7 +160,8 @@ func (s *Server) Status() Status {
 	defer s.mu.RUnlock()
 	st := Status{Round: s.st.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
 		Fingerprint: s.fp, Running: s.stopped == "", Stopped: s.stopped, Params: s.st.Params,
-		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass}
+		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass,
+		RejectedBatches: maps.Clone(s.rejected)}
 	if s.st.Open != nil {
 		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
 	}

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/logreg"
-	"github.com/blanket-fl/blanket/shared/mechanism"
-	"github.com/blanket-fl/blanket/shared/privacy"
-	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -149,55 +146,6 @@ func (c *Config) withDefaults() (Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-// protocolSetup is what the analyzer derives from the round parameters,
-// all of it through roundspec (the derivation the clients and the relay
-// use too).
-type protocolSetup struct {
-	spec     *roundspec.Spec
-	analyzer *mechanism.Analyzer // nil for secure summation
-	// center is E[R(1/2)], the blanket mean: a message that fails to open
-	// or opens to an inadmissible value is given this value, so it
-	// contributes zero to the debiased sum in expectation (as a padding
-	// dummy does; see mechanism.Analyzer).
-	center float64
-	// leaderSealed is the size of a sealed leader share (secure
-	// summation only; docs/secagg.md).
-	leaderSealed int
-}
-
-// secAgg reports whether the rounds are secure summation's
-// (docs/secagg.md) rather than a shuffle protocol's.
-func (ps *protocolSetup) secAgg() bool { return !ps.spec.IsShuffle() }
-
-// setupProtocol builds the analyzer for p (roundspec.New: refuses layouts
-// without a privacy proof); for secure summation, the share sizes instead.
-func setupProtocol(p wire.Params) (*protocolSetup, error) {
-	spec, err := roundspec.New(p)
-	if err != nil {
-		return nil, fmt.Errorf("server: protocol: %w", err)
-	}
-	if !spec.IsShuffle() {
-		leader, _, err := spec.SharesSizes()
-		if err != nil {
-			return nil, fmt.Errorf("server: secagg share sizes: %w", err)
-		}
-		return &protocolSetup{spec: spec, leaderSealed: leader}, nil
-	}
-	an, err := spec.Analyzer()
-	if err != nil {
-		return nil, fmt.Errorf("server: analyzer: %w", err)
-	}
-	return &protocolSetup{spec: spec, analyzer: an, center: spec.Center()}, nil
-}
-
-// releaseFor returns the privacy.Release of a round with n reports padded
-// to np (roundspec.Spec.Release). Check-in is not recorded in the release:
-// privacy.Account does not amplify SS-* rounds by it, so leaving it out
-// never under-counts; the history keeps the rate.
-func (ps *protocolSetup) releaseFor(round, n, np int) privacy.Release {
-	return ps.spec.Release(round, n, np)
 }
 
 func finiteF(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

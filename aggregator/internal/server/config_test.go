@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"os"
 	"path/filepath"
@@ -23,11 +24,11 @@ func TestDefaultParams(t *testing.T) {
 	if p.Messages() != 785 || p.BatchMessages(p.NP) != 157000 || p.PerCoordinateEpsilon() != 0.5 {
 		t.Fatalf("messages %d, batch %d, eps0 %v", p.Messages(), p.BatchMessages(p.NP), p.PerCoordinateEpsilon())
 	}
-	ps, err := setupProtocol(p)
+	ps, err := analysis.NewProtocol(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ps.releaseFor(1, 200, 20).Validate(); err != nil {
+	if err := ps.Release(1, 200, 20).Validate(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"runtime"
 	"sync"
 	"testing"
@@ -41,11 +42,11 @@ func BenchmarkOpenAggregateCores(b *testing.B) {
 		}
 	}
 	agg := func() {
-		mb, c := openBatch(key, bt.Round, bt, ps.center, ps.spec.Admissible, 0)
-		if c.accepted != len(bt.Messages) {
-			b.Fatalf("accepted %d of %d", c.accepted, len(bt.Messages))
+		mb, c := analysis.Open(key, bt.Round, bt, ps.Center, ps.Spec.Admissible, 0)
+		if c.Accepted != len(bt.Messages) {
+			b.Fatalf("accepted %d of %d", c.Accepted, len(bt.Messages))
 		}
-		if _, err := ps.analyzer.Estimate(mb, int(bt.Reports)); err != nil {
+		if _, err := ps.Analyzer.Estimate(mb, int(bt.Reports)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -316,7 +316,7 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 		return err
 	}
 	ps := next.proto
-	if err := ps.releaseFor(1, n, int(np.NP)).Validate(); err != nil {
+	if err := ps.Release(1, n, int(np.NP)).Validate(); err != nil {
 		return fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", n, np.NP, err)
 	}
 	// A configuration whose next round would not fit the privacy budget
@@ -328,7 +328,7 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 		nextRound = s.st.Open.Round + 1
 	}
 	s.mu.RUnlock()
-	if eps, err := s.ledger.CanCharge(ps.releaseFor(nextRound, n, int(np.NP))); err != nil {
+	if eps, err := s.ledger.CanCharge(ps.Release(nextRound, n, int(np.NP))); err != nil {
 		if errors.Is(err, ledger.ErrBudgetExhausted) {
 			te, _ := s.ledger.Target()
 			return fmt.Errorf("server: with this configuration round %d would bring ε to %.4g, above the target %g, and training would stop: choose a smaller ε_l", nextRound, eps, te)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"path/filepath"
 	"slices"
@@ -44,8 +45,8 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, _ := setupProtocol(testParams())
-	if err := l.Charge(ps.releaseFor(2, 4, 4)); err != nil {
+	ps, _ := analysis.NewProtocol(testParams())
+	if err := l.Charge(ps.Release(2, 4, 4)); err != nil {
 		t.Fatal(err)
 	}
 	st.LedgerRecords, st.LedgerHead = checkpoint.LedgerHead(l)

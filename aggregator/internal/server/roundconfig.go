@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -16,7 +17,7 @@ import (
 // estimated with the configuration its round was announced with.
 type roundConfig struct {
 	params   wire.Params
-	proto    *protocolSetup
+	proto    *analysis.Protocol
 	serverLR float64
 	timeout  time.Duration
 }
@@ -24,7 +25,7 @@ type roundConfig struct {
 // newRoundConfig derives a round configuration from validated parameters
 // (setupProtocol: roundspec.New refuses layouts without a privacy proof).
 func newRoundConfig(p wire.Params, serverLR float64, timeout time.Duration) (*roundConfig, error) {
-	ps, err := setupProtocol(p)
+	ps, err := analysis.NewProtocol(p)
 	if err != nil {
 		return nil, err
 	}

@@ -159,17 +159,17 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
 	}
 	rc := s.rounds()
-	if !rc.proto.secAgg() {
+	if !rc.proto.SecAgg() {
 		return ans(IntakeInvalid, nil, "the open round is not secure summation")
 	}
 	start := time.Now()
 	params := rc.params
-	b, err := wire.ParseSecAggBatch(frame, rc.proto.leaderSealed, int(params.Quota))
+	b, err := wire.ParseSecAggBatch(frame, rc.proto.LeaderSealed, int(params.Quota))
 	if err != nil {
 		s.log.Warn("secagg batch rejected: malformed", "round", r, "err", err)
 		return ans(IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
 	}
-	sr, err := rc.proto.spec.SecAggRound(round)
+	sr, err := rc.proto.Spec.SecAggRound(round)
 	if err != nil {
 		return SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
 	}
@@ -243,7 +243,7 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	}
 	// Charge before 'M' leaves: with 'M' the relay sends its aggregate
 	// share, and with it the aggregator can unshard (docs/secagg.md step 5).
-	if err := s.ledger.Charge(rc.proto.spec.Release(r, accepted, 0)); err != nil {
+	if err := s.ledger.Charge(rc.proto.Spec.Release(r, accepted, 0)); err != nil {
 		switch {
 		case errors.Is(err, ledger.ErrBudgetExhausted):
 			st := wire.BatchStatusRefused
@@ -513,15 +513,15 @@ func (s *Server) operatorSigma(rc *roundConfig) (float64, error) {
 func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
 	rc := s.rounds()
 	ps, p := rc.proto, rc.params
-	if !ps.secAgg() {
+	if !ps.SecAgg() {
 		return 1 << 10, 1 << 10
 	}
-	sr, err := ps.spec.SecAggRound(1)
+	sr, err := ps.Spec.SecAggRound(1)
 	if err != nil {
 		return 1 << 10, 1 << 10
 	}
 	q := int64(p.Quota)
-	batch = 26 + q*int64(ps.leaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
+	batch = 26 + q*int64(ps.LeaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
 	aggregate = 14 + 64 + 16*int64(p.D)
 	return batch, aggregate
 }

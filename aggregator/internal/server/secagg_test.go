@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"io"
@@ -674,8 +675,8 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 		p.Quota != 8 || p.CheckInP != 0.5 || lr != roundspec.DefaultSecAggLR {
 		t.Fatalf("params %+v, lr %v", p, lr)
 	}
-	ps, err := setupProtocol(p)
-	if err != nil || !ps.secAgg() || ps.analyzer != nil {
+	ps, err := analysis.NewProtocol(p)
+	if err != nil || !ps.SecAgg() || ps.Analyzer != nil {
 		t.Fatalf("setup %+v, %v", ps, err)
 	}
 	lo, err := accounting.New(nil).LedgerOptions(2, 1e-5)
@@ -688,11 +689,11 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 	}
 	defer l.Close()
 	for r := 1; r <= 3; r++ {
-		if err := l.Charge(ps.spec.Release(r, 4, 0)); err != nil {
+		if err := l.Charge(ps.Spec.Release(r, 4, 0)); err != nil {
 			t.Fatalf("round %d of 3 refused: %v", r, err)
 		}
 	}
-	if err := l.Charge(ps.spec.Release(4, 4, 0)); !errors.Is(err, ledger.ErrBudgetExhausted) {
+	if err := l.Charge(ps.Spec.Release(4, 4, 0)); !errors.Is(err, ledger.ErrBudgetExhausted) {
 		t.Fatalf("a fourth round: %v, want the budget refusal", err)
 	}
 }

@@ -47,11 +47,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/events"
 	"io"
 	"log/slog"
 	"net/http"
@@ -65,7 +65,6 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/envelope"
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -98,14 +97,17 @@ type Server struct {
 	mu      sync.RWMutex
 	st      checkpoint.State
 	stopped string // why the round loop stopped announcing ("" while running)
+	// rejected counts the batches rejected as invalid, by reason
+	// (analysis.Reason*, reason*; GET /api/status).
+	rejected map[string]int
 	// Operator controls (operator.go), guarded by mu; pendingCfg and
 	// pendingReset are also only set and applied under procMu.
 	paused       bool
 	pendingCfg   *roundConfig
 	pendingReset bool
 
-	events *broker    // the /events streams
-	live   *liveState // chart markers and a new class request (web.go)
+	events *events.Broker // the /events streams
+	live   *liveState     // chart markers and a new class request (web.go)
 
 	wake chan struct{} // a round finished
 
@@ -143,14 +145,14 @@ func New(cfg Config) (*Server, error) {
 		statePath: filepath.Join(c.StateDir, CheckpointFile),
 		tokenSum:  sha256.Sum256([]byte(c.Token)),
 		wake:      make(chan struct{}, 1),
-		events:    newBroker(c.Web.MaxSubscribers),
+		events:    events.New(c.Web.MaxSubscribers),
 		paused:    c.Web.StartPaused,
 	}
 	if created {
 		s.log.Info("generated a new aggregator key", "fingerprint", s.fp)
 	}
 	s.round.Store(rc)
-	if err := rc.proto.releaseFor(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
+	if err := rc.proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
 		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
 	}
 	ck, err := checkpoint.Load(s.statePath)
@@ -331,7 +333,7 @@ func (s *Server) nextRound() (*checkpoint.Open, error) {
 	}
 	r := s.st.Round + 1
 	rc := s.rounds()
-	rel := rc.proto.releaseFor(r, s.cfg.ExpectedN, int(rc.params.NP))
+	rel := rc.proto.Release(r, s.cfg.ExpectedN, int(rc.params.NP))
 	if eps, err := s.ledger.CanCharge(rel); err != nil {
 		if errors.Is(err, ledger.ErrBudgetExhausted) {
 			s.stop(fmt.Sprintf("privacy budget: round %d would bring epsilon to %.4g, target %g", r, eps, s.cfg.TargetEpsilon))
@@ -541,381 +543,4 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	sum := sha256.Sum256([]byte(tok))
 	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
-}
-
-// Intake is the definitive outcome of a batch or an abort the relay posts
-// (docs/protocol.md, "Relay-aggregator outcomes"). The relay removes a
-// frame from its outbox on any of them and never sends it again; only an
-// internal failure (HTTP 500) or no answer makes it resend the same bytes.
-type Intake string
-
-const (
-	// IntakeAccepted: processed now (a batch's reply status says how:
-	// ok, refused by the budget, or invalid after its charge).
-	IntakeAccepted Intake = "accepted"
-	// IntakeDuplicate: this frame was already processed (a resend whose
-	// answer was lost); a batch gets its stored reply again.
-	IntakeDuplicate Intake = "duplicate"
-	// IntakeObsolete: the round is closed here another way (abandoned,
-	// aborted, lost, another batch) or is not the open round.
-	IntakeObsolete Intake = "obsolete"
-	// IntakeInvalid: the bytes can never be processed (not a frame of the
-	// kind, malformed, disagreeing with the round's parameters).
-	IntakeInvalid Intake = "invalid"
-)
-
-// HTTPStatus is the status code that carries the outcome: 200 accepted,
-// 208 duplicate, 409 obsolete, 400 invalid.
-func (i Intake) HTTPStatus() int {
-	switch i {
-	case IntakeAccepted:
-		return http.StatusOK
-	case IntakeDuplicate:
-		return http.StatusAlreadyReported
-	case IntakeObsolete:
-		return http.StatusConflict
-	}
-	return http.StatusBadRequest
-}
-
-// IntakeAnswer is the JSON body of an answer to POST /v1/abort.
-type IntakeAnswer struct {
-	Round   uint64 `json:"round"`
-	Outcome Intake `json:"outcome"`
-	Detail  string `json:"detail,omitempty"`
-}
-
-// HandleBatch processes one Batch frame and returns the reply (see
-// BatchIntake, which also returns the outcome).
-func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
-	reply, _, err := s.BatchIntake(frame)
-	return reply, err
-}
-
-// BatchIntake processes one Batch frame and returns the reply and its
-// outcome. It is the body of POST /v1/batch after authentication; err is
-// non-nil only for internal failures (the ledger could not record the
-// charge; nothing was decrypted), answered 500 so the relay retries. The
-// reply's Round is 0 only when the frame is not a batch frame of a round.
-func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
-	digest := sha256.Sum256(frame)
-	dig := hex.EncodeToString(digest[:])
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-
-	t, round, err := wire.PeekRound(frame)
-	if err != nil || t != wire.TypeBatch || round < 1 {
-		s.log.Warn("batch rejected: not a batch frame", "bytes", len(frame))
-		return wire.BatchReply{Status: wire.BatchStatusInvalid}, IntakeInvalid, nil
-	}
-	reply := wire.BatchReply{Round: round}
-	if round > uint64(s.st.Round+1) || int(round) <= 0 {
-		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch ignored: a round never announced", "round", round, "last", s.st.Round)
-		return reply, IntakeObsolete, nil
-	}
-	r := int(round)
-	if rec := s.record(r); rec != nil {
-		if rec.Status == checkpoint.StatusLost && rec.Reply == nil && rec.Digest == dig {
-			return s.reapply(frame, round, dig)
-		}
-		if rec.Digest == dig && rec.Reply != nil {
-			s.log.Info("identical batch re-sent; answering with the stored reply", "round", r)
-			return wire.BatchReply{Round: round, Accepted: uint32(rec.Accepted), RejectedOpen: uint32(rec.RejectedOpen),
-				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, IntakeDuplicate, nil
-		}
-		s.log.Warn("batch ignored: the round is already closed", "round", r, "status", rec.Status)
-		reply.Status = wire.BatchStatusDuplicate
-		return reply, IntakeObsolete, nil
-	}
-	if s.st.Open == nil || s.st.Open.Round != r {
-		// A round below the last finished one with no record cannot
-		// happen; a round not open is not accepted.
-		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch ignored: round not open", "round", r)
-		return reply, IntakeObsolete, nil
-	}
-	rc := s.rounds()
-	if rc.proto.secAgg() {
-		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/batch)", "round", r)
-		return reply, IntakeInvalid, nil
-	}
-	start := time.Now()
-	b, err := wire.ParseBatch(frame, rc.params)
-	if err != nil {
-		s.log.Warn("batch rejected: malformed", "round", r, "err", err)
-		reply.Status = wire.BatchStatusInvalid
-		return reply, IntakeInvalid, nil
-	}
-	if i, j, dup := duplicateSealed(b); dup {
-		// Every honest seal has a fresh encapsulation: the same one twice
-		// is a replayed report the relay let through, which would count
-		// one volunteer's values twice. Nothing is charged or opened.
-		s.log.Warn("batch rejected: a sealed message appears twice", "round", r, "first", i, "again", j)
-		reply.Status = wire.BatchStatusInvalid
-		return reply, IntakeInvalid, nil
-	}
-	rec := checkpoint.RoundRecord{
-		Round: r, AnnouncedAt: s.st.Open.AnnouncedAt, Deadline: s.st.Open.Deadline, Digest: dig,
-		N: int(b.Reports), NP: int(b.NP), CheckedIn: int(b.CheckedIn), Population: int(b.Population), Messages: len(b.Messages),
-	}
-	if b.Population > 0 {
-		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
-	}
-
-	// Record which batch is being charged, durably, before charging it: a
-	// restart between the charge and the checkpoint below then knows the
-	// charged batch's digest, and an identical re-send is applied without
-	// charging again (reapply) instead of leaving the round lost.
-	if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig} }); err != nil {
-		return wire.BatchReply{}, "", fmt.Errorf("server: recording the batch before its charge, round %d: %w", r, err)
-	}
-	// Charge before decrypting: nothing of this round is opened, let
-	// alone published, unless the ledger has durably recorded it.
-	rel := rc.proto.releaseFor(r, int(b.Reports), int(b.NP))
-	if err := s.ledger.Charge(rel); err != nil {
-		switch {
-		case errors.Is(err, ledger.ErrBudgetExhausted):
-			reply.Status = wire.BatchStatusRefused
-			st := reply.Status
-			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
-			s.log.Warn("batch refused: privacy budget", "round", r, "err", err)
-			s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
-			s.stop("privacy budget: " + err.Error())
-			return reply, IntakeAccepted, nil
-		case errors.Is(err, ledger.ErrInvalidRelease):
-			s.log.Warn("batch rejected: invalid release", "round", r, "err", err)
-			reply.Status = wire.BatchStatusInvalid
-			return reply, IntakeInvalid, nil
-		default:
-			s.log.Error("ledger charge failed; nothing decrypted", "round", r, "err", err)
-			return wire.BatchReply{}, "", fmt.Errorf("server: charging round %d: %w", r, err)
-		}
-	}
-
-	model, err := s.decryptAndUpdate(round, b, &reply, &rec)
-	if err != nil {
-		// Charged but not applied: the budget stays spent.
-		reply.Status = wire.BatchStatusInvalid
-		rec.Status, rec.Detail = checkpoint.StatusLost, "charged but not applied: "+err.Error()
-		s.log.Error("estimate failed after charging", "round", r, "err", err)
-	} else {
-		reply.Status = wire.BatchStatusOK
-		rec.Status = checkpoint.StatusOK
-		acc, aerr := logreg.Accuracy(model, s.cfg.Test)
-		loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
-		if aerr == nil && lerr == nil {
-			rec.Accuracy, rec.Loss = accounting.FinitePtr(acc), accounting.FinitePtr(loss)
-		} else {
-			s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
-		}
-	}
-	s.fillEpsilon(&rec)
-	st := reply.Status
-	rec.Reply, rec.FinishedAt, rec.Seconds = &st, time.Now(), time.Since(start).Seconds()
-	// A failed checkpoint is logged by commit; the reply stands (the
-	// charge is durable, and after a restart the round is recorded lost).
-	s.commit(func(c *checkpoint.State) {
-		if rec.Status == checkpoint.StatusOK {
-			c.Model = model
-		}
-		c.History = append(c.History, rec)
-		c.Round, c.Open, c.Charging = r, nil, nil
-	})
-	s.notify()
-	args := []any{"round", r, "status", rec.Status, "n", rec.N, "n_p", rec.NP, "accepted", rec.Accepted,
-		"rejected_open", rec.RejectedOpen, "rejected_value", rec.RejectedValue, "seconds", rec.Seconds}
-	if rec.Accuracy != nil {
-		args = append(args, "accuracy", *rec.Accuracy, "loss", *rec.Loss)
-	}
-	if rec.EpsilonTightest != nil {
-		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
-	}
-	s.log.Info("round finished", args...)
-	return reply, IntakeAccepted, nil
-}
-
-// duplicateSealed reports the first pair of messages of b that share an
-// HPKE encapsulated key (the first envelope.EncSize bytes of the sealed
-// part), if any.
-func duplicateSealed(b *wire.Batch) (first, again int, dup bool) {
-	seen := make(map[[envelope.EncSize]byte]int, len(b.Messages))
-	for i, m := range b.Messages {
-		var k [envelope.EncSize]byte
-		copy(k[:], m.Sealed)
-		if j, ok := seen[k]; ok {
-			return j, i, true
-		}
-		seen[k] = i
-	}
-	return 0, 0, false
-}
-
-// decryptAndUpdate opens a charged batch (openBatch), fills the counts of
-// reply and rec, and returns the model with the round's estimate applied
-// (not yet stored), or an error if the estimate is unusable.
-func (s *Server) decryptAndUpdate(round uint64, b *wire.Batch, reply *wire.BatchReply, rec *checkpoint.RoundRecord) ([]float64, error) {
-	rc := s.rounds()
-	if rc.proto.analyzer == nil {
-		return nil, errors.New("the current protocol is secure summation: no shuffle analyzer")
-	}
-	mb, counts := openBatch(s.key, round, b, rc.proto.center, rc.proto.spec.Admissible, s.cfg.Workers)
-	s.opened.Add(int64(len(b.Messages)))
-	reply.Accepted, reply.RejectedOpen, reply.RejectedValue = uint32(counts.accepted), uint32(counts.rejectedOpen), uint32(counts.rejectedValue)
-	rec.Accepted, rec.RejectedOpen, rec.RejectedValue = counts.accepted, counts.rejectedOpen, counts.rejectedValue
-	model := slices.Clone(s.st.Model)
-	est, err := rc.proto.analyzer.Estimate(mb, int(b.Reports))
-	if err != nil {
-		return nil, err
-	}
-	for j, v := range est {
-		model[j] += rc.serverLR * v
-	}
-	for _, v := range model {
-		if !finiteF(v) {
-			return nil, errors.New("model update is not finite")
-		}
-	}
-	return model, nil
-}
-
-// reapply applies the identical re-send of a batch that was charged before
-// a restart but never applied (reconcile recorded the round lost with the
-// digest of the batch being charged): the ledger already holds the round's
-// release, so nothing is charged again (every decrypted round is charged
-// exactly once). The caller holds procMu. The round's model update lands
-// on the current model, after any round announced since (an asynchronous
-// update, as federated averaging tolerates).
-func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, Intake, error) {
-	r := int(round)
-	reply := wire.BatchReply{Round: round}
-	b, err := wire.ParseBatch(frame, s.rounds().params)
-	if err != nil {
-		s.log.Warn("re-sent batch of a lost round rejected: malformed", "round", r, "err", err)
-		reply.Status = wire.BatchStatusInvalid
-		return reply, IntakeInvalid, nil
-	}
-	start := time.Now()
-	rec := *s.record(r)
-	model, err := s.decryptAndUpdate(round, b, &reply, &rec)
-	if err != nil {
-		reply.Status = wire.BatchStatusInvalid
-		rec.Detail = "charged, re-sent after a restart, not applied: " + err.Error()
-		s.log.Error("estimate of a re-sent charged batch failed", "round", r, "err", err)
-	} else {
-		reply.Status = wire.BatchStatusOK
-		rec.Status, rec.Detail = checkpoint.StatusOK, "charged before a restart; its identical re-sent batch applied without a second charge"
-		rec.N, rec.NP, rec.CheckedIn, rec.Population, rec.Messages = int(b.Reports), int(b.NP), int(b.CheckedIn), int(b.Population), len(b.Messages)
-		if acc, aerr := logreg.Accuracy(model, s.cfg.Test); aerr == nil {
-			rec.Accuracy = accounting.FinitePtr(acc)
-		}
-		if loss, lerr := logreg.Loss(model, s.cfg.Test, 0); lerr == nil {
-			rec.Loss = accounting.FinitePtr(loss)
-		}
-	}
-	st := reply.Status
-	rec.Digest, rec.Reply, rec.FinishedAt, rec.Seconds = dig, &st, time.Now(), time.Since(start).Seconds()
-	s.commit(func(c *checkpoint.State) {
-		if rec.Status == checkpoint.StatusOK {
-			c.Model = model
-		}
-		for i := range c.History {
-			if c.History[i].Round == r {
-				c.History[i] = rec
-			}
-		}
-	})
-	s.notify()
-	s.log.Info("re-sent batch of a charged round applied without charging again", "round", r, "status", rec.Status, "accepted", rec.Accepted)
-	return reply, IntakeAccepted, nil
-}
-
-// fillEpsilon stores the cumulative guarantee after the round by every
-// accounting method (cached from the ledger's own Charge).
-func (s *Server) fillEpsilon(rec *checkpoint.RoundRecord) {
-	eps, _, method := s.ledger.Spent()
-	rec.EpsilonTightest, rec.Method = accounting.FinitePtr(eps), method
-	rels := s.ledger.Releases()
-	if len(rels) == 0 {
-		return
-	}
-	rep, err := s.acct.Report(s.ledger, s.cfg.TargetDelta)
-	if err != nil {
-		s.log.Warn("accounting rows unavailable", "round", rec.Round, "err", err)
-		return
-	}
-	rec.Epsilon = accounting.RowsOf(rep)
-}
-
-// HandleAbort processes an Abort frame (see AbortIntake): it reports
-// whether the abort matched the open round or an already aborted one.
-func (s *Server) HandleAbort(frame []byte) (bool, error) {
-	ans := s.AbortIntake(frame)
-	if ans.Outcome == IntakeInvalid {
-		return false, errors.New(ans.Detail)
-	}
-	return ans.Outcome == IntakeAccepted || ans.Outcome == IntakeDuplicate, nil
-}
-
-// AbortIntake processes an Abort frame: the open round is closed with
-// nothing charged and the next round follows (accepted). An abort of a
-// round already aborted is a duplicate; of a round closed another way, or
-// not open, obsolete; bytes that are not an Abort frame, invalid.
-func (s *Server) AbortIntake(frame []byte) IntakeAnswer {
-	a, err := wire.ParseAbort(frame)
-	if err != nil {
-		_, round, _ := wire.PeekRound(frame)
-		return IntakeAnswer{Round: round, Outcome: IntakeInvalid, Detail: "invalid abort: " + err.Error()}
-	}
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-	ans := IntakeAnswer{Round: a.Round}
-	r := int(a.Round)
-	if r <= 0 {
-		ans.Outcome, ans.Detail = IntakeObsolete, "round out of range"
-		return ans
-	}
-	if rec := s.record(r); rec != nil {
-		if rec.Status == checkpoint.StatusAborted {
-			ans.Outcome, ans.Detail = IntakeDuplicate, fmt.Sprintf("round %d already aborted", r)
-		} else {
-			ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
-			s.log.Info("abort ignored: the round is already closed", "round", r, "status", rec.Status)
-		}
-		return ans
-	}
-	if s.st.Open == nil || s.st.Open.Round != r {
-		ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, s.st.Round)
-		s.log.Info("abort ignored: round not open", "round", r, "last", s.st.Round)
-		return ans
-	}
-	if s.loseSecAggIfPending(r, "charged, not applied: aborted by the relay after its batch ("+abortReason(a.Reason)+")") {
-		ans.Outcome = IntakeAccepted
-		return ans
-	}
-	o := *s.st.Open
-	rec := checkpoint.RoundRecord{Round: r, Status: checkpoint.StatusAborted, Detail: abortReason(a.Reason), AnnouncedAt: o.AnnouncedAt,
-		Deadline: o.Deadline, FinishedAt: time.Now(), N: int(a.Reports), CheckedIn: int(a.CheckedIn), Population: int(a.Population)}
-	if a.Population > 0 {
-		rec.CheckInRate = float64(a.CheckedIn) / float64(a.Population)
-	}
-	s.log.Info("round aborted by the relay; nothing charged", "round", r, "reason", rec.Detail, "reports", a.Reports,
-		"checked_in", a.CheckedIn, "population", a.Population)
-	s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
-	s.notify()
-	ans.Outcome = IntakeAccepted
-	return ans
-}
-
-func abortReason(r uint8) string {
-	switch r {
-	case wire.AbortBelowMinBatch:
-		return "below min batch"
-	case wire.AbortRelayRestart:
-		return "relay restart"
-	case wire.AbortOverflow:
-		return "overflow"
-	}
-	return fmt.Sprintf("reason %d", r)
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"math"
 	"net/http"
@@ -277,8 +278,8 @@ func TestRestartAfterChargeBeforeCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, _ := setupProtocol(testParams())
-	if err := l.Charge(ps.releaseFor(2, 4, 4)); err != nil {
+	ps, _ := analysis.NewProtocol(testParams())
+	if err := l.Charge(ps.Release(2, 4, 4)); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
