@@ -9,19 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/aggregator/internal/params"
-	"math"
+	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
-	"github.com/blanket-fl/blanket/shared/mechanism"
-	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -31,9 +27,6 @@ var ErrStopped = errors.New("server: the round loop has stopped")
 
 // maxOperatorForm bounds an operator POST body.
 const maxOperatorForm = 16 << 10
-
-// maxRoundTimeout bounds the round timeout an operator may set.
-const maxRoundTimeout = 24 * time.Hour
 
 // Pause stops announcing new rounds; the open round (if any) still
 // finishes. Resume undoes it.
@@ -94,78 +87,6 @@ func (s *Server) ResetModel() error {
 	return nil
 }
 
-// ConfigChange is an operator's new round configuration. Zero fields keep
-// the current value, except K, Beta and ServerLR, whose zero means the
-// default (k = d/50; server learning rate d/k for ss-topk, 1 otherwise).
-type ConfigChange struct {
-	Protocol     string  // ss-simple, ss-double, ss-topk or secagg
-	EpsL         float64 // local budget of one report
-	Clip         float64 // clipping bound C
-	K            int     // coordinates per client (ss-double, ss-topk)
-	Beta         float64 // k/d, used when K is 0
-	NPRatio      float64 // n/n_p: n_p = ceil(ExpectedN/NPRatio) made feasible (0: params.DefaultNPRatio)
-	CheckInP     float64
-	RoundTimeout time.Duration
-	MinBatch     int
-	ServerLR     float64
-}
-
-// Sane ranges of the operator's values: a value outside them either
-// stops training (a local budget whose first round exceeds the target),
-// removes the protection it is there for (a batch of one or two reports
-// hides nobody), or leaves a classroom waiting (a day-long round).
-const (
-	maxOperatorEpsL     = 1000
-	maxOperatorClip     = 1
-	minOperatorMinBatch = 3
-	minOperatorTimeout  = 5 * time.Second
-	maxOperatorTimeout  = time.Hour
-	maxOperatorServerLR = 1000
-	minOperatorNPRatio  = 0.25
-	maxOperatorNPRatio  = 100
-)
-
-// checkRanges refuses values outside the sane ranges (zero keeps the
-// current value or the default) for a model of d parameters and n
-// expected reports per round.
-func (c ConfigChange) checkRanges(d, n int) error {
-	var errs []error
-	out := func(name string, v any, lo, hi any) {
-		errs = append(errs, fmt.Errorf("%s = %v is outside [%v, %v]", name, v, lo, hi))
-	}
-	if c.EpsL != 0 && c.EpsL > maxOperatorEpsL {
-		out("local budget ε_l", c.EpsL, "> 0", maxOperatorEpsL)
-	}
-	if c.Clip != 0 && c.Clip > maxOperatorClip {
-		out("clipping bound C", c.Clip, "> 0", maxOperatorClip)
-	}
-	if c.K != 0 && (c.K < 1 || c.K > d/2) {
-		out("k", c.K, 1, d/2)
-	}
-	if c.Beta != 0 && c.Beta > 0.5 {
-		out("β = k/d", c.Beta, "> 0", 0.5)
-	}
-	if c.NPRatio != 0 && (c.NPRatio < minOperatorNPRatio || c.NPRatio > maxOperatorNPRatio) {
-		out("n / n_p", c.NPRatio, minOperatorNPRatio, maxOperatorNPRatio)
-	}
-	if c.CheckInP > 1 {
-		out("check-in probability p", c.CheckInP, "> 0", 1)
-	}
-	if c.RoundTimeout != 0 && (c.RoundTimeout < minOperatorTimeout || c.RoundTimeout > maxOperatorTimeout) {
-		out("round timeout", c.RoundTimeout, minOperatorTimeout, maxOperatorTimeout)
-	}
-	if c.MinBatch != 0 && (c.MinBatch < minOperatorMinBatch || c.MinBatch > max(n, minOperatorMinBatch)) {
-		out("minimum batch", c.MinBatch, minOperatorMinBatch, max(n, minOperatorMinBatch))
-	}
-	if c.ServerLR > maxOperatorServerLR {
-		out("server learning rate", c.ServerLR, "> 0", maxOperatorServerLR)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	return nil
-}
-
 // Reconfigure validates a new configuration and schedules it for the next
 // announced round (at once if no round is open): the open round's batch is
 // still parsed and estimated with the parameters it was announced with.
@@ -176,135 +97,17 @@ func (c ConfigChange) checkRanges(d, n int) error {
 // budget check's release validation. The ledger, its target and the
 // accounting are unchanged: the next rounds are charged against what was
 // already spent.
-func (s *Server) Reconfigure(c ConfigChange) error {
+func (s *Server) Reconfigure(c operator.ConfigChange) error {
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 	cur, rc := s.cfg, s.rounds()
-	p := rc.params
-	for _, v := range []struct {
-		name string
-		v    float64
-	}{{"eps_l", c.EpsL}, {"clip", c.Clip}, {"beta", c.Beta}, {"np_ratio", c.NPRatio}, {"check_in_p", c.CheckInP}, {"server_lr", c.ServerLR}} {
-		if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 {
-			return fmt.Errorf("server: %s must be a finite number >= 0, got %v", v.name, v.v)
-		}
-	}
-	if c.K < 0 || c.MinBatch < 0 || c.RoundTimeout < 0 || c.RoundTimeout > maxRoundTimeout {
-		return fmt.Errorf("server: k, min batch and round timeout must be >= 0 (timeout at most %v)", maxRoundTimeout)
-	}
-	d := int(p.D)
+	te, td := s.ledger.Target()
 	n := cur.ExpectedN
-	if err := c.checkRanges(d, n); err != nil {
-		return err
-	}
-	proto := p.Protocol
-	if c.Protocol != "" {
-		var err error
-		if proto, err = wire.ParseProtocol(c.Protocol); err != nil {
-			return fmt.Errorf("server: %w", err)
-		}
-	}
-	if proto != p.Protocol {
-		// A new protocol starts from its own defaults: values the form
-		// still shows from the old protocol (server learning rate d/k of
-		// ss-topk, its k and padding) are not carried over.
-		if c.ServerLR == rc.serverLR {
-			c.ServerLR = 0
-		}
-		if c.K == int(p.K) {
-			c.K = 0
-		}
-		if p.NP > 0 && math.Abs(c.NPRatio-float64(n)/float64(p.NP)) < 1e-6 {
-			c.NPRatio = 0
-		}
-		// Secure summation's clip is an L2 norm, the shuffle protocols' a
-		// per-coordinate bound: a switch between them starts from the
-		// new one's default.
-		if (proto == wire.ProtocolSecAgg) != (p.Protocol == wire.ProtocolSecAgg) && c.Clip == p.Clip {
-			c.Clip = 0
-		}
-	}
-	f := params.Choice{Protocol: proto.String(), Randomizer: p.Randomizer.String(), Buckets: int(p.Buckets),
-		MinBatch: int(p.MinBatch), EpsL: p.EpsL, DeltaL: p.DeltaL, Clip: p.Clip, CheckIn: p.CheckInP, ServerLR: c.ServerLR}
-	if (proto == wire.ProtocolSecAgg) != (p.Protocol == wire.ProtocolSecAgg) {
-		f.Clip = 0 // the other kind of clip: the new protocol's default
-	}
-	if p.Protocol == wire.ProtocolSecAgg && proto != wire.ProtocolSecAgg {
-		f.Randomizer = wire.RandomizerLaplace.String()
-	}
-	if proto == p.Protocol && proto != wire.ProtocolSSSimple {
-		f.Quota = int(p.Quota)
-	}
-	if c.EpsL > 0 {
-		f.EpsL = c.EpsL
-	}
-	if c.Clip > 0 {
-		f.Clip = c.Clip
-	}
-	if c.CheckInP > 0 {
-		f.CheckIn = c.CheckInP
-	}
-	if c.MinBatch > 0 {
-		f.MinBatch = c.MinBatch
-	}
-	k := c.K
-	if k == 0 && c.Beta > 0 {
-		k = max(1, min(d-1, int(math.Round(c.Beta*float64(d)))))
-	}
-	f.K = k
-	if proto == wire.ProtocolSecAgg {
-		f.K, f.Bits, f.Sigma = 0, int(p.Bits), p.Sigma
-		if p.Protocol != wire.ProtocolSecAgg {
-			// Calibrated to the ledger's target over the configured
-			// rounds at the new check-in rate (the budget check below
-			// still refuses a round that would not fit).
-			rounds := cur.Rounds
-			if rounds == 0 {
-				rounds = params.DefaultSecAggRounds
-			}
-			te, td := s.ledger.Target()
-			var sigma float64
-			var err error
-			if f.CheckIn == p.CheckInP {
-				// What the page offered (σ in grid units does not depend
-				// on the clip: the scale is 2^(bits-1)-1 over it).
-				sigma, err = s.operatorSigma(rc)
-			} else {
-				sigma, err = params.SecAggSigma(d, n, f, rounds, te, td)
-			}
-			if err != nil {
-				return fmt.Errorf("server: %w", err)
-			}
-			f.Sigma = sigma
-		}
-	} else if proto != wire.ProtocolSSSimple {
-		// Width is k (one message per group), so n_p must make d*n_p a
-		// multiple of k: mechanism.FeasibleNP.
-		width := k
-		if width == 0 {
-			width = max(1, int(math.Round(float64(d)/params.DefaultBetaInv)))
-			if width >= d {
-				width = d - 1
-			}
-		}
-		ratio := c.NPRatio
-		if ratio == 0 {
-			ratio = params.DefaultNPRatio
-		}
-		// A small tolerance so that the ratio the form shows (n / n_p,
-		// printed in full) gives back the same n_p.
-		f.NP = mechanism.FeasibleNP(d, width, int(math.Ceil(float64(n)/ratio-1e-9)))
-	}
-	if f.Quota > 0 && f.Quota < f.MinBatch {
-		f.Quota = 0
-	}
-	np, lr, err := params.Build(d, n, f)
+	np, lr, timeout, err := operator.Plan(c, operator.Current{Params: rc.params, ServerLR: rc.serverLR, Timeout: rc.timeout,
+		ExpectedN: n, Rounds: cur.Rounds, TargetEpsilon: te, TargetDelta: td,
+		OfferedSigma: func() (float64, error) { return s.operatorSigma(rc) }})
 	if err != nil {
-		return fmt.Errorf("server: configuration: %w", err)
-	}
-	timeout := rc.timeout
-	if c.RoundTimeout > 0 {
-		timeout = c.RoundTimeout
+		return err
 	}
 	cand := cur // a copy: validated as a whole, never stored
 	cand.Params, cand.ServerLR, cand.RoundTimeout = np, lr, timeout
@@ -574,8 +377,8 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 			code = http.StatusInternalServerError
 		}
 	case "config":
-		var c ConfigChange
-		if c, err = parseConfigForm(r.PostForm); err == nil {
+		var c operator.ConfigChange
+		if c, err = operator.ParseForm(r.PostForm); err == nil {
 			err = s.Reconfigure(c)
 		}
 	case "newclass":
@@ -585,56 +388,13 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 		d := s.OperatorData(true)
 		d.Error = err.Error()
 		if action == "config" {
-			d.Form = formFromPost(r.PostForm, d.Form.D)
+			d.Form = dashboard.FormFromPost(r.PostForm, d.Form.D)
 		}
 		operatorHeaders(w)
 		renderPage(w, r, code, web.Operator(d))
 		return
 	}
 	http.Redirect(w, r, "/operator?done="+action, http.StatusSeeOther)
-}
-
-// parseConfigForm reads the operator form; empty fields are zero.
-func parseConfigForm(f url.Values) (ConfigChange, error) {
-	var c ConfigChange
-	var errs []error
-	fl := func(name string) float64 {
-		v := strings.TrimSpace(f.Get(name))
-		if v == "" {
-			return 0
-		}
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			errs = append(errs, fmt.Errorf("%s: %q is not a finite number", name, v))
-		}
-		return x
-	}
-	in := func(name string) int {
-		v := strings.TrimSpace(f.Get(name))
-		if v == "" {
-			return 0
-		}
-		x, err := strconv.Atoi(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q is not an integer", name, v))
-		}
-		return x
-	}
-	c.Protocol = strings.TrimSpace(f.Get("protocol"))
-	c.EpsL, c.Clip, c.K, c.Beta = fl("eps_l"), fl("clip"), in("k"), fl("beta")
-	c.NPRatio, c.CheckInP, c.MinBatch, c.ServerLR = fl("np_ratio"), fl("check_in_p"), in("min_batch"), fl("server_lr")
-	if secs := fl("round_timeout"); secs < 0 || secs > maxRoundTimeout.Seconds() {
-		errs = append(errs, fmt.Errorf("round_timeout: %v s is outside (0, %v]", secs, maxRoundTimeout.Seconds()))
-	} else {
-		c.RoundTimeout = time.Duration(secs * float64(time.Second))
-	}
-	return c, errors.Join(errs...)
-}
-
-func formFromPost(f url.Values, d int) web.OperatorForm {
-	return web.OperatorForm{Protocol: f.Get("protocol"), EpsL: f.Get("eps_l"), Clip: f.Get("clip"), K: f.Get("k"),
-		Beta: f.Get("beta"), NPRatio: f.Get("np_ratio"), CheckInP: f.Get("check_in_p"), RoundTimeout: f.Get("round_timeout"),
-		MinBatch: f.Get("min_batch"), ServerLR: f.Get("server_lr"), D: d}
 }
 
 // RequestNewClass pauses the round loop and asks the supervisor (make run)
@@ -669,75 +429,22 @@ func (s *Server) markers() []web.Marker {
 // OperatorData collects what the operator page shows; loggedIn shows the
 // controls, otherwise the password form.
 func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
+	cfg := s.cfg
 	s.mu.RLock()
-	cfg, rc := s.cfg, s.rounds()
-	d := web.OperatorData{State: state(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
+	d := web.OperatorData{State: dashboard.State(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
 		ModelResets: len(s.st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
 		LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
 	if s.st.Open != nil {
-		d.Deadline = s.st.Open.Deadline
+		d.Deadline, d.OpenRound = s.st.Open.Deadline, s.st.Open.Round
 	}
-	if s.st.Open != nil {
-		d.OpenRound = s.st.Open.Round
-	}
-	if pc := s.pendingCfg; pc != nil && pc.params.Protocol == wire.ProtocolSecAgg {
-		d.Pending = append(d.Pending, fmt.Sprintf("%s, σ = %.4g, %d bits, C = %g (L2), q = %g, min batch %d, quota %d, timeout %v",
-			pc.params.Protocol, pc.params.Sigma, pc.params.Bits, pc.params.Clip, pc.params.CheckInP, pc.params.MinBatch,
-			pc.params.Quota, pc.timeout))
-	} else if pc != nil {
-		d.Pending = append(d.Pending, fmt.Sprintf("%s, k = %d, l = %d, n_p = %d, ε_l = %g, C = %g, p = %g, min batch %d, timeout %v",
-			pc.params.Protocol, pc.params.K, pc.params.L, pc.params.NP, pc.params.EpsL, pc.params.Clip, pc.params.CheckInP,
-			pc.params.MinBatch, pc.timeout))
+	if pc := s.pendingCfg; pc != nil {
+		d.Pending = append(d.Pending, dashboard.Pending(pc.params, pc.timeout))
 	}
 	if s.pendingReset {
 		d.Pending = append(d.Pending, "model reset to zero")
 	}
 	s.mu.RUnlock()
-	p := rc.params
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	d.Form = web.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
-		RoundTimeout: g(rc.timeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(rc.serverLR), D: int(p.D),
-		Defaults: s.protocolDefaults(cfg, rc)}
-	if p.Protocol != wire.ProtocolSSSimple && p.NP > 0 {
-		d.Form.K = strconv.Itoa(int(p.K))
-		d.Form.NPRatio = g(float64(cfg.ExpectedN) / float64(p.NP))
-	}
+	rc := s.rounds()
+	d.Form = dashboard.Form(s.settings(), func() (float64, error) { return s.operatorSigma(rc) })
 	return d
-}
-
-// protocolDefaults are the form values each protocol starts from for the
-// current model, expected n and local budget (buildParams with the
-// protocol's own defaults; secure summation with operatorSigma).
-func (s *Server) protocolDefaults(cfg Config, rc *roundConfig) []web.ProtocolDefaults {
-	p := rc.params
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	var out []web.ProtocolDefaults
-	for _, name := range web.Protocols {
-		f := params.Choice{Protocol: name, Randomizer: p.Randomizer.String(), Buckets: int(p.Buckets), MinBatch: int(p.MinBatch),
-			EpsL: p.EpsL, DeltaL: p.DeltaL, Clip: p.Clip, CheckIn: p.CheckInP}
-		if (name == wire.ProtocolSecAgg.String()) != (p.Protocol == wire.ProtocolSecAgg) {
-			f.Clip = 0 // the other kind of clip: its default
-		}
-		if p.Protocol == wire.ProtocolSecAgg {
-			f.Randomizer, f.EpsL = wire.RandomizerLaplace.String(), 0
-		}
-		if name == wire.ProtocolSecAgg.String() {
-			sigma, err := s.operatorSigma(rc)
-			if err != nil {
-				continue
-			}
-			f.Sigma, f.Bits = sigma, int(p.Bits)
-		}
-		np, lr, err := params.Build(int(p.D), cfg.ExpectedN, f)
-		if err != nil {
-			continue
-		}
-		def := web.ProtocolDefaults{Protocol: name, ServerLR: g(lr)}
-		if np.Protocol != wire.ProtocolSSSimple && np.NP > 0 {
-			def.K = strconv.Itoa(int(np.K))
-			def.NPRatio = g(float64(cfg.ExpectedN) / float64(np.NP))
-		}
-		out = append(out, def)
-	}
-	return out
 }

@@ -19,7 +19,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +28,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
-	"github.com/blanket-fl/blanket/web"
 )
 
 // helperKeyMismatch is the relay's detail when an announcement carries a
@@ -564,32 +562,4 @@ func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ans.Outcome.HTTPStatus())
 	json.NewEncoder(w).Encode(ans)
-}
-
-// secaggConfigItems lists a secure-summation configuration as the
-// dashboard shows it (no local budget, padding or messages: the servers'
-// noise σ and the field's sizes instead).
-func secaggConfigItems(c Config, rc *roundConfig) []web.ConfigItem {
-	p := rc.params
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
-	items := []web.ConfigItem{
-		{Name: "protocol", Value: p.Protocol.String() + " (secure summation, docs/secagg.md)"},
-		{Name: "noise", Value: p.Randomizer.String() + ", added by each server"},
-		{Name: "model dimension d", Value: u(p.D)},
-		{Name: "each server's σ (grid units)", Value: g(p.Sigma)},
-		{Name: "bits per quantized entry", Value: u(p.Bits)},
-		{Name: "L2 clip C of an update", Value: g(p.Clip)},
-		{Name: "check-in rate q", Value: g(p.CheckInP)},
-		{Name: "minimum batch", Value: u(p.MinBatch)},
-		{Name: "quota (largest batch)", Value: u(p.Quota)},
-		{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		{Name: "round timeout", Value: rc.timeout.String()},
-		{Name: "server learning rate", Value: g(rc.serverLR)},
-		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (replacing one volunteer's data)"},
-	}
-	if c.Rounds > 0 {
-		items = append(items, web.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
-	}
-	return items
 }

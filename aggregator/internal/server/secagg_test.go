@@ -8,6 +8,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"io"
 	"math"
@@ -717,7 +718,7 @@ func TestSecAggOperatorSwitch(t *testing.T) {
 	if !offered {
 		t.Fatalf("operator defaults %+v lack secagg's", shown.Defaults)
 	}
-	if err := h.srv.Reconfigure(ConfigChange{Protocol: "secagg", Clip: 0.5, ServerLR: 2, MinBatch: 3, K: 2}); err != nil {
+	if err := h.srv.Reconfigure(operator.ConfigChange{Protocol: "secagg", Clip: 0.5, ServerLR: 2, MinBatch: 3, K: 2}); err != nil {
 		t.Fatal(err)
 	}
 	h.finishRound(1)

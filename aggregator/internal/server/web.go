@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/a-h/templ"
 
-	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -221,15 +221,11 @@ func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
-// state names the round loop's state for the pages.
-func state(stopped string, paused bool) string {
-	switch {
-	case stopped != "":
-		return "stopped"
-	case paused:
-		return "paused"
-	}
-	return "running"
+// settings is the current round configuration as the pages show it.
+func (s *Server) settings() dashboard.Settings {
+	rc := s.rounds()
+	return dashboard.Settings{Params: rc.params, ExpectedN: s.cfg.ExpectedN, Timeout: rc.timeout, ServerLR: rc.serverLR,
+		TargetEpsilon: s.cfg.TargetEpsilon, TargetDelta: s.cfg.TargetDelta, Rounds: s.cfg.Rounds}
 }
 
 // DashboardData collects what the dashboard shows.
@@ -239,68 +235,17 @@ func (s *Server) DashboardData() web.DashboardData {
 	s.mu.RLock()
 	model := slices.Clone(s.st.Model)
 	resets := slices.Clone(s.st.ModelResets)
-	cfg, rc := s.cfg, s.rounds()
 	paused := s.paused
 	s.mu.RUnlock()
+	cfg := s.cfg
 	sh := cfg.Test.Shape()
-	d := web.DashboardData{
+	return web.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
-		State: state(st.Stopped, paused), Stopped: st.Stopped,
+		State: dashboard.State(st.Stopped, paused), Stopped: st.Stopped,
 		Model:       web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
-		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg, rc), Fingerprint: s.fp,
+		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
+		Rounds: dashboard.Rounds(rounds),
 	}
-	d.Rounds = make([]web.RoundView, len(rounds))
-	for i, r := range rounds {
-		v := web.RoundView{Round: r.Round, Status: r.Status, Accuracy: r.Accuracy, Loss: r.Loss, N: r.N, NP: r.NP,
-			CheckedIn: r.CheckedIn, Population: r.Population, CheckInRate: r.CheckInRate}
-		for _, e := range r.Epsilon {
-			v.Epsilon = append(v.Epsilon, web.EpsilonView{Method: e.Method, Epsilon: e.Epsilon, Tightest: e.Tightest, Caveated: e.Caveated})
-		}
-		d.Rounds[i] = v
-	}
-	return d
-}
-
-// configItems lists the configuration as the dashboard shows it.
-func configItems(c Config, rc *roundConfig) []web.ConfigItem {
-	p := rc.params
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
-	if p.Protocol == wire.ProtocolSecAgg {
-		return secaggConfigItems(c, rc)
-	}
-	items := []web.ConfigItem{
-		{Name: "protocol", Value: p.Protocol.String()},
-		{Name: "randomizer", Value: p.Randomizer.String()},
-		{Name: "model dimension d", Value: u(p.D)},
-		{Name: "coordinates per client k", Value: u(p.K)},
-		{Name: "groups l", Value: u(p.L)},
-		{Name: "entries per message", Value: u(p.Width)},
-		{Name: "messages per client", Value: strconv.Itoa(p.Messages())},
-		{Name: "padding n_p per dimension", Value: u(p.NP)},
-		{Name: "local budget ε_l of one report", Value: g(p.EpsL)},
-		{Name: "ε per reported coordinate", Value: g(p.PerCoordinateEpsilon())},
-	}
-	if p.Randomizer == wire.RandomizerGaussian {
-		items = append(items, web.ConfigItem{Name: "local δ_l", Value: g(p.DeltaL)})
-	}
-	if p.Randomizer == wire.RandomizerRGB {
-		items = append(items, web.ConfigItem{Name: "rgb buckets", Value: u(p.Buckets)})
-	}
-	items = append(items,
-		web.ConfigItem{Name: "clipping bound C", Value: g(p.Clip)},
-		web.ConfigItem{Name: "check-in probability p", Value: g(p.CheckInP)},
-		web.ConfigItem{Name: "minimum batch", Value: u(p.MinBatch)},
-		web.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
-		web.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		web.ConfigItem{Name: "round timeout", Value: rc.timeout.String()},
-		web.ConfigItem{Name: "server learning rate", Value: g(rc.serverLR)},
-		web.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
-	)
-	if c.Rounds > 0 {
-		items = append(items, web.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
-	}
-	return items
 }
