@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"net/http"
 	"time"
 
@@ -47,7 +48,7 @@ const sseWriteTimeout = 30 * time.Second
 // heartbeat so proxies keep the stream open. The stream ends when the
 // client goes away, falls too far behind, or the server shuts down.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
-	ch, err := s.events.Subscribe(clientAddr(r), s.operatorSession(r))
+	ch, err := s.events.Subscribe(operator.ClientAddr(r), s.auth.Session(r))
 	if err != nil {
 		w.Header().Set("Retry-After", "10")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -2,18 +2,12 @@ package server
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -209,88 +203,8 @@ func (s *Server) waitResume(ctx context.Context) bool {
 	}
 }
 
-func sha256Sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
-
-// originCheck reports whether the request names its origin (Origin, else
-// Referer) and whether that origin's host is the request's Host. A
-// browser's Sec-Fetch-Site other than same-origin or none (typed by the
-// user) counts as a mismatch.
-func originCheck(r *http.Request) (present, same bool) {
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
-		return true, false
-	}
-	for _, h := range []string{"Origin", "Referer"} {
-		v := r.Header.Get(h)
-		if v == "" {
-			continue
-		}
-		u, err := url.Parse(v)
-		if err != nil || u.Host == "" {
-			return true, false // includes Origin: null
-		}
-		return true, strings.EqualFold(u.Host, r.Host)
-	}
-	return false, false
-}
-
-// operatorCookie names the operator's session cookie, set by the login
-// form: HttpOnly, SameSite=Strict, valid while the password is.
-const operatorCookie = "blanket_operator"
-
-// sessionValue is the session cookie's value: an HMAC of a fixed label
-// keyed by the password's hash, so the cookie proves the password was
-// typed without holding it.
-func (s *Server) sessionValue() string {
-	m := hmac.New(sha256.New, s.cfg.Web.tokenSum[:])
-	m.Write([]byte("blanket operator session v1"))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// operatorSession reports whether r carries the operator's session cookie
-// or the X-Operator-Token header.
-func (s *Server) operatorSession(r *http.Request) bool {
-	if c, err := r.Cookie(operatorCookie); err == nil && hmac.Equal([]byte(c.Value), []byte(s.sessionValue())) {
-		return true
-	}
-	return s.checkToken(r.Header.Get("X-Operator-Token"))
-}
-
-// checkToken compares tok with the operator password in constant time.
-func (s *Server) checkToken(tok string) bool {
-	if tok == "" {
-		return false
-	}
-	sum, want := sha256Sum(tok), s.cfg.Web.tokenSum
-	return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-}
-
 // OperatorToken is the operator password (given, or made up at start).
 func (s *Server) OperatorToken() string { return s.cfg.Web.OperatorToken }
-
-// clientAddr is the request's client IP address, for per-client limits.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// operatorAllowed refuses a request naming another origin, then requires
-// the operator password: the session cookie, the X-Operator-Token header
-// or the form field "token". A same-origin Origin header proves nothing
-// (any program can send one), so it never stands in for the password.
-func (s *Server) operatorAllowed(r *http.Request) (bool, string) {
-	if present, same := originCheck(r); present && !same {
-		return false, "cross-origin request refused"
-	}
-	if s.operatorSession(r) || s.checkToken(r.PostFormValue("token")) {
-		return true, ""
-	}
-	return false, "operator password required: log in on the operator page (or send the X-Operator-Token header)"
-}
 
 // serveLogin is POST /operator/login: the password form. A right password
 // sets the session cookie and returns to the operator page.
@@ -300,11 +214,11 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if present, same := originCheck(r); present && !same {
+	if present, same := operator.OriginCheck(r); present && !same {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
 	}
-	if !s.checkToken(strings.TrimSpace(r.PostFormValue("password"))) {
+	if !s.auth.CheckToken(strings.TrimSpace(r.PostFormValue("password"))) {
 		s.log.Warn("operator login refused", "remote", r.RemoteAddr)
 		d := s.OperatorData(false)
 		d.Error = "Wrong password. It was printed where the demo was started (make run)."
@@ -312,7 +226,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		renderPage(w, r, http.StatusForbidden, web.Operator(d))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: operatorCookie, Value: s.sessionValue(), Path: "/", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: operator.CookieName, Value: s.auth.SessionValue(), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/operator?done=login", http.StatusSeeOther)
 }
@@ -329,7 +243,7 @@ var operatorMessages = map[string]string{
 }
 
 func (s *Server) serveOperator(w http.ResponseWriter, r *http.Request) {
-	d := s.OperatorData(s.operatorSession(r))
+	d := s.OperatorData(s.auth.Session(r))
 	d.Message = operatorMessages[r.URL.Query().Get("done")]
 	operatorHeaders(w)
 	renderPage(w, r, http.StatusOK, web.Operator(d))
@@ -358,7 +272,7 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if ok, why := s.operatorAllowed(r); !ok {
+	if ok, why := s.auth.Allowed(r); !ok {
 		s.log.Warn("operator request refused", "action", action, "reason", why, "remote", r.RemoteAddr,
 			"origin", r.Header.Get("Origin"), "referer", r.Header.Get("Referer"))
 		http.Error(w, why, http.StatusForbidden)

@@ -52,6 +52,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/events"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"io"
 	"log/slog"
 	"net/http"
@@ -107,6 +108,7 @@ type Server struct {
 	pendingReset bool
 
 	events *events.Broker // the /events streams
+	auth   operator.Auth  // the operator password
 	live   *liveState     // chart markers and a new class request (web.go)
 
 	wake chan struct{} // a round finished
@@ -141,6 +143,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: c, log: c.Logger, key: key, pub: key.Public(), fp: fp, live: &liveState{},
+		auth:      operator.NewAuth(c.Web.OperatorToken),
 		acct:      accounting.New(c.Accountant),
 		statePath: filepath.Join(c.StateDir, CheckpointFile),
 		tokenSum:  sha256.Sum256([]byte(c.Token)),

@@ -64,8 +64,7 @@ type WebOptions struct {
 	Heartbeat      time.Duration
 	MaxSubscribers int
 
-	qr       web.QR   // the join URL's QR code
-	tokenSum [32]byte // SHA-256 of OperatorToken
+	qr web.QR // the join URL's QR code
 }
 
 // liveState is what the pages show that the checkpoint does not keep:
@@ -105,7 +104,6 @@ func (o *WebOptions) validate() error {
 		return fmt.Errorf("server: join URL: %w", err)
 	}
 	o.qr = q
-	o.tokenSum = sha256Sum(o.OperatorToken)
 	return nil
 }
 
