@@ -8,17 +8,16 @@
 package checkpoint
 
 import (
-	"math"
-
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"io/fs"
+	"math"
 	"os"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/wire"

@@ -3,13 +3,13 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"io"
 	"maps"
 	"net/http"
 	"slices"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 

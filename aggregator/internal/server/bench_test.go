@@ -2,11 +2,11 @@ package server
 
 import (
 	"fmt"
-	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"runtime"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/wire"
 )

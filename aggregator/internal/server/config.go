@@ -3,13 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )

@@ -1,13 +1,13 @@
 package server
 
 import (
-	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 

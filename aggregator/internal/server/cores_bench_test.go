@@ -1,11 +1,12 @@
 package server
 
 import (
-	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 )
 
 // BenchmarkOpenAggregateCores runs the comparisons of BenchmarkOpenRaw and

@@ -2,12 +2,12 @@ package server
 
 import (
 	"encoding/json"
-	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"net/http"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/events"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 )
 
 // CloseEvents ends every /events stream and refuses new ones; register it

@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
-	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"github.com/blanket-fl/blanket/web"
 )
 

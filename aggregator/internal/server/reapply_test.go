@@ -3,13 +3,13 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
-	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
 )

@@ -1,9 +1,9 @@
 package server
 
 import (
-	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 

@@ -5,11 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
-	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/aggregator/internal/operator"
-	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"io"
 	"math"
 	"net/http"
@@ -19,14 +14,20 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
 // Secure summation at d = 8 (the test set's model): 8 bits (Scale =

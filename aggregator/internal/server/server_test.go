@@ -2,9 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
-	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"math"
 	"net/http"
 	"path/filepath"
@@ -12,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/privacy"

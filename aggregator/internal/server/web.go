@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/a-h/templ"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/web"
 )
 
