@@ -3,7 +3,23 @@
 // each round's padded and shuffled batch, charges the privacy ledger
 // durably before decrypting anything, opens the sealed values in parallel,
 // debiases them with the FLAME analyzer, updates and evaluates the model,
-// checkpoints atomically, and serves a JSON API.
+// checkpoints atomically, and serves a JSON API and the teacher's pages.
+//
+// The Server holds the state and its two locks and does the transitions:
+// the round driver (driver.go), batch and abort intake (intake.go),
+// secure summation's leader (secagg.go), the operator's controls
+// (operator.go) and the HTTP handlers (api.go, web.go, events.go). What
+// needs no server state lives in its own package: the batch analysis
+// (analysis), the checkpoint file (checkpoint), the accountant's wiring
+// (accounting), parameter building (params), the operator's form and
+// password (operator), the pages' view model (dashboard) and the event
+// fan-out (events). docs/architecture.md follows one report through them.
+//
+// Config is never modified after New. The round configuration the
+// operator may change (parameters, spec and analyzer, server learning
+// rate, round timeout) is a roundConfig, immutable, held in an
+// atomic.Pointer and replaced whole between rounds (applyPending, under
+// procMu with no round open).
 //
 // # Round life cycle
 //
