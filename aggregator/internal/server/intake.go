@@ -18,10 +18,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// errMarker wraps a failure to record the batch being charged (before its
-// charge: nothing charged).
-var errMarker = errors.New("server: recording the batch being charged")
-
 // Reasons of rejected batches besides analysis's.
 const (
 	reasonNotBatch       = "not a batch frame"
@@ -148,9 +144,10 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	// round lost. Only then does the ledger charge it: nothing of this
 	// round is opened, let alone published, unless the ledger has durably
 	// recorded it (analysis.Analyze calls charge before opening).
+	var markerErr error // recording the batch failed: nothing charged
 	charge := func(rel privacy.Release) error {
-		if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig} }); err != nil {
-			return fmt.Errorf("%w: %w", errMarker, err)
+		if markerErr = s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig} }); markerErr != nil {
+			return markerErr
 		}
 		return s.ledger.Charge(rel)
 	}
@@ -171,8 +168,8 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		s.countRejected(rej.Reason)
 		reply.Status = wire.BatchStatusInvalid
 		return reply, IntakeInvalid, nil
-	case errors.Is(err, errMarker):
-		return wire.BatchReply{}, "", fmt.Errorf("server: recording the batch before its charge, round %d: %w", r, errors.Unwrap(err))
+	case markerErr != nil:
+		return wire.BatchReply{}, "", fmt.Errorf("server: recording the batch before its charge, round %d: %w", r, markerErr)
 	case !res.Charged && errors.Is(err, ledger.ErrBudgetExhausted):
 		reply.Status = wire.BatchStatusRefused
 		st := reply.Status
