@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -264,7 +265,7 @@ func (h *harness) sendBatch(frame []byte) *wire.BatchReply {
 
 // sendBatchOutcome posts a batch and returns the reply and the outcome,
 // checking that the status code and the outcome header agree.
-func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, Intake) {
+func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, api.Intake) {
 	h.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.http.URL+"/v1/batch", bytes.NewReader(frame))
 	if err != nil {
@@ -277,9 +278,9 @@ func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, Intake) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	in := Intake(resp.Header.Get(OutcomeHeader))
+	in := api.Intake(resp.Header.Get(api.OutcomeHeader))
 	switch in {
-	case IntakeAccepted, IntakeDuplicate, IntakeObsolete, IntakeInvalid:
+	case api.IntakeAccepted, api.IntakeDuplicate, api.IntakeObsolete, api.IntakeInvalid:
 	default:
 		h.t.Fatalf("batch: HTTP %d, outcome %q: %s", resp.StatusCode, in, body)
 	}

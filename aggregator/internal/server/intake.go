@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
@@ -35,48 +35,6 @@ func (s *Server) countRejected(reason string) {
 	s.mu.Unlock()
 }
 
-// Intake is the definitive outcome of a batch or an abort the relay posts
-// (docs/protocol.md, "Relay-aggregator outcomes"). The relay removes a
-// frame from its outbox on any of them and never sends it again; only an
-// internal failure (HTTP 500) or no answer makes it resend the same bytes.
-type Intake string
-
-const (
-	// IntakeAccepted: processed now (a batch's reply status says how:
-	// ok, refused by the budget, or invalid after its charge).
-	IntakeAccepted Intake = "accepted"
-	// IntakeDuplicate: this frame was already processed (a resend whose
-	// answer was lost); a batch gets its stored reply again.
-	IntakeDuplicate Intake = "duplicate"
-	// IntakeObsolete: the round is closed here another way (abandoned,
-	// aborted, lost, another batch) or is not the open round.
-	IntakeObsolete Intake = "obsolete"
-	// IntakeInvalid: the bytes can never be processed (not a frame of the
-	// kind, malformed, disagreeing with the round's parameters).
-	IntakeInvalid Intake = "invalid"
-)
-
-// HTTPStatus is the status code that carries the outcome: 200 accepted,
-// 208 duplicate, 409 obsolete, 400 invalid.
-func (i Intake) HTTPStatus() int {
-	switch i {
-	case IntakeAccepted:
-		return http.StatusOK
-	case IntakeDuplicate:
-		return http.StatusAlreadyReported
-	case IntakeObsolete:
-		return http.StatusConflict
-	}
-	return http.StatusBadRequest
-}
-
-// IntakeAnswer is the JSON body of an answer to POST /v1/abort.
-type IntakeAnswer struct {
-	Round   uint64 `json:"round"`
-	Outcome Intake `json:"outcome"`
-	Detail  string `json:"detail,omitempty"`
-}
-
 // HandleBatch processes one Batch frame and returns the reply (see
 // BatchIntake, which also returns the outcome).
 func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
@@ -89,7 +47,7 @@ func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
 // non-nil only for internal failures (the ledger could not record the
 // charge; nothing was decrypted), answered 500 so the relay retries. The
 // reply's Round is 0 only when the frame is not a batch frame of a round.
-func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
+func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) {
 	digest := sha256.Sum256(frame)
 	dig := hex.EncodeToString(digest[:])
 	s.procMu.Lock()
@@ -99,13 +57,13 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	if err != nil || t != wire.TypeBatch || round < 1 {
 		s.log.Warn("batch rejected: not a batch frame", "bytes", len(frame))
 		s.countRejected(reasonNotBatch)
-		return wire.BatchReply{Status: wire.BatchStatusInvalid}, IntakeInvalid, nil
+		return wire.BatchReply{Status: wire.BatchStatusInvalid}, api.IntakeInvalid, nil
 	}
 	reply := wire.BatchReply{Round: round}
 	if round > uint64(s.st.Round+1) || int(round) <= 0 {
 		reply.Status = wire.BatchStatusInvalid
 		s.log.Warn("batch ignored: a round never announced", "round", round, "last", s.st.Round)
-		return reply, IntakeObsolete, nil
+		return reply, api.IntakeObsolete, nil
 	}
 	r := int(round)
 	if rec := s.record(r); rec != nil {
@@ -115,25 +73,25 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		if rec.Digest == dig && rec.Reply != nil {
 			s.log.Info("identical batch re-sent; answering with the stored reply", "round", r)
 			return wire.BatchReply{Round: round, Accepted: uint32(rec.Accepted), RejectedOpen: uint32(rec.RejectedOpen),
-				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, IntakeDuplicate, nil
+				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, api.IntakeDuplicate, nil
 		}
 		s.log.Warn("batch ignored: the round is already closed", "round", r, "status", rec.Status)
 		reply.Status = wire.BatchStatusDuplicate
-		return reply, IntakeObsolete, nil
+		return reply, api.IntakeObsolete, nil
 	}
 	if s.st.Open == nil || s.st.Open.Round != r {
 		// A round below the last finished one with no record cannot
 		// happen; a round not open is not accepted.
 		reply.Status = wire.BatchStatusInvalid
 		s.log.Warn("batch ignored: round not open", "round", r)
-		return reply, IntakeObsolete, nil
+		return reply, api.IntakeObsolete, nil
 	}
 	rc := s.rounds()
 	if rc.proto.SecAgg() {
 		reply.Status = wire.BatchStatusInvalid
 		s.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/batch)", "round", r)
 		s.countRejected(reasonSecAgg)
-		return reply, IntakeInvalid, nil
+		return reply, api.IntakeInvalid, nil
 	}
 	start := time.Now()
 	var rec checkpoint.RoundRecord
@@ -167,7 +125,7 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		s.log.Warn("batch rejected", "round", r, "reason", rej.Reason, "err", rej.Err)
 		s.countRejected(rej.Reason)
 		reply.Status = wire.BatchStatusInvalid
-		return reply, IntakeInvalid, nil
+		return reply, api.IntakeInvalid, nil
 	case markerErr != nil:
 		return wire.BatchReply{}, "", fmt.Errorf("server: recording the batch before its charge, round %d: %w", r, markerErr)
 	case !res.Charged && errors.Is(err, ledger.ErrBudgetExhausted):
@@ -177,12 +135,12 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		s.log.Warn("batch refused: privacy budget", "round", r, "err", err)
 		s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 		s.stop("privacy budget: " + err.Error())
-		return reply, IntakeAccepted, nil
+		return reply, api.IntakeAccepted, nil
 	case !res.Charged && errors.Is(err, ledger.ErrInvalidRelease):
 		s.log.Warn("batch rejected: invalid release", "round", r, "err", err)
 		s.countRejected(reasonInvalidRelease)
 		reply.Status = wire.BatchStatusInvalid
-		return reply, IntakeInvalid, nil
+		return reply, api.IntakeInvalid, nil
 	case !res.Charged && err != nil:
 		s.log.Error("ledger charge failed; nothing decrypted", "round", r, "err", err)
 		return wire.BatchReply{}, "", fmt.Errorf("server: charging round %d: %w", r, err)
@@ -226,7 +184,7 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
 	}
 	s.log.Info("round finished", args...)
-	return reply, IntakeAccepted, nil
+	return reply, api.IntakeAccepted, nil
 }
 
 // applyAnalysis fills the counts of reply and rec from a charged batch's
@@ -263,7 +221,7 @@ func (s *Server) applyAnalysis(res analysis.Result, err error, reply *wire.Batch
 // exactly once). The caller holds procMu. The round's model update lands
 // on the current model, after any round announced since (an asynchronous
 // update, as federated averaging tolerates).
-func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, Intake, error) {
+func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, api.Intake, error) {
 	r := int(round)
 	reply := wire.BatchReply{Round: round}
 	b, err := wire.ParseBatch(frame, s.rounds().params)
@@ -271,7 +229,7 @@ func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchRepl
 		s.log.Warn("re-sent batch of a lost round rejected: malformed", "round", r, "err", err)
 		s.countRejected(analysis.ReasonMalformed)
 		reply.Status = wire.BatchStatusInvalid
-		return reply, IntakeInvalid, nil
+		return reply, api.IntakeInvalid, nil
 	}
 	start := time.Now()
 	rec := *s.record(r)
@@ -307,7 +265,7 @@ func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchRepl
 	})
 	s.notify()
 	s.log.Info("re-sent batch of a charged round applied without charging again", "round", r, "status", rec.Status, "accepted", rec.Accepted)
-	return reply, IntakeAccepted, nil
+	return reply, api.IntakeAccepted, nil
 }
 
 // fillEpsilon stores the cumulative guarantee after the round by every
@@ -331,46 +289,46 @@ func (s *Server) fillEpsilon(rec *checkpoint.RoundRecord) {
 // whether the abort matched the open round or an already aborted one.
 func (s *Server) HandleAbort(frame []byte) (bool, error) {
 	ans := s.AbortIntake(frame)
-	if ans.Outcome == IntakeInvalid {
+	if ans.Outcome == api.IntakeInvalid {
 		return false, errors.New(ans.Detail)
 	}
-	return ans.Outcome == IntakeAccepted || ans.Outcome == IntakeDuplicate, nil
+	return ans.Outcome == api.IntakeAccepted || ans.Outcome == api.IntakeDuplicate, nil
 }
 
 // AbortIntake processes an Abort frame: the open round is closed with
 // nothing charged and the next round follows (accepted). An abort of a
 // round already aborted is a duplicate; of a round closed another way, or
 // not open, obsolete; bytes that are not an Abort frame, invalid.
-func (s *Server) AbortIntake(frame []byte) IntakeAnswer {
+func (s *Server) AbortIntake(frame []byte) api.IntakeAnswer {
 	a, err := wire.ParseAbort(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
-		return IntakeAnswer{Round: round, Outcome: IntakeInvalid, Detail: "invalid abort: " + err.Error()}
+		return api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid abort: " + err.Error()}
 	}
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
-	ans := IntakeAnswer{Round: a.Round}
+	ans := api.IntakeAnswer{Round: a.Round}
 	r := int(a.Round)
 	if r <= 0 {
-		ans.Outcome, ans.Detail = IntakeObsolete, "round out of range"
+		ans.Outcome, ans.Detail = api.IntakeObsolete, "round out of range"
 		return ans
 	}
 	if rec := s.record(r); rec != nil {
 		if rec.Status == checkpoint.StatusAborted {
-			ans.Outcome, ans.Detail = IntakeDuplicate, fmt.Sprintf("round %d already aborted", r)
+			ans.Outcome, ans.Detail = api.IntakeDuplicate, fmt.Sprintf("round %d already aborted", r)
 		} else {
-			ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
+			ans.Outcome, ans.Detail = api.IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
 			s.log.Info("abort ignored: the round is already closed", "round", r, "status", rec.Status)
 		}
 		return ans
 	}
 	if s.st.Open == nil || s.st.Open.Round != r {
-		ans.Outcome, ans.Detail = IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, s.st.Round)
+		ans.Outcome, ans.Detail = api.IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, s.st.Round)
 		s.log.Info("abort ignored: round not open", "round", r, "last", s.st.Round)
 		return ans
 	}
 	if s.loseSecAggIfPending(r, "charged, not applied: aborted by the relay after its batch ("+abortReason(a.Reason)+")") {
-		ans.Outcome = IntakeAccepted
+		ans.Outcome = api.IntakeAccepted
 		return ans
 	}
 	o := *s.st.Open
@@ -383,7 +341,7 @@ func (s *Server) AbortIntake(frame []byte) IntakeAnswer {
 		"checked_in", a.CheckedIn, "population", a.Population)
 	s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 	s.notify()
-	ans.Outcome = IntakeAccepted
+	ans.Outcome = api.IntakeAccepted
 	return ans
 }
 

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
@@ -76,15 +76,6 @@ type secaggLast struct {
 	aggDigest   string
 }
 
-// SecAggAnswer is the answer to a secure-summation frame: the outcome of
-// docs/protocol.md and, for a batch of a known round, the SecAggPrep
-// frame; otherwise (aggregates, and bytes that are not a batch of a
-// round) the JSON IntakeAnswer.
-type SecAggAnswer struct {
-	IntakeAnswer
-	Frame []byte
-}
-
 func digestOf(frame []byte) string {
 	d := sha256.Sum256(frame)
 	return hex.EncodeToString(d[:])
@@ -116,7 +107,7 @@ func prepFrame(round uint64, status uint8) []byte {
 // the leader's state is discarded, so nothing of it can be released. Each
 // round is charged at most once: a batch is prepared only for the open
 // round without a pending or finished record.
-func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
+func (s *Server) SecAggBatchIntake(frame []byte) (api.SecAggAnswer, error) {
 	dig := digestOf(frame)
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
@@ -124,60 +115,60 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	t, round, err := wire.PeekRound(frame)
 	if err != nil || t != wire.TypeSecAggBatch || round < 1 {
 		s.log.Warn("secagg batch rejected: not a secagg batch frame", "bytes", len(frame))
-		return SecAggAnswer{IntakeAnswer: IntakeAnswer{Outcome: IntakeInvalid, Detail: "not a secagg batch frame"}}, nil
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg batch frame"}}, nil
 	}
-	ans := func(in Intake, frame []byte, detail string) (SecAggAnswer, error) {
+	ans := func(in api.Intake, frame []byte, detail string) (api.SecAggAnswer, error) {
 		if frame == nil {
 			frame = prepFrame(round, wire.BatchStatusInvalid)
 		}
-		return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: frame}, nil
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: frame}, nil
 	}
 	if round > uint64(s.st.Round+1) {
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round))
 	}
 	r := int(round)
 	if p := s.sa.pending; p != nil && p.round == r {
 		if p.digest == dig {
 			s.log.Info("identical secagg batch re-sent; answering with the stored reply", "round", r)
-			return ans(IntakeDuplicate, p.reply, "")
+			return ans(api.IntakeDuplicate, p.reply, "")
 		}
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d already has a prepared batch", r))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d already has a prepared batch", r))
 	}
 	if l := s.sa.last; l != nil && l.round == r && l.batchDigest == dig {
-		return ans(IntakeDuplicate, l.batchReply, "")
+		return ans(api.IntakeDuplicate, l.batchReply, "")
 	}
 	if rec := s.record(r); rec != nil {
 		if rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
-			return ans(IntakeDuplicate, prepFrame(round, *rec.Reply), "")
+			return ans(api.IntakeDuplicate, prepFrame(round, *rec.Reply), "")
 		}
 		s.log.Info("secagg batch ignored: the round is already closed", "round", r, "status", rec.Status)
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d already closed: %s", r, rec.Status))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d already closed: %s", r, rec.Status))
 	}
 	if s.st.Open == nil || s.st.Open.Round != r {
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
 	}
 	rc := s.rounds()
 	if !rc.proto.SecAgg() {
-		return ans(IntakeInvalid, nil, "the open round is not secure summation")
+		return ans(api.IntakeInvalid, nil, "the open round is not secure summation")
 	}
 	start := time.Now()
 	params := rc.params
 	b, err := wire.ParseSecAggBatch(frame, rc.proto.LeaderSealed, int(params.Quota))
 	if err != nil {
 		s.log.Warn("secagg batch rejected: malformed", "round", r, "err", err)
-		return ans(IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
+		return ans(api.IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
 	}
 	sr, err := rc.proto.Spec.SecAggRound(round)
 	if err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
 	}
 	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), round)
 	if err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
 	}
 	leader, err := secagg.NewLeader(sr, vk)
 	if err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: secagg leader, round %d: %w", r, err)
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg leader, round %d: %w", r, err)
 	}
 	if s.cfg.Workers > 0 {
 		leader.SetWorkers(s.cfg.Workers)
@@ -202,14 +193,14 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	if b.Population > 0 {
 		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
 	}
-	closeInvalid := func(detail string) (SecAggAnswer, error) {
+	closeInvalid := func(detail string) (api.SecAggAnswer, error) {
 		st := wire.BatchStatusInvalid
 		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
 		rec.Seconds = time.Since(start).Seconds()
 		s.log.Warn("secagg round closed, nothing charged", "round", r, "reason", detail)
 		s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 		s.notify()
-		return ans(IntakeInvalid, prepFrame(round, st), detail)
+		return ans(api.IntakeInvalid, prepFrame(round, st), detail)
 	}
 	if _, err := leader.Prepare(shares); err != nil {
 		return closeInvalid("leader preparation failed: " + err.Error())
@@ -237,7 +228,7 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	// Record which batch is being charged before charging it (as
 	// BatchIntake): after a restart the charged round is recorded lost.
 	if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig, SecAgg: true} }); err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: recording the secagg batch before its charge, round %d: %w", r, err)
+		return api.SecAggAnswer{}, fmt.Errorf("server: recording the secagg batch before its charge, round %d: %w", r, err)
 	}
 	// Charge before 'M' leaves: with 'M' the relay sends its aggregate
 	// share, and with it the aggregator can unshard (docs/secagg.md step 5).
@@ -252,13 +243,13 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 				c.Round, c.Open, c.Charging = r, nil, nil
 			})
 			s.stop("privacy budget: " + err.Error())
-			return ans(IntakeAccepted, prepFrame(round, st), err.Error())
+			return ans(api.IntakeAccepted, prepFrame(round, st), err.Error())
 		case errors.Is(err, ledger.ErrInvalidRelease):
 			s.commit(func(c *checkpoint.State) { c.Charging = nil })
 			return closeInvalid("invalid release: " + err.Error())
 		default:
 			s.log.Error("ledger charge failed; 'M' not sent", "round", r, "err", err)
-			return SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
+			return api.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
 		}
 	}
 	s.fillEpsilon(&rec)
@@ -270,7 +261,7 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	s.log.Info("secagg batch prepared and charged; waiting for the relay's aggregate share", "round", r,
 		"reports", b.Reports, "accepted", accepted, "rejected", len(rejs), "rejected_open", openFailed, "seconds", rec.Seconds)
 	s.publishStatus()
-	return ans(IntakeAccepted, okFrame, "")
+	return ans(api.IntakeAccepted, okFrame, "")
 }
 
 // SecAggAggregateIntake is POST /v1/secagg/aggregate after authentication
@@ -284,24 +275,24 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 // (SecAggBatchIntake); it happens at most once per round (the leader hands
 // out its aggregate share once, and the pending round is cleared before
 // anything else can fail).
-func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
+func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 	dig := digestOf(frame)
 	a, err := wire.ParseSecAggAggregate(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
-		return IntakeAnswer{Round: round, Outcome: IntakeInvalid, Detail: "invalid secagg aggregate: " + err.Error()}
+		return api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid secagg aggregate: " + err.Error()}
 	}
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 	r := int(a.Round)
-	ans := IntakeAnswer{Round: a.Round}
+	ans := api.IntakeAnswer{Round: a.Round}
 	p := s.sa.pending
 	if p == nil || p.round != r || a.Round > uint64(s.st.Round+1) {
 		if l := s.sa.last; l != nil && l.round == r && l.aggDigest == dig {
-			ans.Outcome, ans.Detail = IntakeDuplicate, fmt.Sprintf("round %d already applied", r)
+			ans.Outcome, ans.Detail = api.IntakeDuplicate, fmt.Sprintf("round %d already applied", r)
 			return ans
 		}
-		ans.Outcome = IntakeObsolete
+		ans.Outcome = api.IntakeObsolete
 		if rec := s.record(r); rec != nil {
 			ans.Detail = fmt.Sprintf("round %d already closed: %s", r, rec.Status)
 		} else {
@@ -314,18 +305,18 @@ func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 	// be taken only once: a malformed 'A' leaves the round pending.
 	h, err := p.sr.ParseAggregateShare(a.Share)
 	if err != nil {
-		ans.Outcome, ans.Detail = IntakeInvalid, "invalid aggregate share: "+err.Error()
+		ans.Outcome, ans.Detail = api.IntakeInvalid, "invalid aggregate share: "+err.Error()
 		return ans
 	}
 	if h.Count() != p.leader.Accepted() {
-		ans.Outcome, ans.Detail = IntakeInvalid, fmt.Sprintf("aggregate share over %d reports, the leader accepted %d", h.Count(), p.leader.Accepted())
+		ans.Outcome, ans.Detail = api.IntakeInvalid, fmt.Sprintf("aggregate share over %d reports, the leader accepted %d", h.Count(), p.leader.Accepted())
 		return ans
 	}
 	start := time.Now()
 	model, err := s.unshardInto(p, a.Share)
 	if err != nil {
 		s.loseSecAgg(p, "charged, not applied: "+err.Error())
-		ans.Outcome, ans.Detail = IntakeInvalid, err.Error()
+		ans.Outcome, ans.Detail = api.IntakeInvalid, err.Error()
 		return ans
 	}
 	rec := p.rec
@@ -354,7 +345,7 @@ func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
 	}
 	s.log.Info("round finished", args...)
-	ans.Outcome = IntakeAccepted
+	ans.Outcome = api.IntakeAccepted
 	return ans
 }
 
@@ -522,44 +513,4 @@ func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
 	batch = 26 + q*int64(ps.LeaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
 	aggregate = 14 + 64 + 16*int64(p.D)
 	return batch, aggregate
-}
-
-func (s *Server) serveSecAggBatch(w http.ResponseWriter, r *http.Request) {
-	limit, _ := s.secaggBodyLimits()
-	body, ok := s.readBody(w, r, limit)
-	if !ok {
-		return
-	}
-	ans, err := s.SecAggBatchIntake(body)
-	if err != nil {
-		s.log.Error("secagg batch not processed", "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set(OutcomeHeader, string(ans.Outcome))
-	if ans.Frame == nil {
-		writeIntake(w, ans.IntakeAnswer)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(ans.Outcome.HTTPStatus())
-	w.Write(ans.Frame)
-}
-
-func (s *Server) serveSecAggAggregate(w http.ResponseWriter, r *http.Request) {
-	_, limit := s.secaggBodyLimits()
-	body, ok := s.readBody(w, r, limit)
-	if !ok {
-		return
-	}
-	writeIntake(w, s.SecAggAggregateIntake(body))
-}
-
-// writeIntake answers with the outcome as status code and header and the
-// JSON IntakeAnswer.
-func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
-	w.Header().Set(OutcomeHeader, string(ans.Outcome))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(ans.Outcome.HTTPStatus())
-	json.NewEncoder(w).Encode(ans)
 }

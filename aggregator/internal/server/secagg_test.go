@@ -18,6 +18,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
@@ -98,9 +99,9 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 			f.mu.Lock()
 			sr.mismatch++
 			f.mu.Unlock()
-			w.Header().Set(OutcomeHeader, string(IntakeInvalid))
+			w.Header().Set(api.OutcomeHeader, string(api.IntakeInvalid))
 			w.WriteHeader(http.StatusConflict)
-			json.NewEncoder(w).Encode(IntakeAnswer{Round: a.Round, Outcome: IntakeInvalid, Detail: helperKeyMismatch})
+			json.NewEncoder(w).Encode(api.IntakeAnswer{Round: a.Round, Outcome: api.IntakeInvalid, Detail: helperKeyMismatch})
 			return
 		}
 		f.mu.Lock()
@@ -291,7 +292,7 @@ func aggregateFrame(t *testing.T, round uint64, h *secagg.Helper, msg []byte) []
 
 // postSecAgg posts a frame to a secagg endpoint and returns the outcome
 // (checked against the status code) and the body.
-func (h *harness) postSecAgg(path string, frame []byte) (Intake, []byte) {
+func (h *harness) postSecAgg(path string, frame []byte) (api.Intake, []byte) {
 	h.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.http.URL+path, bytes.NewReader(frame))
 	if err != nil {
@@ -304,9 +305,9 @@ func (h *harness) postSecAgg(path string, frame []byte) (Intake, []byte) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	in := Intake(resp.Header.Get(OutcomeHeader))
+	in := api.Intake(resp.Header.Get(api.OutcomeHeader))
 	switch in {
-	case IntakeAccepted, IntakeDuplicate, IntakeObsolete, IntakeInvalid:
+	case api.IntakeAccepted, api.IntakeDuplicate, api.IntakeObsolete, api.IntakeInvalid:
 	default:
 		h.t.Fatalf("%s: HTTP %d, outcome %q: %s", path, resp.StatusCode, in, body)
 	}
@@ -316,7 +317,7 @@ func (h *harness) postSecAgg(path string, frame []byte) (Intake, []byte) {
 	return in, body
 }
 
-func (h *harness) sendSecAggBatch(frame []byte) (*wire.SecAggPrep, Intake) {
+func (h *harness) sendSecAggBatch(frame []byte) (*wire.SecAggPrep, api.Intake) {
 	h.t.Helper()
 	in, body := h.postSecAgg("/v1/secagg/batch", frame)
 	p, err := wire.ParseSecAggPrep(body)
@@ -372,7 +373,7 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK || prep.Round != 1 || len(prep.Msg) == 0 {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK || prep.Round != 1 || len(prep.Msg) == 0 {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	// Charged once, before the answer, with the release's sigma and the
@@ -391,17 +392,17 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 	// An identical re-send of the batch gets the stored answer.
 	again, in := h.sendSecAggBatch(batch)
-	if in != IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
+	if in != api.IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
 		t.Fatalf("identical re-send: %s %+v", in, again)
 	}
 	// An aggregate for another round is obsolete.
 	agg := aggregateFrame(t, 1, helper, prep.Msg)
 	other := slices.Clone(agg)
 	binary.BigEndian.PutUint64(other[2:], 2)
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", other); in != IntakeObsolete {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", other); in != api.IntakeObsolete {
 		t.Fatalf("aggregate for round 2: %s", in)
 	}
-	if in, body := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeAccepted {
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeAccepted {
 		t.Fatalf("aggregate: %s %s", in, body)
 	}
 	checkNear(t, h.srv.Model(), wantMean(vs), 5)
@@ -415,7 +416,7 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 	// The aggregate again: a duplicate, nothing applied twice.
 	model := h.srv.Model()
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeDuplicate {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeDuplicate {
 		t.Fatalf("identical aggregate re-send: %s", in)
 	}
 	if !slices.Equal(h.srv.Model(), model) {
@@ -460,10 +461,10 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 
 	helper, batch := relay.relayRound(t, a, all)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
-	if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeAccepted {
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
 		t.Fatalf("aggregate: %s %s", in, body)
 	}
 	checkNear(t, h.srv.Model(), wantMean(honest), 4)
@@ -496,7 +497,7 @@ func TestSecAggBudgetRefusal(t *testing.T) {
 	}
 	_, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusRefused || len(prep.Msg) != 0 {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusRefused || len(prep.Msg) != 0 {
 		t.Fatalf("batch over budget: %s %+v", in, prep)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 0 {
@@ -506,7 +507,7 @@ func TestSecAggBudgetRefusal(t *testing.T) {
 		t.Fatalf("round record %+v", rec)
 	}
 	again, in := h.sendSecAggBatch(batch)
-	if in != IntakeDuplicate || again.Status != wire.BatchStatusRefused {
+	if in != api.IntakeDuplicate || again.Status != wire.BatchStatusRefused {
 		t.Fatalf("re-sent refused batch: %s %+v", in, again)
 	}
 	if st := h.srv.Status(); st.Running {
@@ -527,7 +528,7 @@ func TestSecAggTooFewAccepted(t *testing.T) {
 	vs[0].leader[40] ^= 1 // does not open: 2 accepted, min batch 3
 	_, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeInvalid || prep.Status != wire.BatchStatusInvalid || len(prep.Msg) != 0 {
+	if in != api.IntakeInvalid || prep.Status != wire.BatchStatusInvalid || len(prep.Msg) != 0 {
 		t.Fatalf("batch below the minimum: %s %+v", in, prep)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 0 {
@@ -555,7 +556,7 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	if until := h.srv.secaggPendingUntil(1); until.IsZero() {
@@ -577,10 +578,10 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 // ledger holds exactly one release and the model is still zero.
 func checkLostRound(t *testing.T, h *harness, helper *secagg.Helper, prep *wire.SecAggPrep, batch []byte) {
 	t.Helper()
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeObsolete {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeObsolete {
 		t.Fatalf("aggregate of the lost round: %s", in)
 	}
-	if _, in := h.sendSecAggBatch(batch); in != IntakeObsolete {
+	if _, in := h.sendSecAggBatch(batch); in != api.IntakeObsolete {
 		t.Fatalf("re-sent batch of the lost round: %s", in)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 {
@@ -606,7 +607,7 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	h.stop()
@@ -756,7 +757,7 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	agg := aggregateFrame(t, 1, helper, prep.Msg)
@@ -764,12 +765,12 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", short); in != IntakeInvalid {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", short); in != api.IntakeInvalid {
 		t.Fatalf("truncated aggregate share: %s", in)
 	}
 	recount := slices.Clone(agg)
 	binary.BigEndian.PutUint32(recount[14+10:], 3) // the 'A' message's count: 3 reports, the leader has 4
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", recount); in != IntakeInvalid {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", recount); in != api.IntakeInvalid {
 		t.Fatalf("aggregate over 3 reports: %s", in)
 	}
 	if h.srv.secaggPendingUntil(1).IsZero() {
@@ -785,7 +786,7 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusLost || rec.N != 4 {
 		t.Fatalf("round record %+v", rec)
 	}
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeObsolete {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeObsolete {
 		t.Fatalf("aggregate after the abort: %s", in)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 || !slices.Equal(h.srv.Model(), make([]float64, 8)) {

@@ -43,7 +43,7 @@
 // applied); a round charged but not applied (no aggregate within
 // BatchGrace, a relay abort, a restart in between) is lost.
 //
-// Every batch and abort gets a definitive outcome (Intake): accepted,
+// Every batch and abort gets a definitive outcome (api.Intake): accepted,
 // duplicate (an identical re-send, same SHA-256: the stored reply again),
 // obsolete (the round is closed here another way, or not open: a second,
 // different batch, an abort after the round was abandoned) or invalid.
@@ -59,15 +59,11 @@
 package server
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -100,7 +96,6 @@ type Server struct {
 	// whole between rounds (roundconfig.go); cfg is never modified.
 	round     atomic.Pointer[roundConfig]
 	statePath string
-	tokenSum  [32]byte
 
 	// procMu serializes every state transition (batch, abort, announce,
 	// abandon); mu guards st and stopped for the API's readers.
@@ -156,7 +151,6 @@ func New(cfg Config) (*Server, error) {
 		auth:      operator.NewAuth(c.Web.OperatorToken),
 		acct:      accounting.New(c.Accountant),
 		statePath: filepath.Join(c.StateDir, CheckpointFile),
-		tokenSum:  sha256.Sum256([]byte(c.Token)),
 		wake:      make(chan struct{}, 1),
 		events:    events.New(c.Web.MaxSubscribers),
 		paused:    c.Web.StartPaused,
@@ -303,16 +297,4 @@ func (s *Server) record(round int) *checkpoint.RoundRecord {
 		}
 	}
 	return nil
-}
-
-// authorized checks the bearer token in constant time (of the digests, so
-// the token's length does not leak either).
-func (s *Server) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		return false
-	}
-	sum := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/envelope"
@@ -66,7 +67,7 @@ func TestDuplicateAndIdenticalResend(t *testing.T) {
 	pub := h.srv.PublicKey()
 	frame := makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})
 	first, in := h.sendBatchOutcome(frame)
-	if in != IntakeAccepted || first.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || first.Status != wire.BatchStatusOK {
 		t.Fatalf("first batch: %s %+v", in, first)
 	}
 	model := h.srv.Model()
@@ -74,13 +75,13 @@ func TestDuplicateAndIdenticalResend(t *testing.T) {
 	// An identical re-send (a relay retry) gets the stored reply, as a
 	// duplicate.
 	again, in := h.sendBatchOutcome(frame)
-	if *again != *first || in != IntakeDuplicate {
+	if *again != *first || in != api.IntakeDuplicate {
 		t.Fatalf("identical resend: %s %+v, first %+v", in, again, first)
 	}
 	// A different batch for the same round is ignored: obsolete.
 	other := makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 5, value: constValue(0.9)})
 	dup, in := h.sendBatchOutcome(other)
-	if dup.Status != wire.BatchStatusDuplicate || dup.Accepted != 0 || in != IntakeObsolete {
+	if dup.Status != wire.BatchStatusDuplicate || dup.Accepted != 0 || in != api.IntakeObsolete {
 		t.Fatalf("different batch: %s %+v", in, dup)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 {

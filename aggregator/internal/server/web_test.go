@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -216,7 +217,7 @@ func TestEventsDeliverRoundAfterBatch(t *testing.T) {
 	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
 	h.relay.next(t)
 	ch := h.subscribe()
-	var st Status
+	var st api.Status
 	if err := json.Unmarshal([]byte(nextEvent(t, ch, "status").data), &st); err != nil || st.Fingerprint != h.srv.Fingerprint() {
 		t.Fatalf("first status event: %+v %v", st, err)
 	}
