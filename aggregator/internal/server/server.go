@@ -8,12 +8,13 @@
 // The Server holds the state and its two locks and does the transitions:
 // the round driver (driver.go), batch and abort intake (intake.go),
 // secure summation's leader (secagg.go), the operator's controls
-// (operator.go) and the HTTP handlers (api.go, web.go, events.go). What
-// needs no server state lives in its own package: the batch analysis
-// (analysis), the checkpoint file (checkpoint), the accountant's wiring
-// (accounting), parameter building (params), the operator's form and
-// password (operator), the pages' view model (dashboard) and the event
-// fan-out (events). docs/architecture.md follows one report through them.
+// (operator.go), and it is the Backend of the HTTP API (api.go) and the
+// pages' handlers (web.go, events.go). What needs no server state lives
+// in its own package: the HTTP API (api), the batch analysis (analysis),
+// the checkpoint file (checkpoint), the accountant's wiring (accounting),
+// parameter building (params), the operator's form and password
+// (operator), the pages' view model (dashboard) and the event fan-out
+// (events). docs/architecture.md follows one report through them.
 //
 // Config is never modified after New. The round configuration the
 // operator may change (parameters, spec and analyzer, server learning
