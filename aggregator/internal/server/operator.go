@@ -84,9 +84,9 @@ func (s *Server) ResetModel() error {
 // Reconfigure validates a new configuration and schedules it for the next
 // announced round (at once if no round is open): the open round's batch is
 // still parsed and estimated with the parameters it was announced with.
-// The parameters are rebuilt like the command-line flags (buildParams for
-// a model of d parameters and Config.ExpectedN reports: width k, l by
-// FLAME Theorem 5 from n and n_p) and must pass wire.Params.Validate, the
+// The parameters are rebuilt like the command-line flags (operator.Plan:
+// params.Build for a model of d parameters and Config.ExpectedN reports,
+// l by FLAME Theorem 5 from n and n_p) and must pass wire.Params.Validate, the
 // server's configuration validation, the analyzer's construction and the
 // budget check's release validation. The ledger, its target and the
 // accounting are unchanged: the next rounds are charged against what was

@@ -9,7 +9,7 @@ import (
 
 // roundConfig is the configuration of the rounds announced from now on:
 // the announced parameters, what they determine (the spec, the analyzer,
-// the release the ledger charges: protocolSetup), and the two values the
+// the release the ledger charges: analysis.Protocol), and the two values the
 // operator may change with them (the server learning rate and the round
 // timeout). It is never modified once built: Reconfigure builds a new one,
 // and applyPending swaps it into Server.round atomically between rounds
@@ -23,7 +23,8 @@ type roundConfig struct {
 }
 
 // newRoundConfig derives a round configuration from validated parameters
-// (setupProtocol: roundspec.New refuses layouts without a privacy proof).
+// (analysis.NewProtocol: roundspec.New refuses layouts without a privacy
+// proof).
 func newRoundConfig(p wire.Params, serverLR float64, timeout time.Duration) (*roundConfig, error) {
 	ps, err := analysis.NewProtocol(p)
 	if err != nil {
