@@ -146,7 +146,7 @@ func (a *Announcement) MarshalBinary() ([]byte, error) {
 // Sign sets a.Signature to k's signature over SignedBytes. It does not set
 // HPKEPub (the caller chooses the key values are sealed to, normally
 // k.Public().HPKE).
-func (a *Announcement) Sign(k *envelope.PrivateKey) error {
+func (a *Announcement) Sign(k envelope.Signer) error {
 	msg, err := a.SignedBytes()
 	if err != nil {
 		return err

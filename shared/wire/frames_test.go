@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 )
 
 func TestPeekType(t *testing.T) {
@@ -44,7 +45,7 @@ func TestPeekType(t *testing.T) {
 // ---- Announcement ----
 
 func TestAnnouncementRoundTrip(t *testing.T) {
-	k, err := envelope.DeriveKey([32]byte{7})
+	k, err := envelopetest.DeriveKey([32]byte{7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +100,8 @@ func TestAnnouncementDeadlineMillis(t *testing.T) {
 // byte of a signed frame: the result either fails to decode or fails
 // verification.
 func TestAnnouncementSignatureCoversEveryByte(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{7})
-	other, _ := envelope.DeriveKey([32]byte{8})
+	k, _ := envelopetest.DeriveKey([32]byte{7})
+	other, _ := envelopetest.DeriveKey([32]byte{8})
 	a := testAnnouncement(testParams(ProtocolSSTopk))
 	a.HPKEPub = k.Public().HPKE
 	if err := a.Sign(k); err != nil {
@@ -208,7 +209,7 @@ func testReport(p Params, seq uint16) *Report {
 }
 
 func TestReportRoundTrip(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{1})
+	k, _ := envelopetest.DeriveKey([32]byte{1})
 	for _, proto := range []Protocol{ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk} {
 		p := testParams(proto)
 		for seq := range uint16(p.Messages()) {
@@ -247,7 +248,7 @@ func TestReportRoundTrip(t *testing.T) {
 // TestReportFrameSizeIndependentOfData: frames of one round have one size
 // whatever the indices, values and position.
 func TestReportFrameSizeIndependentOfData(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{1})
+	k, _ := envelopetest.DeriveKey([32]byte{1})
 	p := testParams(ProtocolSSTopk)
 	sizes := map[int]bool{}
 	for i, vals := range [][]float64{{0, 0, 0}, {1, -1, 0.5}, {math.MaxFloat64, math.SmallestNonzeroFloat64, -0.0}, {1e-300, 1e300, 42}} {

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -112,7 +113,7 @@ type Result struct {
 //
 // Guarantee: charge is called, and must have returned nil, before any
 // message is opened; it is called at most once.
-func Analyze(key *envelope.PrivateKey, charge func(privacy.Release) error, proto *Protocol, p wire.Params, round uint64, frame []byte, workers int) (Result, error) {
+func Analyze(key *sealkey.PrivateKey, charge func(privacy.Release) error, proto *Protocol, p wire.Params, round uint64, frame []byte, workers int) (Result, error) {
 	b, err := Check(frame, p)
 	if err != nil {
 		return Result{}, err
@@ -129,7 +130,7 @@ func Analyze(key *envelope.PrivateKey, charge func(privacy.Release) error, proto
 // Estimate opens a charged batch (Open) and returns its counts, whether
 // it was opened, and the debiased mean update with n = b.Reports. The
 // caller must have charged b's release: Estimate decrypts.
-func Estimate(key *envelope.PrivateKey, proto *Protocol, round uint64, b *wire.Batch, workers int) (Counts, bool, []float64, error) {
+func Estimate(key *sealkey.PrivateKey, proto *Protocol, round uint64, b *wire.Batch, workers int) (Counts, bool, []float64, error) {
 	if proto.Analyzer == nil {
 		return Counts{}, false, nil, errors.New("the current protocol is secure summation: no shuffle analyzer")
 	}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -48,9 +49,9 @@ func frame(t *testing.T, b *wire.Batch) []byte {
 	return f
 }
 
-func setup(t *testing.T, p wire.Params) (*envelope.PrivateKey, *Protocol) {
+func setup(t *testing.T, p wire.Params) (*sealkey.PrivateKey, *Protocol) {
 	t.Helper()
-	key, err := envelope.DeriveKey([32]byte{7})
+	key, err := sealkey.DeriveKey([32]byte{7})
 	if err != nil {
 		t.Fatal(err)
 	}

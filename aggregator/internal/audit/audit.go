@@ -27,6 +27,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
@@ -296,7 +297,7 @@ type runner struct {
 	opts Options
 	pair pair
 	enc  *mechanism.Encoder
-	key  *envelope.PrivateKey
+	key  *sealkey.PrivateKey
 }
 
 func newRunner(spec *roundspec.Spec, opts Options, pr pair) *runner {
@@ -305,7 +306,7 @@ func newRunner(spec *roundspec.Spec, opts Options, pr pair) *runner {
 }
 
 func (r *runner) initCrypto() error {
-	k, err := envelope.DeriveKey([32]byte{0xa0, 0xd1, 0x7})
+	k, err := sealkey.DeriveKey([32]byte{0xa0, 0xd1, 0x7})
 	if err != nil {
 		return fmt.Errorf("audit: key: %w", err)
 	}

@@ -1,7 +1,7 @@
 // Package dashboard is the view model of the teacher's pages (docs/web.md):
 // it turns the aggregator's state — the round configuration, the round
 // history, the operator's pending changes — into the plain data the web
-// templates render (web.DashboardData, web.OperatorData and their parts).
+// templates render (console.DashboardData, console.OperatorData and their parts).
 // It holds no state and takes no lock: the server copies what it needs
 // under its lock and calls these functions on the copy.
 package dashboard
@@ -15,7 +15,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/shared/wire"
-	"github.com/blanket-fl/blanket/web"
+	"github.com/blanket-fl/blanket/web/console"
 )
 
 // Settings is the configuration of the rounds as the pages show it.
@@ -42,13 +42,13 @@ func State(stopped string, paused bool) string {
 }
 
 // Rounds is the round history as the dashboard lists it.
-func Rounds(history []checkpoint.RoundRecord) []web.RoundView {
-	out := make([]web.RoundView, len(history))
+func Rounds(history []checkpoint.RoundRecord) []console.RoundView {
+	out := make([]console.RoundView, len(history))
 	for i, r := range history {
-		v := web.RoundView{Round: r.Round, Status: r.Status, Accuracy: r.Accuracy, Loss: r.Loss, N: r.N, NP: r.NP,
+		v := console.RoundView{Round: r.Round, Status: r.Status, Accuracy: r.Accuracy, Loss: r.Loss, N: r.N, NP: r.NP,
 			CheckedIn: r.CheckedIn, Population: r.Population, CheckInRate: r.CheckInRate}
 		for _, e := range r.Epsilon {
-			v.Epsilon = append(v.Epsilon, web.EpsilonView{Method: e.Method, Epsilon: e.Epsilon, Tightest: e.Tightest, Caveated: e.Caveated})
+			v.Epsilon = append(v.Epsilon, console.EpsilonView{Method: e.Method, Epsilon: e.Epsilon, Tightest: e.Tightest, Caveated: e.Caveated})
 		}
 		out[i] = v
 	}
@@ -57,10 +57,10 @@ func Rounds(history []checkpoint.RoundRecord) []web.RoundView {
 
 // Form is the operator form showing the current configuration c, with
 // every protocol's defaults (ProtocolDefaults).
-func Form(c Settings, sigma func() (float64, error)) web.OperatorForm {
+func Form(c Settings, sigma func() (float64, error)) console.OperatorForm {
 	p := c.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	f := web.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
+	f := console.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
 		RoundTimeout: g(c.Timeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(c.ServerLR), D: int(p.D),
 		Defaults: ProtocolDefaults(c, sigma)}
 	if p.Protocol != wire.ProtocolSSSimple && p.NP > 0 {
@@ -81,14 +81,14 @@ func Pending(p wire.Params, timeout time.Duration) string {
 }
 
 // ConfigItems lists the configuration as the dashboard shows it.
-func ConfigItems(c Settings) []web.ConfigItem {
+func ConfigItems(c Settings) []console.ConfigItem {
 	p := c.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 	if p.Protocol == wire.ProtocolSecAgg {
 		return secaggConfigItems(c)
 	}
-	items := []web.ConfigItem{
+	items := []console.ConfigItem{
 		{Name: "protocol", Value: p.Protocol.String()},
 		{Name: "randomizer", Value: p.Randomizer.String()},
 		{Name: "model dimension d", Value: u(p.D)},
@@ -101,23 +101,23 @@ func ConfigItems(c Settings) []web.ConfigItem {
 		{Name: "ε per reported coordinate", Value: g(p.PerCoordinateEpsilon())},
 	}
 	if p.Randomizer == wire.RandomizerGaussian {
-		items = append(items, web.ConfigItem{Name: "local δ_l", Value: g(p.DeltaL)})
+		items = append(items, console.ConfigItem{Name: "local δ_l", Value: g(p.DeltaL)})
 	}
 	if p.Randomizer == wire.RandomizerRGB {
-		items = append(items, web.ConfigItem{Name: "rgb buckets", Value: u(p.Buckets)})
+		items = append(items, console.ConfigItem{Name: "rgb buckets", Value: u(p.Buckets)})
 	}
 	items = append(items,
-		web.ConfigItem{Name: "clipping bound C", Value: g(p.Clip)},
-		web.ConfigItem{Name: "check-in probability p", Value: g(p.CheckInP)},
-		web.ConfigItem{Name: "minimum batch", Value: u(p.MinBatch)},
-		web.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
-		web.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		web.ConfigItem{Name: "round timeout", Value: c.Timeout.String()},
-		web.ConfigItem{Name: "server learning rate", Value: g(c.ServerLR)},
-		web.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
+		console.ConfigItem{Name: "clipping bound C", Value: g(p.Clip)},
+		console.ConfigItem{Name: "check-in probability p", Value: g(p.CheckInP)},
+		console.ConfigItem{Name: "minimum batch", Value: u(p.MinBatch)},
+		console.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
+		console.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
+		console.ConfigItem{Name: "round timeout", Value: c.Timeout.String()},
+		console.ConfigItem{Name: "server learning rate", Value: g(c.ServerLR)},
+		console.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
 	)
 	if c.Rounds > 0 {
-		items = append(items, web.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
+		items = append(items, console.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
 	}
 	return items
 }
@@ -125,11 +125,11 @@ func ConfigItems(c Settings) []web.ConfigItem {
 // secaggConfigItems lists a secure-summation configuration as the
 // dashboard shows it (no local budget, padding or messages: the servers'
 // noise σ and the field's sizes instead).
-func secaggConfigItems(c Settings) []web.ConfigItem {
+func secaggConfigItems(c Settings) []console.ConfigItem {
 	p := c.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
-	items := []web.ConfigItem{
+	items := []console.ConfigItem{
 		{Name: "protocol", Value: p.Protocol.String() + " (secure summation, docs/secagg.md)"},
 		{Name: "noise", Value: p.Randomizer.String() + ", added by each server"},
 		{Name: "model dimension d", Value: u(p.D)},
@@ -145,7 +145,7 @@ func secaggConfigItems(c Settings) []web.ConfigItem {
 		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (replacing one volunteer's data)"},
 	}
 	if c.Rounds > 0 {
-		items = append(items, web.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
+		items = append(items, console.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
 	}
 	return items
 }
@@ -154,11 +154,11 @@ func secaggConfigItems(c Settings) []web.ConfigItem {
 // current model, expected n and local budget (params.Build with the
 // protocol's own defaults; secure summation with the σ sigma returns,
 // omitted if it fails).
-func ProtocolDefaults(c Settings, sigma func() (float64, error)) []web.ProtocolDefaults {
+func ProtocolDefaults(c Settings, sigma func() (float64, error)) []console.ProtocolDefaults {
 	p := c.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	var out []web.ProtocolDefaults
-	for _, name := range web.Protocols {
+	var out []console.ProtocolDefaults
+	for _, name := range console.Protocols {
 		f := params.Choice{Protocol: name, Randomizer: p.Randomizer.String(), Buckets: int(p.Buckets), MinBatch: int(p.MinBatch),
 			EpsL: p.EpsL, DeltaL: p.DeltaL, Clip: p.Clip, CheckIn: p.CheckInP}
 		if (name == wire.ProtocolSecAgg.String()) != (p.Protocol == wire.ProtocolSecAgg) {
@@ -178,7 +178,7 @@ func ProtocolDefaults(c Settings, sigma func() (float64, error)) []web.ProtocolD
 		if err != nil {
 			continue
 		}
-		def := web.ProtocolDefaults{Protocol: name, ServerLR: g(lr)}
+		def := console.ProtocolDefaults{Protocol: name, ServerLR: g(lr)}
 		if np.Protocol != wire.ProtocolSSSimple && np.NP > 0 {
 			def.K = strconv.Itoa(int(np.K))
 			def.NPRatio = g(float64(c.ExpectedN) / float64(np.NP))
@@ -189,8 +189,8 @@ func ProtocolDefaults(c Settings, sigma func() (float64, error)) []web.ProtocolD
 }
 
 // FormFromPost shows the operator's posted form again (after an error).
-func FormFromPost(f url.Values, d int) web.OperatorForm {
-	return web.OperatorForm{Protocol: f.Get("protocol"), EpsL: f.Get("eps_l"), Clip: f.Get("clip"), K: f.Get("k"),
+func FormFromPost(f url.Values, d int) console.OperatorForm {
+	return console.OperatorForm{Protocol: f.Get("protocol"), EpsL: f.Get("eps_l"), Clip: f.Get("clip"), K: f.Get("k"),
 		Beta: f.Get("beta"), NPRatio: f.Get("np_ratio"), CheckInP: f.Get("check_in_p"), RoundTimeout: f.Get("round_timeout"),
 		MinBatch: f.Get("min_batch"), ServerLR: f.Get("server_lr"), D: d}
 }

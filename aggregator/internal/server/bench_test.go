@@ -7,19 +7,19 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // benchBatch is a batch of the default deployment: d = 7850, k = width =
 // 157, n_p = 67, hence 3,350 messages of 157 values (4.4 MB).
-func benchBatch(b *testing.B) (*envelope.PrivateKey, *wire.Batch, *analysis.Protocol) {
+func benchBatch(b *testing.B) (*sealkey.PrivateKey, *wire.Batch, *analysis.Protocol) {
 	b.Helper()
 	p, err := params.DefaultParams(7850, params.DefaultExpectedClients)
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, err := envelope.DeriveKey([32]byte{1})
+	key, err := sealkey.DeriveKey([32]byte{1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
-	"github.com/blanket-fl/blanket/web"
+	"github.com/blanket-fl/blanket/web/console"
 )
 
 // ErrStopped is returned by Resume once the round loop has stopped for
@@ -159,7 +159,7 @@ func (s *Server) applyPending() error {
 	if pc != nil && pc.params.Protocol != s.rounds().params.Protocol {
 		live := s.live
 		live.mu.Lock()
-		live.markers = append(live.markers, web.Marker{Round: s.st.Round + 1, Label: pc.params.Protocol.String()})
+		live.markers = append(live.markers, console.Marker{Round: s.st.Round + 1, Label: pc.params.Protocol.String()})
 		live.mu.Unlock()
 	}
 	err := s.commit(func(st *checkpoint.State) {
@@ -223,7 +223,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		d := s.OperatorData(false)
 		d.Error = "Wrong password. It was printed where the demo was started (make run)."
 		operatorHeaders(w)
-		renderPage(w, r, http.StatusForbidden, web.Operator(d))
+		renderPage(w, r, http.StatusForbidden, console.Operator(d))
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: operator.CookieName, Value: s.auth.SessionValue(), Path: "/", HttpOnly: true,
@@ -246,7 +246,7 @@ func (s *Server) serveOperator(w http.ResponseWriter, r *http.Request) {
 	d := s.OperatorData(s.auth.Session(r))
 	d.Message = operatorMessages[r.URL.Query().Get("done")]
 	operatorHeaders(w)
-	renderPage(w, r, http.StatusOK, web.Operator(d))
+	renderPage(w, r, http.StatusOK, console.Operator(d))
 }
 
 // operatorHeaders keeps the operator page out of frames (clickjacking).
@@ -305,7 +305,7 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 			d.Form = dashboard.FormFromPost(r.PostForm, d.Form.D)
 		}
 		operatorHeaders(w)
-		renderPage(w, r, code, web.Operator(d))
+		renderPage(w, r, code, console.Operator(d))
 		return
 	}
 	http.Redirect(w, r, "/operator?done="+action, http.StatusSeeOther)
@@ -333,7 +333,7 @@ func (s *Server) newClassRequested() bool {
 }
 
 // markers returns the chart markers (protocol changes).
-func (s *Server) markers() []web.Marker {
+func (s *Server) markers() []console.Marker {
 	live := s.live
 	live.mu.Lock()
 	defer live.mu.Unlock()
@@ -342,10 +342,10 @@ func (s *Server) markers() []web.Marker {
 
 // OperatorData collects what the operator page shows; loggedIn shows the
 // controls, otherwise the password form.
-func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
+func (s *Server) OperatorData(loggedIn bool) console.OperatorData {
 	cfg := s.cfg
 	s.mu.RLock()
-	d := web.OperatorData{State: dashboard.State(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
+	d := console.OperatorData{State: dashboard.State(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
 		ModelResets: len(s.st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
 		LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
 	if s.st.Open != nil {

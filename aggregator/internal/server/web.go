@@ -18,6 +18,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/web"
+	"github.com/blanket-fl/blanket/web/console"
 )
 
 // DefaultJoinURL is the relay's default public URL (its default listen
@@ -64,14 +65,14 @@ type WebOptions struct {
 	Heartbeat      time.Duration
 	MaxSubscribers int
 
-	qr web.QR // the join URL's QR code
+	qr console.QR // the join URL's QR code
 }
 
 // liveState is what the pages show that the checkpoint does not keep:
 // protocol changes (chart markers) and a pending new class.
 type liveState struct {
 	mu       sync.Mutex
-	markers  []web.Marker
+	markers  []console.Marker
 	newClass bool
 }
 
@@ -99,7 +100,7 @@ func (o *WebOptions) validate() error {
 	if o.MaxSubscribers == 0 {
 		o.MaxSubscribers = DefaultMaxSubscribers
 	}
-	q, err := web.NewQR(o.JoinURL)
+	q, err := console.NewQR(o.JoinURL)
 	if err != nil {
 		return fmt.Errorf("server: join URL: %w", err)
 	}
@@ -121,7 +122,7 @@ func (o *WebOptions) pinJoinURL(fingerprint string) error {
 	}
 	u.Fragment = "fp=" + fingerprint
 	o.JoinURL = u.String()
-	q, err := web.NewQR(o.JoinURL)
+	q, err := console.NewQR(o.JoinURL)
 	if err != nil {
 		return fmt.Errorf("server: join URL: %w", err)
 	}
@@ -171,19 +172,19 @@ func renderPage(w http.ResponseWriter, r *http.Request, code int, c templ.Compon
 }
 
 func (s *Server) serveDashboard(w http.ResponseWriter, r *http.Request) {
-	renderPage(w, r, http.StatusOK, web.Dashboard(s.DashboardData()))
+	renderPage(w, r, http.StatusOK, console.Dashboard(s.DashboardData()))
 }
 
 func (s *Server) serveCharts(w http.ResponseWriter, r *http.Request) {
-	renderPage(w, r, http.StatusOK, web.DashboardCharts(s.DashboardData()))
+	renderPage(w, r, http.StatusOK, console.DashboardCharts(s.DashboardData()))
 }
 
 func (s *Server) servePrivacy(w http.ResponseWriter, r *http.Request) {
-	renderPage(w, r, http.StatusOK, web.DashboardPrivacy(s.DashboardData()))
+	renderPage(w, r, http.StatusOK, console.DashboardPrivacy(s.DashboardData()))
 }
 
 // serveHeatmap is GET /heatmaps/{class}.png: one class's heatmap of the
-// current model (web.Heatmaps) as a small PNG. The page asks for
+// current model (console.Heatmaps) as a small PNG. The page asks for
 // ?v=ROUND.RESETS; when that is the current model's version the image
 // may be cached, since that version never changes.
 func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +199,7 @@ func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
 	version := strconv.Itoa(s.st.Round) + "." + strconv.Itoa(len(s.st.ModelResets))
 	s.mu.RUnlock()
 	sh := s.cfg.Test.Shape()
-	maps := web.Heatmaps(web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
+	maps := console.Heatmaps(console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
 	if class < 0 || class >= len(maps) {
 		http.NotFound(w, r)
 		return
@@ -227,7 +228,7 @@ func (s *Server) settings() dashboard.Settings {
 }
 
 // DashboardData collects what the dashboard shows.
-func (s *Server) DashboardData() web.DashboardData {
+func (s *Server) DashboardData() console.DashboardData {
 	st := s.Status()
 	rounds := s.Rounds()
 	s.mu.RLock()
@@ -237,11 +238,11 @@ func (s *Server) DashboardData() web.DashboardData {
 	s.mu.RUnlock()
 	cfg := s.cfg
 	sh := cfg.Test.Shape()
-	return web.DashboardData{
+	return console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
 		State: dashboard.State(st.Stopped, paused), Stopped: st.Stopped,
-		Model:       web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
+		Model:       console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
 		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
 		Rounds: dashboard.Rounds(rounds),
