@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 )
@@ -156,10 +157,10 @@ func (cfg FLAMEConfig) withDefaults() (FLAMEConfig, error) {
 	if cfg.D > math.MaxUint32 {
 		return cfg, fmt.Errorf("mechanism: dimension D %d exceeds the uint32 index range", cfg.D)
 	}
-	if err := checkPositive("local budget EpsL", cfg.EpsL); err != nil {
+	if err := check.Positive(errInvalid, "local budget EpsL", cfg.EpsL); err != nil {
 		return cfg, err
 	}
-	if err := checkPositive("clipping bound C", cfg.C); err != nil {
+	if err := check.Positive(errInvalid, "clipping bound C", cfg.C); err != nil {
 		return cfg, err
 	}
 	if cfg.NewRandomizer == nil {
@@ -225,7 +226,7 @@ func (cfg FLAMEConfig) PerCoordinateEpsilon() float64 {
 type Encoder struct {
 	cfg  FLAMEConfig
 	r    randomizer.Affine
-	clip Clipper
+	clip clipper
 }
 
 // NewEncoder validates cfg and builds the per-coordinate randomizer at
@@ -245,7 +246,7 @@ func NewEncoder(cfg FLAMEConfig) (*Encoder, error) {
 	if _, slope := r.Affine(); !(slope > 0) || math.IsInf(slope, 0) {
 		return nil, fmt.Errorf("mechanism: randomizer %s has non-positive slope %v", r.Name(), slope)
 	}
-	return &Encoder{cfg: cfg, r: r, clip: Clipper{c: cfg.C}}, nil
+	return &Encoder{cfg: cfg, r: r, clip: clipper{c: cfg.C}}, nil
 }
 
 // Config returns the validated configuration with defaults filled in.
@@ -296,7 +297,7 @@ func (e *Encoder) report(x float64, src noise.Source) float64 {
 // (SS-Double, SS-Topk) (FLAME Theorem 1, Theorem 4 with Lemma 2). The index
 // lists are data-independent for SS-Simple and SS-Double. For SS-Topk they
 // are not: they give nu-index privacy against the relay (FLAME Definition 3
-// and Proposition 2; nu = TopkMinNu(D, K, L)), and no LDP guarantee.
+// and Proposition 2; nu = topkMinNu(D, K, L)), and no LDP guarantee.
 func (e *Encoder) Encode(x []float64, src noise.Source) ([]Message, error) {
 	if err := checkVector(x, e.cfg.D); err != nil {
 		return nil, err

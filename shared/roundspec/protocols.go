@@ -30,8 +30,8 @@ func ShuffleProtocols() []Protocol {
 	return out
 }
 
-// Lookup returns the implementation of an announced protocol.
-func Lookup(id wire.Protocol) (Protocol, error) {
+// lookup returns the implementation of an announced protocol.
+func lookup(id wire.Protocol) (Protocol, error) {
 	for _, p := range protocols {
 		if p.Wire() == id {
 			return p, nil
@@ -121,7 +121,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 			return wire.Params{}, 0, fmt.Errorf("roundspec: %s must be finite and >= 0, got %v", v.name, v.v)
 		}
 	}
-	proto, err := Lookup(o.Protocol)
+	proto, err := lookup(o.Protocol)
 	if err != nil {
 		return wire.Params{}, 0, err
 	}

@@ -130,7 +130,7 @@ func New(p wire.Params) (*Spec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	proto, err := Lookup(p.Protocol)
+	proto, err := lookup(p.Protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +344,7 @@ func (s *Spec) LocalRelease(personal float64) privacy.Release {
 //
 // Derivation. The analyzer maps a randomized value y of a normalized
 // coordinate x~ back by z = (y - offset)/slope and then to update units by
-// C(2z - 1) (mechanism.Clipper.Denormalize), so noise of standard deviation
+// C(2z - 1) (mechanism.clipper.Denormalize), so noise of standard deviation
 // sd on y becomes 2C·sd/slope. At x~ = 1/2:
 //   - Laplace, x + Lap(1/ε): sd = √2/ε, slope 1;
 //   - Gaussian, x + N(0, σ²): sd = σ, slope 1;

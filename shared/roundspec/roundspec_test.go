@@ -188,7 +188,7 @@ func TestLayoutsWithoutProofRefused(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Lookup(9); err == nil {
+	if _, err := lookup(9); err == nil {
 		t.Error("unknown protocol found")
 	}
 	if _, _, err := Build(40, 30, Options{Protocol: wire.ProtocolSSDouble, K: 4, Randomizer: wire.RandomizerRGB}); err == nil {

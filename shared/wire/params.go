@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Protocol is the FLAME encoding a round uses (Liu et al., AAAI 2021).
@@ -86,9 +87,9 @@ func ParseRandomizer(s string) (Randomizer, error) {
 	return 0, fmt.Errorf("wire: unknown randomizer %q (want laplace, rgb, gaussian or discrete-gaussian)", s)
 }
 
-// MaxMessages is the largest number of messages per client report (the
+// maxMessages is the largest number of messages per client report (the
 // Report's count field is a u16).
-const MaxMessages = math.MaxUint16
+const maxMessages = math.MaxUint16
 
 // Params is a round's configuration as announced (bytes 18..84 of the
 // Announcement). Validate states the constraints.
@@ -145,8 +146,8 @@ func (p Params) Validate() error {
 	default:
 		return bad("unknown randomizer %d", uint8(p.Randomizer))
 	}
-	if p.D < 1 || p.D > MaxD {
-		return bad("d = %d outside [1, %d]", p.D, MaxD)
+	if p.D < 1 || p.D > maxD {
+		return bad("d = %d outside [1, %d]", p.D, maxD)
 	}
 	switch p.Protocol {
 	case ProtocolSSSimple:
@@ -166,8 +167,8 @@ func (p Params) Validate() error {
 	if p.Width < 1 || kl%uint64(p.Width) != 0 {
 		return bad("width %d does not divide k*l = %d", p.Width, kl)
 	}
-	if m := kl / uint64(p.Width); m > MaxMessages {
-		return bad("%d messages per client, above %d", m, MaxMessages)
+	if m := kl / uint64(p.Width); m > maxMessages {
+		return bad("%d messages per client, above %d", m, maxMessages)
 	}
 	if p.NP < 1 {
 		return bad("np must be >= 1")
@@ -188,10 +189,10 @@ func (p Params) Validate() error {
 	if p.Quota != 0 && p.Quota < p.MinBatch {
 		return bad("quota %d below minBatch %d", p.Quota, p.MinBatch)
 	}
-	if !finite(p.EpsL) || p.EpsL <= 0 {
+	if !check.Finite(p.EpsL) || p.EpsL <= 0 {
 		return bad("epsL = %v, want finite > 0", p.EpsL)
 	}
-	if !finite(p.Clip) || p.Clip <= 0 {
+	if !check.Finite(p.Clip) || p.Clip <= 0 {
 		return bad("clip = %v, want finite > 0", p.Clip)
 	}
 	if !(p.CheckInP > 0 && p.CheckInP <= 1) {
@@ -220,17 +221,17 @@ func (p Params) validateSecAgg() error {
 	switch {
 	case p.Randomizer != RandomizerDiscreteGaussian:
 		return bad("secagg needs the discrete-gaussian randomizer, got %v", p.Randomizer)
-	case p.D < 1 || p.D > MaxD:
-		return bad("d = %d outside [1, %d]", p.D, MaxD)
+	case p.D < 1 || p.D > maxD:
+		return bad("d = %d outside [1, %d]", p.D, maxD)
 	case p.K != 1 || p.L != 1 || p.Width != 1 || p.NP != 0 || p.Buckets != 0:
 		return bad("secagg needs k = l = width = 1 and np = buckets = 0, got %d, %d, %d, %d, %d", p.K, p.L, p.Width, p.NP, p.Buckets)
 	case p.EpsL != 0 || math.Signbit(p.EpsL) || p.DeltaL != 0 || math.Signbit(p.DeltaL):
 		return bad("secagg has no local budget: epsL = %v, deltaL = %v, want 0", p.EpsL, p.DeltaL)
 	case p.Bits < 2 || p.Bits > 16:
 		return bad("secagg bits %d outside [2, 16]", p.Bits)
-	case !finite(p.Sigma) || p.Sigma <= 0:
+	case !check.Finite(p.Sigma) || p.Sigma <= 0:
 		return bad("secagg sigma = %v, want finite > 0", p.Sigma)
-	case !finite(p.Clip) || p.Clip <= 0:
+	case !check.Finite(p.Clip) || p.Clip <= 0:
 		return bad("clip = %v, want finite > 0", p.Clip)
 	case !(p.CheckInP > 0 && p.CheckInP <= 1):
 		return bad("checkInP = %v, want in (0, 1]", p.CheckInP)

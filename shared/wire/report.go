@@ -44,8 +44,8 @@ func (r *Report) check() error {
 		return malformed(ErrValue, "report round must be >= 1")
 	case r.Count < 1 || r.Seq >= r.Count:
 		return malformed(ErrValue, "report seq %d, count %d: need seq < count", r.Seq, r.Count)
-	case w < 1 || w > MaxD:
-		return malformed(ErrValue, "report width %d outside [1, %d]", w, MaxD)
+	case w < 1 || w > maxD:
+		return malformed(ErrValue, "report width %d outside [1, %d]", w, maxD)
 	case len(r.Sealed) != envelope.SealedLen(w):
 		return malformed(ErrValue, "report sealed part has %d bytes, want %d for width %d", len(r.Sealed), envelope.SealedLen(w), w)
 	}
@@ -53,8 +53,8 @@ func (r *Report) check() error {
 	for _, x := range r.Indices {
 		hi = max(hi, x)
 	}
-	if hi >= MaxD {
-		return malformed(ErrIndex, "index %d not below the protocol's maximum d = %d", hi, MaxD)
+	if hi >= maxD {
+		return malformed(ErrIndex, "index %d not below the protocol's maximum d = %d", hi, maxD)
 	}
 	return distinct(r.Indices, hi+1, nil)
 }

@@ -79,7 +79,7 @@ func TestSecAggAnnouncement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) != AnnouncementSizeFor(p) || len(b) != AnnouncementSize(6)+32 {
+	if len(b) != announcementSizeFor(p) || len(b) != announcementSize(6)+32 {
 		t.Fatalf("size %d", len(b))
 	}
 	got, err := ParseAnnouncement(b, Limits{})

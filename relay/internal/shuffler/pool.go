@@ -85,7 +85,7 @@ func EstimateDummies(p wire.Params, population uint32) int {
 }
 
 // maxPoolBlocks bounds one pool (2^22 blocks: more than any round of
-// wire.MaxD dimensions needs at the default limits).
+// wire.maxD dimensions needs at the default limits).
 const maxPoolBlocks = 1 << 22
 
 // NewPool starts sealing up to n dummy value blocks for round r in the
