@@ -8,7 +8,7 @@ WASM_EXEC := $(GOROOT)/lib/wasm/go_js_wasm_exec
 JS_PKGS   := ./shared/... ./wasm/...
 
 .DEFAULT_GOAL := help
-.PHONY: help run simulate load test check test-native test-js test-browser bench data experiment
+.PHONY: help run simulate load soak test check test-native test-js test-browser bench data experiment
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,6 +24,9 @@ load: ## outside CI: relay round vs raw websocket, idle memory per connection, 1
 	$(GO) test -run '^$$' -bench 'Loopback10k' -benchtime 1x ./relay/internal/server
 	$(GO) test -run '^$$' -bench 'OpenAggregateCores' -benchtime 6x ./aggregator/internal/server
 	$(GO) run ./scripts/runlocal -clients 2000 -rounds 3 -round-time 20s -dir out/load
+
+soak: ## outside CI: 1,000 volunteers for 15 minutes with a relay or aggregator kill every ~90 s; p99 ack latency and memory over time (docs/soak.md)
+	$(GO) run ./scripts/soak -volunteers 1000 -duration 15m -kill-every 90s -seed 1
 
 experiment: ## reproduce the papers' comparison tables on the embedded digits (3-8 minutes on 2 cores)
 	$(GO) run ./aggregator/lab simulate -table all

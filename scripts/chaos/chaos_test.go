@@ -13,15 +13,12 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"sync"
@@ -29,6 +26,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
+	"github.com/blanket-fl/blanket/scripts/internal/invariant"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
@@ -74,104 +72,12 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// logLines collects both servers' log lines (they share the writer).
-type logLines struct {
-	mu      sync.Mutex
-	partial []byte
-	lines   []string
-	echo    io.Writer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.echo != nil {
-		l.echo.Write(p)
-	}
-	l.partial = append(l.partial, p...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		l.lines = append(l.lines, string(l.partial[:i]))
-		l.partial = l.partial[i+1:]
-	}
-	return len(p), nil
-}
-
-var (
-	reClosed    = regexp.MustCompile(`msg="round closed" round=(\d+) .*reports=(\d+)`)
-	rePersisted = regexp.MustCompile(`msg="batch persisted" round=(\d+) `)
-)
-
-// relayRounds returns the relay's complete reports per closed round and how
-// many times it persisted (padded) a batch per round, from its logs.
-func (l *logLines) relayRounds() (reports map[int]int, padded map[int]int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	reports, padded = map[int]int{}, map[int]int{}
-	for _, line := range l.lines {
-		if m := reClosed.FindStringSubmatch(line); m != nil {
-			r, _ := strconv.Atoi(m[1])
-			n, _ := strconv.Atoi(m[2])
-			reports[r] = n
-		}
-		if m := rePersisted.FindStringSubmatch(line); m != nil {
-			r, _ := strconv.Atoi(m[1])
-			padded[r]++
-		}
-	}
-	return reports, padded
-}
-
-// epsilonWatch polls /api/status and records every epsilon it sees.
-type epsilonWatch struct {
-	mu       sync.Mutex
-	max      float64
-	lastOK   time.Time
-	decrease []string
-}
-
-func (w *epsilonWatch) run(ctx context.Context, cl *localrun.Cluster) {
-	for ctx.Err() == nil {
-		var st localrun.Status
-		if err := cl.GetJSON(ctx, "/api/status", &st); err == nil {
-			w.mu.Lock()
-			if st.Epsilon < w.max {
-				w.decrease = append(w.decrease, fmt.Sprintf("epsilon %v after %v (round %d)", st.Epsilon, w.max, st.Round))
-			}
-			w.max = max(w.max, st.Epsilon)
-			w.lastOK = time.Now()
-			w.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func okRounds(cl *localrun.Cluster) (int, []localrun.Round) {
-	rs, err := cl.Rounds(context.Background())
-	if err != nil {
-		return -1, nil
-	}
-	n := 0
-	for _, r := range rs {
-		if r.Status == "ok" {
-			n++
-		}
-	}
-	return n, rs
-}
-
 // waitOK waits until more than `before` rounds are ok, or fails.
 func waitOK(t *testing.T, cl *localrun.Cluster, before int, within time.Duration, what string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		n, rs := okRounds(cl)
+		n, rs := invariant.OKRounds(context.Background(), cl)
 		if n > before {
 			return
 		}
@@ -207,9 +113,9 @@ func TestChaos(t *testing.T) {
 	seed := uint64(envInt("BLANKET_CHAOS_SEED", 1))
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 
-	logs := &logLines{}
+	logs := &invariant.Logs{}
 	if testing.Verbose() {
-		logs.echo = os.Stderr
+		logs.Echo = os.Stderr
 	}
 	n := strconv.Itoa(clients)
 	cl, err := localrun.Start(context.Background(), bins, localrun.Options{Dir: t.TempDir(),
@@ -236,8 +142,8 @@ func TestChaos(t *testing.T) {
 			Dataset: sample.Name, Seed: 3, SeededNoise: true, Backoff: client.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 			Logger: slog.New(slog.DiscardHandler)})
 	})
-	watch := &epsilonWatch{}
-	wg.Go(func() { watch.run(ctx, cl) })
+	watch := &invariant.EpsilonWatch{}
+	wg.Go(func() { watch.Run(ctx, cl) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
 	waitOK(t, cl, 0, 3*roundTimeout, "first round")
@@ -255,7 +161,7 @@ func TestChaos(t *testing.T) {
 		if relay {
 			name = "relay"
 		}
-		before, _ := okRounds(cl)
+		before, _ := invariant.OKRounds(context.Background(), cl)
 		t.Logf("kill %d: %s, down %v (ok rounds so far %d)", i+1, name, outage, before)
 		if relay {
 			err = cl.KillRelay()
@@ -275,56 +181,29 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 		if before < 0 {
-			before, _ = okRounds(cl)
+			before, _ = invariant.OKRounds(context.Background(), cl)
 		}
 		waitOK(t, cl, before, recoverWithin, fmt.Sprintf("after kill %d (%s, down %v)", i+1, name, outage))
 	}
 	cancel()
 	wg.Wait()
 
-	watch.mu.Lock()
-	if len(watch.decrease) > 0 {
-		t.Errorf("epsilon decreased on /api/status: %v", watch.decrease)
+	if d := watch.Decreases(); len(d) > 0 {
+		t.Errorf("epsilon decreased on /api/status: %v", d)
 	}
-	watch.mu.Unlock()
-	_, rs := okRounds(cl)
-	reports, padded := logs.relayRounds()
-	seen := map[int]bool{}
-	prev := 0.0
-	for _, r := range rs {
-		if seen[r.Round] {
-			t.Errorf("round %d recorded twice", r.Round)
-		}
-		seen[r.Round] = true
-		if r.Status == "lost" {
-			// The aggregator was killed between charging the round and
-			// checkpointing it: charged (the ledger does not under-count)
-			// but its acknowledged reports never reach the model, although
-			// the relay resends the identical batch (answered obsolete).
-			msg := fmt.Sprintf("round %d lost: %d acknowledged reports charged but not applied (%s)", r.Round, r.N, r.Detail)
-			if os.Getenv("BLANKET_CHAOS_STRICT") != "" {
-				t.Error(msg)
-			} else {
-				t.Log("KNOWN: " + msg)
-			}
-		}
-		if r.Status != "ok" {
-			continue
-		}
-		if got, ok := reports[r.Round]; ok && got != r.N {
-			t.Errorf("round %d: the relay acknowledged %d complete reports, the aggregator aggregated %d", r.Round, got, r.N)
-		}
-		if r.EpsilonTightest == nil || *r.EpsilonTightest <= prev {
-			t.Errorf("round %d: epsilon %v does not grow from %v", r.Round, r.EpsilonTightest, prev)
+	_, rs := invariant.OKRounds(context.Background(), cl)
+	reports, padded := logs.RelayRounds()
+	res := invariant.CheckRounds(rs, reports, padded)
+	for _, v := range res.Violations {
+		t.Error(v)
+	}
+	for _, msg := range res.Lost {
+		if os.Getenv("BLANKET_CHAOS_STRICT") != "" {
+			t.Error(msg)
 		} else {
-			prev = *r.EpsilonTightest
+			t.Log("KNOWN: " + msg)
 		}
 	}
-	for r, n := range padded {
-		if n > 1 {
-			t.Errorf("round %d padded %d times", r, n)
-		}
-	}
-	okN, _ := okRounds(cl)
+	okN, _ := invariant.OKRounds(context.Background(), cl)
 	t.Logf("%d kills (seed %d): %d rounds, %d ok, %d batches padded", kills, seed, len(rs), okN, len(padded))
 }

@@ -36,6 +36,8 @@ type Analyzer struct {
 	c      float64
 	center float64 // a + s/2
 	factor float64 // 2C * scale / s, divided by n at estimation
+	// apes is set for the APES layout (NewAPESWireAnalyzer).
+	apes *apesWire
 }
 
 // NewAnalyzer validates cfg (the same public configuration the clients use)
@@ -76,6 +78,9 @@ func (a *Analyzer) Estimate(b Batch, n int) ([]float64, error) {
 func (a *Analyzer) EstimateInto(dst []float64, b Batch, n int) ([]float64, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("mechanism: number of clients must be >= 1, got %d", n)
+	}
+	if a.apes != nil {
+		return a.apes.estimate(dst, b, n)
 	}
 	if b.D != a.d || len(dst) != a.d {
 		return nil, fmt.Errorf("mechanism: batch dimension %d, destination %d, analyzer %d", b.D, len(dst), a.d)

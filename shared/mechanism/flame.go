@@ -227,6 +227,8 @@ type Encoder struct {
 	cfg  FLAMEConfig
 	r    randomizer.Affine
 	clip clipper
+	// apes is set for the APES layout (NewAPESWireEncoder); r is then nil.
+	apes *apesWire
 }
 
 // NewEncoder validates cfg and builds the per-coordinate randomizer at
@@ -253,12 +255,16 @@ func NewEncoder(cfg FLAMEConfig) (*Encoder, error) {
 func (e *Encoder) Config() FLAMEConfig { return e.cfg }
 
 // Randomizer returns the per-coordinate randomizer; the relay pads with its
-// blanket distribution.
+// blanket distribution. Nil for the APES layout (Clip-Laplace is not
+// affine; see NewAPESWireEncoder).
 func (e *Encoder) Randomizer() randomizer.Affine { return e.r }
 
 // Shape returns the data-independent report shape: K*L/Width messages of
-// Width entries.
+// Width entries (APES layout: D+1 messages of width 1).
 func (e *Encoder) Shape() Shape {
+	if e.apes != nil {
+		return Shape{Messages: e.apes.d + 1, Width: 1}
+	}
 	return Shape{Messages: e.cfg.K * e.cfg.L / e.cfg.Width, Width: e.cfg.Width}
 }
 
@@ -270,12 +276,23 @@ func (e *Encoder) Shape() Shape {
 // nothing.
 func (e *Encoder) Epsilon() float64 { return float64(e.cfg.K) * e.CoordinateEpsilon() }
 
-// Delta: see Epsilon.
-func (e *Encoder) Delta() float64 { return float64(e.cfg.K) * e.cfg.Keep * e.r.Delta() }
+// Delta: see Epsilon (0 for the APES layout: Clip-Laplace is pure).
+func (e *Encoder) Delta() float64 {
+	if e.apes != nil {
+		return 0
+	}
+	return float64(e.cfg.K) * e.cfg.Keep * e.r.Delta()
+}
 
 // CoordinateEpsilon is the guarantee of one perturbed coordinate:
-// KeptEpsilon(randomizer epsilon, Keep).
-func (e *Encoder) CoordinateEpsilon() float64 { return KeptEpsilon(e.r.Epsilon(), e.cfg.Keep) }
+// KeptEpsilon(randomizer epsilon, Keep); for the APES layout, the client's
+// own per-coordinate budget level·epsMax.
+func (e *Encoder) CoordinateEpsilon() float64 {
+	if e.apes != nil {
+		return e.apes.level * e.apes.epsMax
+	}
+	return KeptEpsilon(e.r.Epsilon(), e.cfg.Keep)
+}
 
 // report randomizes one normalized coordinate: R(x) with probability Keep,
 // a blanket sample otherwise. With Keep = 1 it draws exactly what
@@ -301,6 +318,9 @@ func (e *Encoder) report(x float64, src noise.Source) float64 {
 func (e *Encoder) Encode(x []float64, src noise.Source) ([]Message, error) {
 	if err := checkVector(x, e.cfg.D); err != nil {
 		return nil, err
+	}
+	if e.apes != nil {
+		return e.apes.encode(x, src)
 	}
 	n := e.cfg.K * e.cfg.L
 	idx := make([]uint32, n)

@@ -13,7 +13,7 @@ import (
 
 // protocols is the protocol table: one implementation per announceable
 // protocol.
-var protocols = []Protocol{ssSimple{}, ssDouble{}, ssTopk{}, secAgg{}}
+var protocols = []Protocol{ssSimple{}, ssDouble{}, ssTopk{}, secAgg{}, apes{}, sapes{}}
 
 // Protocols returns the announceable protocols in wire order.
 func Protocols() []Protocol { return append([]Protocol(nil), protocols...) }
@@ -104,6 +104,9 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 	}
 	if o.Randomizer == 0 {
 		o.Randomizer = wire.RandomizerLaplace
+		if o.Protocol.IsAPES() {
+			o.Randomizer = wire.RandomizerClipLaplace
+		}
 	}
 	for _, v := range []struct {
 		name string

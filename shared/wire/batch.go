@@ -10,7 +10,7 @@ import (
 //	0    1     version = 1
 //	1    1     type = 0x04
 //	2    8     round      u64 (>= 1)
-//	10   4     d          u32 (= the round's D)
+//	10   4     d          u32 (= the round's Columns(): D, or D+1 for APES)
 //	14   4     width      u32 (= the round's Width)
 //	18   4     np         u32 (realized n_p >= the announced NP: every dimension appears exactly np times)
 //	22   4     reports    u32 (clients whose complete report is in the batch: the n of the estimator)
@@ -67,8 +67,8 @@ func checkBatchHeader(round uint64, d, width, np, reports, checkedIn uint32, mes
 	switch {
 	case round < 1:
 		return malformed(ErrValue, "batch round must be >= 1")
-	case d != p.D:
-		return malformed(ErrValue, "batch d = %d, round d = %d", d, p.D)
+	case d != p.Columns():
+		return malformed(ErrValue, "batch d = %d, round has %d columns", d, p.Columns())
 	case width != p.Width:
 		return malformed(ErrValue, "batch width %d, round width %d", width, p.Width)
 	case np < p.NP:

@@ -90,7 +90,8 @@ func (r *Report) AppendBinary(b []byte) ([]byte, error) {
 
 // ParseReport decodes a Report frame and checks it against the round's
 // configuration p: p valid, width = p.Width, count = p.Messages(),
-// seq < count, exact length p.ReportFrameSize(), indices distinct and < p.D.
+// seq < count, exact length p.ReportFrameSize(), indices distinct and
+// < p.Columns().
 // The round is returned for the caller to compare with the open round.
 // Sealed aliases b.
 func ParseReport(b []byte, p Params) (*Report, error) {
@@ -126,7 +127,7 @@ func ParseReport(b []byte, p Params) (*Report, error) {
 	for i := range r.Indices {
 		r.Indices[i] = be.Uint32(b[repIndices+4*i:])
 	}
-	if err := distinct(r.Indices, p.D, nil); err != nil {
+	if err := distinct(r.Indices, p.Columns(), nil); err != nil {
 		return nil, err
 	}
 	off := repIndices + 4*int(w)

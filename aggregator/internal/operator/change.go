@@ -99,6 +99,13 @@ func Plan(c ConfigChange, cur Current) (wire.Params, float64, time.Duration, err
 	if p.Protocol == wire.ProtocolSecAgg && proto != wire.ProtocolSecAgg {
 		f.Randomizer = wire.RandomizerLaplace.String()
 	}
+	if proto.IsAPES() != p.Protocol.IsAPES() && proto != wire.ProtocolSecAgg {
+		// APES and S-APES use clip-laplace, the others never.
+		f.Randomizer = wire.RandomizerLaplace.String()
+		if proto.IsAPES() {
+			f.Randomizer = wire.RandomizerClipLaplace.String()
+		}
+	}
 	if proto == p.Protocol && proto != wire.ProtocolSSSimple {
 		f.Quota = int(p.Quota)
 	}
