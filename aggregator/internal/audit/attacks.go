@@ -1,5 +1,11 @@
 package audit
 
+import (
+	"slices"
+
+	"github.com/blanket-fl/blanket/shared/roundspec"
+)
+
 // attack is one distinguisher: a statistic of the aggregator's view.
 type attack struct {
 	name string
@@ -148,4 +154,23 @@ var attacks = []attack{
 	{name: "LR combined", stat: func(v view, _ pair) float64 { return v.llrAll }},
 	// the local likelihood ratio of the leading messages (lrModel.leading).
 	{name: "LR leading values", stat: func(v view, pr pair) float64 { return pr.lr.leading(v) }},
+}
+
+// apesAttacks are applied to APES and S-APES rounds besides attacks (the
+// likelihood-ratio attacks there use apesModel's Clip-Laplace densities
+// and budget-column cover).
+var apesAttacks = []attack{
+	// far values: the cross-column probe (apesModel.farSide).
+	{name: "far values", stat: func(v view, pr pair) float64 { return pr.apes.farSide(v) }},
+	// budget column: the sum of the levels (a level that follows the
+	// data).
+	{name: "budget column", stat: func(v view, pr pair) float64 { return levelSum(v, pr.apes.d) }},
+}
+
+// attacksFor returns the attacks a run of spec applies.
+func attacksFor(spec *roundspec.Spec) []attack {
+	if _, _, ok := spec.APES(); ok {
+		return append(slices.Clone(attacks), apesAttacks...)
+	}
+	return attacks
 }

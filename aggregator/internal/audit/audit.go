@@ -11,7 +11,9 @@
 // receives: the batch header, every message's index, position and sealed
 // size, and every opened value — among them the likelihood-ratio tests of
 // lrModel, the most powerful test of one dimension's multiset and their sum
-// over the dimensions the neighbours differ in.
+// over the dimensions the neighbours differ in. APES and S-APES (apes.go)
+// are audited with volunteers at mixed levels, Clip-Laplace likelihood
+// ratios whose cover the budget column gives, and a far-values probe.
 //
 // Each attack's statistic is thresholded on a first set of trials (the
 // threshold and direction that look best there) and evaluated on fresh
@@ -71,7 +73,9 @@ type Options struct {
 	// client that randomizes at a larger ε than the spec charges); nil:
 	// roundspec.Spec.Encoder at the announced level. The likelihood-ratio
 	// attacks model the encoder's randomizer: the adversary knows the code
-	// it attacks.
+	// it attacks. APES and S-APES: the target's encoder only (the others
+	// keep Spec.Encoder at their levels; see apesNeighbours), modelled at
+	// its CoordinateEpsilon.
 	Encoder *mechanism.Encoder
 	// Neighbours chooses the neighbouring datasets (see neighbours);
 	// NeighboursDefault: the protocol's worst case.
@@ -175,7 +179,7 @@ func RunContext(ctx context.Context, spec *roundspec.Spec, opts Options) (Result
 	var stats [2][2][][]float64 // [phase][hypothesis][attack][trial]
 	for phase := range 2 {
 		for h := range 2 {
-			stats[phase][h] = make([][]float64, len(attacks))
+			stats[phase][h] = make([][]float64, len(run.attacks))
 			for t := range opts.Trials {
 				if err := ctx.Err(); err != nil {
 					return Result{}, fmt.Errorf("audit: %w", err)
@@ -189,13 +193,13 @@ func RunContext(ctx context.Context, spec *roundspec.Spec, opts Options) (Result
 					res.NP = v.np
 				}
 				v.llrOne, v.llrAll = pair.lr.llr(v)
-				for a, at := range attacks {
+				for a, at := range run.attacks {
 					stats[phase][h][a] = append(stats[phase][h][a], at.stat(v, pair))
 				}
 			}
 		}
 	}
-	for a, at := range attacks {
+	for a, at := range run.attacks {
 		thr, dir := calibrate(stats[0][0][a], stats[0][1][a], opts.Alpha, opts.Delta)
 		tp, fp := 0, 0
 		for t := range opts.Trials {
@@ -297,6 +301,7 @@ type pair struct {
 	others [][]float64
 	a, b   []bool
 	lr     *lrModel
+	apes   *apesModel // APES and S-APES only
 }
 
 // neighbours builds the worst-case pair this package can construct for enc
@@ -422,11 +427,22 @@ type runner struct {
 	spec *roundspec.Spec
 	opts Options
 	pair pair
-	enc  *mechanism.Encoder
-	key  *sealkey.PrivateKey
+	enc  *mechanism.Encoder // the target's (and, unless encs is set, everyone's) encoder
+	// encs, if set, is every volunteer's encoder (APES: mixed levels),
+	// encs[0] the target's.
+	encs    []*mechanism.Encoder
+	attacks []attack
+	key     *sealkey.PrivateKey
 }
 
 func newRunner(spec *roundspec.Spec, opts Options) (*runner, error) {
+	if _, _, ok := spec.APES(); ok {
+		pr, encs, err := apesNeighbours(spec, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &runner{spec: spec, opts: opts, pair: pr, enc: encs[0], encs: encs, attacks: attacksFor(spec)}, nil
+	}
 	enc := opts.Encoder
 	if enc == nil {
 		var err error
@@ -438,7 +454,7 @@ func newRunner(spec *roundspec.Spec, opts Options) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runner{spec: spec, opts: opts, pair: pr, enc: enc}, nil
+	return &runner{spec: spec, opts: opts, pair: pr, enc: enc, attacks: attacksFor(spec)}, nil
 }
 
 func (r *runner) initCrypto() error {
@@ -458,7 +474,11 @@ func (r *runner) trial(h int, src noise.Source) (view, error) {
 		if i > 0 {
 			x = r.pair.others[i-1]
 		}
-		msgs, err := r.enc.Encode(x, src)
+		enc := r.enc
+		if r.encs != nil {
+			enc = r.encs[i]
+		}
+		msgs, err := enc.Encode(x, src)
 		if err != nil {
 			return view{}, fmt.Errorf("audit: encode: %w", err)
 		}

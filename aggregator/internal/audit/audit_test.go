@@ -34,14 +34,34 @@ func small(t *testing.T, proto wire.Protocol, rz wire.Randomizer, epsL float64) 
 	return s
 }
 
+// smallAPES is a small-scale APES or S-APES spec: d = 8 (S-APES keeps
+// b = 2), ε_l = epsL (ε* = epsL/8), n_p = 36 for the audit's 30
+// volunteers, so that every column carries 6 relay dummies
+// (roundspec.Spec.Dummy).
+func smallAPES(t *testing.T, proto wire.Protocol, epsL float64) *roundspec.Spec {
+	t.Helper()
+	p, _, err := roundspec.Build(8, 30, roundspec.Options{Protocol: proto, Randomizer: wire.RandomizerClipLaplace, K: 2, NP: 36, EpsL: epsL, Clip: 0.5, MinBatch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := roundspec.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestAuditBelowCharge is the privacy audit tier: for every protocol and
 // randomizer Blanket can announce (and for SS-Topk both choices of
 // neighbouring datasets), every attack's lower bound on the round's ε stays
-// below the ε the ledger charges. 1,000 trials per hypothesis and phase,
-// Clopper-Pearson at Alpha = 1e-4 on each side: for a correct charge each
-// of the 12 attacks exceeds it with probability at most 2e-4, so a run
-// fails with probability at most 12 × 2e-4 = 2.4e-3, the 12 runs at most
-// 2.9e-2 (seeds fixed: the outcome is deterministic).
+// below the ε the ledger charges. FLAME protocols: 1,000 trials per
+// hypothesis and phase, Clopper-Pearson at Alpha = 1e-4 on each side: for
+// a correct charge each of the 12 attacks exceeds it with probability at
+// most 2e-4, so a run fails with probability at most 12 × 2e-4 = 2.4e-3,
+// the 12 runs at most 2.9e-2. APES and S-APES (smallAPES, volunteers at
+// mixed levels: see apesNeighbours): 500 trials, Alpha = 1e-4, 14 attacks,
+// at most 2.8e-3 per run; all 14 runs at most 3.5e-2 (seeds fixed: the
+// outcome is deterministic).
 func TestAuditBelowCharge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the audit tier runs without -short")
@@ -63,6 +83,16 @@ func TestAuditBelowCharge(t *testing.T) {
 					t.Errorf("%v/%v/%s: lower bound %.3f above the charge %.3f: %+v", proto, rz, kind, res.EpsLower, res.Charged, res.Findings)
 				}
 			}
+		}
+	}
+	for _, proto := range []wire.Protocol{wire.ProtocolAPES, wire.ProtocolSAPES} {
+		res, err := Run(smallAPES(t, proto, 4), Options{Trials: 500, Alpha: 1e-4, Seed: uint64(proto) << 8})
+		if err != nil {
+			t.Fatalf("%v: %v", proto, err)
+		}
+		t.Logf("%v: n_p %d, charged %.3f, audited lower bound %.3f", proto, res.NP, res.Charged, res.EpsLower)
+		if !(res.Charged > 0) || res.EpsLower > res.Charged || res.NP != 36 || len(res.Findings) != len(attacks)+len(apesAttacks) {
+			t.Errorf("%v: lower bound %.3f above the charge %.3f (n_p %d): %+v", proto, res.EpsLower, res.Charged, res.NP, res.Findings)
 		}
 	}
 }
@@ -91,6 +121,9 @@ func TestAuditRealCrypto(t *testing.T) {
 // at least 2 and above the ε the ledger charges for the spec, where the
 // sound system of the same spec shows a smaller one. (1,000 trials at
 // Alpha = 1e-4: a perfect distinguisher proves about 4.6; seeds fixed.)
+// The APES canary is one volunteer (the target) whose encoder perturbs at
+// 64 times the announced largest per-coordinate budget ε* while its budget
+// message claims level 1, among honest volunteers at mixed levels.
 func TestAuditCatchesLeaks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the audit tier runs without -short")
@@ -145,8 +178,12 @@ func TestAuditCatchesLeaks(t *testing.T) {
 		{"recognizable dummies, ss-topk", wire.ProtocolSSTopk, 1, 4, NeighboursIndexSet, markedDummies, 0},
 		{"randomizer at 24 times the charged epsilon, ss-simple", wire.ProtocolSSSimple, 1, 4, NeighboursFlip, nil, 24},
 		{"randomizer at 64 times the charged epsilon, ss-double", wire.ProtocolSSDouble, 1, 0.5, NeighboursFlip, nil, 64},
+		{"target at 64 times the announced largest budget, apes", wire.ProtocolAPES, 1, 4, NeighboursFlip, nil, 64},
 	} {
 		build := func(epsL float64) *roundspec.Spec {
+			if tc.proto.IsAPES() {
+				return smallAPES(t, tc.proto, epsL)
+			}
 			o := roundspec.Options{Protocol: tc.proto, K: 4, L: tc.l, NP: 10, EpsL: epsL, Clip: 0.5, MinBatch: 1}
 			if tc.proto == wire.ProtocolSSSimple {
 				o.NP = 30
@@ -164,6 +201,8 @@ func TestAuditCatchesLeaks(t *testing.T) {
 		spec := build(tc.epsL)
 		leakyOpts := Options{Trials: 1000, Alpha: 1e-4, Seed: 3, Neighbours: tc.kind, Pipeline: tc.pipe}
 		if tc.weak > 0 {
+			// APES: the target's encoder only, which claims level 1 in
+			// the budget column while perturbing at weak·ε*.
 			enc, err := build(tc.weak * tc.epsL).Encoder(0)
 			if err != nil {
 				t.Fatal(err)

@@ -48,7 +48,9 @@ type Bound struct {
 // LowerBound audits a round configuration as it runs live: n volunteers per
 // round, the announced spec's encoder, padding and shuffle (Run without
 // HPKE, whose sealed sizes TestAuditRealCrypto covers), every attack of
-// this package, and for SS-Topk both choices of neighbouring datasets. It
+// this package (for APES and S-APES with their own: attacksFor, volunteers
+// at mixed levels as apesNeighbours states), and for SS-Topk both choices
+// of neighbouring datasets. It
 // runs 4·trials simulated rounds per choice of neighbours and returns early
 // with ctx's error.
 //
@@ -79,7 +81,7 @@ func LowerBound(ctx context.Context, spec *roundspec.Spec, n, trials int, seed u
 	if spec.Params().Protocol == wire.ProtocolSSTopk {
 		kinds = append(kinds, NeighboursIndexSet)
 	}
-	alpha := (1 - BoundConfidence) / float64(2*len(attacks)*len(kinds))
+	alpha := (1 - BoundConfidence) / float64(2*len(attacksFor(spec))*len(kinds))
 	b := Bound{Confidence: BoundConfidence, Trials: trials, Delta: BoundDelta}
 	for i, kind := range kinds {
 		res, err := RunContext(ctx, spec, Options{

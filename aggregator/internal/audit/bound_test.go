@@ -10,8 +10,8 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// TestLowerBound: the live system's bound for the small SS-Topk and
-// SS-Double specs (100 trials per hypothesis, phase and choice of
+// TestLowerBound: the live system's bound for the small SS-Topk, SS-Double,
+// APES and S-APES specs (100 trials per hypothesis, phase and choice of
 // neighbours; fixed seeds) is reproducible, names its attack when
 // positive, states its confidence and trials, charges as Run does, and
 // lies below the charge (for a correct charge it exceeds it with
@@ -20,8 +20,13 @@ func TestLowerBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the audit tier runs without -short")
 	}
-	for _, proto := range []wire.Protocol{wire.ProtocolSSDouble, wire.ProtocolSSTopk} {
-		spec := small(t, proto, wire.RandomizerLaplace, 4)
+	for _, proto := range []wire.Protocol{wire.ProtocolSSDouble, wire.ProtocolSSTopk, wire.ProtocolAPES, wire.ProtocolSAPES} {
+		var spec *roundspec.Spec
+		if proto.IsAPES() {
+			spec = smallAPES(t, proto, 4)
+		} else {
+			spec = small(t, proto, wire.RandomizerLaplace, 4)
+		}
 		b, err := LowerBound(context.Background(), spec, 30, 100, 7)
 		if err != nil {
 			t.Fatal(err)

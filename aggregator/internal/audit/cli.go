@@ -14,17 +14,19 @@ import (
 )
 
 // Main is `aggregator audit`: it audits every announceable protocol and
-// randomizer (or the ones named) at a small scale and prints, for each (and
+// randomizer (or the ones named: each protocol with the named randomizers
+// it announces, clip-laplace for APES and S-APES, the others for the FLAME
+// protocols) at a small scale and prints, for each (and
 // for SS-Topk, each choice of neighbouring datasets), the ε the ledger
 // would charge for one round and the largest lower bound the attacks
 // prove, attack by attack with -v.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	protos := fs.String("protocols", "ss-simple,ss-double,ss-topk", "protocols to audit")
-	rzs := fs.String("randomizers", "laplace,rgb,gaussian", "randomizers to audit")
+	protos := fs.String("protocols", "ss-simple,ss-double,ss-topk,apes,s-apes", "protocols to audit")
+	rzs := fs.String("randomizers", "laplace,rgb,gaussian,clip-laplace", "randomizers to audit (each protocol with those it announces: clip-laplace for apes and s-apes, the others for the ss- protocols)")
 	d := fs.Int("d", 24, "model dimension of the replica")
-	k := fs.Int("k", 4, "perturbed coordinates (ss-double, ss-topk)")
+	k := fs.Int("k", 4, "perturbed coordinates (ss-double, ss-topk; s-apes: kept values b)")
 	l := fs.Int("l", 2, "ss-topk groups")
 	n := fs.Int("n", 30, "volunteers per round")
 	np := fs.Int("np", 10, "padding per dimension (ss-simple: at least n)")
@@ -42,6 +44,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	// With the default protocol list, a protocol that none of the named
+	// randomizers applies to is skipped (-randomizers laplace audits the
+	// ss- protocols); a protocol named explicitly must get one.
+	protosSet := false
+	fs.Visit(func(f *flag.Flag) { protosSet = protosSet || f.Name == "protocols" })
 	var results []Result
 	for _, ps := range splitList(*protos) {
 		proto, err := wire.ParseProtocol(ps)
@@ -49,12 +56,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "audit:", err)
 			return 2
 		}
+		paired := 0
 		for _, rs := range splitList(*rzs) {
 			rz, err := wire.ParseRandomizer(rs)
 			if err != nil {
 				fmt.Fprintln(stderr, "audit:", err)
 				return 2
 			}
+			if !announces(proto, rz) {
+				continue
+			}
+			paired++
 			if ctx.Err() != nil {
 				return 1
 			}
@@ -91,6 +103,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				results = append(results, res)
 			}
 		}
+		if paired == 0 && protosSet {
+			fmt.Fprintf(stderr, "audit: %v: none of the randomizers %q applies (%v)\n", proto, *rzs, pairing(proto))
+			return 2
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -101,7 +117,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "privacy audit: d = %d, k = %d, n = %d volunteers, n_p = %d, eps_l = %g, %d trials per hypothesis and phase, alpha = %g per bound, delta = %g\n", *d, *k, *n, *np, *epsL, *trials, *alpha, *delta)
-	fmt.Fprintf(stdout, "each row's lower bound holds with probability >= %.4g if the charge is right (%d attacks, two one-sided bounds each)\n", 1-2*float64(len(attacks))**alpha, len(attacks))
+	for _, na := range []int{len(attacks), len(attacks) + len(apesAttacks)} {
+		which := "ss- protocols"
+		if na > len(attacks) {
+			which = "apes, s-apes"
+		}
+		fmt.Fprintf(stdout, "%s: each row's lower bound holds with probability >= %.4g if the charge is right (%d attacks, two one-sided bounds each)\n", which, 1-2*float64(na)**alpha, na)
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "protocol\trandomizer\tneighbours\tn_p\tcharged eps\taudited lower bound\tverdict")
 	bad := false
@@ -122,6 +144,24 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// announces reports whether proto is announced with rz: Clip-Laplace for
+// APES and S-APES (roundspec's layout check), the others for the FLAME
+// shuffle protocols.
+func announces(proto wire.Protocol, rz wire.Randomizer) bool {
+	if proto.IsAPES() {
+		return rz == wire.RandomizerClipLaplace
+	}
+	return rz == wire.RandomizerLaplace || rz == wire.RandomizerRGB || rz == wire.RandomizerGaussian
+}
+
+// pairing names the randomizers proto is announced with.
+func pairing(proto wire.Protocol) string {
+	if proto.IsAPES() {
+		return "it needs clip-laplace"
+	}
+	return "it takes laplace, rgb or gaussian"
 }
 
 func splitList(s string) []string {

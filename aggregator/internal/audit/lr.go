@@ -78,6 +78,10 @@ type lrModel struct {
 	other float64   // expected number of other volunteers' data-carrying reports per dimension
 	use   []bool    // the dimensions the combined statistic sums
 	one   int       // the dimension of the single-dimension statistic
+	// cover, if set, replaces g_j: it returns log g_j(y) for a view (APES
+	// and S-APES, whose cover is a mixture of Clip-Laplace laws at the
+	// levels the budget column shows: apesModel.cover).
+	cover func(v view) func(j uint32, y float64) float64
 }
 
 // llr returns the single-dimension and the combined log likelihood ratio
@@ -90,6 +94,10 @@ func (m *lrModel) llr(v view) (single, combined float64) {
 		pi = min(1, m.other/(np-1))
 	}
 	lpi, l1pi := math.Log(pi), math.Log1p(-pi)
+	var cover func(j uint32, y float64) float64
+	if m.cover != nil {
+		cover = m.cover(v)
+	}
 	// Online log-sum-exp per dimension and hypothesis of
 	// log f_h(v) - log g_j(v).
 	var mx, sm [2][]float64
@@ -104,9 +112,14 @@ func (m *lrModel) llr(v view) (single, combined float64) {
 			continue
 		}
 		y := v.value[i]
-		lg := m.logw(y)
-		if pi > 0 {
-			lg = logAddExp(l1pi+lg, lpi+m.logf(m.xo[j], y))
+		var lg float64
+		switch {
+		case cover != nil:
+			lg = cover(j, y)
+		case pi > 0:
+			lg = logAddExp(l1pi+m.logw(y), lpi+m.logf(m.xo[j], y))
+		default:
+			lg = m.logw(y)
 		}
 		for h := range 2 {
 			if m.p[h][j] == 0 {
