@@ -17,7 +17,7 @@ run: ## start relay + aggregator on localhost, train 200 simulated volunteers, p
 	$(GO) run ./scripts/runlocal
 
 simulate: ## the in-process simulation (no network): SS-Topk on the embedded digits, every round printed
-	$(GO) run ./aggregator simulate
+	$(GO) run ./aggregator/lab simulate
 
 load: ## outside CI: relay round vs raw websocket, idle memory per connection, 10,000 connections, aggregator on 1 vs 2 cores, 2,000 volunteers
 	$(GO) test -run '^$$' -bench 'RoundRelayVsRaw|IdleConnMemory' -benchtime 8x ./relay/internal/server
@@ -29,7 +29,7 @@ soak: ## outside CI: 1,000 volunteers for 15 minutes with a relay or aggregator 
 	$(GO) run ./scripts/soak -volunteers 1000 -duration 15m -kill-every 90s -seed 1
 
 experiment: ## reproduce the papers' comparison tables on the embedded digits (3-8 minutes on 2 cores)
-	$(GO) run ./aggregator simulate -table all
+	$(GO) run ./aggregator/lab simulate -table all
 
 test: check test-native test-js test-browser ## run every check and test (what CI runs)
 

@@ -1,26 +1,43 @@
-// Command aggregator is Blanket's analyzer. Its subcommands:
+// Command aggregator is Blanket's analyzer: it announces signed rounds to
+// the relay, receives each round's shuffled batch (or secure summation's
+// shares), charges the privacy ledger before anything is opened, decrypts,
+// debiases, updates and evaluates the model, and serves the JSON API, the
+// dashboard and the operator controls (package server).
 //
-//	aggregator simulate [flags]   train in-process with simulated users and print
-//	                              the papers' comparison tables (the experiment runner)
-//	aggregator serve [flags]      run the aggregator service with a relay
+//	aggregator [flags]            run the aggregator service with a relay
+//	aggregator serve [flags]      the same
 //	aggregator audit [flags]      attack the shuffle protocols and compare the
 //	                              empirical lower bound on epsilon with the charge
 //
-// Run `aggregator <subcommand> -h` for the flags of each.
+// Run `aggregator -h` or `aggregator audit -h` for the flags. The research
+// tools (the in-process experiments and the accountant's tables) are not
+// part of this binary: `go run ./aggregator/lab simulate|privacy`.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/audit"
-	"github.com/blanket-fl/blanket/aggregator/internal/experiment"
-	"github.com/blanket-fl/blanket/aggregator/internal/privacycli"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
+	"github.com/blanket-fl/blanket/shared/dataset"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/wire"
+	"github.com/blanket-fl/blanket/web"
 )
 
 func main() {
@@ -29,40 +46,258 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run dispatches: `audit`, `serve`, or flags (serve).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stderr)
-		return 2
+		return serve(ctx, args, stdout, stderr)
 	}
 	switch args[0] {
-	case "simulate":
-		return experiment.Main(ctx, args[1:], stdout, stderr)
-	case "privacy":
-		return privacycli.Main(ctx, args[1:], stdout, stderr)
 	case "serve":
-		return server.Main(ctx, args[1:], stdout, stderr)
+		return serve(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return audit.Main(ctx, args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
+	case "help":
 		usage(stdout)
 		return 0
-	default:
-		fmt.Fprintf(stderr, "aggregator: unknown subcommand %q\n", args[0])
-		usage(stderr)
+	case "simulate", "privacy":
+		fmt.Fprintf(stderr, "aggregator: %s is a research tool, not part of the aggregator: go run ./aggregator/lab %s\n", args[0], args[0])
 		return 2
 	}
+	if strings.HasPrefix(args[0], "-") {
+		return serve(ctx, args, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "aggregator: unknown subcommand %q\n", args[0])
+	usage(stderr)
+	return 2
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, `usage: aggregator <subcommand> [flags]
+	fmt.Fprintln(w, `usage: aggregator [serve] [flags]
+       aggregator audit [flags]
 
-subcommands:
-  simulate   train in-process with simulated users; print accuracy and the central
-             epsilon of each protocol (FLAME, APES and shuffled check-in tables)
-  privacy    print every applicable accountant's central (epsilon, delta) for a
-             configuration or a paper preset, marking the tightest valid one
-  serve      run the aggregator service: announce rounds to the relay, receive,
+  [serve]    run the aggregator service: announce rounds to the relay, receive,
              account, decrypt and aggregate batches, serve the JSON API
   audit      attack every announceable shuffle protocol on neighbouring inputs and
-             print the empirical lower bound on epsilon next to the charged epsilon`)
+             print the empirical lower bound on epsilon next to the charged epsilon
+
+research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
+}
+
+// serve runs the aggregator service (`aggregator [serve] [flags]`) and
+// returns the exit code: 0 after a clean
+// shutdown (ctx cancelled), 2 for invalid flags, 1 for any other failure.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aggregator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		usage(stderr)
+		fmt.Fprintf(stderr, "\n"+
+			"serve runs the aggregator (analyzer): announces signed rounds to the relay, receives each\n"+
+			"round's shuffled batch, charges the privacy ledger, decrypts, debiases, updates and\n"+
+			"evaluates the model, and serves the JSON API (/api/status, /api/rounds, /api/key,\n"+
+			"/api/model). Defaults: SS-Topk, Laplace, k = d/50, n_p = ceil(n/10), l by FLAME\n"+
+			"Theorem 5, eps_l = 78.5, C = 0.01, for about -expected-n clients per round.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address")
+	relay := fs.String("relay", "http://127.0.0.1:8081", "relay base URL")
+	token := fs.String("token", "", "relay-aggregator bearer token (prefer -token-file)")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token")
+	stateDir := fs.String("state", "aggregator-state", "state directory (key, ledger, checkpoint)")
+	rounds := fs.Int("rounds", 0, "stop after this many completed rounds (0: until the privacy budget)")
+	roundTimeout := fs.Duration("round-timeout", 60*time.Second, "time from announcement to deadline")
+	grace := fs.Duration("batch-grace", 60*time.Second, "wait after the deadline for the batch before abandoning the round")
+	epsilon := fs.Float64("epsilon", params.DefaultTargetEpsilon, "target central epsilon of the privacy ledger")
+	delta := fs.Float64("delta", params.DefaultTargetDelta, "target central delta")
+	expected := fs.Int("expected-n", params.DefaultExpectedClients, "expected reporting clients per round (sets n_p, l and the budget check)")
+	protocol := fs.String("protocol", "ss-topk", "ss-simple, ss-double, ss-topk, secagg (secure summation, docs/secagg.md), apes or s-apes (personal budgets, docs/privacy.md)")
+	rz := fs.String("randomizer", "laplace", "laplace, rgb or gaussian (apes, s-apes: clip-laplace, the default for them)")
+	k := fs.Int("k", 0, "coordinates perturbed per client (default d/50; d for ss-simple and apes; s-apes: b, the coordinates kept, default d/50)")
+	l := fs.Int("l", 0, "ss-topk groups (default: FLAME Theorem 5 from n and n_p)")
+	width := fs.Int("width", 0, "entries per message (default k; d for ss-simple)")
+	np := fs.Int("np", 0, "padding per dimension (default ceil(n/3); n for ss-simple, apes and s-apes)")
+	buckets := fs.Int("buckets", 0, "rgb buckets b")
+	minBatch := fs.Int("min-batch", 0, fmt.Sprintf("fewest reports for a round (default %d)", params.DefaultMinBatch))
+	quota := fs.Int("quota", 0, "close a round early at this many reports (0: none; ss-simple: n_p; secagg: 2 x -expected-n)")
+	epsL := fs.Float64("epsl", params.DefaultEpsL, "local budget eps_l of one report (apes, s-apes: the largest a volunteer may choose)")
+	deltaL := fs.Float64("deltal", 0, "local delta of one report (gaussian)")
+	clip := fs.Float64("clip", params.DefaultClip, fmt.Sprintf("clipping bound C (secagg: the update's L2 clip, default %g)", roundspec.DefaultSecAggClip))
+	checkIn := fs.Float64("checkin-p", 1, "check-in probability p")
+	fs.Float64Var(checkIn, "check-in", 1, "check-in rate q (the same as -checkin-p)")
+	sigma := fs.Float64("sigma", 0, "secagg: each server's discrete Gaussian sigma in grid units (0: the smallest with which -rounds rounds at the check-in rate fit -epsilon/-delta)")
+	bits := fs.Int("bits", roundspec.DefaultBits, "secagg: bits per quantized entry")
+	serverLR := fs.Float64("server-lr", 0, "server learning rate (default d/k for ss-topk as FLAME's code, 1 otherwise)")
+	data := fs.String("data", sample.Name, "test data set: "+strings.Join(sample.Names(), ", "))
+	dataDir := fs.String("data-dir", "", "data directory for on-disk data sets")
+	workers := fs.Int("workers", 0, "decryption goroutines (0: GOMAXPROCS)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	joinURL := fs.String("join-url", server.DefaultJoinURL, "the relay's public URL for volunteers (dashboard and operator QR code)")
+	opToken := fs.String("operator-token", "", "the operator password for the controls (prefer -operator-token-file; default: a random one, printed at start)")
+	opTokenFile := fs.String("operator-token-file", "", "file holding the operator token")
+	paused := fs.Bool("paused", false, "start paused: announce the first round after POST /operator/start")
+	simulated := fs.Int("simulated", 0, "how many of the volunteers are simulated (make run's native cohort), for the dashboard's count of real and simulated volunteers")
+	newClass := fs.Bool("new-class", false, "offer New class on the operator page: pause and report new_class_requested in /api/status for a supervisor (make run) to restart with a fresh state directory")
+	wasmFile := fs.String("wasm", "", "wasm client module to serve at /blanket.wasm (the relay's, so both show one SHA-256)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "aggregator: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "aggregator: -log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "aggregator: "+format+"\n", a...)
+		return code
+	}
+
+	tok := *token
+	if *tokenFile != "" {
+		if tok != "" {
+			return fail(2, "give -token or -token-file, not both")
+		}
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fail(2, "reading token: %v", err)
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	optok := *opToken
+	if *opTokenFile != "" {
+		if optok != "" {
+			return fail(2, "give -operator-token or -operator-token-file, not both")
+		}
+		b, err := os.ReadFile(*opTokenFile)
+		if err != nil {
+			return fail(2, "reading operator token: %v", err)
+		}
+		optok = strings.TrimSpace(string(b))
+	}
+	var wasm *web.WasmModule
+	if *wasmFile != "" {
+		m, err := web.LoadWasm(*wasmFile)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		wasm = m
+	}
+	test, err := loadTest(*data, *dataDir)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	d := test.Shape().NumParams()
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pf := params.Choice{
+		Protocol: *protocol, Randomizer: *rz, K: *k, L: *l, Width: *width, NP: *np, Buckets: *buckets,
+		MinBatch: *minBatch, Quota: *quota, EpsL: *epsL, DeltaL: *deltaL, Clip: *clip, CheckIn: *checkIn,
+		ServerLR: *serverLR,
+	}
+	if p, err := wire.ParseProtocol(*protocol); err == nil && p.IsAPES() && !set["randomizer"] {
+		pf.Randomizer = wire.RandomizerClipLaplace.String()
+	}
+	if *protocol == wire.ProtocolSecAgg.String() {
+		if !set["clip"] {
+			pf.Clip = 0 // roundspec.DefaultSecAggClip
+		}
+		pf.Bits, pf.Sigma = *bits, *sigma
+		if pf.Sigma, err = params.SecAggSigma(d, *expected, pf, *rounds, *epsilon, *delta); err != nil {
+			return fail(2, "%v", err)
+		}
+	}
+	rp, lr, err := params.Build(d, *expected, pf)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	srv, err := server.New(server.Config{
+		Params: rp, RelayURL: *relay, Token: tok, StateDir: *stateDir, Rounds: *rounds,
+		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
+		ExpectedN: *expected, ServerLR: lr, Test: test, Workers: *workers, Logger: log,
+		Web: server.WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass, Simulated: *simulated},
+	})
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	defer srv.Close()
+	fmt.Fprintf(stdout, "aggregator key fingerprint: %s\n", srv.Fingerprint())
+	if optok == "" {
+		fmt.Fprintf(stdout, "operator password (made up for this run; -operator-token-file to choose one): %s\n", srv.OperatorToken())
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fail(1, "listen: %v", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs.RegisterOnShutdown(srv.CloseEvents) // end the /events streams so Shutdown does not wait for them
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "relay", *relay)
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(runCtx) }()
+
+	code := 0
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		log.Error("http server stopped", "err", err)
+		code = 1
+	case err := <-runErr:
+		if err != nil {
+			log.Error("round loop failed", "err", err)
+			code = 1
+		} else {
+			log.Info("no further rounds; serving the API until interrupted")
+			select {
+			case <-ctx.Done():
+			case err := <-serveErr:
+				log.Error("http server stopped", "err", err)
+				code = 1
+			}
+		}
+		runErr <- nil
+	}
+	cancelRun()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	<-runErr
+	log.Info("aggregator stopped")
+	return code
+}
+
+// loadTest loads the named data set and returns its test part
+// standardized with statistics of its train part (exactly as the clients
+// standardize their share of the train part).
+func loadTest(name, dir string) (logreg.Dataset, error) {
+	train, test, err := sample.Open(name, dir)
+	if err != nil {
+		return logreg.Dataset{}, fmt.Errorf("open data set %q: %w", name, err)
+	}
+	z, err := dataset.FitStandardizer(train)
+	if err != nil {
+		return logreg.Dataset{}, fmt.Errorf("standardize: %w", err)
+	}
+	if test, err = z.Apply(test); err != nil {
+		return logreg.Dataset{}, fmt.Errorf("standardize test set: %w", err)
+	}
+	shape := logreg.Shape{Features: test.Features, Classes: test.Classes}
+	ds, err := logreg.NewDataset(shape, test.X, test.Y)
+	if err != nil {
+		return logreg.Dataset{}, fmt.Errorf("test set: %w", err)
+	}
+	return ds, nil
 }

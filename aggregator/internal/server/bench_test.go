@@ -5,15 +5,17 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // benchBatch is a batch of the default deployment: d = 7850, k = width =
 // 157, n_p = 67, hence 3,350 messages of 157 values (4.4 MB).
-func benchBatch(b *testing.B) (*sealkey.PrivateKey, *wire.Batch, *protocolSetup) {
+func benchBatch(b *testing.B) (*sealkey.PrivateKey, *wire.Batch, *analysis.Protocol) {
 	b.Helper()
-	p, err := DefaultParams(7850, DefaultExpectedClients)
+	p, err := params.DefaultParams(7850, params.DefaultExpectedClients)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -21,7 +23,7 @@ func benchBatch(b *testing.B) (*sealkey.PrivateKey, *wire.Batch, *protocolSetup)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ps, err := setupProtocol(p)
+	ps, err := analysis.NewProtocol(p)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,11 +66,11 @@ func BenchmarkOpenAggregate(b *testing.B) {
 		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 			for b.Loop() {
-				mb, c := openBatch(key, bt.Round, bt, ps.center, ps.spec.Admissible, 0)
-				if c.accepted != len(bt.Messages) {
-					b.Fatalf("accepted %d of %d", c.accepted, len(bt.Messages))
+				mb, c := analysis.Open(key, bt.Round, bt, ps.Center, ps.Spec.Admissible, 0)
+				if c.Accepted != len(bt.Messages) {
+					b.Fatalf("accepted %d of %d", c.Accepted, len(bt.Messages))
 				}
-				if _, err := ps.analyzer.Estimate(mb, int(bt.Reports)); err != nil {
+				if _, err := ps.Analyzer.Estimate(mb, int(bt.Reports)); err != nil {
 					b.Fatal(err)
 				}
 			}

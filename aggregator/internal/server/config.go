@@ -9,10 +9,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/shared/logreg"
-	"github.com/blanket-fl/blanket/shared/mechanism"
-	"github.com/blanket-fl/blanket/shared/privacy"
-	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -67,7 +65,7 @@ type Config struct {
 	// Accountant composes the releases; nil (the default) is the
 	// incremental privacy.Session inside the ledger. The ledger admits
 	// rounds by the report's Tightest row.
-	Accountant Accountant
+	Accountant accounting.Accountant
 	// HTTPClient posts announcements (default: a client with a 30 s
 	// timeout).
 	HTTPClient *http.Client
@@ -76,44 +74,6 @@ type Config struct {
 	// Web configures the dashboard, its event stream and the operator
 	// controls (web.go).
 	Web WebOptions
-}
-
-// Defaults for MNIST logistic regression (d = 784*10 + 10 = 7850) and
-// about 200 clients per round; the protocol defaults themselves live in
-// roundspec (Options).
-const (
-	DefaultExpectedClients = 200
-	DefaultEpsL            = roundspec.DefaultEpsL
-	DefaultClip            = roundspec.DefaultClip
-	DefaultBetaInv         = roundspec.DefaultBetaInv
-	// DefaultNPRatio is n/n_p of a live round: 10, where FLAME (and the
-	// experiment runner) use 3. Width-1 messages make a padded round cost
-	// d·n_p HPKE openings at the aggregator (and seals of the dummies at
-	// the relay): at n = 200 and d = 7850, 157,000 per round at ratio 10
-	// against 525,950 at ratio 3 — about 10 s against 35 s of two cores
-	// here. A smaller n_p weakens the per-dimension amplification, and the
-	// ledger charges exactly what the realized n_p gives.
-	DefaultNPRatio       = 10
-	DefaultMinBatch      = roundspec.DefaultMinBatch
-	DefaultTargetEpsilon = 750
-	DefaultTargetDelta   = 1e-5
-)
-
-// DefaultParams returns SS-Topk with the Laplace randomizer for a model of
-// d parameters and about n clients per round (roundspec.Build with the live
-// n/n_p ratio DefaultNPRatio): FLAME's settings scaled to n, k = round(d/50),
-// width 1 (one coordinate per sealed message, the layout the accountant's
-// per-dimension shuffle bound covers), n_p = ceil(n/10), l = the largest l
-// the padding holds (FLAME Theorem 5, mechanism.TopkNu), eps_l = 78.5 (0.5
-// per reported coordinate), C = 0.01, every connected client checks in, min
-// batch 20. For d = 7850 and n = 200: k = 157, n_p = 20, l = 5, 785
-// messages per client, 157,000 per batch.
-func DefaultParams(d, n int) (wire.Params, error) {
-	p, _, err := roundspec.Build(d, n, roundspec.Options{NPRatio: DefaultNPRatio})
-	if err != nil {
-		return wire.Params{}, fmt.Errorf("server: default params: %w", err)
-	}
-	return p, nil
 }
 
 // minTokenLen is the shortest accepted bearer token.
@@ -186,55 +146,6 @@ func (c *Config) withDefaults() (Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
-}
-
-// protocolSetup is what the analyzer derives from the round parameters,
-// all of it through roundspec (the derivation the clients and the relay
-// use too).
-type protocolSetup struct {
-	spec     *roundspec.Spec
-	analyzer *mechanism.Analyzer // nil for secure summation
-	// center is E[R(1/2)], the blanket mean: a message that fails to open
-	// or opens to an inadmissible value is given this value, so it
-	// contributes zero to the debiased sum in expectation (as a padding
-	// dummy does; see mechanism.Analyzer).
-	center float64
-	// leaderSealed is the size of a sealed leader share (secure
-	// summation only; docs/secagg.md).
-	leaderSealed int
-}
-
-// secAgg reports whether the rounds are secure summation's
-// (docs/secagg.md) rather than a shuffle protocol's.
-func (ps *protocolSetup) secAgg() bool { return !ps.spec.IsShuffle() }
-
-// setupProtocol builds the analyzer for p (roundspec.New: refuses layouts
-// without a privacy proof); for secure summation, the share sizes instead.
-func setupProtocol(p wire.Params) (*protocolSetup, error) {
-	spec, err := roundspec.New(p)
-	if err != nil {
-		return nil, fmt.Errorf("server: protocol: %w", err)
-	}
-	if !spec.IsShuffle() {
-		leader, _, err := spec.SharesSizes()
-		if err != nil {
-			return nil, fmt.Errorf("server: secagg share sizes: %w", err)
-		}
-		return &protocolSetup{spec: spec, leaderSealed: leader}, nil
-	}
-	an, err := spec.Analyzer()
-	if err != nil {
-		return nil, fmt.Errorf("server: analyzer: %w", err)
-	}
-	return &protocolSetup{spec: spec, analyzer: an, center: spec.Center()}, nil
-}
-
-// releaseFor returns the privacy.Release of a round with n reports padded
-// to np (roundspec.Spec.Release). Check-in is not recorded in the release:
-// privacy.Account does not amplify SS-* rounds by it, so leaving it out
-// never under-counts; the history keeps the rate.
-func (ps *protocolSetup) releaseFor(round, n, np int) privacy.Release {
-	return ps.spec.Release(round, n, np)
 }
 
 func finiteF(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

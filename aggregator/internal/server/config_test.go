@@ -1,64 +1,36 @@
 package server
 
 import (
-	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 func TestDefaultParams(t *testing.T) {
-	p, err := DefaultParams(7850, 200)
+	p, err := params.DefaultParams(7850, 200)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 7850, K: 157, L: 5,
-		Width: 1, NP: 20, MinBatch: DefaultMinBatch, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
+		Width: 1, NP: 20, MinBatch: params.DefaultMinBatch, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 	if p != want {
-		t.Fatalf("DefaultParams = %+v, want %+v", p, want)
+		t.Fatalf("params.DefaultParams = %+v, want %+v", p, want)
 	}
 	if p.Messages() != 785 || p.BatchMessages(p.NP) != 157000 || p.PerCoordinateEpsilon() != 0.5 {
 		t.Fatalf("messages %d, batch %d, eps0 %v", p.Messages(), p.BatchMessages(p.NP), p.PerCoordinateEpsilon())
 	}
-	ps, err := setupProtocol(p)
+	ps, err := analysis.NewProtocol(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ps.releaseFor(1, 200, 20).Validate(); err != nil {
+	if err := ps.Release(1, 200, 20).Validate(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestBuildParams(t *testing.T) {
-	base := paramFlags{protocol: "ss-topk", randomizer: "laplace", epsL: 78.5, clip: 0.01, checkIn: 1}
-	p, lr, err := buildParams(7850, 200, base)
-	if err != nil || p.K != 157 || p.L != 5 || p.NP != 20 || lr != 50 {
-		t.Fatalf("ss-topk: %+v lr %v err %v", p, lr, err)
-	}
-	f := base
-	f.protocol = "ss-simple"
-	if p, lr, err = buildParams(7850, 200, f); err != nil || p.K != 7850 || p.L != 1 || p.Width != 1 || p.NP != 200 || p.Quota != 200 || lr != 1 {
-		t.Fatalf("ss-simple: %+v lr %v err %v", p, lr, err)
-	}
-	f = base
-	f.protocol, f.k = "ss-double", 785
-	if p, _, err = buildParams(7850, 200, f); err != nil || p.K != 785 || p.L != 1 || p.Width != 1 || p.NP != 20 {
-		t.Fatalf("ss-double: %+v err %v", p, err)
-	}
-	for name, f := range map[string]paramFlags{
-		"protocol":   {protocol: "ss-nope", randomizer: "laplace", epsL: 1, clip: 1, checkIn: 1},
-		"epsl":       {protocol: "ss-topk", randomizer: "laplace", epsL: -1, clip: 1, checkIn: 1},
-		"checkin":    {protocol: "ss-topk", randomizer: "laplace", epsL: 1, clip: 1, checkIn: 1.5},
-		"width":      {protocol: "ss-topk", randomizer: "laplace", epsL: 1, clip: 1, checkIn: 1, width: 5},
-		"rgb":        {protocol: "ss-topk", randomizer: "rgb", epsL: 1, clip: 1, checkIn: 1},
-		"negative k": {protocol: "ss-topk", randomizer: "laplace", epsL: 1, clip: 1, checkIn: 1, k: -3},
-	} {
-		if _, _, err := buildParams(7850, 200, f); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 )
 
 // BenchmarkOpenAggregateCores runs the comparisons of BenchmarkOpenRaw and
@@ -41,11 +43,11 @@ func BenchmarkOpenAggregateCores(b *testing.B) {
 		}
 	}
 	agg := func() {
-		mb, c := openBatch(key, bt.Round, bt, ps.center, ps.spec.Admissible, 0)
-		if c.accepted != len(bt.Messages) {
-			b.Fatalf("accepted %d of %d", c.accepted, len(bt.Messages))
+		mb, c := analysis.Open(key, bt.Round, bt, ps.Center, ps.Spec.Admissible, 0)
+		if c.Accepted != len(bt.Messages) {
+			b.Fatalf("accepted %d of %d", c.Accepted, len(bt.Messages))
 		}
-		if _, err := ps.analyzer.Estimate(mb, int(bt.Reports)); err != nil {
+		if _, err := ps.Analyzer.Estimate(mb, int(bt.Reports)); err != nil {
 			b.Fatal(err)
 		}
 	}

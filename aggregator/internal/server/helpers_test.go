@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -42,7 +44,7 @@ func testSet(t testing.TB) logreg.Dataset {
 // fakeAccountant composes by a rule the tests control: the "sum" row is
 // sum over releases of per(r), the tightest valid row; a caveated row at
 // half of it and an inapplicable row exercise the API's row conversion.
-func fakeAccountant(per func(privacy.Release) float64) Accountant {
+func fakeAccountant(per func(privacy.Release) float64) accounting.Accountant {
 	return func(rs []privacy.Release, delta float64) (privacy.Report, error) {
 		var eps float64
 		for _, r := range rs {
@@ -263,7 +265,7 @@ func (h *harness) sendBatch(frame []byte) *wire.BatchReply {
 
 // sendBatchOutcome posts a batch and returns the reply and the outcome,
 // checking that the status code and the outcome header agree.
-func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, Intake) {
+func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, api.Intake) {
 	h.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.http.URL+"/v1/batch", bytes.NewReader(frame))
 	if err != nil {
@@ -276,9 +278,9 @@ func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, Intake) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	in := Intake(resp.Header.Get(OutcomeHeader))
+	in := api.Intake(resp.Header.Get(api.OutcomeHeader))
 	switch in {
-	case IntakeAccepted, IntakeDuplicate, IntakeObsolete, IntakeInvalid:
+	case api.IntakeAccepted, api.IntakeDuplicate, api.IntakeObsolete, api.IntakeInvalid:
 	default:
 		h.t.Fatalf("batch: HTTP %d, outcome %q: %s", resp.StatusCode, in, body)
 	}

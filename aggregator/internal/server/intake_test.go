@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -33,7 +34,7 @@ func TestIntakeAfterAbandon(t *testing.T) {
 		}
 		return b
 	}
-	postAbort := func(body []byte) (int, string, IntakeAnswer) {
+	postAbort := func(body []byte) (int, string, api.IntakeAnswer) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, h.http.URL+"/v1/abort", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+testToken)
@@ -42,38 +43,38 @@ func TestIntakeAfterAbandon(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var ans IntakeAnswer
+		var ans api.IntakeAnswer
 		if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
 			t.Fatalf("abort answer not JSON: %v", err)
 		}
-		return resp.StatusCode, resp.Header.Get(OutcomeHeader), ans
+		return resp.StatusCode, resp.Header.Get(api.OutcomeHeader), ans
 	}
 
 	code, hdr, ans := postAbort(abortFrame(1))
-	if code != http.StatusConflict || hdr != string(IntakeObsolete) || ans.Outcome != IntakeObsolete || ans.Round != 1 || ans.Detail == "" {
+	if code != http.StatusConflict || hdr != string(api.IntakeObsolete) || ans.Outcome != api.IntakeObsolete || ans.Round != 1 || ans.Detail == "" {
 		t.Fatalf("abort of the abandoned round: HTTP %d, %q, %+v", code, hdr, ans)
 	}
 	// Asked again (the relay's answer was lost): the same definitive answer.
-	if code, _, ans := postAbort(abortFrame(1)); code != http.StatusConflict || ans.Outcome != IntakeObsolete {
+	if code, _, ans := postAbort(abortFrame(1)); code != http.StatusConflict || ans.Outcome != api.IntakeObsolete {
 		t.Fatalf("abort again: HTTP %d %+v", code, ans)
 	}
 	// Not an abort at all: invalid, also final.
-	if code, hdr, ans := postAbort([]byte{1, 6, 0}); code != http.StatusBadRequest || hdr != string(IntakeInvalid) || ans.Outcome != IntakeInvalid {
+	if code, hdr, ans := postAbort([]byte{1, 6, 0}); code != http.StatusBadRequest || hdr != string(api.IntakeInvalid) || ans.Outcome != api.IntakeInvalid {
 		t.Fatalf("malformed abort: HTTP %d %q %+v", code, hdr, ans)
 	}
 	// A round the aggregator never announced.
-	if code, _, ans := postAbort(abortFrame(1 << 40)); code != http.StatusConflict || ans.Outcome != IntakeObsolete || ans.Round != 1<<40 {
+	if code, _, ans := postAbort(abortFrame(1 << 40)); code != http.StatusConflict || ans.Outcome != api.IntakeObsolete || ans.Round != 1<<40 {
 		t.Fatalf("abort of a future round: HTTP %d %+v", code, ans)
 	}
 
 	// A batch for the abandoned round, and for a round never announced.
 	pub := h.srv.PublicKey()
 	r, in := h.sendBatchOutcome(makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
-	if in != IntakeObsolete || r.Round != 1 || r.Status != wire.BatchStatusDuplicate {
+	if in != api.IntakeObsolete || r.Round != 1 || r.Status != wire.BatchStatusDuplicate {
 		t.Fatalf("batch for the abandoned round: %s %+v", in, r)
 	}
 	r, in = h.sendBatchOutcome(makeBatch(t, pub, testParams(), batchSpec{round: 1 << 40, reports: 4, value: constValue(0.6)}))
-	if in != IntakeObsolete || r.Round != 1<<40 {
+	if in != api.IntakeObsolete || r.Round != 1<<40 {
 		t.Fatalf("batch for a future round: %s %+v", in, r)
 	}
 	if code, _ := post(t, h.http.URL+"/v1/batch", testToken, []byte("not a frame")); code != http.StatusBadRequest {
@@ -83,10 +84,10 @@ func TestIntakeAfterAbandon(t *testing.T) {
 		t.Fatal("an obsolete frame was charged or opened")
 	}
 	// The open round is untouched: its abort is accepted, then a duplicate.
-	if code, hdr, ans := postAbort(abortFrame(2)); code != http.StatusOK || hdr != string(IntakeAccepted) || ans.Outcome != IntakeAccepted {
+	if code, hdr, ans := postAbort(abortFrame(2)); code != http.StatusOK || hdr != string(api.IntakeAccepted) || ans.Outcome != api.IntakeAccepted {
 		t.Fatalf("abort of the open round: HTTP %d %q %+v", code, hdr, ans)
 	}
-	if code, _, ans := postAbort(abortFrame(2)); code != http.StatusAlreadyReported || ans.Outcome != IntakeDuplicate {
+	if code, _, ans := postAbort(abortFrame(2)); code != http.StatusAlreadyReported || ans.Outcome != api.IntakeDuplicate {
 		t.Fatalf("abort of the open round again: HTTP %d %+v", code, ans)
 	}
 	if a := relay.next(t); a.Round != 3 {

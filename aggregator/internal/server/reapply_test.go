@@ -7,6 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -32,23 +35,23 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 
 	// What a stop between the charge and the checkpoint leaves behind.
 	sum := sha256.Sum256(frame)
-	st, err := loadCheckpoint(filepath.Join(dir, CheckpointFile))
+	st, err := checkpoint.Load(filepath.Join(dir, CheckpointFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Charging = &chargingRound{Round: 2, Digest: hex.EncodeToString(sum[:])}
+	st.Charging = &checkpoint.Charging{Round: 2, Digest: hex.EncodeToString(sum[:])}
 	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
-		Composer: newAccounting(h.cfg.Accountant).composer()})
+		Composer: accounting.New(h.cfg.Accountant).Composer()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, _ := setupProtocol(testParams())
-	if err := l.Charge(ps.releaseFor(2, 4, 4)); err != nil {
+	ps, _ := analysis.NewProtocol(testParams())
+	if err := l.Charge(ps.Release(2, 4, 4)); err != nil {
 		t.Fatal(err)
 	}
-	st.LedgerRecords, st.LedgerHead = ledgerHead(l)
+	st.LedgerRecords, st.LedgerHead = checkpoint.LedgerHead(l)
 	l.Close()
-	if err := st.save(filepath.Join(dir, CheckpointFile)); err != nil {
+	if err := st.Save(filepath.Join(dir, CheckpointFile)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +59,7 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	if a := relay.next(t); a.Round != 3 || !slices.Equal(a.Model, model1) {
 		t.Fatalf("announced round %d, want 3 with the round-1 model", a.Round)
 	}
-	if rec := h2.srv.Rounds()[1]; rec.Round != 2 || rec.Status != StatusLost {
+	if rec := h2.srv.Rounds()[1]; rec.Round != 2 || rec.Status != checkpoint.StatusLost {
 		t.Fatalf("round 2 after the restart: %+v", rec)
 	}
 	if r := h2.sendBatch(other); r.Status == wire.BatchStatusOK {
@@ -69,7 +72,7 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	if n := len(h2.srv.ledger.Releases()); n != 2 {
 		t.Fatalf("%d releases in the ledger, want 2 (no second charge)", n)
 	}
-	if rec := h2.srv.Rounds()[1]; rec.Status != StatusOK || rec.Accuracy == nil {
+	if rec := h2.srv.Rounds()[1]; rec.Status != checkpoint.StatusOK || rec.Accuracy == nil {
 		t.Fatalf("round 2 after the re-send: %+v", rec)
 	}
 	if slices.Equal(h2.srv.Model(), model1) {

@@ -10,31 +10,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
-	"github.com/blanket-fl/blanket/shared/privacy"
-	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
-	"github.com/blanket-fl/blanket/web/console"
 )
-
-// DefaultSecAggRounds is the number of rounds the operator page calibrates
-// secure summation's σ for when the server runs until the budget
-// (Config.Rounds = 0): the experiments' live default.
-const DefaultSecAggRounds = 20
 
 // helperKeyMismatch is the relay's detail when an announcement carries a
 // RelayPub that is not its key (docs/secagg.md, "Keys and secrets").
@@ -69,7 +63,7 @@ type secaggPending struct {
 	leader *secagg.Leader
 	digest string // of the batch frame
 	reply  []byte // the SecAggPrep frame answered (ok, with 'M')
-	rec    RoundRecord
+	rec    checkpoint.RoundRecord
 	until  time.Time // no aggregate by then: the round is lost
 }
 
@@ -80,15 +74,6 @@ type secaggLast struct {
 	batchDigest string
 	batchReply  []byte
 	aggDigest   string
-}
-
-// SecAggAnswer is the answer to a secure-summation frame: the outcome of
-// docs/protocol.md and, for a batch of a known round, the SecAggPrep
-// frame; otherwise (aggregates, and bytes that are not a batch of a
-// round) the JSON IntakeAnswer.
-type SecAggAnswer struct {
-	IntakeAnswer
-	Frame []byte
 }
 
 func digestOf(frame []byte) string {
@@ -122,7 +107,7 @@ func prepFrame(round uint64, status uint8) []byte {
 // the leader's state is discarded, so nothing of it can be released. Each
 // round is charged at most once: a batch is prepared only for the open
 // round without a pending or finished record.
-func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
+func (s *Server) SecAggBatchIntake(frame []byte) (api.SecAggAnswer, error) {
 	dig := digestOf(frame)
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
@@ -130,59 +115,60 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	t, round, err := wire.PeekRound(frame)
 	if err != nil || t != wire.TypeSecAggBatch || round < 1 {
 		s.log.Warn("secagg batch rejected: not a secagg batch frame", "bytes", len(frame))
-		return SecAggAnswer{IntakeAnswer: IntakeAnswer{Outcome: IntakeInvalid, Detail: "not a secagg batch frame"}}, nil
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg batch frame"}}, nil
 	}
-	ans := func(in Intake, frame []byte, detail string) (SecAggAnswer, error) {
+	ans := func(in api.Intake, frame []byte, detail string) (api.SecAggAnswer, error) {
 		if frame == nil {
 			frame = prepFrame(round, wire.BatchStatusInvalid)
 		}
-		return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: frame}, nil
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: frame}, nil
 	}
 	if round > uint64(s.st.Round+1) {
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round))
 	}
 	r := int(round)
 	if p := s.sa.pending; p != nil && p.round == r {
 		if p.digest == dig {
 			s.log.Info("identical secagg batch re-sent; answering with the stored reply", "round", r)
-			return ans(IntakeDuplicate, p.reply, "")
+			return ans(api.IntakeDuplicate, p.reply, "")
 		}
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d already has a prepared batch", r))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d already has a prepared batch", r))
 	}
 	if l := s.sa.last; l != nil && l.round == r && l.batchDigest == dig {
-		return ans(IntakeDuplicate, l.batchReply, "")
+		return ans(api.IntakeDuplicate, l.batchReply, "")
 	}
 	if rec := s.record(r); rec != nil {
 		if rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
-			return ans(IntakeDuplicate, prepFrame(round, *rec.Reply), "")
+			return ans(api.IntakeDuplicate, prepFrame(round, *rec.Reply), "")
 		}
 		s.log.Info("secagg batch ignored: the round is already closed", "round", r, "status", rec.Status)
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d already closed: %s", r, rec.Status))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d already closed: %s", r, rec.Status))
 	}
 	if s.st.Open == nil || s.st.Open.Round != r {
-		return ans(IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
 	}
-	if !s.proto.secAgg() {
-		return ans(IntakeInvalid, nil, "the open round is not secure summation")
+	rc := s.rounds()
+	if !rc.proto.SecAgg() {
+		return ans(api.IntakeInvalid, nil, "the open round is not secure summation")
 	}
 	start := time.Now()
-	params := s.cfg.Params
-	b, err := wire.ParseSecAggBatch(frame, s.proto.leaderSealed, int(params.Quota))
+	params := rc.params
+	b, err := wire.ParseSecAggBatch(frame, rc.proto.LeaderSealed, int(params.Quota))
 	if err != nil {
 		s.log.Warn("secagg batch rejected: malformed", "round", r, "err", err)
-		return ans(IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
+		return ans(api.IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
 	}
-	sr, err := s.proto.spec.SecAggRound(round)
+	sr, err := rc.proto.Spec.SecAggRound(round)
 	if err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
 	}
 	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), round)
 	if err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
 	}
 	leader, err := secagg.NewLeader(sr, vk)
 	if err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: secagg leader, round %d: %w", r, err)
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg leader, round %d: %w", r, err)
 	}
 	if s.cfg.Workers > 0 {
 		leader.SetWorkers(s.cfg.Workers)
@@ -202,19 +188,19 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 		shares[i] = pt
 	}
 	o := *s.st.Open
-	rec := RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
+	rec := checkpoint.RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
 		Reports: int(b.Reports), CheckedIn: int(b.CheckedIn), Population: int(b.Population), RejectedOpen: openFailed}
 	if b.Population > 0 {
 		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
 	}
-	closeInvalid := func(detail string) (SecAggAnswer, error) {
+	closeInvalid := func(detail string) (api.SecAggAnswer, error) {
 		st := wire.BatchStatusInvalid
-		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = StatusInvalid, detail, &st, time.Now()
+		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
 		rec.Seconds = time.Since(start).Seconds()
 		s.log.Warn("secagg round closed, nothing charged", "round", r, "reason", detail)
-		s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
+		s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 		s.notify()
-		return ans(IntakeInvalid, prepFrame(round, st), detail)
+		return ans(api.IntakeInvalid, prepFrame(round, st), detail)
 	}
 	if _, err := leader.Prepare(shares); err != nil {
 		return closeInvalid("leader preparation failed: " + err.Error())
@@ -241,26 +227,29 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 
 	// Record which batch is being charged before charging it (as
 	// BatchIntake): after a restart the charged round is recorded lost.
-	if err := s.commit(func(c *checkpoint) { c.Charging = &chargingRound{Round: r, Digest: dig, SecAgg: true} }); err != nil {
-		return SecAggAnswer{}, fmt.Errorf("server: recording the secagg batch before its charge, round %d: %w", r, err)
+	if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig, SecAgg: true} }); err != nil {
+		return api.SecAggAnswer{}, fmt.Errorf("server: recording the secagg batch before its charge, round %d: %w", r, err)
 	}
 	// Charge before 'M' leaves: with 'M' the relay sends its aggregate
 	// share, and with it the aggregator can unshard (docs/secagg.md step 5).
-	if err := s.ledger.Charge(s.proto.spec.Release(r, accepted, 0)); err != nil {
+	if err := s.ledger.Charge(rc.proto.Spec.Release(r, accepted, 0)); err != nil {
 		switch {
 		case errors.Is(err, ledger.ErrBudgetExhausted):
 			st := wire.BatchStatusRefused
-			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = StatusRefused, err.Error(), &st, time.Now()
+			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
 			s.log.Warn("secagg batch refused: privacy budget", "round", r, "err", err)
-			s.commit(func(c *checkpoint) { c.History = append(c.History, rec); c.Round, c.Open, c.Charging = r, nil, nil })
+			s.commit(func(c *checkpoint.State) {
+				c.History = append(c.History, rec)
+				c.Round, c.Open, c.Charging = r, nil, nil
+			})
 			s.stop("privacy budget: " + err.Error())
-			return ans(IntakeAccepted, prepFrame(round, st), err.Error())
+			return ans(api.IntakeAccepted, prepFrame(round, st), err.Error())
 		case errors.Is(err, ledger.ErrInvalidRelease):
-			s.commit(func(c *checkpoint) { c.Charging = nil })
+			s.commit(func(c *checkpoint.State) { c.Charging = nil })
 			return closeInvalid("invalid release: " + err.Error())
 		default:
 			s.log.Error("ledger charge failed; 'M' not sent", "round", r, "err", err)
-			return SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
+			return api.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
 		}
 	}
 	s.fillEpsilon(&rec)
@@ -272,7 +261,7 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	s.log.Info("secagg batch prepared and charged; waiting for the relay's aggregate share", "round", r,
 		"reports", b.Reports, "accepted", accepted, "rejected", len(rejs), "rejected_open", openFailed, "seconds", rec.Seconds)
 	s.publishStatus()
-	return ans(IntakeAccepted, okFrame, "")
+	return ans(api.IntakeAccepted, okFrame, "")
 }
 
 // SecAggAggregateIntake is POST /v1/secagg/aggregate after authentication
@@ -286,24 +275,24 @@ func (s *Server) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 // (SecAggBatchIntake); it happens at most once per round (the leader hands
 // out its aggregate share once, and the pending round is cleared before
 // anything else can fail).
-func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
+func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 	dig := digestOf(frame)
 	a, err := wire.ParseSecAggAggregate(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
-		return IntakeAnswer{Round: round, Outcome: IntakeInvalid, Detail: "invalid secagg aggregate: " + err.Error()}
+		return api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid secagg aggregate: " + err.Error()}
 	}
 	s.procMu.Lock()
 	defer s.procMu.Unlock()
 	r := int(a.Round)
-	ans := IntakeAnswer{Round: a.Round}
+	ans := api.IntakeAnswer{Round: a.Round}
 	p := s.sa.pending
 	if p == nil || p.round != r || a.Round > uint64(s.st.Round+1) {
 		if l := s.sa.last; l != nil && l.round == r && l.aggDigest == dig {
-			ans.Outcome, ans.Detail = IntakeDuplicate, fmt.Sprintf("round %d already applied", r)
+			ans.Outcome, ans.Detail = api.IntakeDuplicate, fmt.Sprintf("round %d already applied", r)
 			return ans
 		}
-		ans.Outcome = IntakeObsolete
+		ans.Outcome = api.IntakeObsolete
 		if rec := s.record(r); rec != nil {
 			ans.Detail = fmt.Sprintf("round %d already closed: %s", r, rec.Status)
 		} else {
@@ -316,33 +305,33 @@ func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 	// be taken only once: a malformed 'A' leaves the round pending.
 	h, err := p.sr.ParseAggregateShare(a.Share)
 	if err != nil {
-		ans.Outcome, ans.Detail = IntakeInvalid, "invalid aggregate share: "+err.Error()
+		ans.Outcome, ans.Detail = api.IntakeInvalid, "invalid aggregate share: "+err.Error()
 		return ans
 	}
 	if h.Count() != p.leader.Accepted() {
-		ans.Outcome, ans.Detail = IntakeInvalid, fmt.Sprintf("aggregate share over %d reports, the leader accepted %d", h.Count(), p.leader.Accepted())
+		ans.Outcome, ans.Detail = api.IntakeInvalid, fmt.Sprintf("aggregate share over %d reports, the leader accepted %d", h.Count(), p.leader.Accepted())
 		return ans
 	}
 	start := time.Now()
 	model, err := s.unshardInto(p, a.Share)
 	if err != nil {
 		s.loseSecAgg(p, "charged, not applied: "+err.Error())
-		ans.Outcome, ans.Detail = IntakeInvalid, err.Error()
+		ans.Outcome, ans.Detail = api.IntakeInvalid, err.Error()
 		return ans
 	}
 	rec := p.rec
-	rec.Status, rec.FinishedAt = StatusOK, time.Now()
+	rec.Status, rec.FinishedAt = checkpoint.StatusOK, time.Now()
 	rec.Seconds += time.Since(start).Seconds()
 	acc, aerr := logreg.Accuracy(model, s.cfg.Test)
 	loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
 	if aerr == nil && lerr == nil {
-		rec.Accuracy, rec.Loss = finitePtr(acc), finitePtr(loss)
+		rec.Accuracy, rec.Loss = accounting.FinitePtr(acc), accounting.FinitePtr(loss)
 	} else {
 		s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
 	}
 	s.sa.pending = nil
 	s.sa.last = &secaggLast{round: r, batchDigest: p.digest, batchReply: p.reply, aggDigest: dig}
-	s.commit(func(c *checkpoint) {
+	s.commit(func(c *checkpoint.State) {
 		c.Model = model
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = r, nil, nil
@@ -356,7 +345,7 @@ func (s *Server) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
 	}
 	s.log.Info("round finished", args...)
-	ans.Outcome = IntakeAccepted
+	ans.Outcome = api.IntakeAccepted
 	return ans
 }
 
@@ -385,7 +374,7 @@ func (s *Server) unshardInto(p *secaggPending, helperMsg []byte) ([]float64, err
 		return nil, fmt.Errorf("server: unsharded mean has %d coordinates, the model %d", len(res.Mean), len(model))
 	}
 	for j, v := range res.Mean {
-		model[j] += s.cfg.ServerLR * v
+		model[j] += s.rounds().serverLR * v
 	}
 	for _, v := range model {
 		if !finiteF(v) {
@@ -400,11 +389,11 @@ func (s *Server) unshardInto(p *secaggPending, helperMsg []byte) ([]float64, err
 // The caller holds procMu.
 func (s *Server) loseSecAgg(p *secaggPending, why string) {
 	rec := p.rec
-	rec.Status, rec.Detail, rec.FinishedAt = StatusLost, why, time.Now()
+	rec.Status, rec.Detail, rec.FinishedAt = checkpoint.StatusLost, why, time.Now()
 	// The relay's later frames for the round are obsolete.
 	s.sa.pending, s.sa.last = nil, nil
 	s.log.Warn("secagg round lost: charged, not applied", "round", p.round, "reason", why)
-	s.commit(func(c *checkpoint) {
+	s.commit(func(c *checkpoint.State) {
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = p.round, nil, nil
 	})
@@ -487,127 +476,23 @@ func isHelperKeyMismatch(err error) bool {
 	return errors.As(err, &re) && strings.Contains(re.body, helperKeyMismatch)
 }
 
-// secaggSigma returns σ for a secure-summation configuration of a model of
-// d parameters and about n reports per round when sigma is 0: the smallest
-// per-server σ with which `rounds` rounds at check-in rate q fit the
-// ledger's target (eps, delta). It starts from roundspec.CalibrateSigma
-// (replace-one, the relation the ledger charges; docs/accounting.md §4,
-// discrete Gaussian RDP by Canonne-Kamath-Steinke 2020 Prop. 5) and,
-// should the ledger's own accountant (privacy.Account's tightest proven
-// row, which admits rounds) still need more, raises σ by bisection until
-// `rounds` releases of the built spec fit it, so that the rounds
-// calibrated for are the rounds the ledger admits.
-func secaggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
-	if f.sigma > 0 {
-		return f.sigma, nil
-	}
-	if rounds < 1 {
-		return 0, errors.New("secagg: give -sigma, or -rounds to calibrate sigma to the privacy target")
-	}
-	// The calibration takes seconds; its inputs repeat (every operator
-	// page of a run, every server of a test binary).
-	key := sigmaKey{d: d, n: n, rounds: rounds, bits: f.bits, quota: f.quota, q: f.checkIn, eps: eps, delta: delta}
-	if v, ok := sigmaMemo.Load(key); ok {
-		return v.(float64), nil
-	}
-	sigma, err := calibrateSecAggSigma(d, n, f, rounds, eps, delta)
-	if err == nil {
-		sigmaMemo.Store(key, sigma)
-	}
-	return sigma, err
-}
-
-// sigmaKey is what secaggSigma's result depends on (σ in grid units does
-// not depend on the clip: the scale is 2^(bits-1)-1 over it).
-type sigmaKey struct {
-	d, n, rounds, bits, quota int
-	q, eps, delta             float64
-}
-
-var sigmaMemo sync.Map // sigmaKey -> float64
-
-func calibrateSecAggSigma(d, n int, f paramFlags, rounds int, eps, delta float64) (float64, error) {
-	q := f.checkIn
-	if q == 0 {
-		q = 1
-	}
-	sigma, err := roundspec.CalibrateSigma(d, roundspec.Options{Protocol: wire.ProtocolSecAgg, Clip: f.clip, Bits: f.bits, Quota: f.quota},
-		rounds, q, eps, delta)
-	if err != nil {
-		return 0, fmt.Errorf("secagg: calibrating sigma: %w", err)
-	}
-	fits := func(sigma float64) (bool, error) {
-		g := f
-		g.protocol, g.sigma = wire.ProtocolSecAgg.String(), sigma
-		p, _, err := buildParams(d, n, g)
-		if err != nil {
-			return false, err
-		}
-		spec, err := roundspec.New(p)
-		if err != nil {
-			return false, err
-		}
-		rels := make([]privacy.Release, rounds)
-		for r := range rels {
-			rels[r] = spec.Release(r+1, n, 0)
-		}
-		rep, err := privacy.Account(rels, delta)
-		if err != nil {
-			return false, err
-		}
-		if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
-			return false, errors.New("no valid accounting method without caveat")
-		}
-		return rep.Rows[rep.Tightest].Epsilon <= eps, nil
-	}
-	ok, err := fits(sigma)
-	if err != nil {
-		return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
-	}
-	if ok {
-		return sigma, nil
-	}
-	lo, hi := sigma, sigma
-	for i := 0; !ok; i++ {
-		if i == 64 {
-			return 0, fmt.Errorf("secagg: no sigma fits %d rounds in epsilon %g", rounds, eps)
-		}
-		lo, hi = hi, 2*hi
-		if ok, err = fits(hi); err != nil {
-			return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
-		}
-	}
-	for hi-lo > 1e-4*hi { // σ to 0.01%: the last bisection step costs 0.01% of accuracy at most
-		mid := (lo + hi) / 2
-		ok, err := fits(mid)
-		if err != nil {
-			return 0, fmt.Errorf("secagg: checking sigma against the ledger's accountant: %w", err)
-		}
-		if ok {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
-}
-
 // operatorSigma is the σ the operator page offers secure summation with:
 // the current one if the rounds are secure summation, else calibrated to
-// the ledger's target over Config.Rounds (DefaultSecAggRounds if 0) at
+// the ledger's target over Config.Rounds (params.DefaultSecAggRounds if 0) at
 // the current check-in rate, computed once.
-func (s *Server) operatorSigma(cfg Config) (float64, error) {
-	if cfg.Params.Protocol == wire.ProtocolSecAgg {
-		return cfg.Params.Sigma, nil
+func (s *Server) operatorSigma(rc *roundConfig) (float64, error) {
+	if rc.params.Protocol == wire.ProtocolSecAgg {
+		return rc.params.Sigma, nil
 	}
+	cfg := s.cfg
 	s.sa.sigmaOnce.Do(func() {
 		rounds := cfg.Rounds
 		if rounds == 0 {
-			rounds = DefaultSecAggRounds
+			rounds = params.DefaultSecAggRounds
 		}
 		eps, delta := s.ledger.Target()
-		s.sa.sigma, s.sa.sigmaErr = secaggSigma(int(cfg.Params.D), cfg.ExpectedN, paramFlags{randomizer: wire.RandomizerLaplace.String(),
-			minBatch: int(cfg.Params.MinBatch), checkIn: cfg.Params.CheckInP}, rounds, eps, delta)
+		s.sa.sigma, s.sa.sigmaErr = params.SecAggSigma(int(rc.params.D), cfg.ExpectedN, params.Choice{Randomizer: wire.RandomizerLaplace.String(),
+			MinBatch: int(rc.params.MinBatch), CheckIn: rc.params.CheckInP}, rounds, eps, delta)
 	})
 	return s.sa.sigma, s.sa.sigmaErr
 }
@@ -615,87 +500,17 @@ func (s *Server) operatorSigma(cfg Config) (float64, error) {
 // secaggBodyLimits bounds the request bodies of the two endpoints for the
 // current parameters (the largest frames the round's Quota allows).
 func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
-	s.mu.RLock()
-	ps := s.proto
-	p := s.cfg.Params
-	s.mu.RUnlock()
-	if !ps.secAgg() {
+	rc := s.rounds()
+	ps, p := rc.proto, rc.params
+	if !ps.SecAgg() {
 		return 1 << 10, 1 << 10
 	}
-	sr, err := ps.spec.SecAggRound(1)
+	sr, err := ps.Spec.SecAggRound(1)
 	if err != nil {
 		return 1 << 10, 1 << 10
 	}
 	q := int64(p.Quota)
-	batch = 26 + q*int64(ps.leaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
+	batch = 26 + q*int64(ps.LeaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
 	aggregate = 14 + 64 + 16*int64(p.D)
 	return batch, aggregate
-}
-
-func (s *Server) serveSecAggBatch(w http.ResponseWriter, r *http.Request) {
-	limit, _ := s.secaggBodyLimits()
-	body, ok := s.readBody(w, r, limit)
-	if !ok {
-		return
-	}
-	ans, err := s.SecAggBatchIntake(body)
-	if err != nil {
-		s.log.Error("secagg batch not processed", "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set(OutcomeHeader, string(ans.Outcome))
-	if ans.Frame == nil {
-		writeIntake(w, ans.IntakeAnswer)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(ans.Outcome.HTTPStatus())
-	w.Write(ans.Frame)
-}
-
-func (s *Server) serveSecAggAggregate(w http.ResponseWriter, r *http.Request) {
-	_, limit := s.secaggBodyLimits()
-	body, ok := s.readBody(w, r, limit)
-	if !ok {
-		return
-	}
-	writeIntake(w, s.SecAggAggregateIntake(body))
-}
-
-// writeIntake answers with the outcome as status code and header and the
-// JSON IntakeAnswer.
-func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
-	w.Header().Set(OutcomeHeader, string(ans.Outcome))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(ans.Outcome.HTTPStatus())
-	json.NewEncoder(w).Encode(ans)
-}
-
-// secaggConfigItems lists a secure-summation configuration as the
-// dashboard shows it (no local budget, padding or messages: the servers'
-// noise σ and the field's sizes instead).
-func secaggConfigItems(c Config) []console.ConfigItem {
-	p := c.Params
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
-	items := []console.ConfigItem{
-		{Name: "protocol", Value: p.Protocol.String() + " (secure summation, docs/secagg.md)"},
-		{Name: "noise", Value: p.Randomizer.String() + ", added by each server"},
-		{Name: "model dimension d", Value: u(p.D)},
-		{Name: "each server's σ (grid units)", Value: g(p.Sigma)},
-		{Name: "bits per quantized entry", Value: u(p.Bits)},
-		{Name: "L2 clip C of an update", Value: g(p.Clip)},
-		{Name: "check-in rate q", Value: g(p.CheckInP)},
-		{Name: "minimum batch", Value: u(p.MinBatch)},
-		{Name: "quota (largest batch)", Value: u(p.Quota)},
-		{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		{Name: "round timeout", Value: c.RoundTimeout.String()},
-		{Name: "server learning rate", Value: g(c.ServerLR)},
-		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (replacing one volunteer's data)"},
-	}
-	if c.Rounds > 0 {
-		items = append(items, console.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
-	}
-	return items
 }

@@ -14,7 +14,15 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
@@ -22,7 +30,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
 // Secure summation at d = 8 (the test set's model): 8 bits (Scale =
@@ -93,9 +100,9 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 			f.mu.Lock()
 			sr.mismatch++
 			f.mu.Unlock()
-			w.Header().Set(OutcomeHeader, string(IntakeInvalid))
+			w.Header().Set(api.OutcomeHeader, string(api.IntakeInvalid))
 			w.WriteHeader(http.StatusConflict)
-			json.NewEncoder(w).Encode(IntakeAnswer{Round: a.Round, Outcome: IntakeInvalid, Detail: helperKeyMismatch})
+			json.NewEncoder(w).Encode(api.IntakeAnswer{Round: a.Round, Outcome: api.IntakeInvalid, Detail: helperKeyMismatch})
 			return
 		}
 		f.mu.Lock()
@@ -286,7 +293,7 @@ func aggregateFrame(t *testing.T, round uint64, h *secagg.Helper, msg []byte) []
 
 // postSecAgg posts a frame to a secagg endpoint and returns the outcome
 // (checked against the status code) and the body.
-func (h *harness) postSecAgg(path string, frame []byte) (Intake, []byte) {
+func (h *harness) postSecAgg(path string, frame []byte) (api.Intake, []byte) {
 	h.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, h.http.URL+path, bytes.NewReader(frame))
 	if err != nil {
@@ -299,9 +306,9 @@ func (h *harness) postSecAgg(path string, frame []byte) (Intake, []byte) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	in := Intake(resp.Header.Get(OutcomeHeader))
+	in := api.Intake(resp.Header.Get(api.OutcomeHeader))
 	switch in {
-	case IntakeAccepted, IntakeDuplicate, IntakeObsolete, IntakeInvalid:
+	case api.IntakeAccepted, api.IntakeDuplicate, api.IntakeObsolete, api.IntakeInvalid:
 	default:
 		h.t.Fatalf("%s: HTTP %d, outcome %q: %s", path, resp.StatusCode, in, body)
 	}
@@ -311,7 +318,7 @@ func (h *harness) postSecAgg(path string, frame []byte) (Intake, []byte) {
 	return in, body
 }
 
-func (h *harness) sendSecAggBatch(frame []byte) (*wire.SecAggPrep, Intake) {
+func (h *harness) sendSecAggBatch(frame []byte) (*wire.SecAggPrep, api.Intake) {
 	h.t.Helper()
 	in, body := h.postSecAgg("/v1/secagg/batch", frame)
 	p, err := wire.ParseSecAggPrep(body)
@@ -367,7 +374,7 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK || prep.Round != 1 || len(prep.Msg) == 0 {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK || prep.Round != 1 || len(prep.Msg) == 0 {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	// Charged once, before the answer, with the release's sigma and the
@@ -386,17 +393,17 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 	// An identical re-send of the batch gets the stored answer.
 	again, in := h.sendSecAggBatch(batch)
-	if in != IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
+	if in != api.IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
 		t.Fatalf("identical re-send: %s %+v", in, again)
 	}
 	// An aggregate for another round is obsolete.
 	agg := aggregateFrame(t, 1, helper, prep.Msg)
 	other := slices.Clone(agg)
 	binary.BigEndian.PutUint64(other[2:], 2)
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", other); in != IntakeObsolete {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", other); in != api.IntakeObsolete {
 		t.Fatalf("aggregate for round 2: %s", in)
 	}
-	if in, body := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeAccepted {
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeAccepted {
 		t.Fatalf("aggregate: %s %s", in, body)
 	}
 	checkNear(t, h.srv.Model(), wantMean(vs), 5)
@@ -404,13 +411,13 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 		t.Fatalf("%d releases after the aggregate, want 1", n)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusOK || rec.N != 5 || rec.Accepted != 5 || rec.Reports != 5 || rec.Accuracy == nil ||
+	if rec.Status != checkpoint.StatusOK || rec.N != 5 || rec.Accepted != 5 || rec.Reports != 5 || rec.Accuracy == nil ||
 		rec.EpsilonTightest == nil || *rec.EpsilonTightest != 1 || len(rec.Rejections) != 0 {
 		t.Fatalf("round record %+v", rec)
 	}
 	// The aggregate again: a duplicate, nothing applied twice.
 	model := h.srv.Model()
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeDuplicate {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeDuplicate {
 		t.Fatalf("identical aggregate re-send: %s", in)
 	}
 	if !slices.Equal(h.srv.Model(), model) {
@@ -455,16 +462,16 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 
 	helper, batch := relay.relayRound(t, a, all)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
-	if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeAccepted {
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
 		t.Fatalf("aggregate: %s %s", in, body)
 	}
 	checkNear(t, h.srv.Model(), wantMean(honest), 4)
 	rec := h.srv.Rounds()[0]
 	want := map[string]int{secagg.RejectInvalidProof.String(): 1, secagg.RejectWrongLength.String(): 1}
-	if rec.Status != StatusOK || rec.N != 4 || rec.Reports != 6 || rec.RejectedOpen != 1 || rec.RejectedValue != 2 ||
+	if rec.Status != checkpoint.StatusOK || rec.N != 4 || rec.Reports != 6 || rec.RejectedOpen != 1 || rec.RejectedValue != 2 ||
 		len(rec.Rejections) != 2 || rec.Rejections[secagg.RejectInvalidProof.String()] != 1 ||
 		rec.Rejections[secagg.RejectWrongLength.String()] != 1 {
 		t.Fatalf("round record %+v, want rejections %v", rec, want)
@@ -491,17 +498,17 @@ func TestSecAggBudgetRefusal(t *testing.T) {
 	}
 	_, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusRefused || len(prep.Msg) != 0 {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusRefused || len(prep.Msg) != 0 {
 		t.Fatalf("batch over budget: %s %+v", in, prep)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 0 {
 		t.Fatalf("%d releases charged, want 0", n)
 	}
-	if rec := h.srv.Rounds()[0]; rec.Status != StatusRefused {
+	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusRefused {
 		t.Fatalf("round record %+v", rec)
 	}
 	again, in := h.sendSecAggBatch(batch)
-	if in != IntakeDuplicate || again.Status != wire.BatchStatusRefused {
+	if in != api.IntakeDuplicate || again.Status != wire.BatchStatusRefused {
 		t.Fatalf("re-sent refused batch: %s %+v", in, again)
 	}
 	if st := h.srv.Status(); st.Running {
@@ -522,13 +529,13 @@ func TestSecAggTooFewAccepted(t *testing.T) {
 	vs[0].leader[40] ^= 1 // does not open: 2 accepted, min batch 3
 	_, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeInvalid || prep.Status != wire.BatchStatusInvalid || len(prep.Msg) != 0 {
+	if in != api.IntakeInvalid || prep.Status != wire.BatchStatusInvalid || len(prep.Msg) != 0 {
 		t.Fatalf("batch below the minimum: %s %+v", in, prep)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 0 {
 		t.Fatalf("%d releases charged, want 0", n)
 	}
-	if rec := h.srv.Rounds()[0]; rec.Status != StatusInvalid || rec.N != 2 {
+	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusInvalid || rec.N != 2 {
 		t.Fatalf("round record %+v", rec)
 	}
 	if a2 := relay.next(t); a2.Round != 2 {
@@ -550,7 +557,7 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	if until := h.srv.secaggPendingUntil(1); until.IsZero() {
@@ -561,7 +568,7 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 		t.Fatalf("next announcement: round %d", a2.Round)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusLost || rec.N != 4 {
+	if rec.Status != checkpoint.StatusLost || rec.N != 4 {
 		t.Fatalf("round record %+v", rec)
 	}
 	checkLostRound(t, h, helper, prep, batch)
@@ -572,10 +579,10 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 // ledger holds exactly one release and the model is still zero.
 func checkLostRound(t *testing.T, h *harness, helper *secagg.Helper, prep *wire.SecAggPrep, batch []byte) {
 	t.Helper()
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != IntakeObsolete {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeObsolete {
 		t.Fatalf("aggregate of the lost round: %s", in)
 	}
-	if _, in := h.sendSecAggBatch(batch); in != IntakeObsolete {
+	if _, in := h.sendSecAggBatch(batch); in != api.IntakeObsolete {
 		t.Fatalf("re-sent batch of the lost round: %s", in)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 {
@@ -601,7 +608,7 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	h.stop()
@@ -610,7 +617,7 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	if a2 := relay.next(t); a2.Round != 2 {
 		t.Fatalf("announced round %d after the restart, want 2", a2.Round)
 	}
-	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != StatusLost {
+	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != checkpoint.StatusLost {
 		t.Fatalf("round 1 after the restart: %+v", rec)
 	}
 	checkLostRound(t, h2, helper, prep, batch)
@@ -655,16 +662,16 @@ func TestSecAggRelayKeyRefetched(t *testing.T) {
 // admits exactly that many releases of the built spec and refuses the
 // next; without -rounds it refuses to start.
 func TestSecAggSigmaCalibration(t *testing.T) {
-	f := paramFlags{protocol: "secagg", randomizer: "laplace", checkIn: 0.5}
-	if _, err := secaggSigma(8, 4, f, 0, 2, 1e-5); err == nil {
+	f := params.Choice{Protocol: "secagg", Randomizer: "laplace", CheckIn: 0.5}
+	if _, err := params.SecAggSigma(8, 4, f, 0, 2, 1e-5); err == nil {
 		t.Fatal("calibrated sigma without rounds")
 	}
-	sigma, err := secaggSigma(8, 4, f, 3, 2, 1e-5)
+	sigma, err := params.SecAggSigma(8, 4, f, 3, 2, 1e-5)
 	if err != nil || !(sigma > 0) {
 		t.Fatalf("sigma %v, %v", sigma, err)
 	}
-	f.sigma = sigma
-	p, lr, err := buildParams(8, 4, f)
+	f.Sigma = sigma
+	p, lr, err := params.Build(8, 4, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -672,11 +679,11 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 		p.Quota != 8 || p.CheckInP != 0.5 || lr != roundspec.DefaultSecAggLR {
 		t.Fatalf("params %+v, lr %v", p, lr)
 	}
-	ps, err := setupProtocol(p)
-	if err != nil || !ps.secAgg() || ps.analyzer != nil {
+	ps, err := analysis.NewProtocol(p)
+	if err != nil || !ps.SecAgg() || ps.Analyzer != nil {
 		t.Fatalf("setup %+v, %v", ps, err)
 	}
-	lo, err := newAccounting(nil).ledgerOptions(2, 1e-5)
+	lo, err := accounting.New(nil).LedgerOptions(2, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -686,11 +693,11 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 	}
 	defer l.Close()
 	for r := 1; r <= 3; r++ {
-		if err := l.Charge(ps.spec.Release(r, 4, 0)); err != nil {
+		if err := l.Charge(ps.Spec.Release(r, 4, 0)); err != nil {
 			t.Fatalf("round %d of 3 refused: %v", r, err)
 		}
 	}
-	if err := l.Charge(ps.spec.Release(4, 4, 0)); !errors.Is(err, ledger.ErrBudgetExhausted) {
+	if err := l.Charge(ps.Spec.Release(4, 4, 0)); !errors.Is(err, ledger.ErrBudgetExhausted) {
 		t.Fatalf("a fourth round: %v, want the budget refusal", err)
 	}
 }
@@ -714,7 +721,7 @@ func TestSecAggOperatorSwitch(t *testing.T) {
 	if !offered {
 		t.Fatalf("operator defaults %+v lack secagg's", shown.Defaults)
 	}
-	if err := h.srv.Reconfigure(ConfigChange{Protocol: "secagg", Clip: 0.5, ServerLR: 2, MinBatch: 3, K: 2}); err != nil {
+	if err := h.srv.Reconfigure(operator.ConfigChange{Protocol: "secagg", Clip: 0.5, ServerLR: 2, MinBatch: 3, K: 2}); err != nil {
 		t.Fatal(err)
 	}
 	h.finishRound(1)
@@ -751,7 +758,7 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	}
 	helper, batch := relay.relayRound(t, a, vs)
 	prep, in := h.sendSecAggBatch(batch)
-	if in != IntakeAccepted || prep.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
 		t.Fatalf("batch: %s %+v", in, prep)
 	}
 	agg := aggregateFrame(t, 1, helper, prep.Msg)
@@ -759,12 +766,12 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", short); in != IntakeInvalid {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", short); in != api.IntakeInvalid {
 		t.Fatalf("truncated aggregate share: %s", in)
 	}
 	recount := slices.Clone(agg)
 	binary.BigEndian.PutUint32(recount[14+10:], 3) // the 'A' message's count: 3 reports, the leader has 4
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", recount); in != IntakeInvalid {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", recount); in != api.IntakeInvalid {
 		t.Fatalf("aggregate over 3 reports: %s", in)
 	}
 	if h.srv.secaggPendingUntil(1).IsZero() {
@@ -777,10 +784,10 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	if code, _ := post(t, h.http.URL+"/v1/abort", testToken, abort); code != http.StatusOK {
 		t.Fatalf("abort after the charge: HTTP %d", code)
 	}
-	if rec := h.srv.Rounds()[0]; rec.Status != StatusLost || rec.N != 4 {
+	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusLost || rec.N != 4 {
 		t.Fatalf("round record %+v", rec)
 	}
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != IntakeObsolete {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeObsolete {
 		t.Fatalf("aggregate after the abort: %s", in)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 || !slices.Equal(h.srv.Model(), make([]float64, 8)) {

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -51,7 +55,7 @@ func TestValidBatchUpdatesModelAndChargesOnce(t *testing.T) {
 		t.Fatalf("second announcement: round %d, model %v", a2.Round, a2.Model)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusOK || rec.Accuracy == nil || rec.Loss == nil || rec.N != 4 || rec.NP != 4 ||
+	if rec.Status != checkpoint.StatusOK || rec.Accuracy == nil || rec.Loss == nil || rec.N != 4 || rec.NP != 4 ||
 		rec.CheckInRate != 5.0/7 || rec.EpsilonTightest == nil || *rec.EpsilonTightest != 1 || len(rec.Epsilon) != 3 {
 		t.Fatalf("history record %+v", rec)
 	}
@@ -63,7 +67,7 @@ func TestDuplicateAndIdenticalResend(t *testing.T) {
 	pub := h.srv.PublicKey()
 	frame := makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})
 	first, in := h.sendBatchOutcome(frame)
-	if in != IntakeAccepted || first.Status != wire.BatchStatusOK {
+	if in != api.IntakeAccepted || first.Status != wire.BatchStatusOK {
 		t.Fatalf("first batch: %s %+v", in, first)
 	}
 	model := h.srv.Model()
@@ -71,13 +75,13 @@ func TestDuplicateAndIdenticalResend(t *testing.T) {
 	// An identical re-send (a relay retry) gets the stored reply, as a
 	// duplicate.
 	again, in := h.sendBatchOutcome(frame)
-	if *again != *first || in != IntakeDuplicate {
+	if *again != *first || in != api.IntakeDuplicate {
 		t.Fatalf("identical resend: %s %+v, first %+v", in, again, first)
 	}
 	// A different batch for the same round is ignored: obsolete.
 	other := makeBatch(t, pub, testParams(), batchSpec{round: 1, reports: 5, value: constValue(0.9)})
 	dup, in := h.sendBatchOutcome(other)
-	if dup.Status != wire.BatchStatusDuplicate || dup.Accepted != 0 || in != IntakeObsolete {
+	if dup.Status != wire.BatchStatusDuplicate || dup.Accepted != 0 || in != api.IntakeObsolete {
 		t.Fatalf("different batch: %s %+v", in, dup)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 {
@@ -271,12 +275,12 @@ func TestRestartAfterChargeBeforeCheckpoint(t *testing.T) {
 	h.stop()
 
 	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
-		Composer: newAccounting(h.cfg.Accountant).composer()})
+		Composer: accounting.New(h.cfg.Accountant).Composer()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, _ := setupProtocol(testParams())
-	if err := l.Charge(ps.releaseFor(2, 4, 4)); err != nil {
+	ps, _ := analysis.NewProtocol(testParams())
+	if err := l.Charge(ps.Release(2, 4, 4)); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -290,7 +294,7 @@ func TestRestartAfterChargeBeforeCheckpoint(t *testing.T) {
 		t.Fatalf("status %+v: the lost round must stay charged", st)
 	}
 	rounds := h2.srv.Rounds()
-	if len(rounds) != 2 || rounds[1].Round != 2 || rounds[1].Status != StatusLost {
+	if len(rounds) != 2 || rounds[1].Round != 2 || rounds[1].Status != checkpoint.StatusLost {
 		t.Fatalf("history %+v", rounds)
 	}
 	// A late batch for the lost round is not processed.
@@ -327,7 +331,7 @@ func TestAbort(t *testing.T) {
 		t.Fatal("an aborted round was charged")
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusAborted || rec.Population != 9 || rec.Accuracy != nil {
+	if rec.Status != checkpoint.StatusAborted || rec.Population != 9 || rec.Accuracy != nil {
 		t.Fatalf("record %+v", rec)
 	}
 	// A batch for the aborted round is not processed.
@@ -350,7 +354,7 @@ func TestAbandonedAndRetriedAnnouncement(t *testing.T) {
 		t.Fatalf("after an abandoned round: round %d, want 2", a.Round)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != StatusAbandoned || len(h.srv.ledger.Releases()) != 0 {
+	if rec.Status != checkpoint.StatusAbandoned || len(h.srv.ledger.Releases()) != 0 {
 		t.Fatalf("record %+v", rec)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/a-h/templ"
 
-	"github.com/blanket-fl/blanket/shared/wire"
+	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
 )
@@ -65,14 +65,11 @@ type WebOptions struct {
 	Heartbeat      time.Duration
 	MaxSubscribers int
 
-	qr       console.QR // the join URL's QR code
-	tokenSum [32]byte   // SHA-256 of OperatorToken
-	live     *liveState
+	qr console.QR // the join URL's QR code
 }
 
 // liveState is what the pages show that the checkpoint does not keep:
-// protocol changes (chart markers) and a pending new class. It is shared
-// by every copy of the WebOptions.
+// protocol changes (chart markers) and a pending new class.
 type liveState struct {
 	mu       sync.Mutex
 	markers  []console.Marker
@@ -108,10 +105,6 @@ func (o *WebOptions) validate() error {
 		return fmt.Errorf("server: join URL: %w", err)
 	}
 	o.qr = q
-	o.tokenSum = sha256Sum(o.OperatorToken)
-	if o.live == nil {
-		o.live = &liveState{}
-	}
 	return nil
 }
 
@@ -227,15 +220,11 @@ func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
-// state names the round loop's state for the pages.
-func state(stopped string, paused bool) string {
-	switch {
-	case stopped != "":
-		return "stopped"
-	case paused:
-		return "paused"
-	}
-	return "running"
+// settings is the current round configuration as the pages show it.
+func (s *Server) settings() dashboard.Settings {
+	rc := s.rounds()
+	return dashboard.Settings{Params: rc.params, ExpectedN: s.cfg.ExpectedN, Timeout: rc.timeout, ServerLR: rc.serverLR,
+		TargetEpsilon: s.cfg.TargetEpsilon, TargetDelta: s.cfg.TargetDelta, Rounds: s.cfg.Rounds}
 }
 
 // DashboardData collects what the dashboard shows.
@@ -245,68 +234,17 @@ func (s *Server) DashboardData() console.DashboardData {
 	s.mu.RLock()
 	model := slices.Clone(s.st.Model)
 	resets := slices.Clone(s.st.ModelResets)
-	cfg := s.cfg
 	paused := s.paused
 	s.mu.RUnlock()
+	cfg := s.cfg
 	sh := cfg.Test.Shape()
-	d := console.DashboardData{
+	return console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
-		State: state(st.Stopped, paused), Stopped: st.Stopped,
+		State: dashboard.State(st.Stopped, paused), Stopped: st.Stopped,
 		Model:       console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
-		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg), Fingerprint: s.fp,
+		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
+		Rounds: dashboard.Rounds(rounds),
 	}
-	d.Rounds = make([]console.RoundView, len(rounds))
-	for i, r := range rounds {
-		v := console.RoundView{Round: r.Round, Status: r.Status, Accuracy: r.Accuracy, Loss: r.Loss, N: r.N, NP: r.NP,
-			CheckedIn: r.CheckedIn, Population: r.Population, CheckInRate: r.CheckInRate}
-		for _, e := range r.Epsilon {
-			v.Epsilon = append(v.Epsilon, console.EpsilonView{Method: e.Method, Epsilon: e.Epsilon, Tightest: e.Tightest, Caveated: e.Caveated})
-		}
-		d.Rounds[i] = v
-	}
-	return d
-}
-
-// configItems lists the configuration as the dashboard shows it.
-func configItems(c Config) []console.ConfigItem {
-	p := c.Params
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
-	if p.Protocol == wire.ProtocolSecAgg {
-		return secaggConfigItems(c)
-	}
-	items := []console.ConfigItem{
-		{Name: "protocol", Value: p.Protocol.String()},
-		{Name: "randomizer", Value: p.Randomizer.String()},
-		{Name: "model dimension d", Value: u(p.D)},
-		{Name: "coordinates per client k", Value: u(p.K)},
-		{Name: "groups l", Value: u(p.L)},
-		{Name: "entries per message", Value: u(p.Width)},
-		{Name: "messages per client", Value: strconv.Itoa(p.Messages())},
-		{Name: "padding n_p per dimension", Value: u(p.NP)},
-		{Name: "local budget ε_l of one report", Value: g(p.EpsL)},
-		{Name: "ε per reported coordinate", Value: g(p.PerCoordinateEpsilon())},
-	}
-	if p.Randomizer == wire.RandomizerGaussian {
-		items = append(items, console.ConfigItem{Name: "local δ_l", Value: g(p.DeltaL)})
-	}
-	if p.Randomizer == wire.RandomizerRGB {
-		items = append(items, console.ConfigItem{Name: "rgb buckets", Value: u(p.Buckets)})
-	}
-	items = append(items,
-		console.ConfigItem{Name: "clipping bound C", Value: g(p.Clip)},
-		console.ConfigItem{Name: "check-in probability p", Value: g(p.CheckInP)},
-		console.ConfigItem{Name: "minimum batch", Value: u(p.MinBatch)},
-		console.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
-		console.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		console.ConfigItem{Name: "round timeout", Value: c.RoundTimeout.String()},
-		console.ConfigItem{Name: "server learning rate", Value: g(c.ServerLR)},
-		console.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
-	)
-	if c.Rounds > 0 {
-		items = append(items, console.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
-	}
-	return items
 }

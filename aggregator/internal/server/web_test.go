@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -215,17 +217,17 @@ func TestEventsDeliverRoundAfterBatch(t *testing.T) {
 	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
 	h.relay.next(t)
 	ch := h.subscribe()
-	var st Status
+	var st api.Status
 	if err := json.Unmarshal([]byte(nextEvent(t, ch, "status").data), &st); err != nil || st.Fingerprint != h.srv.Fingerprint() {
 		t.Fatalf("first status event: %+v %v", st, err)
 	}
 	h.finishRound(1)
 	ev := nextEvent(t, ch, "round")
-	var rec RoundRecord
+	var rec checkpoint.RoundRecord
 	if err := json.Unmarshal([]byte(ev.data), &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Round != 1 || rec.Status != StatusOK || rec.N != 4 || rec.Accuracy == nil || rec.EpsilonTightest == nil {
+	if rec.Round != 1 || rec.Status != checkpoint.StatusOK || rec.N != 4 || rec.Accuracy == nil || rec.EpsilonTightest == nil {
 		t.Fatalf("round event %+v", rec)
 	}
 	// A status event follows with the new round.
@@ -258,72 +260,6 @@ func TestEventsBounded(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("operator stream while anonymous streams are full: HTTP %d, want 200", resp.StatusCode)
-	}
-}
-
-func TestEventsLimitPerClient(t *testing.T) {
-	b := newBroker(100)
-	for i := range maxStreamsPerClient {
-		if _, err := b.subscribe("10.0.0.7", false); err != nil {
-			t.Fatalf("stream %d: %v", i, err)
-		}
-	}
-	if _, err := b.subscribe("10.0.0.7", false); err != errTooManyFromClient {
-		t.Errorf("stream %d from one address: %v, want %v", maxStreamsPerClient+1, err, errTooManyFromClient)
-	}
-	if _, err := b.subscribe("10.0.0.8", false); err != nil {
-		t.Errorf("another address: %v", err)
-	}
-	// 64 anonymous streams from everywhere never lock the operator out.
-	full := newBroker(2)
-	full.subscribe("a", false)
-	full.subscribe("b", false)
-	if _, err := full.subscribe("c", false); err != errTooManySubscribers {
-		t.Errorf("third anonymous stream: %v", err)
-	}
-	var ops []chan sseEvent
-	for i := range operatorReserve {
-		ch, err := full.subscribe("a", true)
-		if err != nil {
-			t.Fatalf("operator stream %d: %v", i, err)
-		}
-		ops = append(ops, ch)
-	}
-	if _, err := full.subscribe("a", true); err != errTooManySubscribers {
-		t.Errorf("operator stream beyond the reserve: %v", err)
-	}
-	full.unsubscribe(ops[0])
-	if _, err := full.subscribe("a", true); err != nil {
-		t.Errorf("operator stream after one closed: %v", err)
-	}
-	if _, err := full.subscribe("c", false); err != errTooManySubscribers {
-		t.Errorf("operator streams freed anonymous capacity: %v", err)
-	}
-}
-
-func TestBrokerDropsSlowSubscriber(t *testing.T) {
-	b := newBroker(2)
-	slow, _ := b.subscribe("x", false)
-	for range subscriberBuffer + 1 {
-		b.publish(sseEvent{name: "x", data: []byte("{}")})
-	}
-	if b.active() != 0 {
-		t.Fatalf("slow subscriber still active")
-	}
-	n := 0
-	for range slow {
-		n++
-	}
-	if n != subscriberBuffer {
-		t.Errorf("slow subscriber got %d events before being dropped, want %d", n, subscriberBuffer)
-	}
-	b.unsubscribe(slow) // no-op after the drop
-	if len(b.byClient) != 0 || b.anon != 0 {
-		t.Errorf("counts after the drop: %v, %d anonymous", b.byClient, b.anon)
-	}
-	b.close()
-	if _, err := b.subscribe("x", false); err != errEventsClosed {
-		t.Errorf("subscribe after close: %v", err)
 	}
 }
 

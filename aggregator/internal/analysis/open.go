@@ -1,4 +1,4 @@
-package server
+package analysis
 
 import (
 	"errors"
@@ -15,9 +15,11 @@ import (
 // errInadmissible marks a value outside the randomizer's support.
 var errInadmissible = errors.New("value outside the randomizer's support")
 
-// openCounts are the BatchReply counts of one batch.
-type openCounts struct {
-	accepted, rejectedOpen, rejectedValue int
+// Counts are the BatchReply counts of one batch: every message is
+// exactly one of accepted, rejected because it did not open, or rejected
+// because it opened to an inadmissible value.
+type Counts struct {
+	Accepted, RejectedOpen, RejectedValue int
 }
 
 // openChunk is the number of messages a worker claims at a time: large
@@ -25,7 +27,7 @@ type openCounts struct {
 // last chunks balance across workers (a 3,350-message batch makes ~200).
 const openChunk = 16
 
-// openBatch opens every message of b (sealed for round with key) on
+// Open opens every message of b (sealed for round with key) on
 // workers goroutines and returns the batch in the analyzer's form, the
 // values written into one flat array (message i's values at
 // [i*w, (i+1)*w)). A message that fails to open (ErrOpen: tampered, wrong
@@ -35,8 +37,8 @@ const openChunk = 16
 // to center, the blanket mean E[R(1/2)]: it
 // then contributes zero to the debiased sum in expectation, exactly like a
 // padding dummy, and every dimension still holds n_p values (the
-// analyzer's padding check). Counting per message keeps accepted +
-// rejectedOpen + rejectedValue equal to the number of messages.
+// analyzer's padding check). Counting per message keeps Accepted +
+// RejectedOpen + RejectedValue equal to the number of messages.
 //
 // Work is distributed dynamically (an atomic cursor over chunks of
 // openChunk messages), so a slow core does not hold up the batch; each
@@ -47,7 +49,7 @@ const openChunk = 16
 // support [lo, hi] an honest report can reach, so one report moves each of
 // its coordinates' debiased sums by at most max(hi - center, center - lo)
 // divided by the randomizer's slope, as an honest one can.
-func openBatch(key *sealkey.PrivateKey, round uint64, b *wire.Batch, center float64, admissible func(float64) bool, workers int) (mechanism.Batch, openCounts) {
+func Open(key *sealkey.PrivateKey, round uint64, b *wire.Batch, center float64, admissible func(float64) bool, workers int) (mechanism.Batch, Counts) {
 	w := int(b.Width)
 	n := len(b.Messages)
 	vals := make([]float64, n*w)
@@ -57,8 +59,8 @@ func openBatch(key *sealkey.PrivateKey, round uint64, b *wire.Batch, center floa
 	}
 	workers = min(workers, (n+openChunk-1)/openChunk)
 	var cursor atomic.Int64
-	counts := make([]openCounts, max(workers, 1))
-	work := func(c *openCounts) {
+	counts := make([]Counts, max(workers, 1))
+	work := func(c *Counts) {
 		for {
 			lo := int(cursor.Add(openChunk)) - openChunk
 			if lo >= n {
@@ -79,12 +81,12 @@ func openBatch(key *sealkey.PrivateKey, round uint64, b *wire.Batch, center floa
 				}
 				switch {
 				case err == nil:
-					c.accepted++
+					c.Accepted++
 					continue
 				case errors.Is(err, envelope.ErrNonFinite), errors.Is(err, errInadmissible):
-					c.rejectedValue++
+					c.RejectedValue++
 				default:
-					c.rejectedOpen++
+					c.RejectedOpen++
 				}
 				for t := range dst {
 					dst[t] = center
@@ -101,11 +103,11 @@ func openBatch(key *sealkey.PrivateKey, round uint64, b *wire.Batch, center floa
 		}
 		wg.Wait()
 	}
-	var total openCounts
+	var total Counts
 	for _, c := range counts {
-		total.accepted += c.accepted
-		total.rejectedOpen += c.rejectedOpen
-		total.rejectedValue += c.rejectedValue
+		total.Accepted += c.Accepted
+		total.RejectedOpen += c.RejectedOpen
+		total.RejectedValue += c.RejectedValue
 	}
 	return mechanism.Batch{D: int(b.D), NP: int(b.NP), Messages: msgs}, total
 }

@@ -1,4 +1,10 @@
-package server
+// Package accounting connects the aggregator to the privacy ledger's
+// accountant: the ledger's options (an incremental privacy.Session, or a
+// Composer around an injected Accountant that admits rounds by the
+// report's tightest row without caveat), the report of every method's
+// cumulative guarantee, and its rows as the API and the round history
+// serve them (EpsilonRow).
+package accounting
 
 import (
 	"errors"
@@ -10,7 +16,7 @@ import (
 )
 
 // Accountant returns every method's central (epsilon, delta) for the
-// adaptive composition of releases at total delta. Config.Accountant nil
+// adaptive composition of releases at total delta. A nil Accountant
 // (the default) means the incremental privacy.Session, which the ledger
 // composes round by round (a charge costs the same at every round, so
 // releases are accounted exactly as realized: no memo and no coarsening
@@ -18,53 +24,55 @@ import (
 // privacy.Account) is called on every charge with all charged releases.
 type Accountant func(releases []privacy.Release, delta float64) (privacy.Report, error)
 
-// accounting connects the server to the ledger's accountant.
-type accounting struct {
+// Accounting connects the aggregator to the ledger's accountant.
+type Accounting struct {
 	fn Accountant // nil: privacy.Session inside the ledger
 }
 
-func newAccounting(fn Accountant) *accounting { return &accounting{fn: fn} }
+// New returns the accounting with fn (nil: privacy.Session inside the
+// ledger).
+func New(fn Accountant) *Accounting { return &Accounting{fn: fn} }
 
-// ledgerOptions returns the ledger's options: an empty privacy.Session at
+// LedgerOptions returns the ledger's options: an empty privacy.Session at
 // delta (fn nil) or a Composer calling fn.
-func (a *accounting) ledgerOptions(target, delta float64) (ledger.Options, error) {
+func (a *Accounting) LedgerOptions(target, delta float64) (ledger.Options, error) {
 	o := ledger.Options{TargetEpsilon: target, TargetDelta: delta}
 	if a.fn != nil {
-		o.Composer = a.composer()
+		o.Composer = a.Composer()
 		return o, nil
 	}
 	s, err := privacy.NewSession(delta)
 	if err != nil {
-		return o, fmt.Errorf("server: accounting session: %w", err)
+		return o, fmt.Errorf("accounting: accounting session: %w", err)
 	}
 	o.Session = s
 	return o, nil
 }
 
-// report returns every method's rows for the ledger's charged releases:
+// Report returns every method's rows for the ledger's charged releases:
 // the ledger's own report (kept from its last charge) or fn's.
-func (a *accounting) report(l *ledger.Ledger, delta float64) (privacy.Report, error) {
+func (a *Accounting) Report(l *ledger.Ledger, delta float64) (privacy.Report, error) {
 	if rep, ok := l.Report(); ok {
 		return rep, nil
 	}
 	if a.fn == nil {
-		return privacy.Report{}, errors.New("server: the ledger has no report")
+		return privacy.Report{}, errors.New("accounting: the ledger has no report")
 	}
 	return a.fn(l.Releases(), delta)
 }
 
-// composer is the ledger's Composer for a non-nil Accountant: the epsilon
+// Composer is the ledger's Composer for a non-nil Accountant: the epsilon
 // of the report's tightest valid method without a caveat
 // (privacy.Report.Tightest). Caveated rows are never used to admit a
 // round.
-func (a *accounting) composer() ledger.Composer {
+func (a *Accounting) Composer() ledger.Composer {
 	return func(releases []privacy.Release, delta float64) (float64, string, error) {
 		rep, err := a.fn(releases, delta)
 		if err != nil {
 			return 0, "", err
 		}
 		if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
-			return 0, "", errors.New("server: no valid accounting method without caveat applies to these releases")
+			return 0, "", errors.New("accounting: no valid accounting method without caveat applies to these releases")
 		}
 		row := rep.Rows[rep.Tightest]
 		return row.Epsilon, row.Method, nil
@@ -89,21 +97,22 @@ type EpsilonRow struct {
 	Proven        bool     `json:"proven,omitempty"`
 }
 
-func finitePtr(v float64) *float64 {
+// FinitePtr returns &v, or nil for a NaN or infinite v (JSON null).
+func FinitePtr(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}
 	return &v
 }
 
-// rowsOf converts a report to EpsilonRows.
-func rowsOf(rep privacy.Report) []EpsilonRow {
+// RowsOf converts a report to EpsilonRows.
+func RowsOf(rep privacy.Report) []EpsilonRow {
 	out := make([]EpsilonRow, len(rep.Rows))
 	for i, r := range rep.Rows {
 		out[i] = EpsilonRow{Method: r.Method, Valid: r.Valid, Caveated: r.Caveat != "", Tightest: i == rep.Tightest,
 			Family: string(r.Family), Amplification: string(r.Amplification), Composition: string(r.Composition), Proven: r.Proven}
 		if r.Valid {
-			out[i].Epsilon, out[i].Delta = finitePtr(r.Epsilon), finitePtr(r.Delta)
+			out[i].Epsilon, out[i].Delta = FinitePtr(r.Epsilon), FinitePtr(r.Delta)
 		}
 	}
 	return out

@@ -1,9 +1,6 @@
-package server
+package accounting
 
 import (
-	"bytes"
-	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,15 +13,15 @@ import (
 // (the former memo rounded n and n_p down to four significant bits) and
 // serves the report's structured rows.
 func TestAccountingSessionExact(t *testing.T) {
-	a := newAccounting(nil)
-	o, err := a.ledgerOptions(1000, 1e-5)
+	a := New(nil)
+	o, err := a.LedgerOptions(1000, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Session == nil || o.Composer != nil {
 		t.Fatalf("options %+v: want a session", o)
 	}
-	l, err := ledger.Open(filepath.Join(t.TempDir(), LedgerFile), o)
+	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.jsonl"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +35,11 @@ func TestAccountingSessionExact(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := a.report(l, 1e-5)
+	rep, err := a.Report(l, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := rowsOf(rep)
+	rows := RowsOf(rep)
 	tight := -1
 	for i, r := range rows {
 		if r.Tightest {
@@ -67,45 +64,5 @@ func TestAccountingSessionExact(t *testing.T) {
 	}
 	if eps, _, _ := l.Spent(); eps != got {
 		t.Errorf("ledger spent %v, report tightest %v", eps, got)
-	}
-}
-
-// TestRestartRefusesRolledBackLedger: after two charged rounds, deleting
-// the ledger's last line, emptying it or deleting it makes New refuse to
-// start (ledger.ErrRollback) instead of restarting with a lower epsilon.
-func TestRestartRefusesRolledBackLedger(t *testing.T) {
-	for _, damage := range []string{"last line", "emptied", "deleted"} {
-		t.Run(damage, func(t *testing.T) {
-			dir := t.TempDir()
-			relay := newFakeRelay(t)
-			h := newHarness(t, dir, relay, nil)
-			relay.next(t)
-			h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
-			relay.next(t)
-			h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 2, reports: 4, value: constValue(0.6)}))
-			relay.next(t)
-			h.stop()
-			path := filepath.Join(dir, LedgerFile)
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch damage {
-			case "last line":
-				lines := bytes.SplitAfter(data, []byte("\n"))
-				err = os.WriteFile(path, bytes.Join(lines[:1], nil), 0o600)
-			case "emptied":
-				err = os.WriteFile(path, nil, 0o600)
-			case "deleted":
-				err = os.Remove(path)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := h.cfg
-			if _, err := New(cfg); !errors.Is(err, ledger.ErrRollback) {
-				t.Fatalf("New after the ledger's %s: %v, want ErrRollback", damage, err)
-			}
-		})
 	}
 }

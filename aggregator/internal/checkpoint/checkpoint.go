@@ -1,4 +1,11 @@
-package server
+// Package checkpoint is the aggregator's state file: the model, the round
+// history (the records GET /api/rounds serves), the open round, the batch
+// being charged and the privacy ledger's head. It is written atomically
+// after every change of round state (temporary file, fsync, rename,
+// directory fsync); VerifyLedger refuses to start on a ledger that lost
+// records the checkpoint relies on (a rollback would under-count the
+// privacy spent).
+package checkpoint
 
 import (
 	"bytes"
@@ -6,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -59,9 +68,9 @@ type RoundRecord struct {
 	// Epsilon is the cumulative guarantee after this round by every
 	// accounting method (privacy.Account's rows), EpsilonTightest and
 	// Method the ledger's (the tightest valid method without caveat).
-	Epsilon         []EpsilonRow `json:"epsilon,omitempty"`
-	EpsilonTightest *float64     `json:"epsilon_tightest,omitempty"`
-	Method          string       `json:"method,omitempty"`
+	Epsilon         []accounting.EpsilonRow `json:"epsilon,omitempty"`
+	EpsilonTightest *float64                `json:"epsilon_tightest,omitempty"`
+	Method          string                  `json:"method,omitempty"`
 	// Digest is the SHA-256 of the batch frame (hex), so that a re-sent
 	// identical batch is answered with the same reply.
 	Digest  string  `json:"digest,omitempty"`
@@ -69,8 +78,8 @@ type RoundRecord struct {
 	Seconds float64 `json:"seconds,omitempty"`
 }
 
-// openRound is an announced round still waiting for its batch or abort.
-type openRound struct {
+// Open is an announced round still waiting for its batch or abort.
+type Open struct {
 	Round       int       `json:"round"`
 	AnnouncedAt time.Time `json:"announced_at"`
 	Deadline    time.Time `json:"deadline"`
@@ -78,17 +87,17 @@ type openRound struct {
 	Announced bool `json:"announced"`
 }
 
-// checkpoint is the state file: written atomically after every change of
+// State is the state file: written atomically after every change of
 // round state (temporary file, fsync, rename, directory fsync).
-type checkpoint struct {
+type State struct {
 	Version int `json:"version"`
 	// Round is the last finished round (any status): Model is the model
 	// after every ok round up to it.
 	Round   int           `json:"round"`
-	Params  paramsJSON    `json:"params"`
+	Params  Params        `json:"params"`
 	Model   []float64     `json:"model"`
 	History []RoundRecord `json:"history"`
-	Open    *openRound    `json:"open,omitempty"`
+	Open    *Open         `json:"open,omitempty"`
 	// ModelResets are the rounds after which the operator reset the
 	// model to zero (the ledger is never reset).
 	ModelResets []int `json:"model_resets,omitempty"`
@@ -102,11 +111,11 @@ type checkpoint struct {
 	// Charging is the batch being charged: written before the ledger
 	// charge and cleared with the round's record, so that a restart in
 	// between can apply an identical re-send without charging again.
-	Charging *chargingRound `json:"charging,omitempty"`
+	Charging *Charging `json:"charging,omitempty"`
 }
 
-// chargingRound identifies the batch of a round being charged.
-type chargingRound struct {
+// Charging identifies the batch of a round being charged.
+type Charging struct {
 	Round  int    `json:"round"`
 	Digest string `json:"digest"`
 	// SecAgg: a secure-summation batch, which is not re-applied after a
@@ -114,8 +123,8 @@ type chargingRound struct {
 	SecAgg bool `json:"secagg,omitempty"`
 }
 
-// ledgerHead returns l's head for the checkpoint.
-func ledgerHead(l *ledger.Ledger) (int, string) {
+// LedgerHead returns l's head as the checkpoint stores it.
+func LedgerHead(l *ledger.Ledger) (int, string) {
 	if l == nil {
 		return 0, ""
 	}
@@ -123,18 +132,18 @@ func ledgerHead(l *ledger.Ledger) (int, string) {
 	return n, h.String()
 }
 
-// verifyLedger refuses a ledger that lost records the checkpoint relies
+// VerifyLedger refuses a ledger that lost records the checkpoint relies
 // on: one behind or diverging from the stored head, or (checkpoints
 // written before the head was stored) one holding fewer records than the
 // history's charged rounds (ok or lost).
-func (c *checkpoint) verifyLedger(l *ledger.Ledger) error {
+func (c *State) VerifyLedger(l *ledger.Ledger) error {
 	if c.LedgerHead != "" {
 		h, err := ledger.ParseHash(c.LedgerHead)
 		if err != nil {
-			return fmt.Errorf("server: checkpoint ledger head: %w", err)
+			return fmt.Errorf("checkpoint: checkpoint ledger head: %w", err)
 		}
 		if err := l.Verify(c.LedgerRecords, h); err != nil {
-			return fmt.Errorf("server: refusing to start: %w", err)
+			return fmt.Errorf("checkpoint: refusing to start: %w", err)
 		}
 	}
 	charged := 0
@@ -144,15 +153,16 @@ func (c *checkpoint) verifyLedger(l *ledger.Ledger) error {
 		}
 	}
 	if n, _ := l.Head(); n < charged {
-		return fmt.Errorf("server: refusing to start: %w: the checkpoint lists %d charged rounds, the ledger holds %d records", ledger.ErrRollback, charged, n)
+		return fmt.Errorf("checkpoint: refusing to start: %w: the checkpoint lists %d charged rounds, the ledger holds %d records", ledger.ErrRollback, charged, n)
 	}
 	return nil
 }
 
-const checkpointVersion = 1
+// Version is the checkpoint format written and accepted.
+const Version = 1
 
-// paramsJSON is wire.Params with names (for the checkpoint and the API).
-type paramsJSON struct {
+// Params is wire.Params with names (for the checkpoint and the API).
+type Params struct {
 	Protocol   string  `json:"protocol"`
 	Randomizer string  `json:"randomizer"`
 	D          uint32  `json:"d"`
@@ -173,49 +183,51 @@ type paramsJSON struct {
 	Sigma float64 `json:"sigma,omitempty"`
 }
 
-func toParamsJSON(p wire.Params) paramsJSON {
-	return paramsJSON{Protocol: p.Protocol.String(), Randomizer: p.Randomizer.String(), D: p.D, K: p.K, L: p.L,
+// ParamsOf names p's fields.
+func ParamsOf(p wire.Params) Params {
+	return Params{Protocol: p.Protocol.String(), Randomizer: p.Randomizer.String(), D: p.D, K: p.K, L: p.L,
 		Width: p.Width, NP: p.NP, Buckets: p.Buckets, MinBatch: p.MinBatch, Quota: p.Quota, EpsL: p.EpsL,
 		DeltaL: p.DeltaL, Clip: p.Clip, CheckInP: p.CheckInP, Messages: p.Messages(), Bits: p.Bits, Sigma: p.Sigma}
 }
 
-// loadCheckpoint reads path; a missing file returns (nil, nil).
-func loadCheckpoint(path string) (*checkpoint, error) {
+// Load reads the checkpoint at path and checks it (version, rounds,
+// a finite model); a missing file returns (nil, nil).
+func Load(path string) (*State, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("server: reading checkpoint: %w", err)
+		return nil, fmt.Errorf("checkpoint: reading checkpoint: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var c checkpoint
+	var c State
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("server: checkpoint %s: %w", path, err)
+		return nil, fmt.Errorf("checkpoint: checkpoint %s: %w", path, err)
 	}
-	if c.Version != checkpointVersion {
-		return nil, fmt.Errorf("server: checkpoint %s: version %d, want %d", path, c.Version, checkpointVersion)
+	if c.Version != Version {
+		return nil, fmt.Errorf("checkpoint: checkpoint %s: version %d, want %d", path, c.Version, Version)
 	}
 	if c.Round < 0 || (c.Open != nil && c.Open.Round <= c.Round) {
-		return nil, fmt.Errorf("server: checkpoint %s: inconsistent rounds (last %d, open %v)", path, c.Round, c.Open)
+		return nil, fmt.Errorf("checkpoint: checkpoint %s: inconsistent rounds (last %d, open %v)", path, c.Round, c.Open)
 	}
 	for _, v := range c.Model {
-		if !finiteF(v) {
-			return nil, fmt.Errorf("server: checkpoint %s: non-finite model parameter", path)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("checkpoint: checkpoint %s: non-finite model parameter", path)
 		}
 	}
 	return &c, nil
 }
 
-// save writes the checkpoint atomically.
-func (c *checkpoint) save(path string) error {
+// Save writes the checkpoint atomically.
+func (c *State) Save(path string) error {
 	b, err := json.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("server: encoding checkpoint: %w", err)
+		return fmt.Errorf("checkpoint: encoding checkpoint: %w", err)
 	}
 	if err := durable.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("server: writing checkpoint: %w", err)
+		return fmt.Errorf("checkpoint: writing checkpoint: %w", err)
 	}
 	return nil
 }

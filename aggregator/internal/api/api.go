@@ -1,0 +1,242 @@
+// Package api is the aggregator's HTTP API (docs/protocol.md): the
+// relay-facing endpoints, authenticated by the relay-aggregator bearer
+// token and answered with a definitive outcome (Intake), and the public
+// JSON under /api. The handlers only authenticate, bound and read bodies
+// and encode answers; a Backend (the server) does the work.
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Backend is what the API serves.
+type Backend interface {
+	// BatchIntake, AbortIntake, SecAggBatchIntake and
+	// SecAggAggregateIntake process one authenticated frame; a non-nil
+	// error is an internal failure (answered 500: the relay resends).
+	BatchIntake(frame []byte) (wire.BatchReply, Intake, error)
+	AbortIntake(frame []byte) IntakeAnswer
+	SecAggBatchIntake(frame []byte) (SecAggAnswer, error)
+	SecAggAggregateIntake(frame []byte) IntakeAnswer
+	// BodyLimits bounds the request bodies for the current round
+	// configuration.
+	BodyLimits() Limits
+	Status() Status
+	Rounds() []checkpoint.RoundRecord
+	ModelView() Model
+	PublicKey() envelope.PublicKey
+}
+
+// Limits bound the relay's request bodies.
+type Limits struct {
+	Batch, SecAggBatch, SecAggAggregate int64
+}
+
+// MaxAbortBytes bounds an Abort request body.
+const MaxAbortBytes = 1 << 10
+
+// Status is the JSON of GET /api/status.
+type Status struct {
+	// Round is the last finished round (0 before the first); OpenRound
+	// the announced round awaiting its batch (0 if none).
+	Round     int       `json:"round"`
+	OpenRound int       `json:"open_round"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	RoundsOK  int       `json:"rounds_ok"`
+	// Accuracy and Loss on the held-out test set after the last ok round.
+	Accuracy *float64 `json:"accuracy"`
+	Loss     *float64 `json:"loss"`
+	// Epsilon is the ledger's spent epsilon at TargetDelta (the tightest
+	// valid method without caveat, named by Method).
+	Epsilon       float64 `json:"epsilon"`
+	Delta         float64 `json:"delta"`
+	Method        string  `json:"method"`
+	TargetEpsilon float64 `json:"target_epsilon"`
+	TargetDelta   float64 `json:"target_delta"`
+	Fingerprint   string  `json:"fingerprint"`
+	Running       bool    `json:"running"`
+	// Paused: the operator paused the announcements; ModelResets counts
+	// the operator's model resets (the ledger is never reset).
+	Paused      bool `json:"paused"`
+	ModelResets int  `json:"model_resets"`
+	// NewClassRequested: the operator asked for a new class; the
+	// supervisor (make run) restarts the aggregator with a fresh ledger.
+	NewClassRequested bool `json:"new_class_requested,omitempty"`
+	// RejectedBatches counts the batches rejected as invalid since the
+	// start, by reason (malformed, duplicate seal, invalid release, ...).
+	RejectedBatches map[string]int    `json:"rejected_batches,omitempty"`
+	Stopped         string            `json:"stopped,omitempty"`
+	Params          checkpoint.Params `json:"params"`
+}
+
+// Model is the JSON of GET /api/model.
+type Model struct {
+	Round    int       `json:"round"`
+	Features int       `json:"features"`
+	Classes  int       `json:"classes"`
+	Params   []float64 `json:"params"`
+}
+
+// handlers serves a Backend.
+type handlers struct {
+	b        Backend
+	log      *slog.Logger
+	tokenSum [32]byte
+}
+
+// Register adds the API to mux, the relay-facing endpoints requiring
+// token:
+//
+//	POST /v1/batch   relay, bearer token; body Batch frame, reply BatchReply frame
+//	POST /v1/abort   relay, bearer token; body Abort frame, reply IntakeAnswer JSON
+//	POST /v1/secagg/batch     relay, bearer token; body SecAggBatch frame, reply SecAggPrep frame
+//	POST /v1/secagg/aggregate relay, bearer token; body SecAggAggregate frame, reply IntakeAnswer JSON
+//	                 (all: the outcome as status code and OutcomeHeader, see Intake)
+//	GET  /api/status current round, accuracy, loss, epsilon spent and target, fingerprint
+//	GET  /api/rounds every round: status, accuracy, loss, epsilon by every method, n, n_p, check-in rate
+//	GET  /api/key    public keys and fingerprint
+//	GET  /api/model  current model parameters
+//	GET  /healthz    "ok"
+func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
+	h := &handlers{b: b, log: log, tokenSum: sha256.Sum256([]byte(token))}
+	mux.HandleFunc("POST /v1/batch", h.serveBatch)
+	mux.HandleFunc("POST /v1/abort", h.serveAbort)
+	mux.HandleFunc("POST /v1/secagg/batch", h.serveSecAggBatch)
+	mux.HandleFunc("POST /v1/secagg/aggregate", h.serveSecAggAggregate)
+	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })
+	mux.HandleFunc("GET /api/rounds", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, struct {
+			Rounds []checkpoint.RoundRecord `json:"rounds"`
+		}{b.Rounds()})
+	})
+	// The key's own JSON form ({"sign", "hpke", "fingerprint"}), which
+	// clients unmarshal and check (the fingerprint must match the keys).
+	mux.HandleFunc("GET /api/key", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.PublicKey()) })
+	mux.HandleFunc("GET /api/model", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.ModelView()) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+}
+
+// authorized checks the bearer token in constant time (of the digests, so
+// the token's length does not leak either).
+func (h *handlers) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) == 1
+}
+
+func (h *handlers) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	if !h.authorized(r) {
+		h.log.Warn("unauthorized request", "path", r.URL.Path, "remote", r.RemoteAddr)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+func (h *handlers) serveBatch(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r, h.b.BodyLimits().Batch)
+	if !ok {
+		return
+	}
+	reply, intake, err := h.b.BatchIntake(body)
+	if err != nil {
+		h.log.Error("batch not processed", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set(OutcomeHeader, string(intake))
+	if reply.Round == 0 {
+		// Not a batch frame at all, or round 0: no reply frame exists.
+		http.Error(w, "invalid batch frame", intake.HTTPStatus())
+		return
+	}
+	frame, merr := reply.MarshalBinary()
+	if merr != nil {
+		h.log.Error("encoding batch reply", "err", merr)
+		w.Header().Del(OutcomeHeader)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(intake.HTTPStatus())
+	w.Write(frame)
+}
+
+func (h *handlers) serveAbort(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r, MaxAbortBytes)
+	if !ok {
+		return
+	}
+	writeIntake(w, h.b.AbortIntake(body))
+}
+
+func (h *handlers) serveSecAggBatch(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r, h.b.BodyLimits().SecAggBatch)
+	if !ok {
+		return
+	}
+	ans, err := h.b.SecAggBatchIntake(body)
+	if err != nil {
+		h.log.Error("secagg batch not processed", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set(OutcomeHeader, string(ans.Outcome))
+	if ans.Frame == nil {
+		writeIntake(w, ans.IntakeAnswer)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(ans.Outcome.HTTPStatus())
+	w.Write(ans.Frame)
+}
+
+func (h *handlers) serveSecAggAggregate(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r, h.b.BodyLimits().SecAggAggregate)
+	if !ok {
+		return
+	}
+	writeIntake(w, h.b.SecAggAggregateIntake(body))
+}
+
+// writeIntake answers with the outcome as status code and header and the
+// JSON IntakeAnswer.
+func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
+	w.Header().Set(OutcomeHeader, string(ans.Outcome))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ans.Outcome.HTTPStatus())
+	json.NewEncoder(w).Encode(ans)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	enc.Encode(v)
+}

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// fake answers every frame with fixed outcomes and records what reached it.
+type fake struct {
+	frames int
+	abort  IntakeAnswer
+}
+
+func (f *fake) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
+	f.frames++
+	return wire.BatchReply{Round: 3, Status: wire.BatchStatusOK, Accepted: 5}, IntakeDuplicate, nil
+}
+func (f *fake) AbortIntake(frame []byte) IntakeAnswer { f.frames++; return f.abort }
+func (f *fake) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
+	f.frames++
+	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeObsolete}}, nil
+}
+func (f *fake) SecAggAggregateIntake(frame []byte) IntakeAnswer {
+	f.frames++
+	return IntakeAnswer{Round: 2, Outcome: IntakeInvalid}
+}
+func (f *fake) BodyLimits() Limits { return Limits{Batch: 64, SecAggBatch: 64, SecAggAggregate: 64} }
+func (f *fake) Status() Status {
+	return Status{Round: 7, RejectedBatches: map[string]int{"malformed": 1}}
+}
+func (f *fake) Rounds() []checkpoint.RoundRecord {
+	return []checkpoint.RoundRecord{{Round: 1, Status: checkpoint.StatusOK}}
+}
+func (f *fake) ModelView() Model              { return Model{Round: 7, Params: []float64{1}} }
+func (f *fake) PublicKey() envelope.PublicKey { return envelope.PublicKey{} }
+
+const token = "0123456789abcdef-token"
+
+// TestRelayEndpoints: without the token or over the body limit nothing
+// reaches the backend; otherwise the outcome is the status code and the
+// header, with the reply frame or the JSON answer.
+func TestRelayEndpoints(t *testing.T) {
+	f := &fake{abort: IntakeAnswer{Round: 4, Outcome: IntakeAccepted}}
+	mux := http.NewServeMux()
+	Register(mux, f, token, slog.New(slog.DiscardHandler))
+	do := func(path, tok string, body []byte) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		if tok != "" {
+			r.Header.Set("Authorization", "Bearer "+tok)
+		}
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+	for _, path := range []string{"/v1/batch", "/v1/abort", "/v1/secagg/batch", "/v1/secagg/aggregate"} {
+		if w := do(path, "", []byte{1}); w.Code != http.StatusUnauthorized {
+			t.Errorf("%s without token: %d", path, w.Code)
+		}
+		if w := do(path, token+"x", []byte{1}); w.Code != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong token: %d", path, w.Code)
+		}
+		if w := do(path, token, make([]byte, 2<<10)); w.Code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s over the limit: %d", path, w.Code)
+		}
+	}
+	if f.frames != 0 {
+		t.Fatalf("%d refused requests reached the backend", f.frames)
+	}
+	w := do("/v1/batch", token, []byte{1})
+	reply, err := wire.ParseBatchReply(w.Body.Bytes())
+	if w.Code != http.StatusAlreadyReported || w.Header().Get(OutcomeHeader) != "duplicate" || err != nil || reply.Accepted != 5 {
+		t.Errorf("batch: %d %q %+v %v", w.Code, w.Header().Get(OutcomeHeader), reply, err)
+	}
+	for path, want := range map[string]int{"/v1/abort": http.StatusOK, "/v1/secagg/batch": http.StatusConflict, "/v1/secagg/aggregate": http.StatusBadRequest} {
+		w := do(path, token, []byte{1})
+		var ans IntakeAnswer
+		if w.Code != want || json.Unmarshal(w.Body.Bytes(), &ans) != nil || string(ans.Outcome) != w.Header().Get(OutcomeHeader) {
+			t.Errorf("%s: %d, want %d; %q %+v", path, w.Code, want, w.Header().Get(OutcomeHeader), ans)
+		}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api/status", nil)
+	sw := httptest.NewRecorder()
+	mux.ServeHTTP(sw, r)
+	var st map[string]any
+	if err := json.Unmarshal(sw.Body.Bytes(), &st); err != nil || st["round"] != 7.0 || st["rejected_batches"] == nil {
+		t.Errorf("status %s, %v", sw.Body.String(), err)
+	}
+}

@@ -1,0 +1,72 @@
+package dashboard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+func topk() Settings {
+	return Settings{Params: wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 7850, K: 157, L: 5,
+		Width: 1, NP: 20, MinBatch: 20, EpsL: 78.5, Clip: 0.01, CheckInP: 1}, ExpectedN: 200, Timeout: time.Minute, ServerLR: 50,
+		TargetEpsilon: 750, TargetDelta: 1e-5}
+}
+
+func item(items []string, name string) bool {
+	for _, it := range items {
+		if strings.HasPrefix(it, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestConfigItems: a shuffle configuration shows its padding and local
+// budget, secure summation its σ and none of those; rounds to run only
+// when set.
+func TestConfigItems(t *testing.T) {
+	names := func(c Settings) []string {
+		var out []string
+		for _, it := range ConfigItems(c) {
+			out = append(out, it.Name+"="+it.Value)
+		}
+		return out
+	}
+	s := names(topk())
+	if !item(s, "padding n_p per dimension=20") || !item(s, "server learning rate=50") || !item(s, "round timeout=1m0s") || item(s, "rounds to run") {
+		t.Errorf("ss-topk items %q", s)
+	}
+	c := topk()
+	c.Params = wire.Params{Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian, D: 7850, Bits: 12, Sigma: 3.5,
+		Clip: 1, CheckInP: 0.5, MinBatch: 3, Quota: 400}
+	c.Rounds = 20
+	s = names(c)
+	if !item(s, "each server's σ (grid units)=3.5") || item(s, "padding n_p") || !item(s, "rounds to run=20") {
+		t.Errorf("secagg items %q", s)
+	}
+}
+
+// TestStateRoundsPending: the loop's state, the history's rows with their
+// ε rows, and a pending configuration's description.
+func TestStateRoundsPending(t *testing.T) {
+	if State("budget", true) != "stopped" || State("", true) != "paused" || State("", false) != "running" {
+		t.Error("State")
+	}
+	eps := 1.5
+	v := Rounds([]checkpoint.RoundRecord{{Round: 4, Status: checkpoint.StatusOK, N: 7, NP: 20,
+		Epsilon: []accounting.EpsilonRow{{Method: "pld", Epsilon: &eps, Tightest: true}}}})
+	if len(v) != 1 || v[0].Round != 4 || v[0].N != 7 || len(v[0].Epsilon) != 1 || *v[0].Epsilon[0].Epsilon != 1.5 || !v[0].Epsilon[0].Tightest {
+		t.Errorf("rounds %+v", v)
+	}
+	if p := Pending(topk().Params, 30*time.Second); !strings.Contains(p, "ss-topk, k = 157, l = 5, n_p = 20") || !strings.Contains(p, "timeout 30s") {
+		t.Errorf("pending %q", p)
+	}
+	f := Form(topk(), func() (float64, error) { return 2, nil })
+	if f.Protocol != "ss-topk" || f.K != "157" || f.NPRatio != "10" || f.ServerLR != "50" || f.RoundTimeout != "60" || len(f.Defaults) == 0 {
+		t.Errorf("form %+v", f)
+	}
+}

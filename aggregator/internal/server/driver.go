@@ -1,0 +1,262 @@
+package server
+
+// The round driver: the loop that opens, announces, waits for and abandons
+// rounds. Every state transition takes procMu, and commit writes it to
+// the checkpoint under mu before the next one.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Run is the round loop: it announces rounds and waits for each to finish,
+// until Config.Rounds ok rounds were run, the budget refuses the next
+// round, or ctx is cancelled (all of which return nil; the HTTP API keeps
+// answering until the caller shuts it down). It returns an error only for
+// a configuration the ledger rejects outright.
+func (s *Server) Run(ctx context.Context) error {
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		open, err := s.nextRound()
+		if err != nil {
+			return err
+		}
+		if open == nil {
+			if s.waitResume(ctx) {
+				continue // the operator resumed
+			}
+			return nil // stopped; reason logged and in the status
+		}
+		if !open.Announced {
+			if !s.announce(ctx, *open) {
+				continue // abandoned or cancelled
+			}
+		}
+		s.waitRound(ctx, open.Round, open.Deadline)
+	}
+}
+
+// nextRound returns the open round, opening a new one if none is open, or
+// nil if the loop must stop.
+func (s *Server) nextRound() (*checkpoint.Open, error) {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if s.st.Open != nil {
+		o := *s.st.Open
+		return &o, nil
+	}
+	// Between rounds: the operator's configuration or model reset.
+	if err := s.applyPending(); err != nil {
+		return nil, err
+	}
+	if s.stoppedReason() != "" || s.Paused() {
+		return nil, nil
+	}
+	if s.cfg.Rounds > 0 && s.roundsOK() >= s.cfg.Rounds {
+		s.stop(fmt.Sprintf("completed %d rounds", s.cfg.Rounds))
+		return nil, nil
+	}
+	r := s.st.Round + 1
+	rc := s.rounds()
+	rel := rc.proto.Release(r, s.cfg.ExpectedN, int(rc.params.NP))
+	if eps, err := s.ledger.CanCharge(rel); err != nil {
+		if errors.Is(err, ledger.ErrBudgetExhausted) {
+			s.stop(fmt.Sprintf("privacy budget: round %d would bring epsilon to %.4g, target %g", r, eps, s.cfg.TargetEpsilon))
+			return nil, nil
+		}
+		return nil, fmt.Errorf("server: budget check for round %d: %w", r, err)
+	}
+	now := time.Now()
+	o := checkpoint.Open{Round: r, AnnouncedAt: now, Deadline: now.Add(rc.timeout).Truncate(time.Millisecond)}
+	if err := s.commit(func(st *checkpoint.State) { st.Open = &o }); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+func (s *Server) stoppedReason() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.stopped
+}
+
+// stop records why no further round is announced.
+func (s *Server) stop(why string) {
+	s.mu.Lock()
+	if s.stopped == "" {
+		s.stopped = why
+	}
+	s.mu.Unlock()
+	s.log.Info("no further rounds", "reason", why)
+	s.notify()
+	s.publishStatus()
+}
+
+// announcement builds the signed Announcement frame of an open round; a
+// secure-summation round carries the relay's helper key (relayKey), whose
+// fetch failing is errRelayKey.
+func (s *Server) announcement(ctx context.Context, o checkpoint.Open) ([]byte, error) {
+	s.mu.RLock()
+	model := slices.Clone(s.st.Model)
+	s.mu.RUnlock()
+	params := s.rounds().params
+	a := wire.Announcement{Round: uint64(o.Round), Deadline: o.Deadline, Params: params, HPKEPub: s.pub.HPKE, Model: model}
+	if params.Protocol == wire.ProtocolSecAgg {
+		k, err := s.relayKey(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errRelayKey, err)
+		}
+		a.RelayPub = k
+	}
+	if err := a.Sign(s.key); err != nil {
+		return nil, fmt.Errorf("server: signing announcement: %w", err)
+	}
+	return a.MarshalBinary()
+}
+
+// announce delivers the announcement to the relay, retrying until the
+// deadline. It reports whether the round was announced; if the deadline
+// passes first the round is abandoned.
+func (s *Server) announce(ctx context.Context, o checkpoint.Open) bool {
+	var frame []byte
+	for attempt := 1; ; attempt++ {
+		var err error
+		if frame == nil {
+			// (Re)built when the relay's helper key had to be fetched again.
+			frame, err = s.announcement(ctx, o)
+			if err != nil && !errors.Is(err, errRelayKey) {
+				s.log.Error("cannot build announcement", "round", o.Round, "err", err)
+				s.abandon(o.Round, err.Error())
+				return false
+			}
+		}
+		if err == nil {
+			err = s.post(ctx, "/v1/rounds", frame)
+			if isHelperKeyMismatch(err) {
+				s.forgetRelayKey()
+				frame = nil
+			}
+		}
+		if err == nil {
+			s.procMu.Lock()
+			if s.st.Open != nil && s.st.Open.Round == o.Round {
+				s.commit(func(st *checkpoint.State) { st.Open.Announced = true })
+			}
+			s.procMu.Unlock()
+			s.log.Info("round announced", "round", o.Round, "deadline", o.Deadline, "bytes", len(frame))
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Warn("announcement not delivered", "round", o.Round, "attempt", attempt, "err", err)
+		wait := s.cfg.RetryInterval
+		if time.Now().Add(wait).After(o.Deadline) {
+			s.abandon(o.Round, "announcement not delivered before the deadline: "+err.Error())
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		case <-s.wake:
+			// A batch or abort may have closed the round meanwhile.
+			if !s.isOpen(o.Round) {
+				return false
+			}
+		}
+	}
+}
+
+func (s *Server) isOpen(round int) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.st.Open != nil && s.st.Open.Round == round
+}
+
+// errRelayKey marks an announcement that could not be built because the
+// relay's helper key could not be fetched (retried like a delivery).
+var errRelayKey = errors.New("server: relay helper key unavailable")
+
+// relayError is the relay's non-2xx answer to a POST.
+type relayError struct {
+	status string
+	body   string
+}
+
+func (e *relayError) Error() string { return fmt.Sprintf("relay answered %s: %s", e.status, e.body) }
+
+// post sends body to the relay with the bearer token.
+func (s *Server) post(ctx context.Context, path string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.cfg.RelayURL, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.cfg.Token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return &relayError{status: resp.Status, body: strings.TrimSpace(string(msg))}
+	}
+	return nil
+}
+
+// waitRound waits until the round is closed (batch or abort), or abandons
+// it at deadline + BatchGrace.
+func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
+	timer := time.NewTimer(time.Until(deadline.Add(s.cfg.BatchGrace)))
+	defer timer.Stop()
+	for s.isOpen(round) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+			// A charged secure-summation round waits BatchGrace for its
+			// aggregate from when its batch was answered.
+			if until := s.secaggPendingUntil(round); time.Now().Before(until) {
+				timer.Reset(time.Until(until))
+				continue
+			}
+			s.abandon(round, fmt.Sprintf("no batch or abort within %v after the deadline", s.cfg.BatchGrace))
+			return
+		}
+	}
+}
+
+// abandon closes an open round without charging anything.
+func (s *Server) abandon(round int, why string) {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if s.st.Open == nil || s.st.Open.Round != round {
+		return
+	}
+	if s.loseSecAggIfPending(round, fmt.Sprintf("charged, not applied: no aggregate share within %v after the batch", s.cfg.BatchGrace)) {
+		return
+	}
+	o := *s.st.Open
+	s.log.Warn("round abandoned", "round", round, "reason", why)
+	s.commit(func(st *checkpoint.State) {
+		st.History = append(st.History, checkpoint.RoundRecord{Round: round, Status: checkpoint.StatusAbandoned, Detail: why,
+			AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, FinishedAt: time.Now()})
+		st.Round, st.Open = round, nil
+	})
+}

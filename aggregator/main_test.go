@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/blanket-fl/blanket/"
+
+// researchPackages must not be linked into the production aggregator: they
+// run simulations and print accountant tables, not rounds
+// (go run ./aggregator/lab).
+var researchPackages = []string{module + "aggregator/internal/experiment", module + "aggregator/internal/privacycli"}
+
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go command not available")
+	}
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	m := map[string]bool{}
+	for _, d := range strings.Fields(string(out)) {
+		m[d] = true
+	}
+	return m
+}
+
+// TestNoResearchToolsLinked: the production binary's dependency graph
+// excludes the research packages, which aggregator/lab does link (so the
+// check would see them if they were imported).
+func TestNoResearchToolsLinked(t *testing.T) {
+	prod, lab := deps(t, module+"aggregator"), deps(t, module+"aggregator/lab")
+	if !prod[module+"aggregator/internal/server"] || !prod[module+"aggregator/internal/audit"] {
+		t.Fatalf("the aggregator's dependencies miss its own server or audit: %d packages", len(prod))
+	}
+	for _, p := range researchPackages {
+		if prod[p] {
+			t.Errorf("the aggregator links %s", p)
+		}
+		if !lab[p] {
+			t.Errorf("aggregator/lab does not link %s", p)
+		}
+	}
+}
+
+// TestDispatch: help, the subcommands moved to the lab, unknown ones and
+// bad serve flags exit as documented, without starting a server.
+func TestDispatch(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"help"}, 0, "aggregator [serve] [flags]"},
+		{[]string{"-h"}, 0, "-relay"},
+		{[]string{"serve", "-h"}, 0, "-relay"},
+		{[]string{"simulate"}, 2, "go run ./aggregator/lab simulate"},
+		{[]string{"privacy", "-preset", "secagg"}, 2, "go run ./aggregator/lab privacy"},
+		{[]string{"nonsense"}, 2, `unknown subcommand "nonsense"`},
+		{[]string{"-no-such-flag"}, 2, "-no-such-flag"},
+		{[]string{"serve", "extra"}, 2, "unexpected arguments"},
+		{[]string{"-log-level", "loud"}, 2, "-log-level"},
+		{[]string{"-token", "0123456789abcdef", "-token-file", "x"}, 2, "not both"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		if code != c.code || !strings.Contains(out.String()+errb.String(), c.want) {
+			t.Errorf("aggregator %q: exit %d, want %d with %q; output:\n%s%s", c.args, code, c.code, c.want, out.String(), errb.String())
+		}
+	}
+}
