@@ -38,24 +38,24 @@ func noiseSd(r Affine) float64 {
 	return math.NaN()
 }
 
-// TestBoundedReach: the support reaches BoundedReach noise standard
-// deviations beyond [0,1]; Expect is the clamped mean (Simpson over the
+// TestBoundedReach: the support reaches Reach noise standard deviations
+// beyond [0,1]; Expect is the clamped mean (Simpson over the
 // wrapped density, 1e-7 relative to the noise scale); Affine is its tangent
 // at 1/2 with centre 1/2; Bias bounds |Expect - affine| on a 1001-point
-// grid and is attained at x = 1; Std is the clamped standard deviation at
+// grid, is attained at x = 1 and is below 3% of the half-range Slope/2; Std is the clamped standard deviation at
 // 1/2 (Simpson); and the debiased noise Std/Slope is below the unclamped
 // sd (Laplace) or at most 0.53% above it (Gaussian; 1.0052 as σ grows).
 func TestBoundedReach(t *testing.T) {
 	for _, r := range boundedCases(t) {
-		b, err := NewBounded(r, BoundedReach)
+		b, err := NewBounded(r, Reach(r))
 		if err != nil {
 			t.Fatal(err)
 		}
 		name := r.Name()
 		sd := noiseSd(r)
 		lo, hi := b.Support()
-		if math.Abs(-lo-BoundedReach*sd) > 1e-12*sd || math.Abs(hi-1-BoundedReach*sd) > 1e-12*sd {
-			t.Errorf("%s eps=%v: support [%v, %v], want reach %v·%v", name, r.Epsilon(), lo, hi, BoundedReach, sd)
+		if reach := Reach(r); math.Abs(-lo-reach*sd) > 1e-12*sd || math.Abs(hi-1-reach*sd) > 1e-12*sd {
+			t.Errorf("%s eps=%v: support [%v, %v], want reach %v·%v", name, r.Epsilon(), lo, hi, reach, sd)
 		}
 		dens := func(x, y float64) float64 {
 			if l, ok := r.(*Laplace); ok {
@@ -105,6 +105,9 @@ func TestBoundedReach(t *testing.T) {
 		if worst > b.Bias()*(1+1e-9)+1e-15 || worst < b.Bias()*(1-1e-9)-1e-15 {
 			t.Errorf("%s eps=%v: largest distance %v, Bias %v", name, r.Epsilon(), worst, b.Bias())
 		}
+		if b.Bias() > 0.03*slope/2 {
+			t.Errorf("%s eps=%v: curvature bias %v above 3%% of the half-range %v", name, r.Epsilon(), b.Bias(), slope/2)
+		}
 		limit := 1.0
 		if _, ok := r.(*Gaussian); ok {
 			limit = 1.0053
@@ -123,7 +126,7 @@ func TestBoundedSampler(t *testing.T) {
 	src := noise.NewSeeded(7)
 	const draws = 200000
 	for _, r := range boundedCases(t) {
-		b, err := NewBounded(r, BoundedReach)
+		b, err := NewBounded(r, Reach(r))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +170,7 @@ func TestBoundedRGB(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := NewBounded(r, BoundedReach)
+		b, err := NewBounded(r, Reach(r))
 		if err != nil {
 			t.Fatal(err)
 		}

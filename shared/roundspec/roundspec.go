@@ -163,7 +163,7 @@ func New(p wire.Params) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roundspec: %v randomizer at epsilon %v per coordinate: %w", p.Randomizer, eps, err)
 	}
-	rz, err := randomizer.NewBounded(base, randomizer.BoundedReach)
+	rz, err := randomizer.NewBounded(base, randomizer.Reach(base))
 	if err != nil {
 		return nil, fmt.Errorf("roundspec: %w", err)
 	}

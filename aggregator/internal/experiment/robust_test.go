@@ -129,7 +129,8 @@ func attackRatio(spec *roundspec.Spec, np int) (float64, error) {
 // TestBoundaryAttackSweep prints, for every shuffle protocol and randomizer
 // at the runner's settings, the attack ratio and the accuracy after the
 // given rounds with and without one boundary attacker. Measurement only:
-// BLANKET_ATTACK_SWEEP=1 runs it.
+// BLANKET_ATTACK_SWEEP=1 runs it (BLANKET_ATTACK_ONLY=200/ss-topk/laplace
+// one row).
 func TestBoundaryAttackSweep(t *testing.T) {
 	if os.Getenv("BLANKET_ATTACK_SWEEP") == "" {
 		t.Skip("measurement: set BLANKET_ATTACK_SWEEP=1")
@@ -143,6 +144,9 @@ func TestBoundaryAttackSweep(t *testing.T) {
 	for _, n := range []int{20, 200} {
 		for _, proto := range []wire.Protocol{wire.ProtocolSSSimple, wire.ProtocolSSDouble, wire.ProtocolSSTopk} {
 			for _, rz := range []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian} {
+				if only := os.Getenv("BLANKET_ATTACK_ONLY"); only != "" && only != fmt.Sprintf("%d/%v/%v", n, proto, rz) {
+					continue
+				}
 				o := roundspec.Options{Protocol: proto, Randomizer: rz, MinBatch: 1}
 				if rz == wire.RandomizerRGB {
 					o.Buckets = 16
