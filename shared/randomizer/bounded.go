@@ -89,14 +89,15 @@ func gaussExcess(z float64) float64 {
 // then moves a coordinate's debiased sum by at most (B + 1/2)/Slope from
 // the centre, B = reach·sd. Each is about the tightest reach at which
 // clamping does not raise the debiased noise Std/Slope above the unclamped
-// sd: for Laplace's heavy tails clamping lowers it (by 3% to 15% at reach
-// 1, 13% at ε0 = 0.5; more at smaller reach, at a growing curvature Bias,
-// at reach 1 below 3% of the half-range Slope/2 for ε0 up to 8), for the
-// Gaussian it rises by at most 0.53%
-// at reach 2 and by 5% at reach 1 (TestBoundedReach). The clamped mass per
-// value is e^{-√2} ≈ 0.243 (Laplace) and erfc(√2) ≈ 0.046 (Gaussian); the
-// analyzer's debiasing follows the clamped mean (Affine). Measured
-// trade-off: docs/threat-model.md, "Bounded influence".
+// sd. For Laplace's heavy tails clamping lowers it (by 1% to 15% at reach
+// 1: 13% at ε0 = 0.5, 1% at ε0 = 8), and a smaller reach would lower it
+// further at a growing curvature Bias (at reach 1 below 3% of the
+// half-range Slope/2 for ε0 up to 8). For the Gaussian it rises by at most
+// 0.53% at reach 2 and by more than 4% at reach 1 for ε0 <= 0.5
+// (TestBoundedReach). The clamped mass per value is e^{-√2} ≈ 0.243
+// (Laplace) and erfc(√2) ≈ 0.046 (Gaussian); the analyzer's debiasing
+// follows the clamped mean (Affine). Measured trade-off:
+// docs/threat-model.md, "Bounded influence".
 const (
 	LaplaceReach  = 1
 	GaussianReach = 2
