@@ -185,23 +185,35 @@ func TestBoundaryAttackSweep(t *testing.T) {
 // coordinates as a report has messages; everything else is the deployment's
 // path from the round's spec (encoder, relay padding and shuffle,
 // Admissible, Analyzer). After 10 rounds (seed 1, the runner's defaults:
-// ε_l 78.5, C 0.01, k = d/50, n_p = n/3, SS-Topk's server lr d/k), the test
-// accuracy with the attacker is within 20 points of the run without it, for
-// every shuffle protocol with the Laplace and Gaussian randomizers (R_{γ,b}
-// is bounded to [0,1] by construction and its attacker moves a coordinate
-// least: see docs/threat-model.md).
+// ε_l 78.5, C 0.01, k = d/50, n_p = n/3, SS-Topk's server lr d/k; SS-Simple
+// and SS-Double at ε0 = 5 so that they learn), the test accuracy with the
+// attacker is within a stated margin of the run without it: 3 points for
+// SS-Simple, 6 for SS-Double, 15 for SS-Topk, with the Laplace and the
+// Gaussian randomizer (R_{γ,b} is bounded to [0,1] by construction and its
+// attacker moves a coordinate least: docs/threat-model.md).
 //
 // The runs are deterministic (fixed seeds), so the test fails only if the
-// code changes. It can fail: with the former support (a 1e-6 tail, 9.8
-// Laplace standard deviations beyond [0,1]) SS-Topk/Laplace fell from
-// 65.9% to 28.3%; with BoundedReach = 2 it falls from 62.0% to 44.3%
-// (BLANKET_ATTACK_SWEEP=1 go test -v -run TestBoundaryAttackSweep prints
-// the sweep).
+// code changes; the margins leave 1.3 points or more over the drops
+// measured (accuracy without → with the attacker, at reach 1 for Laplace
+// and 2 for the Gaussian; in brackets the former support, a 1e-6 tail,
+// reach 9.77 and 4.89):
+//
+//	ss-simple/laplace   80.1 → 80.0  (80.2 → 79.5)
+//	ss-simple/gaussian  80.3 → 79.5  (80.2 → 78.6)
+//	ss-double/laplace   71.8 → 71.4  (71.7 → 66.0)
+//	ss-double/gaussian  45.2 → 40.6  (44.8 → 37.9: fails)
+//	ss-topk/laplace     67.8 → 54.6  (64.0 → 26.4: fails)
+//	ss-topk/gaussian    32.8 → 26.1  (28.1 → 22.6)
+//
+// At ε0 = 5 an honest report's noise is small next to [0,1], so in
+// SS-Simple the attacker is little more than an honest volunteer at the
+// clip; SS-Topk is where the support matters.
 func TestBoundaryAttacker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains 12 runs of 10 rounds")
 	}
-	const n, rounds, margin = 200, 10, 0.20
+	const n, rounds = 200, 10
+	margin := map[wire.Protocol]float64{wire.ProtocolSSSimple: 0.03, wire.ProtocolSSDouble: 0.06, wire.ProtocolSSTopk: 0.15}
 	ctx := context.Background()
 	w, err := loadWorld(sample.Name, "", 10, false, 1, 0)
 	if err != nil {
@@ -237,8 +249,8 @@ func TestBoundaryAttacker(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%v/%v: accuracy %.4f without the attacker, %.4f with it", proto, rz, clean, bad)
-			if bad < clean-margin {
-				t.Errorf("%v/%v: one boundary attacker among %d took accuracy from %.4f to %.4f (margin %v)", proto, rz, n, clean, bad, margin)
+			if bad < clean-margin[proto] {
+				t.Errorf("%v/%v: one boundary attacker among %d took accuracy from %.4f to %.4f (margin %v)", proto, rz, n, clean, bad, margin[proto])
 			}
 		}
 	}
