@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/blanket-fl/blanket/relay/internal/helperkey"
 	"log/slog"
 	"net/http"
 	"os"
@@ -63,7 +64,7 @@ func loadWasm(fs *flag.FlagSet, path string, log *slog.Logger) (*web.WasmModule,
 	if err != nil {
 		return nil, err
 	}
-	log.Info("serving the wasm client", "path", path, "sha256", m.SHA256(), "bytes", m.Size(), "gzipBytes", m.GzipSize())
+	log.Info("serving the wasm client", "path", path, "sha256", m.SHA256(), "bytes", m.Size(), "gzip_bytes", m.GzipSize())
 	return m, nil
 }
 
@@ -116,12 +117,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	hk, created, err := server.LoadOrCreateHelperKey(filepath.Join(*state, server.HelperKeyFile))
+	hk, created, err := helperkey.LoadOrCreate(filepath.Join(*state, helperkey.File))
 	if err != nil {
 		return err
 	}
 	if created {
-		log.Info("generated the secure-summation helper key", "path", filepath.Join(*state, server.HelperKeyFile))
+		log.Info("generated the secure-summation helper key", "path", filepath.Join(*state, helperkey.File))
 	}
 	srv, err := server.New(server.Config{
 		HelperKey:  hk,

@@ -1,60 +1,85 @@
 package main
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
+	"os"
 	"os/exec"
-	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// TestNoPrivateKeyAccess: the relay never holds the aggregator's private
-// key. Its dependency graph excludes the aggregator, and no non-test source
-// of the relay names envelope's private-key API (PrivateKey, GenerateKey,
-// DeriveKey, UnmarshalPrivateKey, OpenValues, OpenEach, OpenLeaderShare):
-// it seals values (SealValues, SealedLen) and, for secure summation, holds
-// its own HelperKey, which opens helper shares only.
-func TestNoPrivateKeyAccess(t *testing.T) {
+// deps lists the packages a build of pkgs links (go list -deps), for the
+// given GOOS/GOARCH (empty: the host's).
+func deps(t *testing.T, goos, goarch string, pkgs ...string) map[string]bool {
+	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go command not available")
 	}
-	out, err := exec.Command("go", "list", "-deps", "github.com/blanket-fl/blanket/relay").CombinedOutput()
+	cmd := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...)
+	cmd.Env = os.Environ()
+	if goos != "" {
+		cmd.Env = append(cmd.Env, "GOOS="+goos, "GOARCH="+goarch)
+	}
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
+		t.Fatalf("go list -deps %v: %v", pkgs, err)
 	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep == "github.com/blanket-fl/blanket/aggregator" || strings.HasPrefix(dep, "github.com/blanket-fl/blanket/aggregator/") {
-			t.Errorf("relay depends on %s", dep)
-		}
+	m := make(map[string]bool)
+	for _, p := range strings.Fields(string(out)) {
+		m[p] = true
 	}
-	forbidden := map[string]bool{"PrivateKey": true, "GenerateKey": true, "DeriveKey": true,
-		"UnmarshalPrivateKey": true, "OpenValues": true, "OpenEach": true, "OpenLeaderShare": true}
-	files := 0
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		files++
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && forbidden[sel.Sel.Name] {
-				t.Errorf("%s: uses %s", path, sel.Sel.Name)
+	// A sanity floor: each of these binaries links the public envelope.
+	if !m[mod+"/shared/envelope"] {
+		t.Fatalf("go list -deps %v: no shared/envelope among %d packages", pkgs, len(m))
+	}
+	return m
+}
+
+const mod = "github.com/blanket-fl/blanket"
+
+// forbidden reports the packages of deps that are one of, or under one of,
+// the prefixes.
+func forbidden(deps map[string]bool, prefixes ...string) []string {
+	var bad []string
+	for p := range deps {
+		for _, f := range prefixes {
+			if p == f || strings.HasPrefix(p, f+"/") {
+				bad = append(bad, p)
 			}
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		}
 	}
-	if files < 5 {
-		t.Fatalf("scanned only %d files", files)
+	sort.Strings(bad)
+	return bad
+}
+
+// TestTrustBoundaries: the import graph keeps each party's secrets to
+// itself (docs/architecture.md). The relay binary links no aggregator
+// package (so not its key, aggregator/internal/sealkey), not the test
+// opener shared/envelope/envelopetest, and not what only the aggregator
+// serves (web/console: dashboard, operator page, charts, the QR encoder
+// rsc.io/qr); it holds its own helper key (relay/internal/helperkey),
+// which opens helper shares only. The wasm client (GOOS=js GOARCH=wasm)
+// links neither private key package, nor envelopetest, nor any relay or
+// aggregator package. The aggregator binary links no relay/internal
+// package (the helper key among them) and not envelopetest.
+func TestTrustBoundaries(t *testing.T) {
+	relay := deps(t, "", "", mod+"/relay")
+	if !relay[mod+"/relay/internal/helperkey"] {
+		t.Error("the relay does not link relay/internal/helperkey: is the dependency list complete?")
+	}
+	for _, p := range forbidden(relay, mod+"/aggregator", mod+"/shared/envelope/envelopetest", mod+"/web/console", "rsc.io/qr") {
+		t.Errorf("the relay links %s", p)
+	}
+	wasm := deps(t, "js", "wasm", mod+"/wasm")
+	for _, p := range forbidden(wasm, mod+"/aggregator", mod+"/relay", mod+"/shared/envelope/envelopetest", mod+"/web/console") {
+		t.Errorf("the wasm client links %s", p)
+	}
+	agg := deps(t, "", "", mod+"/aggregator")
+	if !agg[mod+"/aggregator/internal/sealkey"] {
+		t.Error("the aggregator does not link aggregator/internal/sealkey: is the dependency list complete?")
+	}
+	for _, p := range forbidden(agg, mod+"/relay", mod+"/shared/envelope/envelopetest") {
+		t.Errorf("the aggregator links %s", p)
 	}
 }
 

@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds to train (default 5 for secagg, 30 for the shuffle protocols; the privacy budget may stop it earlier); the pages stay up afterwards")
 	fs.Float64Var(&o.epsilon, "epsilon", 0, "the privacy budget of the whole run at delta 1e-5 (default 4 for secagg, 750 for the shuffle protocols); secagg's noise is calibrated so that -rounds rounds fit it")
 	fs.DurationVar(&o.roundTime, "round-time", 0, "how long a round stays open for browser volunteers to train and report (default 30s)")
-	fs.StringVar(&o.protocol, "protocol", "secagg", "secagg (secure summation through the relay, docs/secagg.md), ss-simple, ss-double or ss-topk (the FLAME shuffle protocols)")
+	fs.StringVar(&o.protocol, "protocol", "secagg", "secagg (secure summation through the relay, docs/secagg.md), ss-simple, ss-double or ss-topk (the FLAME shuffle protocols), apes or s-apes (each volunteer chooses its own budget, docs/privacy.md)")
 	fs.StringVar(&o.dir, "dir", "out/run", "state directory; every class keeps its ledger under DIR/classes/")
 	fs.StringVar(&o.class, "class", "", "the class (session) to use: a name under DIR/classes/ (default: a new class named by the date and time, or the latest with -resume)")
 	fs.BoolVar(&o.resume, "resume", false, "continue the latest class (model, ledger) instead of starting a new one")

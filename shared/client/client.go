@@ -95,11 +95,11 @@ type Config struct {
 	Limits wire.Limits
 	// PersonalFraction is the volunteer's own privacy level, as the
 	// fraction of the announced local budget EpsL it is willing to spend
-	// per report (APES's personalized budgets, in the FLAME protocols).
-	// 0 or 1 means the announced budget; a value in (0, 1) applies when the
-	// randomizer's estimator does not depend on epsilon (Laplace, Gaussian:
-	// offset 0, slope 1), and EventAnnouncement's LocalEps says the budget
-	// in use. See personalConfig for why this is sound.
+	// per report. 0 or 1 means the announced budget; a value in (0, 1)
+	// applies through roundspec.Spec.Encoder (the FLAME protocols: blanket
+	// substitution; APES and S-APES: the volunteer's own Clip-Laplace
+	// budget PersonalFraction·EpsL, announced in the budget column), and
+	// EventAnnouncement's LocalEps says the budget in use.
 	PersonalFraction float64
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -72,9 +72,9 @@ func (m *memTransport) Close() error {
 var testShape = logreg.Shape{Features: 5, Classes: 2}
 
 // testKey is the aggregator key of the tests.
-func testKey(t testing.TB, seed byte) *envelope.PrivateKey {
+func testKey(t testing.TB, seed byte) *envelopetest.Key {
 	t.Helper()
-	k, err := envelope.DeriveKey([32]byte{seed})
+	k, err := envelopetest.DeriveKey([32]byte{seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func testParams(p float64) wire.Params {
 }
 
 // announce returns a signed Announcement frame for round with params p.
-func announce(t testing.TB, k *envelope.PrivateKey, round uint64, p wire.Params) []byte {
+func announce(t testing.TB, k *envelopetest.Key, round uint64, p wire.Params) []byte {
 	t.Helper()
 	model := make([]float64, p.D)
 	for i := range model {
@@ -182,7 +182,7 @@ func (l *eventLog) of(k EventKind) []Event {
 
 // newTestClient builds a client pinned to k on n examples, recording its
 // events.
-func newTestClient(t testing.TB, k *envelope.PrivateKey, seed uint64, n int) (*Client, *eventLog) {
+func newTestClient(t testing.TB, k *envelopetest.Key, seed uint64, n int) (*Client, *eventLog) {
 	t.Helper()
 	log := &eventLog{}
 	c, err := New(Config{

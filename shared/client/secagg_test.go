@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
@@ -24,7 +24,7 @@ import (
 // finite and positive; a personal level does not apply.
 func TestSecAggReport(t *testing.T) {
 	k := testKey(t, 1)
-	helperKey, err := envelope.GenerateHelperKey()
+	helperKey, err := envelopetest.GenerateHelperKey()
 	if err != nil {
 		t.Fatal(err)
 	}

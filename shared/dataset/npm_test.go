@@ -20,7 +20,7 @@ func TestReadNPMFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Len() != 20 || s.Features != NPMFeatures || s.Classes != NPMClasses {
+	if s.Len() != 20 || s.Features != npmFeatures || s.Classes != npmClasses {
 		t.Fatalf("got %d examples, %d features, %d classes", s.Len(), s.Features, s.Classes)
 	}
 	for i, y := range s.Y {
@@ -80,7 +80,7 @@ func TestLoadNPMDirLayouts(t *testing.T) {
 // npmFS returns a MapFS with valid single-image files for every digit,
 // then overrides file 3.json with content.
 func npmFS(content string) fstest.MapFS {
-	img := "[" + strings.TrimSuffix(strings.Repeat("0.5,", NPMFeatures), ",") + "]"
+	img := "[" + strings.TrimSuffix(strings.Repeat("0.5,", npmFeatures), ",") + "]"
 	m := fstest.MapFS{}
 	for d := range 10 {
 		m[string(rune('0'+d))+".json"] = &fstest.MapFile{Data: []byte(`{"data":` + img + `}`)}
@@ -117,7 +117,7 @@ func npmErrorCases() []struct {
 }
 
 func TestReadNPMErrors(t *testing.T) {
-	if s, err := ReadNPM(npmFS(`{"data":[` + strings.Repeat("1,", NPMFeatures-1) + `0]}`)); err != nil || s.Len() != 10 || s.Y[3] != 3 {
+	if s, err := ReadNPM(npmFS(`{"data":[` + strings.Repeat("1,", npmFeatures-1) + `0]}`)); err != nil || s.Len() != 10 || s.Y[3] != 3 {
 		t.Fatalf("valid MapFS: %v", err)
 	}
 	for _, c := range npmErrorCases() {
@@ -134,13 +134,13 @@ func TestReadNPMErrors(t *testing.T) {
 	if _, err := ReadNPM(nil); !errors.Is(err, ErrArgument) {
 		t.Errorf("nil fs: err = %v", err)
 	}
-	if _, err := ReadNPMLimits(os.DirFS("testdata/npm"), Limits{MaxExamples: 19, MaxFeatures: 784, MaxValues: 1 << 20}); !errors.Is(err, ErrLimit) {
+	if _, err := readNPMLimits(os.DirFS("testdata/npm"), limits{MaxExamples: 19, MaxFeatures: 784, MaxValues: 1 << 20}); !errors.Is(err, ErrLimit) {
 		t.Errorf("20 examples over a limit of 19: err = %v", err)
 	}
-	if _, err := ReadNPMLimits(os.DirFS("testdata/npm"), Limits{MaxExamples: 100, MaxFeatures: 783, MaxValues: 1 << 20}); !errors.Is(err, ErrLimit) {
+	if _, err := readNPMLimits(os.DirFS("testdata/npm"), limits{MaxExamples: 100, MaxFeatures: 783, MaxValues: 1 << 20}); !errors.Is(err, ErrLimit) {
 		t.Errorf("784 features over a limit of 783: err = %v", err)
 	}
-	if _, err := ReadNPMLimits(os.DirFS("testdata/npm"), Limits{MaxExamples: 100, MaxFeatures: 784, MaxValues: 784*20 - 1}); !errors.Is(err, ErrLimit) {
+	if _, err := readNPMLimits(os.DirFS("testdata/npm"), limits{MaxExamples: 100, MaxFeatures: 784, MaxValues: 784*20 - 1}); !errors.Is(err, ErrLimit) {
 		t.Errorf("values over the limit: err = %v", err)
 	}
 	// A file that claims to be larger than the limit is refused unread.
@@ -150,7 +150,7 @@ func TestReadNPMErrors(t *testing.T) {
 }
 
 // A file whose size is unknown (reported as 0) but whose content runs past
-// NPMMaxFileBytes is cut off at the limit.
+// npmMaxFileBytes is cut off at the limit.
 func TestReadNPMEndlessFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads 64 MiB of JSON")

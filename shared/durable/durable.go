@@ -43,11 +43,11 @@ func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("durable: %w", err)
 	}
-	return SyncDir(dir)
+	return syncDir(dir)
 }
 
-// SyncDir fsyncs a directory so that a rename or create in it is durable.
-func SyncDir(dir string) error {
+// syncDir fsyncs a directory so that a rename or create in it is durable.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("durable: %w", err)

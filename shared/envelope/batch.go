@@ -6,15 +6,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/blanket-fl/blanket/shared/parallel"
 )
 
 // Width-1 messages. Under the width-1 protocol every coordinate travels in
 // its own sealed message, sealed independently: a fresh HPKE encapsulation
 // (a fresh ephemeral X25519 key) per value, so that no two messages share
-// any byte the aggregator could link them by. SealEach and OpenEach are the
+// any byte the aggregator could link them by. SealEach and OpenEach (the
+// aggregator's, aggregator/internal/sealkey) are the
 // batch forms of SealValues and OpenValues for that case. They produce and
 // accept exactly the bytes of SealValues(pub, round, []float64{v}) and
 // nothing else: a message sealed by SealEach opens with OpenValues and vice
@@ -30,11 +30,14 @@ import (
 // under js, see sender.go), one to open, and the HPKE key schedule; under
 // js/wasm GOMAXPROCS is 1 and the batch runs on the calling goroutine.
 
-// batchChunk is the number of messages a worker claims at a time: large
+// BatchChunk is the number of messages a worker claims at a time (in
+// SealEach and the aggregator's OpenEach, with parallel.Chunks): large
 // enough that claiming (one atomic add) is free next to ~100 µs of
 // cryptography per message, small enough to balance two to a few dozen
 // workers on batches of a few thousand messages.
-const batchChunk = 64
+const BatchChunk = 64
+
+const batchChunk = BatchChunk
 
 // Width1Len is the length of a sealed width-1 message: SealedLen(1) = 56.
 const Width1Len = 8 + Overhead
@@ -69,10 +72,10 @@ func sealEach(hpkePub [32]byte, round uint64, values []float64, own bool) ([][]b
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSeal, err)
 	}
-	in := info(round)
+	in := ValuesInfo(round)
 	backing := make([]byte, len(values)*Width1Len)
 	out := make([][]byte, len(values))
-	err = parallel(len(values), func(lo, hi int) error {
+	err = parallel.Chunks(len(values), batchChunk, func(lo, hi int) error {
 		var pt [8]byte
 		var ephs [batchChunk * 32]byte
 		if own {
@@ -109,118 +112,4 @@ func sealEach(hpkePub [32]byte, round uint64, values []float64, own bool) ([][]b
 		return nil, err
 	}
 	return out, nil
-}
-
-// OpenEach opens width-1 messages sealed for round (by SealEach, or by
-// SealValues with one value) and returns their values in order,
-// vals[i] from sealed[i]. The values are written to dst's backing array when
-// cap(dst) >= len(sealed), otherwise to a new slice.
-//
-// A message that does not open does not stop the batch: errs is nil when
-// every message opened to a finite value; otherwise len(errs) ==
-// len(sealed), errs[i] is nil for the messages that opened and, for the
-// others, an error wrapping ErrOpen (wrong length, round, key, or a
-// modified byte) or ErrNonFinite (opened, but NaN or infinite), as
-// OpenValues reports them; vals[i] is NaN for every failed message, so a
-// caller that ignores errs cannot silently average a rejected value.
-//
-// Natively the messages are opened by up to GOMAXPROCS goroutines; k is
-// safe for that (it is never modified after construction).
-func (k *PrivateKey) OpenEach(round uint64, sealed [][]byte, dst []float64) (vals []float64, errs []error) {
-	n := len(sealed)
-	if cap(dst) >= n {
-		vals = dst[:n]
-	} else {
-		vals = make([]float64, n)
-	}
-	in := info(round)
-	var (
-		mu     sync.Mutex
-		failed []error
-	)
-	fail := func(i int, err error) {
-		mu.Lock()
-		if failed == nil {
-			failed = make([]error, n)
-		}
-		failed[i] = err
-		mu.Unlock()
-	}
-	// The callback never returns an error: failures are per message.
-	_ = parallel(n, func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			vals[i] = math.NaN()
-			c := sealed[i]
-			if len(c) != Width1Len {
-				fail(i, fmt.Errorf("%w: message %d: length %d, want %d", ErrOpen, i, len(c), Width1Len))
-				continue
-			}
-			pt, err := hpke.Open(k.hpke, kdf, aead, in, c)
-			if err != nil {
-				fail(i, fmt.Errorf("%w: message %d: %w", ErrOpen, i, err))
-				continue
-			}
-			if len(pt) != 8 {
-				fail(i, fmt.Errorf("%w: message %d: plaintext length %d, want 8", ErrOpen, i, len(pt)))
-				continue
-			}
-			var v [1]float64
-			if !decode(v[:], pt) {
-				fail(i, fmt.Errorf("%w: message %d, round %d", ErrNonFinite, i, round))
-				continue
-			}
-			vals[i] = v[0]
-		}
-		return nil
-	})
-	return vals, failed
-}
-
-// parallel calls f on consecutive ranges [lo, hi) covering [0, n), in
-// chunks of batchChunk claimed by up to GOMAXPROCS goroutines (on the
-// calling goroutine alone when one worker suffices, as always under
-// js/wasm). After a failure workers claim no new chunks; since chunks are
-// claimed in increasing order and a claimed chunk always runs to its end,
-// the error returned is that of the lowest-numbered failing chunk.
-func parallel(n int, f func(lo, hi int) error) error {
-	chunks := (n + batchChunk - 1) / batchChunk
-	workers := min(runtime.GOMAXPROCS(0), chunks)
-	if workers <= 1 {
-		for lo := 0; lo < n; lo += batchChunk {
-			if err := f(lo, min(lo+batchChunk, n)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		next    atomic.Int64
-		stop    atomic.Bool
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		errAt   = chunks
-		firstEr error
-	)
-	for range workers {
-		wg.Go(func() {
-			for !stop.Load() {
-				c := int(next.Add(1) - 1)
-				if c >= chunks {
-					return
-				}
-				lo := c * batchChunk
-				if err := f(lo, min(lo+batchChunk, n)); err != nil {
-					stop.Store(true)
-					mu.Lock()
-					if c < errAt {
-						errAt, firstEr = c, err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return firstEr
 }

@@ -1,7 +1,13 @@
-// Package envelope is the cryptography of Blanket's protocol (docs/protocol.md,
-// "Cryptography"): the aggregator's identity (an Ed25519 signing key and an
-// X25519 HPKE key), signatures over announcements, and the sealing of a
-// message's values to the aggregator.
+// Package envelope is the public half of the cryptography of Blanket's
+// protocol (docs/protocol.md, "Cryptography"): the aggregator's public
+// identity (an Ed25519 signing key and an X25519 HPKE key), the
+// verification of signatures over announcements, and the sealing of a
+// message's values to the aggregator and of secure-summation shares to
+// either server. The private halves live with their owners, where no other
+// party can link them: the aggregator's key pair (signing, opening values
+// and leader shares) in aggregator/internal/sealkey, the relay's helper key
+// in relay/internal/helperkey. Tests that must open what they sealed use
+// the test-only opener of envelope/envelopetest.
 //
 // Values are sealed with HPKE (RFC 9180) in base mode, single-shot, with the
 // suite DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 (Go's
@@ -28,7 +34,6 @@ import (
 	"crypto/ecdh"
 	"crypto/ed25519"
 	"crypto/hpke"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -49,13 +54,9 @@ const (
 	Overhead = EncSize + TagSize
 	// SignatureSize is the size of an Ed25519 signature.
 	SignatureSize = ed25519.SignatureSize
-	// PrivateKeySize is the length of PrivateKey.MarshalBinary's output:
-	// a version byte (1), the 32-byte Ed25519 seed, the 32-byte X25519 scalar.
-	PrivateKeySize = 1 + ed25519.SeedSize + 32
 
 	infoPrefix       = "blanket/v1 values round "
 	fingerprintLabel = "blanket/v1 key"
-	privateKeyV1     = 1
 )
 
 // Errors. Every error returned by this package wraps one of these (check
@@ -80,6 +81,20 @@ var (
 	aead = hpke.ChaCha20Poly1305()
 )
 
+// Suite returns the HPKE suite every message and share is sealed with:
+// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305. An opener
+// (the aggregator's aggregator/internal/sealkey, the relay's helper key,
+// the test opener envelopetest) opens with exactly this suite.
+func Suite() (hpke.KEM, hpke.KDF, hpke.AEAD) { return kem, kdf, aead }
+
+// Signer signs announcements: the aggregator's private key
+// (aggregator/internal/sealkey) and the test key of envelopetest. Sign
+// returns the pure Ed25519 (RFC 8032) signature of msg that Verify checks
+// against the signer's PublicKey.
+type Signer interface {
+	Sign(msg []byte) [64]byte
+}
+
 // SealedLen returns the length of a sealed message of the given number of
 // values: 8*values + Overhead. It returns -1 for a negative count.
 func SealedLen(values int) int {
@@ -89,8 +104,10 @@ func SealedLen(values int) int {
 	return 8*values + Overhead
 }
 
-// info returns the HPKE info string for a round.
-func info(round uint64) []byte {
+// ValuesInfo returns the HPKE info string a round's values are sealed
+// under, "blanket/v1 values round " || u64be(round): the one derivation
+// SealValues, SealEach and every opener use.
+func ValuesInfo(round uint64) []byte {
 	b := make([]byte, len(infoPrefix)+8)
 	copy(b, infoPrefix)
 	binary.BigEndian.PutUint64(b[len(infoPrefix):], round)
@@ -161,93 +178,6 @@ func ParsePublicKey(sign, hpkePub []byte) (PublicKey, error) {
 	return p, nil
 }
 
-// GenerateKey returns a new aggregator key pair from crypto/rand.
-func GenerateKey() (*PrivateKey, error) {
-	_, sk, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("%w: generate ed25519: %v", ErrKey, err)
-	}
-	xk, err := ecdh.X25519().GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("%w: generate x25519: %v", ErrKey, err)
-	}
-	return newPrivateKey(sk.Seed(), xk.Bytes())
-}
-
-// DeriveKey returns the key pair derived deterministically from seed:
-// the Ed25519 seed is SHA-256("blanket/v1 sign key" || seed) and the X25519
-// scalar SHA-256("blanket/v1 hpke key" || seed). It is for tests and
-// reproducible fixtures; production keys come from GenerateKey.
-func DeriveKey(seed [32]byte) (*PrivateKey, error) {
-	s := sha256.Sum256(append([]byte("blanket/v1 sign key"), seed[:]...))
-	x := sha256.Sum256(append([]byte("blanket/v1 hpke key"), seed[:]...))
-	return newPrivateKey(s[:], x[:])
-}
-
-// PrivateKey is the aggregator's secret key pair. Its zero value is not
-// usable; obtain one from GenerateKey, DeriveKey or UnmarshalPrivateKey.
-type PrivateKey struct {
-	sign ed25519.PrivateKey
-	x    []byte // X25519 scalar as given (for MarshalBinary)
-	hpke hpke.PrivateKey
-	pub  PublicKey
-}
-
-func newPrivateKey(seed, x25519 []byte) (*PrivateKey, error) {
-	if len(seed) != ed25519.SeedSize {
-		return nil, fmt.Errorf("%w: ed25519 seed has %d bytes, want %d", ErrKey, len(seed), ed25519.SeedSize)
-	}
-	xk, err := ecdh.X25519().NewPrivateKey(x25519)
-	if err != nil {
-		return nil, fmt.Errorf("%w: x25519 private key: %v", ErrKey, err)
-	}
-	hk, err := hpke.NewDHKEMPrivateKey(xk)
-	if err != nil {
-		return nil, fmt.Errorf("%w: hpke private key: %v", ErrKey, err)
-	}
-	sk := ed25519.NewKeyFromSeed(seed)
-	k := &PrivateKey{sign: sk, x: append([]byte(nil), x25519...), hpke: hk}
-	k.pub.Sign = sk.Public().(ed25519.PublicKey)
-	copy(k.pub.HPKE[:], xk.PublicKey().Bytes())
-	return k, nil
-}
-
-// Public returns the public half of the key pair.
-func (k *PrivateKey) Public() PublicKey {
-	return PublicKey{Sign: append(ed25519.PublicKey(nil), k.pub.Sign...), HPKE: k.pub.HPKE}
-}
-
-// MarshalBinary encodes the key pair as PrivateKeySize bytes: version 1, the
-// Ed25519 seed (32), the X25519 scalar (32). The output is secret.
-func (k *PrivateKey) MarshalBinary() ([]byte, error) {
-	if k == nil || k.sign == nil {
-		return nil, fmt.Errorf("%w: uninitialized private key", ErrKey)
-	}
-	b := make([]byte, 0, PrivateKeySize)
-	b = append(b, privateKeyV1)
-	b = append(b, k.sign.Seed()...)
-	b = append(b, k.x...)
-	return b, nil
-}
-
-// UnmarshalPrivateKey decodes the output of MarshalBinary.
-func UnmarshalPrivateKey(b []byte) (*PrivateKey, error) {
-	if len(b) != PrivateKeySize {
-		return nil, fmt.Errorf("%w: private key has %d bytes, want %d", ErrKey, len(b), PrivateKeySize)
-	}
-	if b[0] != privateKeyV1 {
-		return nil, fmt.Errorf("%w: private key version %d, want %d", ErrKey, b[0], privateKeyV1)
-	}
-	return newPrivateKey(b[1:1+ed25519.SeedSize], b[1+ed25519.SeedSize:])
-}
-
-// Sign signs msg with the Ed25519 key (pure Ed25519, RFC 8032).
-func (k *PrivateKey) Sign(msg []byte) [64]byte {
-	var sig [64]byte
-	copy(sig[:], ed25519.Sign(k.sign, msg))
-	return sig
-}
-
 // Verify reports whether sig is pub's valid Ed25519 signature of msg. A
 // malformed public key verifies nothing.
 func Verify(pub PublicKey, msg []byte, sig [64]byte) bool {
@@ -283,7 +213,7 @@ func sealValues(hpkePub [32]byte, round uint64, values []float64, own bool) ([]b
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSeal, err)
 		}
-		out, err = hpke.Seal(pk, kdf, aead, info(round), pt)
+		out, err = hpke.Seal(pk, kdf, aead, ValuesInfo(round), pt)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSeal, err)
 		}
@@ -294,47 +224,13 @@ func sealValues(hpkePub [32]byte, round uint64, values []float64, own bool) ([]b
 	return out, nil
 }
 
-// OpenValues opens a message sealed by SealValues for round and decodes its
-// values.
-//
-// The number of values is n = (len(sealed) - Overhead)/8. If len(dst) > 0,
-// len(dst) is the expected n and any other length is rejected; pass nil or
-// dst[:0] to accept any n. The values are written to dst's backing array
-// when cap(dst) >= n (no allocation besides HPKE's own plaintext) and the
-// n values are returned.
-//
-// Errors wrap ErrOpen for a bad length, the wrong round, the wrong key or
-// any modified byte; they wrap ErrNonFinite (and not ErrOpen) when the
-// message opened but holds a NaN or an infinity. On error the contents of
-// dst are unspecified.
-func (k *PrivateKey) OpenValues(round uint64, sealed []byte, dst []float64) ([]float64, error) {
-	if len(sealed) < Overhead || (len(sealed)-Overhead)%8 != 0 {
-		return nil, fmt.Errorf("%w: sealed length %d is not %d + 8*n", ErrOpen, len(sealed), Overhead)
-	}
-	n := (len(sealed) - Overhead) / 8
-	if len(dst) > 0 && len(dst) != n {
-		return nil, fmt.Errorf("%w: sealed message has %d values, want %d", ErrOpen, n, len(dst))
-	}
-	pt, err := hpke.Open(k.hpke, kdf, aead, info(round), sealed)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrOpen, err)
-	}
-	if cap(dst) >= n {
-		dst = dst[:n]
-	} else {
-		dst = make([]float64, n)
-	}
-	if !decode(dst, pt) {
-		return nil, fmt.Errorf("%w: round %d", ErrNonFinite, round)
-	}
-	return dst, nil
-}
-
-// decode writes the big-endian binary64 values of pt (len >= 8*len(dst)) to
-// dst and reports whether all are finite. Branch-free check: a float64 is
+// DecodeValues writes the big-endian binary64 values of pt (len >=
+// 8*len(dst)), the plaintext of a sealed message, to dst and reports
+// whether all are finite; an opener rejects the message (ErrNonFinite)
+// when they are not. Branch-free check: a float64 is
 // non-finite iff its 11 exponent bits are all ones, and then adding 1 to
 // the exponent field carries into bit 63.
-func decode(dst []float64, pt []byte) bool {
+func DecodeValues(dst []float64, pt []byte) bool {
 	const expMask = 0x7ff0000000000000
 	var bad uint64
 	for i := range dst {

@@ -83,7 +83,7 @@ func newSender(pkR [32]byte, round uint64) (*sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	infoHash, err := labeledExtract(hpkeSuiteID, nil, "info_hash", info(round))
+	infoHash, err := labeledExtract(hpkeSuiteID, nil, "info_hash", ValuesInfo(round))
 	if err != nil {
 		return nil, err
 	}

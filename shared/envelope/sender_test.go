@@ -93,14 +93,14 @@ func TestOwnSenderOpensWithCryptoHPKE(t *testing.T) {
 		if !bytes.Equal(sealed[:EncSize], priv.PublicKey().Bytes()) {
 			t.Fatalf("n=%d: enc is not the ephemeral public key", n)
 		}
-		got, err := hpke.Open(k.hpke, kdf, aead, info(round), sealed)
+		got, err := hpke.Open(k.hpke, kdf, aead, ValuesInfo(round), sealed)
 		if err != nil {
 			t.Fatalf("n=%d: crypto/hpke cannot open: %v", n, err)
 		}
 		if !bytes.Equal(got, pt) {
 			t.Fatalf("n=%d: opened to different bytes", n)
 		}
-		if _, err := hpke.Open(k.hpke, kdf, aead, info(round+1), sealed); err == nil {
+		if _, err := hpke.Open(k.hpke, kdf, aead, ValuesInfo(round+1), sealed); err == nil {
 			t.Fatalf("n=%d: opens for the next round", n)
 		}
 	}
@@ -177,8 +177,8 @@ func TestOwnSenderSealValuesAndEach(t *testing.T) {
 func TestOwnSenderCacheFollowsKeyAndRound(t *testing.T) {
 	k1, k2 := testKey(t, 1), testKey(t, 2)
 	steps := []struct {
-		k     *PrivateKey
-		other *PrivateKey
+		k     *testPriv
+		other *testPriv
 		round uint64
 	}{{k1, k2, 1}, {k1, k2, 2}, {k2, k1, 2}, {k1, k2, 1}, {k1, k2, 1}}
 	for i, s := range steps {

@@ -2,9 +2,10 @@ package logreg
 
 import (
 	"fmt"
-	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 	"testing"
 	"time"
+
+	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 
 	"github.com/blanket-fl/blanket/shared/noise"
 )
@@ -19,7 +20,7 @@ func mnistLike(b *testing.B, n int) Dataset {
 	}
 	y := make([]uint8, n)
 	for i := range y {
-		y[i] = uint8(i % MNISTClasses)
+		y[i] = uint8(i % mnistClasses)
 	}
 	d, err := NewDataset(MNIST, x, y)
 	if err != nil {

@@ -3,7 +3,8 @@ package logreg
 import (
 	"errors"
 	"fmt"
-	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // ErrConfig reports an invalid TrainConfig.
@@ -48,13 +49,13 @@ func (c TrainConfig) Validate() error {
 	if c.BatchSize < 1 {
 		return fmt.Errorf("%w: batch size must be at least 1, got %d", ErrConfig, c.BatchSize)
 	}
-	if !finite(c.LearningRate) || c.LearningRate <= 0 {
+	if !check.Finite(c.LearningRate) || c.LearningRate <= 0 {
 		return fmt.Errorf("%w: learning rate must be finite and positive, got %v", ErrConfig, c.LearningRate)
 	}
-	if !finite(c.L2) || c.L2 < 0 {
+	if !check.Finite(c.L2) || c.L2 < 0 {
 		return fmt.Errorf("%w: L2 must be finite and non-negative, got %v", ErrConfig, c.L2)
 	}
-	if !finite(c.ProxMu) || c.ProxMu < 0 {
+	if !check.Finite(c.ProxMu) || c.ProxMu < 0 {
 		return fmt.Errorf("%w: proximal mu must be finite and non-negative, got %v", ErrConfig, c.ProxMu)
 	}
 	if p := c.LearningRate * (c.L2 + c.ProxMu); !(p < 1) {
@@ -62,5 +63,3 @@ func (c TrainConfig) Validate() error {
 	}
 	return nil
 }
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -71,7 +71,7 @@
 // A Trainer owns scratch buffers and is not safe for concurrent use. Give
 // each goroutine its own Trainer (they are cheap: a few buffers sized by the
 // batch) and they run fully in parallel; the package has no shared mutable
-// state. The package-level functions (Loss, Gradient, Accuracy, Predict)
+// state. The package-level functions (Loss, gradient, Accuracy, Predict)
 // allocate their own scratch and are safe to call concurrently. No function
 // modifies the parameter vectors or datasets it reads.
 package logreg

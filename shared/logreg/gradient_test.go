@@ -57,7 +57,7 @@ func TestGradientFiniteDifferences(t *testing.T) {
 		}
 		fdCheck(t, k.name, ref, p, g, allCoords(s.NumParams()))
 	}
-	g, _, err := Gradient(nil, p, d, l2)
+	g, _, err := gradient(nil, p, d, l2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // evalChunk is the number of rows the evaluation functions convert and
@@ -181,7 +183,7 @@ func checkEval(params []float64, d Dataset) error {
 }
 
 func checkL2(l2 float64) error {
-	if !finite(l2) || l2 < 0 {
+	if !check.Finite(l2) || l2 < 0 {
 		return fmt.Errorf("logreg: L2 must be finite and non-negative, got %v", l2)
 	}
 	return nil
@@ -212,11 +214,11 @@ func Loss(params []float64, d Dataset, l2 float64) (float64, error) {
 	return ws.crossEntropy(params, d) + l2*halfSquaredWeights(d.shape, params), nil
 }
 
-// Gradient writes into dst the full-batch gradient of Loss(params, d, l2)
+// gradient writes into dst the full-batch gradient of Loss(params, d, l2)
 // with respect to params (same layout as params) and returns it together
 // with the loss. dst may be nil (a new slice is allocated); otherwise it
 // must have NumParams entries and must not overlap params.
-func Gradient(dst, params []float64, d Dataset, l2 float64) ([]float64, float64, error) {
+func gradient(dst, params []float64, d Dataset, l2 float64) ([]float64, float64, error) {
 	if err := checkEval(params, d); err != nil {
 		return nil, 0, err
 	}
@@ -278,7 +280,7 @@ func Predict(dst []uint8, s Shape, params []float64, x []float32) ([]uint8, erro
 		return nil, fmt.Errorf("%w: destination has %d entries for %d rows", ErrShape, len(dst), n)
 	}
 	for i, v := range x {
-		if !finite(float64(v)) {
+		if !check.Finite(float64(v)) {
 			return nil, fmt.Errorf("logreg: feature %d of row %d is not finite (%v)", i%s.Features, i/s.Features, v)
 		}
 	}

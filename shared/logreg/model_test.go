@@ -144,10 +144,10 @@ func TestEvalRejectsBadInput(t *testing.T) {
 	if _, err := Loss(good, Dataset{}, 0); err == nil {
 		t.Error("zero Dataset accepted")
 	}
-	if _, _, err := Gradient(make([]float64, 3), good, d, 0); !errors.Is(err, ErrShape) {
+	if _, _, err := gradient(make([]float64, 3), good, d, 0); !errors.Is(err, ErrShape) {
 		t.Errorf("short gradient destination: %v", err)
 	}
-	if _, _, err := Gradient(good, good, d, 0); err == nil {
+	if _, _, err := gradient(good, good, d, 0); err == nil {
 		t.Error("gradient destination aliasing params accepted")
 	}
 	if _, err := Accuracy(bad, d); err == nil {

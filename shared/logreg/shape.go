@@ -3,21 +3,22 @@ package logreg
 import (
 	"errors"
 	"fmt"
-	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // MNIST dimensions: 28×28 grey-scale images and 10 digit classes.
 const (
 	MNISTFeatures = 784
-	MNISTClasses  = 10
+	mnistClasses  = 10
 	// MNISTParams is the length of an MNIST parameter vector:
 	// 784*10 weights followed by 10 biases.
-	MNISTParams = MNISTFeatures*MNISTClasses + MNISTClasses
+	MNISTParams = MNISTFeatures*mnistClasses + mnistClasses
 )
 
-// MaxClasses is the largest number of classes a Shape may have; labels are
+// maxClasses is the largest number of classes a Shape may have; labels are
 // uint8.
-const MaxClasses = 256
+const maxClasses = 256
 
 // maxParams bounds C*F + C so that index arithmetic never overflows and a
 // mistaken Shape cannot request an absurd allocation.
@@ -35,17 +36,17 @@ type Shape struct {
 }
 
 // MNIST is the shape of the MNIST model used by FLAME and APES (d = 7850).
-var MNIST = Shape{Features: MNISTFeatures, Classes: MNISTClasses}
+var MNIST = Shape{Features: MNISTFeatures, Classes: mnistClasses}
 
 // Validate reports whether s describes a usable model: at least one
-// feature, between 2 and MaxClasses classes, and fewer than 2^30
+// feature, between 2 and maxClasses classes, and fewer than 2^30
 // parameters.
 func (s Shape) Validate() error {
 	if s.Features < 1 {
 		return fmt.Errorf("%w: features must be at least 1, got %d", ErrShape, s.Features)
 	}
-	if s.Classes < 2 || s.Classes > MaxClasses {
-		return fmt.Errorf("%w: classes must be in [2, %d], got %d", ErrShape, MaxClasses, s.Classes)
+	if s.Classes < 2 || s.Classes > maxClasses {
+		return fmt.Errorf("%w: classes must be in [2, %d], got %d", ErrShape, maxClasses, s.Classes)
 	}
 	if s.Features > (maxParams-s.Classes)/s.Classes {
 		return fmt.Errorf("%w: %d features × %d classes exceeds %d parameters",
@@ -84,7 +85,7 @@ func (s Shape) checkParams(name string, p []float64) error {
 		return fmt.Errorf("%w: %s has %d entries, want %d", ErrShape, name, len(p), s.NumParams())
 	}
 	for i, v := range p {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !check.Finite(v) {
 			return fmt.Errorf("logreg: %s[%d] is not finite (%v)", name, i, v)
 		}
 	}
@@ -117,7 +118,7 @@ func NewDataset(s Shape, x []float32, y []uint8) (Dataset, error) {
 			ErrShape, n, n, s.Features, n*s.Features, len(x))
 	}
 	for i, v := range x {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+		if f := float64(v); !check.Finite(f) {
 			return Dataset{}, fmt.Errorf("logreg: feature %d of example %d is not finite (%v)",
 				i%s.Features, i/s.Features, v)
 		}

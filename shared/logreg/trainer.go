@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 )
 
@@ -161,7 +162,7 @@ func (t *Trainer) run(global []float64, d Dataset, src noise.Source) error {
 		}
 	}
 	for _, v := range w {
-		if !finite(v) {
+		if !check.Finite(v) {
 			return ErrDiverged
 		}
 	}

@@ -26,7 +26,7 @@ import (
 // so this is the clipped mean. For SS-Double client i reports j with
 // probability k/d independently of x, so scaling by d/k makes it unbiased.
 // SS-Topk is not rescaled: it estimates the mean of the top-k sparsified
-// clipped updates (TopkClippedMean) without bias, and is biased for the
+// clipped updates (topkClippedMean) without bias, and is biased for the
 // full mean by its sparsification alone.
 //
 // Without padding (Collect, the LDP-FL path) the same formula is applied
@@ -36,6 +36,8 @@ type Analyzer struct {
 	c      float64
 	center float64 // a + s/2
 	factor float64 // 2C * scale / s, divided by n at estimation
+	// apes is set for the APES layout (NewAPESWireAnalyzer).
+	apes *apesWire
 }
 
 // NewAnalyzer validates cfg (the same public configuration the clients use)
@@ -76,6 +78,9 @@ func (a *Analyzer) Estimate(b Batch, n int) ([]float64, error) {
 func (a *Analyzer) EstimateInto(dst []float64, b Batch, n int) ([]float64, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("mechanism: number of clients must be >= 1, got %d", n)
+	}
+	if a.apes != nil {
+		return a.apes.estimate(dst, b, n)
 	}
 	if b.D != a.d || len(dst) != a.d {
 		return nil, fmt.Errorf("mechanism: batch dimension %d, destination %d, analyzer %d", b.D, len(dst), a.d)
@@ -121,10 +126,10 @@ func (a *Analyzer) EstimateInto(dst []float64, b Batch, n int) ([]float64, error
 // dimension with a different number of values.
 var ErrNotPadded = errors.New("batch not padded to n_p")
 
-// TopkClippedMean returns (1/n) sum_i clip(x_i) restricted to each client's
+// topkClippedMean returns (1/n) sum_i clip(x_i) restricted to each client's
 // top-k coordinates by |x_ij| (ties to the lower index): the quantity
 // SS-Topk estimates without bias.
-func TopkClippedMean(cl Clipper, updates [][]float64, d, k int) ([]float64, error) {
+func topkClippedMean(cl clipper, updates [][]float64, d, k int) ([]float64, error) {
 	if len(updates) == 0 {
 		return nil, errors.New("mechanism: no updates")
 	}
@@ -149,10 +154,10 @@ func TopkClippedMean(cl Clipper, updates [][]float64, d, k int) ([]float64, erro
 	return out, nil
 }
 
-// ExpectedCount is the expected number of real entries per dimension in a
+// expectedCount is the expected number of real entries per dimension in a
 // round of n clients: n*K*L/D (n for SS-Simple). Pick n_p above it (FLAME
 // Figure 7 varies n/n_p); SS-Topk's popular dimensions exceed it.
-func ExpectedCount(cfg FLAMEConfig, n int) (float64, error) {
+func expectedCount(cfg FLAMEConfig, n int) (float64, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return 0, err
@@ -160,31 +165,31 @@ func ExpectedCount(cfg FLAMEConfig, n int) (float64, error) {
 	return float64(n) * float64(cfg.K*cfg.L) / float64(cfg.D), nil
 }
 
-// RoundResult is the outcome of SimulateFLAME.
-type RoundResult struct {
+// roundResult is the outcome of simulateFLAME.
+type roundResult struct {
 	Estimate []float64
 	Relay    RelayStats
 	NP       int // realized n_p (0 on the LDP-FL path)
 }
 
-// SimulateFLAME runs one FLAME round in process: every update is encoded,
+// simulateFLAME runs one FLAME round in process: every update is encoded,
 // the relay pads and shuffles (or, with relay == nil, the LDP-FL path
 // collects without padding or shuffle), and the analyzer estimates the mean
 // with n = len(updates). It is what the experiment runner needs per round;
 // a deployment runs the same three stages on different machines.
-func SimulateFLAME(enc *Encoder, relay *Relay, an *Analyzer, updates [][]float64, src noise.Source) (RoundResult, error) {
+func simulateFLAME(enc *Encoder, relay *Relay, an *Analyzer, updates [][]float64, src noise.Source) (roundResult, error) {
 	if enc == nil || an == nil {
-		return RoundResult{}, errors.New("mechanism: nil encoder or analyzer")
+		return roundResult{}, errors.New("mechanism: nil encoder or analyzer")
 	}
 	if len(updates) == 0 {
-		return RoundResult{}, errors.New("mechanism: no updates")
+		return roundResult{}, errors.New("mechanism: no updates")
 	}
 	shape := enc.Shape()
 	msgs := make([]Message, 0, len(updates)*shape.Messages)
 	for i, x := range updates {
 		rep, err := enc.Encode(x, src)
 		if err != nil {
-			return RoundResult{}, fmt.Errorf("mechanism: client %d: %w", i, err)
+			return roundResult{}, fmt.Errorf("mechanism: client %d: %w", i, err)
 		}
 		msgs = append(msgs, rep...)
 	}
@@ -198,11 +203,11 @@ func SimulateFLAME(enc *Encoder, relay *Relay, an *Analyzer, updates [][]float64
 		b, err = Collect(enc.cfg.D, msgs)
 	}
 	if err != nil {
-		return RoundResult{}, err
+		return roundResult{}, err
 	}
 	est, err := an.Estimate(b, len(updates))
 	if err != nil {
-		return RoundResult{}, err
+		return roundResult{}, err
 	}
-	return RoundResult{Estimate: est, Relay: b.Stats, NP: b.NP}, nil
+	return roundResult{Estimate: est, Relay: b.Stats, NP: b.NP}, nil
 }

@@ -43,9 +43,9 @@ func testUpdates(n, d int, c float64, seed uint64) [][]float64 {
 func TestEstimatorExact(t *testing.T) {
 	d, n, c := 12, 25, 0.8
 	ups := testUpdates(n, d, c, 1)
-	cl, _ := NewClipper(c)
+	cl, _ := newClipper(c)
 	wantMean, _ := cl.ClippedMean(ups, d)
-	wantTop, _ := TopkClippedMean(cl, ups, d, 3)
+	wantTop, _ := topkClippedMean(cl, ups, d, 3)
 	for _, tc := range []struct {
 		cfg  FLAMEConfig
 		np   int
@@ -73,7 +73,7 @@ func TestEstimatorExact(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res, err := SimulateFLAME(enc, relay, an, ups, noise.NewSeeded(2))
+		res, err := simulateFLAME(enc, relay, an, ups, noise.NewSeeded(2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func unbiasednessCheck(t *testing.T, cfg FLAMEConfig, np int, ups [][]float64, r
 	sum := make([]float64, cfg.D)
 	sumSq := make([]float64, cfg.D)
 	for r := 0; r < rounds; r++ {
-		res, err := SimulateFLAME(enc, relay, an, ups, src)
+		res, err := simulateFLAME(enc, relay, an, ups, src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,9 +195,9 @@ func unbiasednessFactories() []affineCase {
 func TestEstimatorUnbiased(t *testing.T) {
 	const d, n, c, rounds = 6, 40, 1.0, 2000
 	ups := testUpdates(n, d, c, 3)
-	cl, _ := NewClipper(c)
+	cl, _ := newClipper(c)
 	mean, _ := cl.ClippedMean(ups, d)
-	top, _ := TopkClippedMean(cl, ups, d, 2)
+	top, _ := topkClippedMean(cl, ups, d, 2)
 	for fi, f := range unbiasednessFactories() {
 		for vi, v := range []struct {
 			cfg  FLAMEConfig

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 )
@@ -33,7 +34,7 @@ func (cfg APESConfig) validate() error {
 	if cfg.D < 1 {
 		return fmt.Errorf("mechanism: apes dimension D must be >= 1, got %d", cfg.D)
 	}
-	if err := checkPositive("clipping bound C", cfg.C); err != nil {
+	if err := check.Positive(errInvalid, "clipping bound C", cfg.C); err != nil {
 		return err
 	}
 	if math.IsNaN(cfg.RangeRatio) || math.IsInf(cfg.RangeRatio, 0) || cfg.RangeRatio < 1 {
@@ -65,7 +66,7 @@ type APESReport struct {
 // for concurrent use.
 type APESEncoder struct {
 	cfg  APESConfig
-	clip Clipper
+	clip clipper
 }
 
 // NewAPESEncoder validates cfg.
@@ -73,7 +74,7 @@ func NewAPESEncoder(cfg APESConfig) (*APESEncoder, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &APESEncoder{cfg: cfg, clip: Clipper{c: cfg.C}}, nil
+	return &APESEncoder{cfg: cfg, clip: clipper{c: cfg.C}}, nil
 }
 
 // Config returns the configuration.
@@ -152,7 +153,7 @@ func (b ColumnBatch) Column(j int) []float64 { return b.Values[j*b.N : (j+1)*b.N
 // Privacy: this per-dimension shuffling is what the echo-of-neighbors
 // amplification (APES Theorem 4) assumes.
 func ShuffleAPES(reports []APESReport, d int, src noise.Source) (ColumnBatch, error) {
-	b, err := CollectAPES(reports, d)
+	b, err := collectAPES(reports, d)
 	if err != nil {
 		return ColumnBatch{}, err
 	}
@@ -164,9 +165,9 @@ func ShuffleAPES(reports []APESReport, d int, src noise.Source) (ColumnBatch, er
 	return b, nil
 }
 
-// CollectAPES is the PLDP path (no shuffler): it transposes the reports
+// collectAPES is the PLDP path (no shuffler): it transposes the reports
 // into columns in arrival order.
-func CollectAPES(reports []APESReport, d int) (ColumnBatch, error) {
+func collectAPES(reports []APESReport, d int) (ColumnBatch, error) {
 	if d < 1 {
 		return ColumnBatch{}, fmt.Errorf("mechanism: apes dimension must be >= 1, got %d", d)
 	}
@@ -179,7 +180,7 @@ func CollectAPES(reports []APESReport, d int) (ColumnBatch, error) {
 		if len(r.Values) != d {
 			return ColumnBatch{}, fmt.Errorf("mechanism: apes report %d: %w: %d values, want %d", i, ErrMalformed, len(r.Values), d)
 		}
-		if err := checkPositive("apes budget", r.Eps); err != nil {
+		if err := check.Positive(errInvalid, "apes budget", r.Eps); err != nil {
 			return ColumnBatch{}, fmt.Errorf("report %d: %w", i, err)
 		}
 		b.Eps[i] = r.Eps
@@ -223,7 +224,7 @@ func (a *APESAnalyzer) Estimate(b ColumnBatch) ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mechanism: apes calibration: %w", err)
 	}
-	clip := Clipper{c: a.cfg.C}
+	clip := clipper{c: a.cfg.C}
 	out := make([]float64, b.D)
 	inv := 1 / float64(b.N)
 	for j := range out {

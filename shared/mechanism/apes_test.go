@@ -131,13 +131,13 @@ func TestShuffleAPESIndependentPermutations(t *testing.T) {
 
 func TestCollectAPESRejectsMalformed(t *testing.T) {
 	good := APESReport{Eps: 1, Values: []float64{0.5, 0.5}}
-	if _, err := CollectAPES([]APESReport{good, {Eps: 1, Values: []float64{1}}}, 2); !errors.Is(err, ErrMalformed) {
+	if _, err := collectAPES([]APESReport{good, {Eps: 1, Values: []float64{1}}}, 2); !errors.Is(err, ErrMalformed) {
 		t.Errorf("short report: %v", err)
 	}
-	if _, err := CollectAPES([]APESReport{good, {Eps: math.NaN(), Values: []float64{1, 1}}}, 2); err == nil {
+	if _, err := collectAPES([]APESReport{good, {Eps: math.NaN(), Values: []float64{1, 1}}}, 2); err == nil {
 		t.Error("NaN budget accepted")
 	}
-	if _, err := CollectAPES(nil, 2); err == nil {
+	if _, err := collectAPES(nil, 2); err == nil {
 		t.Error("no reports accepted")
 	}
 	an, _ := NewAPESAnalyzer(APESConfig{D: 2, C: 1, RangeRatio: 1})
@@ -176,12 +176,12 @@ func TestAPESCalibrationRecoversMean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, _ := CollectAPES(reports, d)
+	plain, _ := collectAPES(reports, d)
 	cal, err := randomizer.NewClipLaplaceCalibrator(shuffled.Eps, ratio)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, _ := NewClipper(c)
+	cl, _ := newClipper(c)
 	for name, b := range map[string]ColumnBatch{"shuffled": shuffled, "pldp": plain} {
 		est, err := an.Estimate(b)
 		if err != nil {

@@ -95,7 +95,7 @@ func BenchmarkRelay(b *testing.B) {
 				b.Fatal(err)
 			}
 			msgs := roundMessages(b, enc, n)
-			exp, _ := ExpectedCount(enc.Config(), n)
+			exp, _ := expectedCount(enc.Config(), n)
 			np := FeasibleNP(benchD, enc.Shape().Width, int(1.5*exp))
 			relay, err := NewRelay(RelayConfig{D: benchD, NP: np, Width: enc.Shape().Width, Blanket: enc.Randomizer(), Overflow: OverflowRaise})
 			if err != nil {

@@ -47,7 +47,7 @@ func (c CheckIn) Simulate(population int, src noise.Source) ([]int, RoundStats, 
 			in = append(in, i)
 		}
 	}
-	return in, NewRoundStats(population, len(in), c.p), nil
+	return in, newRoundStats(population, len(in), c.p), nil
 }
 
 // RoundStats records one round's check-in: the population asked, the
@@ -60,9 +60,9 @@ type RoundStats struct {
 	Rate       float64 // CheckedIn / Population
 }
 
-// NewRoundStats builds RoundStats from the realized count, e.g. the number
+// newRoundStats builds RoundStats from the realized count, e.g. the number
 // of reports that actually reached the relay (dropouts included).
-func NewRoundStats(population, checkedIn int, p float64) RoundStats {
+func newRoundStats(population, checkedIn int, p float64) RoundStats {
 	rate := 0.0
 	if population > 0 {
 		rate = float64(checkedIn) / float64(population)
@@ -70,10 +70,10 @@ func NewRoundStats(population, checkedIn int, p float64) RoundStats {
 	return RoundStats{Population: population, CheckedIn: checkedIn, P: p, Rate: rate}
 }
 
-// EmpiricalRate pools rounds into the empirical effective check-in rate
+// empiricalRate pools rounds into the empirical effective check-in rate
 // gamma = sum CheckedIn / sum Population, the rate the accountant should
 // use in place of p when clients drop out. It returns NaN for no rounds.
-func EmpiricalRate(rounds []RoundStats) float64 {
+func empiricalRate(rounds []RoundStats) float64 {
 	in, pop := 0, 0
 	for _, r := range rounds {
 		in += r.CheckedIn

@@ -6,7 +6,7 @@
 //
 // # Stages
 //
-// Client. Clipper clips an update to [-C, C] and normalizes it to [0, 1]
+// Client. The clipper clips an update to [-C, C] and normalizes it to [0, 1]
 // (FLAME Algorithm 2 lines 8-9). An Encoder, built from a validated
 // FLAMEConfig, turns one update into a report of Shape().Messages messages
 // of Shape().Width entries (Message: plaintext indices and randomized
@@ -28,31 +28,31 @@
 //
 // Relay. Relay.Process validates a round's messages, pads every dimension
 // to exactly n_p entries with dummy messages of the same shape as real ones
-// (FLAME Algorithm 3; PlanDummies gives the packing and its feasibility
+// (FLAME Algorithm 3; planDummies gives the packing and its feasibility
 // proof), and permutes all messages uniformly. D*n_p must be a multiple of
 // the message width (checked by NewRelay; FeasibleNP finds the next valid
 // n_p). A dimension with more than n_p real entries is an overflow, handled
 // by RelayConfig.Overflow: OverflowError aborts the round with a
-// *DimensionOverflowError, OverflowRaise raises n_p to the smallest
+// *dimensionOverflowError, OverflowRaise raises n_p to the smallest
 // feasible value and records it in Batch.NP and RelayStats, which the
 // analyzer and the accountant must use. Collect is the LDP-FL path (no
 // padding, no shuffle). ShuffleAPES shuffles each dimension's values and,
-// separately, the budgets; CollectAPES is the PLDP path.
+// separately, the budgets; collectAPES is the PLDP path.
 //
 // Analyzer. Analyzer.Estimate debiases each dimension by subtracting
 // n_p(offset + slope/2) from its sum and dividing by the slope, without
 // knowing which messages are dummies, then rescales to the mean update
 // (by D/K for SS-Double); see Analyzer for the derivation. It is unbiased
 // for the clipped mean under SS-Simple and SS-Double, and for the top-K
-// sparsified clipped mean (TopkClippedMean) under SS-Topk.
+// sparsified clipped mean (topkClippedMean) under SS-Topk.
 // APESAnalyzer.Estimate calibrates the per-dimension means with the
 // shuffled budgets (APES eq. (1), randomizer.ClipLaplaceCalibrator).
-// SimulateFLAME runs all three stages in process for the experiment runner.
+// simulateFLAME runs all three stages in process for the experiment runner.
 //
 // Check-in. CheckIn.Decide is a client's own Bernoulli(p) coin;
 // CheckIn.Simulate and RoundStats record the realized count (the n the
 // analyzer divides by) and the empirical check-in rate, pooled by
-// EmpiricalRate.
+// empiricalRate.
 //
 // # Privacy notes
 //

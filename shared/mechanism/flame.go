@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 )
@@ -156,10 +157,10 @@ func (cfg FLAMEConfig) withDefaults() (FLAMEConfig, error) {
 	if cfg.D > math.MaxUint32 {
 		return cfg, fmt.Errorf("mechanism: dimension D %d exceeds the uint32 index range", cfg.D)
 	}
-	if err := checkPositive("local budget EpsL", cfg.EpsL); err != nil {
+	if err := check.Positive(errInvalid, "local budget EpsL", cfg.EpsL); err != nil {
 		return cfg, err
 	}
-	if err := checkPositive("clipping bound C", cfg.C); err != nil {
+	if err := check.Positive(errInvalid, "clipping bound C", cfg.C); err != nil {
 		return cfg, err
 	}
 	if cfg.NewRandomizer == nil {
@@ -225,7 +226,9 @@ func (cfg FLAMEConfig) PerCoordinateEpsilon() float64 {
 type Encoder struct {
 	cfg  FLAMEConfig
 	r    randomizer.Affine
-	clip Clipper
+	clip clipper
+	// apes is set for the APES layout (NewAPESWireEncoder); r is then nil.
+	apes *apesWire
 }
 
 // NewEncoder validates cfg and builds the per-coordinate randomizer at
@@ -245,19 +248,23 @@ func NewEncoder(cfg FLAMEConfig) (*Encoder, error) {
 	if _, slope := r.Affine(); !(slope > 0) || math.IsInf(slope, 0) {
 		return nil, fmt.Errorf("mechanism: randomizer %s has non-positive slope %v", r.Name(), slope)
 	}
-	return &Encoder{cfg: cfg, r: r, clip: Clipper{c: cfg.C}}, nil
+	return &Encoder{cfg: cfg, r: r, clip: clipper{c: cfg.C}}, nil
 }
 
 // Config returns the validated configuration with defaults filled in.
 func (e *Encoder) Config() FLAMEConfig { return e.cfg }
 
 // Randomizer returns the per-coordinate randomizer; the relay pads with its
-// blanket distribution.
+// blanket distribution. Nil for the APES layout (Clip-Laplace is not
+// affine; see NewAPESWireEncoder).
 func (e *Encoder) Randomizer() randomizer.Affine { return e.r }
 
 // Shape returns the data-independent report shape: K*L/Width messages of
-// Width entries.
+// Width entries (APES layout: D+1 messages of width 1).
 func (e *Encoder) Shape() Shape {
+	if e.apes != nil {
+		return Shape{Messages: e.apes.d + 1, Width: 1}
+	}
 	return Shape{Messages: e.cfg.K * e.cfg.L / e.cfg.Width, Width: e.cfg.Width}
 }
 
@@ -269,12 +276,23 @@ func (e *Encoder) Shape() Shape {
 // nothing.
 func (e *Encoder) Epsilon() float64 { return float64(e.cfg.K) * e.CoordinateEpsilon() }
 
-// Delta: see Epsilon.
-func (e *Encoder) Delta() float64 { return float64(e.cfg.K) * e.cfg.Keep * e.r.Delta() }
+// Delta: see Epsilon (0 for the APES layout: Clip-Laplace is pure).
+func (e *Encoder) Delta() float64 {
+	if e.apes != nil {
+		return 0
+	}
+	return float64(e.cfg.K) * e.cfg.Keep * e.r.Delta()
+}
 
 // CoordinateEpsilon is the guarantee of one perturbed coordinate:
-// KeptEpsilon(randomizer epsilon, Keep).
-func (e *Encoder) CoordinateEpsilon() float64 { return KeptEpsilon(e.r.Epsilon(), e.cfg.Keep) }
+// KeptEpsilon(randomizer epsilon, Keep); for the APES layout, the client's
+// own per-coordinate budget level·epsMax.
+func (e *Encoder) CoordinateEpsilon() float64 {
+	if e.apes != nil {
+		return e.apes.level * e.apes.epsMax
+	}
+	return KeptEpsilon(e.r.Epsilon(), e.cfg.Keep)
+}
 
 // report randomizes one normalized coordinate: R(x) with probability Keep,
 // a blanket sample otherwise. With Keep = 1 it draws exactly what
@@ -296,10 +314,13 @@ func (e *Encoder) report(x float64, src noise.Source) float64 {
 // (SS-Double, SS-Topk) (FLAME Theorem 1, Theorem 4 with Lemma 2). The index
 // lists are data-independent for SS-Simple and SS-Double. For SS-Topk they
 // are not: they give nu-index privacy against the relay (FLAME Definition 3
-// and Proposition 2; nu = TopkMinNu(D, K, L)), and no LDP guarantee.
+// and Proposition 2; nu = topkMinNu(D, K, L)), and no LDP guarantee.
 func (e *Encoder) Encode(x []float64, src noise.Source) ([]Message, error) {
 	if err := checkVector(x, e.cfg.D); err != nil {
 		return nil, err
+	}
+	if e.apes != nil {
+		return e.apes.encode(x, src)
 	}
 	n := e.cfg.K * e.cfg.L
 	idx := make([]uint32, n)

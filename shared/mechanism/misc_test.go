@@ -9,11 +9,11 @@ import (
 
 func TestClipper(t *testing.T) {
 	for _, c := range []float64{0, -1, math.NaN(), math.Inf(1)} {
-		if _, err := NewClipper(c); err == nil {
+		if _, err := newClipper(c); err == nil {
 			t.Errorf("C=%v accepted", c)
 		}
 	}
-	cl, err := NewClipper(2)
+	cl, err := newClipper(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestTopkLFromNu(t *testing.T) {
 	if _, _, err := TopkNu(1000, 10, 7850, 157); err == nil {
 		t.Error("n_p below n*beta accepted")
 	}
-	if _, err := TopkMinNu(7850, 157, 51); err == nil {
+	if _, err := topkMinNu(7850, 157, 51); err == nil {
 		t.Error("l > d/k accepted")
 	}
 	// Round trips: the l chosen for nu achieves nu, and is minimal.
@@ -103,7 +103,7 @@ func TestTopkLFromNu(t *testing.T) {
 				t.Fatalf("d=%d k=%d nu=%v: l=%d not minimal", d, k, nu, l)
 			}
 			if l >= 2 {
-				minNu, _ := TopkMinNu(d, k, l)
+				minNu, _ := topkMinNu(d, k, l)
 				if minNu > nu*(1+1e-9) {
 					t.Fatalf("d=%d k=%d: TopkMinNu(%d) = %v > nu %v", d, k, l, minNu, nu)
 				}
@@ -161,7 +161,7 @@ func TestCheckInRate(t *testing.T) {
 		}
 		stats = append(stats, st)
 	}
-	rate := EmpiricalRate(stats)
+	rate := empiricalRate(stats)
 	if math.Abs(rate-p) > 5*math.Sqrt(p*(1-p)/(pop*rounds)) {
 		t.Fatalf("empirical rate %v, want %v", rate, p)
 	}
@@ -172,22 +172,22 @@ func TestCheckInRate(t *testing.T) {
 	if math.Abs(float64(firstHalf)-total/2) > 5*math.Sqrt(total/4) {
 		t.Fatalf("first half %d of %v", firstHalf, total)
 	}
-	if !math.IsNaN(EmpiricalRate(nil)) {
+	if !math.IsNaN(empiricalRate(nil)) {
 		t.Error("EmpiricalRate(nil) should be NaN")
 	}
-	if s := NewRoundStats(0, 0, 0.5); s.Rate != 0 {
+	if s := newRoundStats(0, 0, 0.5); s.Rate != 0 {
 		t.Errorf("zero population rate %v", s.Rate)
 	}
 }
 
 func TestExpectedCount(t *testing.T) {
 	cfg := FLAMEConfig{Protocol: SSTopk, D: 7850, K: 157, L: 16, EpsL: 78.5, C: 1, NewRandomizer: AffineFactory(fakeFactory)}
-	got, err := ExpectedCount(cfg, 10000)
+	got, err := expectedCount(cfg, 10000)
 	if err != nil || math.Abs(got-3200) > 1e-9 {
 		t.Fatalf("ExpectedCount = %v, %v; want 3200", got, err)
 	}
 	cfg.L = 0
-	if _, err := ExpectedCount(cfg, 10); err == nil {
+	if _, err := expectedCount(cfg, 10); err == nil {
 		t.Error("invalid config accepted")
 	}
 }

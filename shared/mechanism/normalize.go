@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
-// Clipper clips update coordinates to [-C, C] and maps them affinely onto
+// clipper clips update coordinates to [-C, C] and maps them affinely onto
 // [0, 1], the input domain of every randomizer (FLAME Algorithm 2, lines
 // 8-9): x~ = (clip(x, -C, C) + C) / 2C. Its inverse, used by the analyzer
 // (FLAME Algorithm 2, line 19), is z = C * (2 x~ - 1).
@@ -14,26 +16,26 @@ import (
 // Clipping bounds the sensitivity of one coordinate: after normalization any
 // two inputs differ by at most 1, which is what the randomizers' epsilon is
 // calibrated to.
-type Clipper struct {
+type clipper struct {
 	c float64
 }
 
-// NewClipper returns a Clipper with clipping bound c. c must be positive and
+// newClipper returns a clipper with clipping bound c. c must be positive and
 // finite.
-func NewClipper(c float64) (Clipper, error) {
-	if err := checkPositive("clipping bound C", c); err != nil {
-		return Clipper{}, err
+func newClipper(c float64) (clipper, error) {
+	if err := check.Positive(errInvalid, "clipping bound C", c); err != nil {
+		return clipper{}, err
 	}
-	return Clipper{c: c}, nil
+	return clipper{c: c}, nil
 }
 
 // C returns the clipping bound.
-func (cl Clipper) C() float64 { return cl.c }
+func (cl clipper) C() float64 { return cl.c }
 
 // Normalize returns (clip(x, -C, C) + C) / 2C, a value in [0, 1]. Infinite
 // inputs clip to the nearest bound; NaN maps to NaN (encoders reject NaN
 // before calling this).
-func (cl Clipper) Normalize(x float64) float64 {
+func (cl clipper) Normalize(x float64) float64 {
 	switch {
 	case x >= cl.c:
 		return 1
@@ -45,7 +47,7 @@ func (cl Clipper) Normalize(x float64) float64 {
 
 // NormalizeVec writes Normalize(x[j]) into dst[j] and returns dst. dst is
 // allocated when nil or too short.
-func (cl Clipper) NormalizeVec(dst, x []float64) []float64 {
+func (cl clipper) NormalizeVec(dst, x []float64) []float64 {
 	if cap(dst) < len(x) {
 		dst = make([]float64, len(x))
 	}
@@ -59,19 +61,19 @@ func (cl Clipper) NormalizeVec(dst, x []float64) []float64 {
 // Denormalize maps a normalized value back to update units: C * (2z - 1).
 // It is the inverse of Normalize on [0, 1] and is defined (affinely) for any
 // z, since estimates of a normalized mean may fall outside [0, 1].
-func (cl Clipper) Denormalize(z float64) float64 {
+func (cl clipper) Denormalize(z float64) float64 {
 	return cl.c * (2*z - 1)
 }
 
 // Clip returns clip(x, -C, C), the value the protocols estimate the mean of.
-func (cl Clipper) Clip(x float64) float64 {
+func (cl clipper) Clip(x float64) float64 {
 	return math.Max(-cl.c, math.Min(cl.c, x))
 }
 
 // ClippedMean returns the coordinate-wise mean of clip(x_i, -C, C) over the
 // given updates: the quantity SS-Simple and SS-Double estimate without bias.
 // All updates must have length d.
-func (cl Clipper) ClippedMean(updates [][]float64, d int) ([]float64, error) {
+func (cl clipper) ClippedMean(updates [][]float64, d int) ([]float64, error) {
 	if len(updates) == 0 {
 		return nil, errors.New("mechanism: no updates")
 	}
@@ -91,12 +93,8 @@ func (cl Clipper) ClippedMean(updates [][]float64, d int) ([]float64, error) {
 	return out, nil
 }
 
-func checkPositive(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("mechanism: %s must be positive and finite, got %v", name, v)
-	}
-	return nil
-}
+// errInvalid is what a stage's parameter check wraps.
+var errInvalid = errors.New("mechanism: invalid parameter")
 
 func checkVector(x []float64, d int) error {
 	if len(x) != d {

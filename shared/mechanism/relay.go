@@ -17,7 +17,7 @@ type OverflowPolicy int
 
 const (
 	// OverflowError (the default) aborts the round with a
-	// *DimensionOverflowError listing the overflowing dimensions; nothing is forwarded.
+	// *dimensionOverflowError listing the overflowing dimensions; nothing is forwarded.
 	OverflowError OverflowPolicy = iota
 	// OverflowRaise raises the round's n_p to the smallest feasible value
 	// >= max_j n_j and records it in Batch.NP and RelayStats.RealizedNP.
@@ -66,15 +66,15 @@ func (p OverflowPolicy) String() string {
 	return fmt.Sprintf("OverflowPolicy(%d)", int(p))
 }
 
-// DimensionOverflowError reports dimensions with more real entries than
+// dimensionOverflowError reports dimensions with more real entries than
 // n_p under the OverflowError policy: the round must abort.
-type DimensionOverflowError struct {
+type dimensionOverflowError struct {
 	NP     int      // the configured n_p
 	Dims   []uint32 // overflowing dimensions, ascending
 	Counts []int    // their real counts, parallel to Dims
 }
 
-func (e *DimensionOverflowError) Error() string {
+func (e *dimensionOverflowError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mechanism: %d dimension(s) exceed n_p=%d:", len(e.Dims), e.NP)
 	for i, j := range e.Dims {
@@ -231,7 +231,7 @@ func (r *Relay) Process(real []Message, src noise.Source) (Batch, error) {
 	}
 	np := cfg.NP
 	if len(st.Overflowed) > 0 && cfg.Overflow == OverflowError {
-		e := &DimensionOverflowError{NP: cfg.NP, Dims: st.Overflowed, Counts: make([]int, len(st.Overflowed))}
+		e := &dimensionOverflowError{NP: cfg.NP, Dims: st.Overflowed, Counts: make([]int, len(st.Overflowed))}
 		for i, j := range st.Overflowed {
 			e.Counts[i] = counts[j]
 		}
@@ -252,7 +252,7 @@ func (r *Relay) Process(real []Message, src noise.Source) (Batch, error) {
 	st.RealizedNP = np
 	st.Raised = np != cfg.NP
 
-	dummyIdx, err := PlanDummies(counts, np, cfg.Width)
+	dummyIdx, err := planDummies(counts, np, cfg.Width)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -300,7 +300,7 @@ func summarize(counts []int, messages, width int) RelayStats {
 
 // packable reports whether padding to np is possible: no overflow, d*np a
 // multiple of width, and the largest deficit np - min_j n_j at most the
-// number of dummy messages M = (d*np - sum_j n_j)/width (see PlanDummies).
+// number of dummy messages M = (d*np - sum_j n_j)/width (see planDummies).
 func packable(d, width, np int, st RelayStats) bool {
 	if st.MaxCount > np || (d*np)%width != 0 {
 		return false
@@ -331,7 +331,7 @@ func raiseNP(d, width, target int, st RelayStats) (int, error) {
 	return np, nil
 }
 
-// PlanDummies returns the index lists of the dummy messages that pad every
+// planDummies returns the index lists of the dummy messages that pad every
 // dimension j from counts[j] real entries to exactly np entries, as one
 // flat slice: dummy message m is flat[m*width : (m+1)*width]. Every dummy
 // message has width distinct indices, like a real one.
@@ -351,7 +351,7 @@ func raiseNP(d, width, target int, st RelayStats) (int, error) {
 // delta_j entries in pairwise different dummy messages, and there are only
 // M of them (pigeonhole), so no packing at all exists when delta_j > M.
 // Infeasible inputs return an error wrapping ErrInfeasiblePadding.
-func PlanDummies(counts []int, np, width int) ([]uint32, error) {
+func planDummies(counts []int, np, width int) ([]uint32, error) {
 	d := len(counts)
 	if d < 1 || width < 1 || width > d || np < 0 {
 		return nil, fmt.Errorf("mechanism: plan: need d >= 1, 1 <= width <= d, np >= 0 (d=%d width=%d np=%d)", d, width, np)

@@ -138,7 +138,7 @@ func TestRelayOverflowError(t *testing.T) {
 	r, _ := NewRelay(RelayConfig{D: 4, NP: 2, Width: 2, Blanket: markBlanket})
 	real := []Message{msg(0, 1), msg(0, 2), msg(0, 3), msg(1, 3), msg(1, 2)}
 	b, err := r.Process(real, noise.NewSeeded(3))
-	var oe *DimensionOverflowError
+	var oe *dimensionOverflowError
 	if !errors.As(err, &oe) {
 		t.Fatalf("err = %v, want *DimensionOverflowError", err)
 	}
@@ -220,7 +220,7 @@ func TestRaiseIsMinimal(t *testing.T) {
 		if got != want {
 			t.Fatalf("counts %v width %d target %d: raised to %d, brute force %d", counts, width, target, got, want)
 		}
-		flat, err := PlanDummies(counts, got, width)
+		flat, err := planDummies(counts, got, width)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestPlanDummiesFeasibility(t *testing.T) {
 			total += np - counts[j]
 			maxDef = max(maxDef, np-counts[j])
 		}
-		flat, err := PlanDummies(counts, np, width)
+		flat, err := planDummies(counts, np, width)
 		feasible := total%width == 0 && maxDef <= total/width
 		if feasible != (err == nil) {
 			t.Fatalf("counts %v np %d width %d: feasible=%v err=%v", counts, np, width, feasible, err)
@@ -276,10 +276,10 @@ func TestPlanDummiesFeasibility(t *testing.T) {
 		}
 		checkPlan(t, counts, np, width, flat)
 	}
-	if _, err := PlanDummies([]int{3, 5}, 4, 1); err == nil {
+	if _, err := planDummies([]int{3, 5}, 4, 1); err == nil {
 		t.Error("count above n_p accepted")
 	}
-	if _, err := PlanDummies(nil, 4, 1); err == nil {
+	if _, err := planDummies(nil, 4, 1); err == nil {
 		t.Error("empty counts accepted")
 	}
 }

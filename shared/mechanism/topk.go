@@ -39,7 +39,7 @@ func checkTopkDims(d, k int) error {
 // l = ceil(max{1/(nu*beta), nu/(nu-1+beta)}) with beta = k/d. Valid for
 // 1 <= nu <= d/k (Proposition 2's range). It fails when that l exceeds
 // floor(d/k), which happens for nu close to 1 when k does not divide d
-// (nu = 1 needs l = d/k exactly); TopkMinNu(d, k, d/k) is then the
+// (nu = 1 needs l = d/k exactly); topkMinNu(d, k, d/k) is then the
 // strongest index privacy available.
 func TopkL(nu float64, d, k int) (int, error) {
 	if err := checkTopkDims(d, k); err != nil {
@@ -56,16 +56,16 @@ func TopkL(nu float64, d, k int) (int, error) {
 		l = 1
 	}
 	if l > d/k {
-		minNu, _ := TopkMinNu(d, k, d/k)
+		minNu, _ := topkMinNu(d, k, d/k)
 		return 0, fmt.Errorf("mechanism: nu=%v needs l=%d groups but at most floor(d/k)=%d fit; the strongest index privacy available is nu=%v", nu, l, d/k, minNu)
 	}
 	return l, nil
 }
 
-// TopkMinNu returns the strongest (smallest) index privacy nu that l groups
+// topkMinNu returns the strongest (smallest) index privacy nu that l groups
 // give: max{1, d/(l*k)} for l >= 2 and d/k for l = 1 (no index privacy;
 // see the derivation above). It requires 1 <= l <= floor(d/k).
-func TopkMinNu(d, k, l int) (float64, error) {
+func topkMinNu(d, k, l int) (float64, error) {
 	if err := checkTopkDims(d, k); err != nil {
 		return 0, err
 	}
@@ -99,6 +99,6 @@ func TopkNu(n, np, d, k int) (nu float64, l int, err error) {
 	if l < 1 {
 		return 0, 0, fmt.Errorf("mechanism: n_p=%d cannot hold even one group per client: need n_p >= n*k/d = %v", np, float64(n)*float64(k)/float64(d))
 	}
-	nu, err = TopkMinNu(d, k, l)
+	nu, err = topkMinNu(d, k, l)
 	return nu, l, err
 }

@@ -11,7 +11,7 @@ import "math"
 //	Pr[Bernoulli(s, p)] = Pr[U < p] = p
 //
 // with no rounding at all, including for subnormal p. This is what makes
-// the samplers built on it (Geometric, TwoSidedGeometric, Laplace,
+// the samplers built on it (geometric, twoSidedGeometric, Laplace,
 // Gaussian) exact up to the floating-point evaluation of exp() in their
 // acceptance probabilities. Cost: one word when p >= 2^-11, two words in
 // the worst case for larger p, and about 1 + (-log2 p)/64 words for tiny p.

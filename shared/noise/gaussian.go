@@ -3,6 +3,8 @@ package noise
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Gaussian is a floating-point-attack-safe sampler for the Gaussian
@@ -14,7 +16,7 @@ import (
 // K*g, so the output support is the grid, independent of the input. K is
 // drawn with Algorithm 3 of Canonne, Kamath and Steinke, "The Discrete
 // Gaussian for Differential Privacy" (NeurIPS 2020): propose Y from the
-// discrete Laplace with scale t = floor(s)+1 (our exact TwoSidedGeometric
+// discrete Laplace with scale t = floor(s)+1 (our exact twoSidedGeometric
 // sampler) and accept with probability exp(-(|Y| - s^2/t)^2 / (2 s^2))
 // (exact Bernoulli of the float64 value); about 1.3 proposals per sample.
 //
@@ -49,17 +51,17 @@ type Gaussian struct {
 // distance at most sensitivity. Both must be finite and > 0, with
 // sigma/sensitivity in [2^-20, 2^40] and sigma in [2^-900, 2^900].
 func NewGaussian(sigma, sensitivity float64) (*Gaussian, error) {
-	if err := checkPositive("sigma", sigma); err != nil {
+	if err := check.Positive(errInvalid, "sigma", sigma); err != nil {
 		return nil, err
 	}
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	ratio := sigma / sensitivity
 	if sigma < 0x1p-900 || sigma > 0x1p900 || !(ratio >= 0x1p-20 && ratio <= 0x1p40) {
 		return nil, fmt.Errorf("noise: gaussian sigma=%v sensitivity=%v out of range", sigma, sensitivity)
 	}
-	gran := ceilPow2(sigma / GranularityParam)
+	gran := ceilPow2(sigma / granularityParam)
 	d := math.Floor(sensitivity/gran) + 1
 	s := ratio * d
 	t := math.Floor(s) + 1

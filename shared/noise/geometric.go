@@ -4,14 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
-// MinLambda is the smallest decay rate accepted by the geometric samplers.
+// minLambda is the smallest decay rate accepted by the geometric samplers.
 // The Laplace and Gaussian samplers work at lambda of about 2^-40 (grid
 // units). At lambda >= 2^-50 the block length T is below 2^48, so H*T + L
 // overflows int64 only if H > 2^15 blocks, which has probability below
 // 2^-8000.
-const MinLambda = 0x1p-50
+const minLambda = 0x1p-50
 
 // geomBlock is lambda*T, the decay over one block of the decomposition
 // below: rho = exp(-geomBlock) ≈ 0.84 makes the low part L accepted ~92%
@@ -59,8 +61,8 @@ type geom struct {
 // table false the threshold table is skipped (cheaper to build, H then
 // costs ~6 Bernoulli words instead of one): for one-off draws.
 func newGeom(lambda float64, table bool) (geom, error) {
-	if math.IsNaN(lambda) || math.IsInf(lambda, 0) || lambda < MinLambda {
-		return geom{}, fmt.Errorf("noise: geometric decay rate lambda=%v must be finite and >= %v", lambda, MinLambda)
+	if !check.Finite(lambda) || lambda < minLambda {
+		return geom{}, fmt.Errorf("noise: geometric decay rate lambda=%v must be finite and >= %v", lambda, minLambda)
 	}
 	t := math.Max(1, math.Floor(geomBlock/lambda))
 	g := geom{lambda: lambda, t: uint64(t), rho: math.Exp(-lambda * t)}
@@ -168,17 +170,17 @@ func (g *geom) twoSided(s Source) int64 {
 	}
 }
 
-// GeometricSampler draws from the geometric law of NewGeometricSampler.
+// geometricSampler draws from the geometric law of newGeometricSampler.
 // It is immutable and safe for concurrent use (one Source per goroutine).
-type GeometricSampler struct{ g geom }
+type geometricSampler struct{ g geom }
 
-// NewGeometricSampler returns a sampler of the number of failures before
+// newGeometricSampler returns a sampler of the number of failures before
 // the first success in independent Bernoulli(p) trials,
 // Pr[G = k] = p (1-p)^k for k >= 0. It is exact up to the <1 ulp rounding
 // of exp() (see geom), with no truncation other than saturation at
 // MaxInt64 (probability below 2^-8000). p must be in
-// [1-exp(-MinLambda), 1).
-func NewGeometricSampler(p float64) (*GeometricSampler, error) {
+// [1-exp(-minLambda), 1).
+func newGeometricSampler(p float64) (*geometricSampler, error) {
 	if math.IsNaN(p) || p <= 0 || p >= 1 {
 		return nil, fmt.Errorf("noise: geometric success probability p=%v must be in (0, 1)", p)
 	}
@@ -186,11 +188,11 @@ func NewGeometricSampler(p float64) (*GeometricSampler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("noise: geometric p=%v too small: %w", p, err)
 	}
-	return &GeometricSampler{g: g}, nil
+	return &geometricSampler{g: g}, nil
 }
 
 // Sample draws G >= 0.
-func (g *GeometricSampler) Sample(s Source) int64 { return g.g.sample(s) }
+func (g *geometricSampler) Sample(s Source) int64 { return g.g.sample(s) }
 
 // DiscreteLaplace draws K in Z with Pr[K = k] = (1-q)/(1+q) q^|k|,
 // q = exp(-lambda): the two-sided geometric law, which is lambda-DP for
@@ -200,7 +202,7 @@ func (g *GeometricSampler) Sample(s Source) int64 { return g.g.sample(s) }
 type DiscreteLaplace struct{ g geom }
 
 // NewDiscreteLaplace returns the sampler for decay rate lambda (finite,
-// >= MinLambda).
+// >= minLambda).
 func NewDiscreteLaplace(lambda float64) (*DiscreteLaplace, error) {
 	g, err := newGeom(lambda, true)
 	if err != nil {
@@ -212,10 +214,10 @@ func NewDiscreteLaplace(lambda float64) (*DiscreteLaplace, error) {
 // Sample draws K.
 func (d *DiscreteLaplace) Sample(s Source) int64 { return d.g.twoSided(s) }
 
-// Geometric draws one value of the law of NewGeometricSampler(p) (p = 1
+// geometric draws one value of the law of newGeometricSampler(p) (p = 1
 // returns 0). It skips the sampler's lookup table, so it is cheap for a
-// single draw; use NewGeometricSampler for many draws.
-func Geometric(s Source, p float64) (int64, error) {
+// single draw; use newGeometricSampler for many draws.
+func geometric(s Source, p float64) (int64, error) {
 	if math.IsNaN(p) || p <= 0 || p > 1 {
 		return 0, fmt.Errorf("noise: geometric success probability p=%v must be in (0, 1]", p)
 	}
@@ -229,9 +231,9 @@ func Geometric(s Source, p float64) (int64, error) {
 	return g.sample(s), nil
 }
 
-// TwoSidedGeometric draws one value of the law of NewDiscreteLaplace
+// twoSidedGeometric draws one value of the law of NewDiscreteLaplace
 // (lambda), cheaply for a single draw; use NewDiscreteLaplace for many.
-func TwoSidedGeometric(s Source, lambda float64) (int64, error) {
+func twoSidedGeometric(s Source, lambda float64) (int64, error) {
 	g, err := newGeom(lambda, false)
 	if err != nil {
 		return 0, err
@@ -239,11 +241,5 @@ func TwoSidedGeometric(s Source, lambda float64) (int64, error) {
 	return g.twoSided(s), nil
 }
 
-var errNotPositive = errors.New("must be finite and > 0")
-
-func checkPositive(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("noise: %s=%v %w", name, v, errNotPositive)
-	}
-	return nil
-}
+// errInvalid is what a sampler's parameter check wraps.
+var errInvalid = errors.New("noise: invalid parameter")

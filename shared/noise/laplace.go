@@ -3,13 +3,15 @@ package noise
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
-// GranularityParam sets the resolution of the noise grids: the grid step
-// is the smallest power of two g >= scale/GranularityParam, so a noise
+// granularityParam sets the resolution of the noise grids: the grid step
+// is the smallest power of two g >= scale/granularityParam, so a noise
 // scale spans 2^39 to 2^40 grid steps (the value the Google
 // differential-privacy library uses; see its Secure_Noise_Generation.pdf).
-const GranularityParam = 0x1p40
+const granularityParam = 0x1p40
 
 // ceilPow2 returns the smallest power of two >= x for finite x > 0.
 func ceilPow2(x float64) float64 {
@@ -38,7 +40,7 @@ func gridIndex(x, g float64) int64 { return int64(math.Round(x / g)) }
 //     power of two);
 //  2. an integer K is drawn from the discrete Laplace law
 //     Pr[K=k] ∝ exp(-lambda |k|), lambda = g*epsilon/(sensitivity+g),
-//     with the exact sampler of TwoSidedGeometric;
+//     with the exact sampler of twoSidedGeometric;
 //  3. the output is snap(x) + K*g, exactly representable, so the support
 //     of the output is the grid itself, independent of x.
 //
@@ -73,17 +75,17 @@ type Laplace struct {
 // L1 distance at most sensitivity. Both must be finite and > 0, and the
 // scale sensitivity/epsilon must be a finite normal number.
 func NewLaplace(epsilon, sensitivity float64) (*Laplace, error) {
-	if err := checkPositive("epsilon", epsilon); err != nil {
+	if err := check.Positive(errInvalid, "epsilon", epsilon); err != nil {
 		return nil, err
 	}
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	scale := sensitivity / epsilon
 	if math.IsInf(scale, 0) || scale < 0x1p-900 || scale > 0x1p900 {
 		return nil, fmt.Errorf("noise: laplace scale sensitivity/epsilon=%v out of range [2^-900, 2^900]", scale)
 	}
-	gran := ceilPow2(scale / GranularityParam)
+	gran := ceilPow2(scale / granularityParam)
 	g, err := newGeom(gran*epsilon/(sensitivity+gran), true)
 	if err != nil {
 		return nil, fmt.Errorf("noise: laplace grid: %w", err)

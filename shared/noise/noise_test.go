@@ -165,7 +165,7 @@ func TestGeometricChiSquare(t *testing.T) {
 		counts := make([]int, len(edges))
 		n := 200000
 		sum := 0.0
-		gs, err := NewGeometricSampler(p)
+		gs, err := newGeometricSampler(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestGeometricOneOffMeans(t *testing.T) {
 	for _, p := range []float64{0.7, 0.01, 1e-7} {
 		sum := 0.0
 		for range n {
-			g, err := Geometric(s, p)
+			g, err := geometric(s, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +279,7 @@ func TestGeometricOneOffMeans(t *testing.T) {
 		// E|K| = 2q/((1-q)(1+q)); Var|K| <= E[K^2] = 2q/(1-q)^2.
 		sum := 0.0
 		for range n {
-			k, err := TwoSidedGeometric(s, lambda)
+			k, err := twoSidedGeometric(s, lambda)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,26 +295,26 @@ func TestGeometricOneOffMeans(t *testing.T) {
 
 func TestGeometricValidation(t *testing.T) {
 	for _, p := range []float64{0, 1, -0.1, 1.1, math.NaN(), math.Inf(1), 1e-300} {
-		if _, err := NewGeometricSampler(p); err == nil {
+		if _, err := newGeometricSampler(p); err == nil {
 			t.Errorf("NewGeometricSampler(%v) accepted", p)
 		}
 	}
-	for _, l := range []float64{0, -1, math.NaN(), math.Inf(1), MinLambda / 2} {
+	for _, l := range []float64{0, -1, math.NaN(), math.Inf(1), minLambda / 2} {
 		if _, err := NewDiscreteLaplace(l); err == nil {
 			t.Errorf("NewDiscreteLaplace(%v) accepted", l)
 		}
 	}
 	s := NewSeeded(5)
 	for _, p := range []float64{0, -0.1, 1.1, math.NaN(), math.Inf(1), 1e-300} {
-		if _, err := Geometric(s, p); err == nil {
+		if _, err := geometric(s, p); err == nil {
 			t.Errorf("Geometric(%v) accepted", p)
 		}
 	}
-	if g, err := Geometric(s, 1); err != nil || g != 0 {
+	if g, err := geometric(s, 1); err != nil || g != 0 {
 		t.Errorf("Geometric(1) = %d, %v; want 0", g, err)
 	}
-	for _, l := range []float64{0, -1, math.NaN(), math.Inf(1), MinLambda / 2} {
-		if _, err := TwoSidedGeometric(s, l); err == nil {
+	for _, l := range []float64{0, -1, math.NaN(), math.Inf(1), minLambda / 2} {
+		if _, err := twoSidedGeometric(s, l); err == nil {
 			t.Errorf("TwoSidedGeometric(%v) accepted", l)
 		}
 	}
@@ -355,7 +355,7 @@ func TestLaplaceGrid(t *testing.T) {
 	if fr, _ := math.Frexp(g); fr != 0.5 {
 		t.Fatalf("granularity %v is not a power of two", g)
 	}
-	if sc := 1 / 0.8; g < sc/GranularityParam || g >= 2*sc/GranularityParam {
+	if sc := 1 / 0.8; g < sc/granularityParam || g >= 2*sc/granularityParam {
 		t.Fatalf("granularity %v not in [scale/2^40, scale/2^39)", g)
 	}
 	for i := range 20000 {

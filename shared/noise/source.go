@@ -3,7 +3,7 @@
 //
 // Samplers (each documents its exact guarantee):
 //   - Bernoulli: exact for every float64 probability (lazy uniform);
-//   - GeometricSampler / Geometric and DiscreteLaplace / TwoSidedGeometric:
+//   - geometricSampler / geometric and DiscreteLaplace / twoSidedGeometric:
 //     exact up to the <1 ulp rounding of exp(), no truncation;
 //   - Laplace: Laplace mechanism on a power-of-two grid (input snapped,
 //     discrete Laplace noise), epsilon-DP with no discretization overhead

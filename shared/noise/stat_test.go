@@ -1,8 +1,9 @@
 package noise
 
 import (
-	"github.com/blanket-fl/blanket/shared/internal/stattest"
 	"testing"
+
+	"github.com/blanket-fl/blanket/shared/internal/stattest"
 )
 
 // The statistical helpers live in shared/internal/stattest, shared with the

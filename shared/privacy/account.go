@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // AccountRow is one method's central guarantee for the composition of all
@@ -56,7 +58,7 @@ type Report struct {
 //
 // Methods (each documented where it is computed):
 //
-//   - closed forms: the papers' per-round bounds (CompareFLAME,
+//   - closed forms: the papers' per-round bounds (SSSimple, SSDouble,
 //     CompareAPES) composed over the rounds by basic composition (each
 //     round at δ/T) and by advanced composition (each round at δ/(2T),
 //     slack δ/2, at the largest per-round ε);
@@ -88,7 +90,7 @@ func Account(releases []Release, delta float64) (Report, error) {
 	if len(releases) == 0 {
 		return Report{}, invalid("no releases to account")
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return Report{}, err
 	}
 	for _, r := range releases {
@@ -115,7 +117,7 @@ func Account(releases []Release, delta float64) (Report, error) {
 func tightest(rows []AccountRow, delta float64) (strict, any int) {
 	strict, any = -1, -1
 	for i, r := range rows {
-		if !r.Valid || !finite(r.Epsilon) || r.Epsilon < 0 || !(r.Delta >= 0 && r.Delta <= delta*(1+1e-9)) {
+		if !r.Valid || !check.Finite(r.Epsilon) || r.Epsilon < 0 || !(r.Delta >= 0 && r.Delta <= delta*(1+1e-9)) {
 			continue
 		}
 		if any < 0 || r.Epsilon < rows[any].Epsilon {

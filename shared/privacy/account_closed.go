@@ -86,7 +86,7 @@ func closedFormRound(r Release, deltaRound float64) []perRoundRow {
 		}
 		for _, b := range CompareAPES(r.PersonalEps, deltaCD)[1:] { // [0] is the no-shuffle row, covered by the local baseline
 			if b.Valid && c > 1 {
-				e, d, err := FLAMETheorem1(b.Epsilon, deltaCD, c)
+				e, d, err := flameTheorem1(b.Epsilon, deltaCD, c)
 				b = makeBound(b.Method, b.Citation+" + FLAME Theorem 1 over coordinates", e, d, err)
 			}
 			out = append(out, perRoundRow{bound: b, family: FamilyAPESClosedForm, amp: AmplificationShuffle})

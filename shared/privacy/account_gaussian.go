@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/pld"
 )
 
@@ -61,7 +62,7 @@ func accountGaussian(runs []run, delta float64) []AccountRow {
 // that check. GaussianDelta is computed in log space (no overflow at any
 // ε), and a bracket that cannot be found or a NaN is an error.
 func gaussianEpsilon(mu, delta float64) (float64, error) {
-	if !(mu > 0) || !finite(mu) {
+	if !(mu > 0) || !check.Finite(mu) {
 		return 0, outside("gaussian mu %v is not positive and finite", mu)
 	}
 	check := func(eps float64) (bool, error) {

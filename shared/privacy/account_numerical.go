@@ -159,7 +159,7 @@ func numericalMethods() []numericalMethod {
 				if r.Randomizer != RandomizerRGB || r.Buckets < 2 {
 					return amplify.VariationRatio{}, errNotApplicable
 				}
-				g, err := RGBGamma(eps0, r.Buckets)
+				g, err := rgbGamma(eps0, r.Buckets)
 				if err != nil {
 					return amplify.VariationRatio{}, err
 				}
@@ -182,7 +182,7 @@ func shuffleSetting(r Release) (n int, eps0 float64, err error) {
 	case ProtocolAPES, ProtocolSAPES:
 		// Clip-Laplace users with budgets ε_i: every cross ratio
 		// R_i(x)/R_j(x') is at most e^{max(ε_i, ε_j)} (the exact neighbor
-		// divergence ClipLaplaceNeighborDivergence is ≤ max(ε_i, ε_j)
+		// divergence clipLaplaceNeighborDivergence is ≤ max(ε_i, ε_j)
 		// because ln((e^x − 1)/x) increases), so all reports are
 		// ε*-LDP for ε* = max ε_i in the cross sense the clone
 		// decomposition needs, and the generic pairs at ε* apply.

@@ -51,7 +51,7 @@ import (
 //     per k participants FMT'21's shuffle bound (Theorem 3.1, or Theorem
 //     3.8 for δ0 > 0, whose δ includes (e^ε + 1)(1 + e^{−ε0}/2)·k·δ0),
 //     subsampling by k/n (Balle-Barthe-Gaboardi 2018 Theorem 9), the
-//     approximate-RDP conversion (rdp.ApproxDPToRDP) and the binomial
+//     approximate-RDP conversion (rdp.approxDPToRDP) and the binomial
 //     mixture of Theorem 1. The slack of every round (the shuffle δ, the
 //     k·δ0 terms, the omitted binomial tail) adds to the row's δ; a row
 //     whose slack exceeds the target δ is invalid with the reason.

@@ -47,7 +47,7 @@ func TestAccountRDPFloorAndPLD(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkReport(t, rep, delta)
-			floor, err := FloorShuffledRR(eps0, n, delta)
+			floor, err := floorShuffledRR(eps0, n, delta)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -210,7 +210,7 @@ func TestFloorShuffledRRRefuses(t *testing.T) {
 		n     int
 		delta float64
 	}{{0, 10, 1e-6}, {math.NaN(), 10, 1e-6}, {1, 0, 1e-6}, {1, 10, 0}, {1, 10, 1}, {math.Inf(1), 10, 1e-6}} {
-		if _, err := FloorShuffledRR(c.eps0, c.n, c.delta); !errors.Is(err, ErrInvalidParameter) {
+		if _, err := floorShuffledRR(c.eps0, c.n, c.delta); !errors.Is(err, ErrInvalidParameter) {
 			t.Errorf("%v: err = %v", c, err)
 		}
 	}
@@ -233,7 +233,7 @@ func TestAccountFloorAndMonotone(t *testing.T) {
 			if len(rows) != 3 {
 				t.Fatalf("want 3 numerical rows, got %v", rows)
 			}
-			floor, err := FloorShuffledRR(eps0, n, delta)
+			floor, err := floorShuffledRR(eps0, n, delta)
 			if err != nil {
 				t.Fatal(err)
 			}

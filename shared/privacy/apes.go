@@ -3,9 +3,11 @@ package privacy
 import (
 	"math"
 	"sort"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
-// FMTClosedForm returns the closed-form amplification bound of Feldman,
+// fmtClosedForm returns the closed-form amplification bound of Feldman,
 // McMillan and Talwar (FOCS 2021, "FMT'22" in APES), which APES states as
 // its baseline eq. (2): shuffling n reports of ε0-LDP randomizers (they may
 // differ between users, FMT Theorem 3.1) is (ε, δ)-DP with
@@ -15,14 +17,14 @@ import (
 // Refused unless ε0 ≤ ln(n/(16·ln(4/δ))). (FMT state the condition with
 // ln(2/δ); the ln(4/δ) form used here, and by the APES and FMT reference
 // code, is stricter.)
-func FMTClosedForm(eps0 float64, n int, delta float64) (float64, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+func fmtClosedForm(eps0 float64, n int, delta float64) (float64, error) {
+	if err := check.Positive(ErrInvalidParameter, "eps0", eps0); err != nil {
 		return 0, err
 	}
-	if err := checkCount("n", n, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "n", n, 1); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	fn := float64(n)
@@ -34,19 +36,19 @@ func FMTClosedForm(eps0 float64, n int, delta float64) (float64, error) {
 	return math.Log1p((e - 1) / (e + 1) * (8*math.Sqrt(e*l4/fn) + 8*e/fn)), nil
 }
 
-// APESUniS returns APES's baseline "UniS" bound (APES eq. 2): the FMT'22
+// apesUniS returns APES's baseline "UniS" bound (APES eq. 2): the FMT'22
 // closed form at the largest local budget ε* = max ε_i, for n = len(eps)
 // users. Although APES calls it an approximation for heterogeneous Laplace
 // budgets, it is a valid bound: each user's randomizer is also ε*-LDP, and
 // FMT'22 Theorem 3.1 allows a different ε*-LDP randomizer per user.
 // Guarantee: (ε, delta)-DP per dimension, for replacing one user's input.
-func APESUniS(eps []float64, delta float64) (Bound, error) {
+func apesUniS(eps []float64, delta float64) (Bound, error) {
 	const method, cite = "APES UniS (FMT'22 closed form at max eps_i)", "APES eq. (2) / FMT'22 Theorem 3.1"
 	epsMax, err := checkBudgets(eps)
 	if err != nil {
 		return makeBound(method, cite, 0, 0, err), err
 	}
-	e, err := FMTClosedForm(epsMax, len(eps), delta)
+	e, err := fmtClosedForm(epsMax, len(eps), delta)
 	return makeBound(method, cite, e, delta, err), err
 }
 
@@ -57,7 +59,7 @@ func checkBudgets(eps []float64) (float64, error) {
 	}
 	epsMax := 0.0
 	for i, e := range eps {
-		if !finite(e) || e <= 0 {
+		if !check.Finite(e) || e <= 0 {
 			return 0, invalid("eps[%d] = %v, want a finite value > 0", i, e)
 		}
 		epsMax = math.Max(epsMax, e)
@@ -65,25 +67,25 @@ func checkBudgets(eps []float64) (float64, error) {
 	return epsMax, nil
 }
 
-// ClipLaplaceNeighborDivergenceBound is APES Lemma 4 (A = C): the neighbor
+// clipLaplaceNeighborDivergenceBound is APES Lemma 4 (A = C): the neighbor
 // divergence between the output distributions of two Clip-Laplace users
 // with budgets epsI and epsJ, over all their inputs, is at most
 //
 //	D_N(μ_i‖μ_j) ≤ ln((ε_i/ε_j)·(1 − e^{−ε_j})/(1 − e^{−ε_i}) · e^{max(ε_i, ε_j)}).
 //
-// ClipLaplaceNeighborDivergence gives the exact value, which replaces
+// clipLaplaceNeighborDivergence gives the exact value, which replaces
 // e^{max(ε_i,ε_j)} by e^{ε_j}; the Lemma 4 bound is never smaller.
-func ClipLaplaceNeighborDivergenceBound(epsI, epsJ float64) (float64, error) {
-	if err := checkPositive("epsI", epsI); err != nil {
+func clipLaplaceNeighborDivergenceBound(epsI, epsJ float64) (float64, error) {
+	if err := check.Positive(ErrInvalidParameter, "epsI", epsI); err != nil {
 		return 0, err
 	}
-	if err := checkPositive("epsJ", epsJ); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsJ", epsJ); err != nil {
 		return 0, err
 	}
 	return clipLapRatio(epsI, epsJ) + math.Max(epsI, epsJ), nil
 }
 
-// ClipLaplaceNeighborDivergence is the exact neighbor divergence (APES
+// clipLaplaceNeighborDivergence is the exact neighbor divergence (APES
 // Definition 5) sup over inputs f_s, f_t ∈ [−C, C] and outputs z of
 // ln(p_i(z|f_s)/p_j(z|f_t)) for Clip-Laplace with A = C and λ = 2C/ε:
 //
@@ -96,11 +98,11 @@ func ClipLaplaceNeighborDivergenceBound(epsI, epsJ float64) (float64, error) {
 // e^{−ε_i(1+f_s)/2}/S_i(f_s) decreases in f_s, so f_s = −1 gives
 // 2/(1 − e^{−ε_i}); interior z is dominated (checked by exhaustive grid
 // search in apes_test.go).
-func ClipLaplaceNeighborDivergence(epsI, epsJ float64) (float64, error) {
-	if err := checkPositive("epsI", epsI); err != nil {
+func clipLaplaceNeighborDivergence(epsI, epsJ float64) (float64, error) {
+	if err := check.Positive(ErrInvalidParameter, "epsI", epsI); err != nil {
 		return 0, err
 	}
-	if err := checkPositive("epsJ", epsJ); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsJ", epsJ); err != nil {
 		return 0, err
 	}
 	return clipLapRatio(epsI, epsJ) + epsJ, nil
@@ -111,18 +113,18 @@ func clipLapRatio(epsI, epsJ float64) float64 {
 	return math.Log(epsI/epsJ) + math.Log(-math.Expm1(-epsJ)) - math.Log(-math.Expm1(-epsI))
 }
 
-// EchoProbability returns p = exp(−D_N(μ_user‖μ_other)), the probability
+// echoProbability returns p = exp(−D_N(μ_user‖μ_other)), the probability
 // with which a Clip-Laplace user with budget epsOther outputs an "echo" of a
 // user with budget epsUser (APES Lemmas 5-6: μ_other ≥ p·μ_user pointwise,
 // for all inputs of both). With exact = false, D_N is Lemma 4's bound, so
 // p is the paper's p_ij of Lemma 6 with i = other, j = user:
 // (ε_i/ε_j)·(1 − e^{−ε_j})/(1 − e^{−ε_i})·e^{−max(ε_i, ε_j)}. With exact =
 // true, the exact divergence gives e^{−ε_i} in place of e^{−max(ε_i, ε_j)}.
-func EchoProbability(epsOther, epsUser float64, exact bool) (float64, error) {
-	if err := checkPositive("epsOther", epsOther); err != nil {
+func echoProbability(epsOther, epsUser float64, exact bool) (float64, error) {
+	if err := check.Positive(ErrInvalidParameter, "epsOther", epsOther); err != nil {
 		return 0, err
 	}
-	if err := checkPositive("epsUser", epsUser); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "epsUser", epsUser); err != nil {
 		return 0, err
 	}
 	return echoP(epsOther, epsUser, exact), nil
@@ -139,7 +141,7 @@ func echoP(epsOther, epsUser float64, exact bool) float64 {
 	return math.Exp(-d)
 }
 
-// EoNBound returns the Echo-of-Neighbors central bound of APES Theorem 4
+// eonBound returns the Echo-of-Neighbors central bound of APES Theorem 4
 // for Clip-Laplace users with local budgets eps (one per user), at
 // shuffling slack deltaS:
 //
@@ -160,7 +162,7 @@ func echoP(epsOther, epsUser float64, exact bool) float64 {
 // of user 1's actual output distribution, i.e. p_i = exp(−D_N(μ_1‖μ_i))
 // with user 1's own ε_1 (Lemma 5's proof needs μ_i ≥ p_i·μ_1 pointwise).
 // This function bounds every user u at once: the prefactor is increasing in
-// ε_u ≤ ε*, and p(ε_i; ε_u) (EchoProbability) decreases in ε_u (it is
+// ε_u ≤ ε*, and p(ε_i; ε_u) (echoProbability) decreases in ε_u (it is
 // g(ε_u)/g(ε_i)·e^{−max(ε_i,ε_u)} or g(ε_u)/g(ε_i)·e^{−ε_i} with
 // g(x) = (1 − e^{−x})/x decreasing), so
 // S_u = Σ_{i≠u} p(ε_i; ε_u) ≥ Σ_i p(ε_i; ε*) − max_i p(ε_i; ε*), the S used
@@ -170,7 +172,7 @@ func echoP(epsOther, epsUser float64, exact bool) float64 {
 // bound is tighter and still valid. In the uniform case
 // S = (n − 1)e^{−ε0} and the bound is FMT'22's with n − 1 users.
 // Guarantee: (ε^c, δ^c)-DP per dimension, for replacing one user's input.
-func EoNBound(eps []float64, deltaS float64, exact bool) (Bound, error) {
+func eonBound(eps []float64, deltaS float64, exact bool) (Bound, error) {
 	method := "APES EoN (worst-case user, Lemma 4 divergence)"
 	if exact {
 		method = "APES EoN (worst-case user, exact Clip-Laplace divergence)"
@@ -180,7 +182,7 @@ func EoNBound(eps []float64, deltaS float64, exact bool) (Bound, error) {
 	if err != nil {
 		return makeBound(method, cite, 0, 0, err), err
 	}
-	if err := checkOpenUnit("deltaS", deltaS); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaS", deltaS); err != nil {
 		return makeBound(method, cite, 0, 0, err), err
 	}
 	var total, maxP float64
@@ -203,31 +205,14 @@ func eonFormula(epsStar, s, deltaS float64) (eps, delta float64, err error) {
 	return math.Log1p(pre * (8*math.Sqrt(l4/s) + 8/s)), pre * deltaS, nil
 }
 
-// APESNoShuffle is the guarantee without any amplification (APES Table 3's
+// apesNoShuffle is the guarantee without any amplification (APES Table 3's
 // PLDP row): the reports are max ε_i-LDP, so any post-processing, including
 // the shuffled aggregate, is (max ε_i, 0)-DP (APES Lemma 1, parallel
 // composition over users).
-func APESNoShuffle(eps []float64) (Bound, error) {
+func apesNoShuffle(eps []float64) (Bound, error) {
 	const method, cite = "PLDP (no amplification)", "APES Lemma 1 / Theorem 3"
 	epsMax, err := checkBudgets(eps)
 	return makeBound(method, cite, epsMax, 0, err), err
-}
-
-// SAPESUserLevel is APES Proposition 1: S-APES with b-dimension
-// post-sparsification is (ε^uc, δ^uc)-DP at user level, composing the
-// dimension-level (ε^c, δ^c) over 2b dimensions (replacing a user changes
-// at most 2b selected dimensions, as the paper argues) by advanced
-// composition:
-//
-//	ε^uc = ε^c·sqrt(4b·ln(1/δ'^uc)) + 2b·ε^c(e^{ε^c} − 1),  δ^uc = δ'^uc + 2b·δ^c.
-//
-// The same with b = d/2 is not APES's user-level bound for plain APES,
-// which composes over d dimensions: use AdvancedComposition(ε^c, δ^c, d, δ').
-func SAPESUserLevel(epsC, deltaC float64, b int, deltaPrime float64) (epsUC, deltaUC float64, err error) {
-	if err := checkCount("b", b, 1); err != nil {
-		return 0, 0, err
-	}
-	return AdvancedComposition(epsC, deltaC, 2*b, deltaPrime)
 }
 
 // Uniform2Budgets returns n deterministic local budgets for APES Table 2's

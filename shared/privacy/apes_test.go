@@ -46,14 +46,14 @@ func TestClipLaplaceNeighborDivergence(t *testing.T) {
 				}
 			}
 		}
-		exact, err := ClipLaplaceNeighborDivergence(ei, ej)
+		exact, err := clipLaplaceNeighborDivergence(ei, ej)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if math.Abs(sup-exact) > 1e-9 {
 			t.Errorf("eps_i=%g eps_j=%g: grid sup %.12f, formula %.12f", ei, ej, sup, exact)
 		}
-		lemma4, _ := ClipLaplaceNeighborDivergenceBound(ei, ej)
+		lemma4, _ := clipLaplaceNeighborDivergenceBound(ei, ej)
 		if lemma4 < exact-1e-15 {
 			t.Errorf("eps_i=%g eps_j=%g: Lemma 4 bound %v below exact %v", ei, ej, lemma4, exact)
 		}
@@ -61,22 +61,22 @@ func TestClipLaplaceNeighborDivergence(t *testing.T) {
 			t.Errorf("same budgets: D_N = %v, want eps = %v", exact, ei)
 		}
 	}
-	if _, err := ClipLaplaceNeighborDivergence(0, 1); !errors.Is(err, ErrInvalidParameter) {
+	if _, err := clipLaplaceNeighborDivergence(0, 1); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("eps = 0: %v", err)
 	}
 }
 
-// TestEchoProbabilityIsLemma6 checks EchoProbability against Lemma 6's
+// TestEchoProbabilityIsLemma6 checks echoProbability against Lemma 6's
 // printed p_ij with i the echoing user and j the echoed one.
 func TestEchoProbabilityIsLemma6(t *testing.T) {
 	for _, pr := range [][2]float64{{0.05, 1}, {1, 0.05}, {0.4, 0.7}} {
 		ei, ej := pr[0], pr[1]
 		want := ei / ej * (1 - math.Exp(-ej)) / (1 - math.Exp(-ei)) * math.Exp(-math.Max(ei, ej))
-		got, err := EchoProbability(ei, ej, false)
+		got, err := echoProbability(ei, ej, false)
 		if err != nil || math.Abs(got-want) > 1e-15 {
 			t.Errorf("p(%g, %g) = %v %v, want %v", ei, ej, got, err, want)
 		}
-		exact, _ := EchoProbability(ei, ej, true)
+		exact, _ := echoProbability(ei, ej, true)
 		if exact < got || exact > 1 {
 			t.Errorf("exact p(%g, %g) = %v, Lemma 4 version %v", ei, ej, exact, got)
 		}
@@ -84,7 +84,7 @@ func TestEchoProbabilityIsLemma6(t *testing.T) {
 }
 
 func TestFMTClosedForm(t *testing.T) {
-	got, err := FMTClosedForm(1, 10000, 1e-8)
+	got, err := fmtClosedForm(1, 10000, 1e-8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +94,10 @@ func TestFMTClosedForm(t *testing.T) {
 		t.Errorf("got %v want %v", got, want)
 	}
 	// ε0 = 3 > ln(1000/(16 ln(4e8))) = 1.15: refused.
-	if _, err := FMTClosedForm(3, 1000, 1e-8); !errors.Is(err, ErrOutsideValidity) {
+	if _, err := fmtClosedForm(3, 1000, 1e-8); !errors.Is(err, ErrOutsideValidity) {
 		t.Errorf("eps0 too large: %v", err)
 	}
-	if _, err := FMTClosedForm(1, 1000, 0); !errors.Is(err, ErrInvalidParameter) {
+	if _, err := fmtClosedForm(1, 1000, 0); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("delta = 0: %v", err)
 	}
 }
@@ -110,12 +110,12 @@ func TestEoNUniformIsFMT(t *testing.T) {
 	for i := range eps {
 		eps[i] = eps0
 	}
-	want, err := FMTClosedForm(eps0, n-1, delta)
+	want, err := fmtClosedForm(eps0, n-1, delta)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, exact := range []bool{false, true} {
-		b, err := EoNBound(eps, delta, exact)
+		b, err := eonBound(eps, delta, exact)
 		if err != nil || math.Abs(b.Epsilon-want) > 1e-12 {
 			t.Errorf("exact=%v: %+v %v, want %v", exact, b, err, want)
 		}
@@ -123,22 +123,22 @@ func TestEoNUniformIsFMT(t *testing.T) {
 			t.Errorf("delta = %v, want %v", b.Delta, pre*delta)
 		}
 	}
-	uniS, _ := APESUniS(eps, delta)
-	if u, _ := FMTClosedForm(eps0, n, delta); uniS.Epsilon != u || uniS.Delta != delta {
+	uniS, _ := apesUniS(eps, delta)
+	if u, _ := fmtClosedForm(eps0, n, delta); uniS.Epsilon != u || uniS.Delta != delta {
 		t.Errorf("UniS %+v, want FMT at n = %d", uniS, n)
 	}
 }
 
 // TestEoNCoversEveryUser recomputes, for every user u of a small
 // heterogeneous population, the echo sum S_u = Σ_{i≠u} p(ε_i; ε_u) and the
-// resulting Theorem 4 ε for u, and checks that EoNBound is at least all of
+// resulting Theorem 4 ε for u, and checks that eonBound is at least all of
 // them (it is meant to hold for every user at once).
 func TestEoNCoversEveryUser(t *testing.T) {
 	eps := uniformQuantiles(1000, 0.05, 1)
 	eps[17] = 1.3 // a single outlier with the largest budget
 	const delta = 1e-3
 	for _, exact := range []bool{false, true} {
-		b, err := EoNBound(eps, delta, exact)
+		b, err := eonBound(eps, delta, exact)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestEoNCoversEveryUser(t *testing.T) {
 }
 
 func TestEoNRefusals(t *testing.T) {
-	if _, err := EoNBound(uniformQuantiles(100, 0.05, 1), 1e-8, false); !errors.Is(err, ErrOutsideValidity) {
+	if _, err := eonBound(uniformQuantiles(100, 0.05, 1), 1e-8, false); !errors.Is(err, ErrOutsideValidity) {
 		t.Errorf("S < 16 ln(4/delta): %v", err)
 	}
 	for name, eps := range map[string][]float64{
@@ -175,12 +175,12 @@ func TestEoNRefusals(t *testing.T) {
 		"zero":     {0.5, 0, 0.3},
 		"Inf":      {0.5, math.Inf(1)},
 	} {
-		b, err := EoNBound(eps, 1e-8, true)
+		b, err := eonBound(eps, 1e-8, true)
 		if !errors.Is(err, ErrInvalidParameter) || b.Valid {
 			t.Errorf("%s: %+v %v", name, b, err)
 		}
 	}
-	if _, err := EoNBound(Uniform2Budgets(10000), 0, true); !errors.Is(err, ErrInvalidParameter) {
+	if _, err := eonBound(Uniform2Budgets(10000), 0, true); !errors.Is(err, ErrInvalidParameter) {
 		t.Errorf("deltaS = 0: %v", err)
 	}
 }
@@ -190,12 +190,12 @@ func TestEoNRefusals(t *testing.T) {
 func TestAPESMonotone(t *testing.T) {
 	type bound func([]float64) (float64, error)
 	bounds := map[string]bound{
-		"UniS": func(e []float64) (float64, error) { b, err := APESUniS(e, 1e-8); return b.Epsilon, err },
+		"UniS": func(e []float64) (float64, error) { b, err := apesUniS(e, 1e-8); return b.Epsilon, err },
 		"EoN Lemma 4": func(e []float64) (float64, error) {
-			b, err := EoNBound(e, 1e-8, false)
+			b, err := eonBound(e, 1e-8, false)
 			return b.Epsilon, err
 		},
-		"EoN exact": func(e []float64) (float64, error) { b, err := EoNBound(e, 1e-8, true); return b.Epsilon, err },
+		"EoN exact": func(e []float64) (float64, error) { b, err := eonBound(e, 1e-8, true); return b.Epsilon, err },
 	}
 	scales := []float64{0.5, 1, 2}
 	ns := []int{10000, 30000, 100000}
@@ -225,24 +225,10 @@ func TestAPESMonotone(t *testing.T) {
 
 func TestEoNExactTighter(t *testing.T) {
 	eps := Uniform2Budgets(10000)
-	l4, err1 := EoNBound(eps, 1e-8, false)
-	ex, err2 := EoNBound(eps, 1e-8, true)
+	l4, err1 := eonBound(eps, 1e-8, false)
+	ex, err2 := eonBound(eps, 1e-8, true)
 	if err1 != nil || err2 != nil || !(ex.Epsilon < l4.Epsilon) {
 		t.Errorf("exact %+v not below Lemma 4 %+v (%v %v)", ex, l4, err1, err2)
-	}
-}
-
-func TestSAPESUserLevel(t *testing.T) {
-	e, d, err := SAPESUserLevel(0.05, 1e-9, 100, 1e-6)
-	we, wd, _ := AdvancedComposition(0.05, 1e-9, 200, 1e-6)
-	if err != nil || e != we || d != wd {
-		t.Errorf("got (%v, %v, %v), want (%v, %v)", e, d, err, we, wd)
-	}
-	if want := 0.05*math.Sqrt(400*math.Log(1e6)) + 200*0.05*math.Expm1(0.05); math.Abs(e-want) > 1e-12 {
-		t.Errorf("eps_uc = %v, want Proposition 1's %v", e, want)
-	}
-	if _, _, err := SAPESUserLevel(0.05, 1e-9, 0, 1e-6); !errors.Is(err, ErrInvalidParameter) {
-		t.Errorf("b = 0: %v", err)
 	}
 }
 
@@ -281,7 +267,7 @@ func TestCompareAPES(t *testing.T) {
 func BenchmarkEoNBound10k(b *testing.B) {
 	eps := Uniform2Budgets(10000)
 	for i := 0; i < b.N; i++ {
-		if _, err := EoNBound(eps, 1e-8, true); err != nil {
+		if _, err := eonBound(eps, 1e-8, true); err != nil {
 			b.Fatal(err)
 		}
 	}

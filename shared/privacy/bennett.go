@@ -3,6 +3,8 @@ package privacy
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Mechanism names a local randomizer whose privacy amplification random
@@ -28,7 +30,7 @@ func LaplaceMechanism() Mechanism { return Mechanism{kind: mechLaplace} }
 // RRMechanism is k-ary randomized response R_{γ,k} with γ = k/(e^{ε0}+k−1)
 // (FLAME Algorithm 1 with b = k). k must be at least 2.
 func RRMechanism(k int) (Mechanism, error) {
-	if err := checkCount("k", k, 2); err != nil {
+	if err := check.Count(ErrInvalidParameter, "k", k, 2); err != nil {
 		return Mechanism{}, err
 	}
 	return Mechanism{kind: mechRR, k: k}, nil
@@ -235,7 +237,7 @@ func binomialExpect(n int, q, oneMinusQ float64, f func(int) float64) float64 {
 const maxBennettN = 10_000_000
 
 func checkBennettArgs(eps0 float64, n int) error {
-	if err := checkPositive("eps0", eps0); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "eps0", eps0); err != nil {
 		return err
 	}
 	if n < 1 || n > maxBennettN {
@@ -252,7 +254,7 @@ func BennettDelta(m Mechanism, eps0 float64, n int, eps float64) (float64, error
 	if err := checkBennettArgs(eps0, n); err != nil {
 		return 0, err
 	}
-	if err := checkNonNegative("eps", eps); err != nil {
+	if err := check.NonNegative(ErrInvalidParameter, "eps", eps); err != nil {
 		return 0, err
 	}
 	return bennettDelta(m, eps0, n, eps, correctedTail), nil
@@ -268,7 +270,7 @@ func BennettEpsilon(m Mechanism, eps0 float64, n int, delta float64) (float64, e
 	if err := checkBennettArgs(eps0, n); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	return bennettSearch(m, eps0, n, delta, correctedTail), nil

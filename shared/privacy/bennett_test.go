@@ -2,10 +2,10 @@ package privacy
 
 import (
 	"errors"
-	"github.com/blanket-fl/blanket/shared/internal/stattest"
 	"math"
 	"testing"
 
+	"github.com/blanket-fl/blanket/shared/internal/stattest"
 	"github.com/blanket-fl/blanket/shared/noise"
 )
 

@@ -1,31 +1,25 @@
 package privacy
 
-import "math"
+import (
+	"math"
 
-// RGBGamma returns the blanket probability γ = b/(e^ε + b − 1) at which the
+	"github.com/blanket-fl/blanket/shared/internal/check"
+)
+
+// rgbGamma returns the blanket probability γ = b/(e^ε + b − 1) at which the
 // randomizer R_{γ,b} of FLAME Algorithm 1 (BBGN'19) is ε-LDP.
-func RGBGamma(epsLocal float64, b int) (float64, error) {
-	if err := checkPositive("epsLocal", epsLocal); err != nil {
+func rgbGamma(epsLocal float64, b int) (float64, error) {
+	if err := check.Positive(ErrInvalidParameter, "epsLocal", epsLocal); err != nil {
 		return 0, err
 	}
-	if err := checkCount("b", b, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "b", b, 1); err != nil {
 		return 0, err
 	}
 	fb := float64(b)
 	return fb / (math.Exp(epsLocal) + fb - 1), nil
 }
 
-// LaplaceBlanketGamma returns the blanket probability γ = e^{−ε/2} of the
-// Laplace mechanism with scale 1/ε on inputs in [0, 1] (FLAME, after
-// Lemma 1; BBGN'19 Section 5). It is the total mass of inf_x μ_x(y).
-func LaplaceBlanketGamma(epsLocal float64) (float64, error) {
-	if err := checkPositive("epsLocal", epsLocal); err != nil {
-		return 0, err
-	}
-	return math.Exp(-epsLocal / 2), nil
-}
-
-// BlanketRGB returns the central ε of shuffling n reports of the randomizer
+// blanketRGB returns the central ε of shuffling n reports of the randomizer
 // R_{γ,k} with blanket probability gamma, at central delta:
 //
 //	ε = sqrt(14·k·ln(2/δ) / ((n − 1)·γ)).
@@ -37,17 +31,17 @@ func LaplaceBlanketGamma(epsLocal float64) (float64, error) {
 // i.e. γ ≥ 27k/((n−1)ε); otherwise the theorem does not give this ε.
 // Guarantee: the shuffled reports are (ε, delta)-DP for replacement of one
 // user's input.
-func BlanketRGB(gamma float64, k, n int, delta float64) (float64, error) {
-	if !finite(gamma) || gamma <= 0 || gamma > 1 {
+func blanketRGB(gamma float64, k, n int, delta float64) (float64, error) {
+	if !check.Finite(gamma) || gamma <= 0 || gamma > 1 {
 		return 0, invalid("gamma = %v, want 0 < gamma <= 1", gamma)
 	}
-	if err := checkCount("k", k, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "k", k, 1); err != nil {
 		return 0, err
 	}
-	if err := checkCount("n", n, 2); err != nil {
+	if err := check.Count(ErrInvalidParameter, "n", n, 2); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	fk, fn1 := float64(k), float64(n-1)
@@ -66,16 +60,16 @@ func BlanketRGB(gamma float64, k, n int, delta float64) (float64, error) {
 //
 //	ε_c = sqrt(14·ln(2/δ_c)·(e^{ε_l} + b − 1) / (n − 1)),
 //
-// i.e. BlanketRGB with γ = b/(e^{ε_l} + b − 1). FLAME states the validity
+// i.e. blanketRGB with γ = b/(e^{ε_l} + b − 1). FLAME states the validity
 // range sqrt(14·ln(2/δ_c)(b−1)/(n−1)) < ε_c ≤ 1; its lower end always holds
 // (e^{ε_l} > 1), so the binding conditions are ε_c ≤ 1 and the 27k branch
 // of BBGN'19 Theorem 3.1, both enforced (ErrOutsideValidity otherwise).
 func BlanketLemma1(epsLocal float64, b, n int, delta float64) (float64, error) {
-	gamma, err := RGBGamma(epsLocal, b)
+	gamma, err := rgbGamma(epsLocal, b)
 	if err != nil {
 		return 0, err
 	}
-	eps, err := BlanketRGB(gamma, b, n, delta)
+	eps, err := blanketRGB(gamma, b, n, delta)
 	if err != nil {
 		return 0, err
 	}
@@ -83,29 +77,4 @@ func BlanketLemma1(epsLocal float64, b, n int, delta float64) (float64, error) {
 		return 0, outside("FLAME Lemma 1 needs eps_c > %.6g, got %.6g", lower, eps)
 	}
 	return eps, nil
-}
-
-// Corollary1Condition checks the validity condition of BBGN'19's generic
-// amplification corollary (FLAME Corollary 1): ε_l ≤ ln(n/ln(1/δ_c))/2.
-//
-// The corollary itself, ε_c = O((1 ∧ ε_l)·e^{ε_l}·sqrt(ln(1/δ_c)/n)), is an
-// asymptotic statement whose constant the corollary does not give, so no
-// number can be computed from it; use BennettEpsilon (the numerical form of
-// the same analysis) for a concrete ε_c. FLAME's code asserts this condition
-// before applying the Bennett bound, so it is exposed for that use.
-func Corollary1Condition(epsLocal float64, n int, delta float64) error {
-	if err := checkPositive("epsLocal", epsLocal); err != nil {
-		return err
-	}
-	if err := checkCount("n", n, 1); err != nil {
-		return err
-	}
-	if err := checkOpenUnit("delta", delta); err != nil {
-		return err
-	}
-	lim := math.Log(float64(n)/math.Log(1/delta)) / 2
-	if !(epsLocal <= lim) {
-		return outside("FLAME Corollary 1 needs eps_l <= ln(n/ln(1/delta))/2 = %.6g, got %.6g", lim, epsLocal)
-	}
-	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // ErrInvalidParameter is wrapped by every error caused by a malformed
@@ -42,7 +44,7 @@ func (b Bound) String() string {
 // δ outside [0, 1)) becomes an invalid row, never a number: numerical
 // methods that overflow must refuse, not report a small ε.
 func makeBound(method, citation string, eps, delta float64, err error) Bound {
-	if err == nil && (!finite(eps) || eps < 0 || !finite(delta) || delta < 0 || delta >= 1) {
+	if err == nil && (!check.Finite(eps) || eps < 0 || !check.Finite(delta) || delta < 0 || delta >= 1) {
 		err = fmt.Errorf("%w: uncertified result (epsilon %v, delta %v)", ErrUncertified, eps, delta)
 	}
 	if err != nil {
@@ -65,46 +67,4 @@ func invalid(format string, args ...any) error {
 // outside returns an error wrapping ErrOutsideValidity.
 func outside(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrOutsideValidity, fmt.Sprintf(format, args...))
-}
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
-// checkPositive requires a finite v > 0.
-func checkPositive(name string, v float64) error {
-	if !finite(v) || v <= 0 {
-		return invalid("%s = %v, want a finite value > 0", name, v)
-	}
-	return nil
-}
-
-// checkNonNegative requires a finite v >= 0.
-func checkNonNegative(name string, v float64) error {
-	if !finite(v) || v < 0 {
-		return invalid("%s = %v, want a finite value >= 0", name, v)
-	}
-	return nil
-}
-
-// checkOpenUnit requires 0 < v < 1 (a delta or a sampling rate below 1).
-func checkOpenUnit(name string, v float64) error {
-	if !finite(v) || v <= 0 || v >= 1 {
-		return invalid("%s = %v, want 0 < %s < 1", name, v, name)
-	}
-	return nil
-}
-
-// checkDeltaOrZero requires 0 <= v < 1.
-func checkDeltaOrZero(name string, v float64) error {
-	if !finite(v) || v < 0 || v >= 1 {
-		return invalid("%s = %v, want 0 <= %s < 1", name, v, name)
-	}
-	return nil
-}
-
-// checkCount requires an integer count >= min.
-func checkCount(name string, v, min int) error {
-	if v < min {
-		return invalid("%s = %d, want >= %d", name, v, min)
-	}
-	return nil
 }

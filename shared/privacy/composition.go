@@ -1,29 +1,10 @@
 package privacy
 
-import "math"
+import (
+	"math"
 
-// BasicComposition returns the guarantee of the t-fold adaptive composition
-// of (eps, delta)-DP mechanisms: (t·eps, t·delta).
-//
-// FLAME Lemma 2 states it for pure ε-DP; the (tε, tδ) form for approximate
-// DP is the standard basic composition theorem (Dwork and Roth 2014,
-// Theorem 3.16).
-func BasicComposition(eps, delta float64, t int) (epsTotal, deltaTotal float64, err error) {
-	if err := checkNonNegative("eps", eps); err != nil {
-		return 0, 0, err
-	}
-	if err := checkDeltaOrZero("delta", delta); err != nil {
-		return 0, 0, err
-	}
-	if err := checkCount("t", t, 1); err != nil {
-		return 0, 0, err
-	}
-	deltaTotal = float64(t) * delta
-	if deltaTotal >= 1 {
-		return 0, 0, outside("t·delta = %g >= 1 is no guarantee", deltaTotal)
-	}
-	return float64(t) * eps, deltaTotal, nil
-}
+	"github.com/blanket-fl/blanket/shared/internal/check"
+)
 
 // AdvancedComposition returns the guarantee of the t-fold adaptive
 // composition of (eps, delta)-DP mechanisms with slack deltaPrime:
@@ -34,16 +15,16 @@ func BasicComposition(eps, delta float64, t int) (epsTotal, deltaTotal float64, 
 // Dwork and Roth 2014, Theorem 3.20). It holds for every ε ≥ 0, t ≥ 1,
 // δ' ∈ (0,1); it is refused only when the total δ reaches 1.
 func AdvancedComposition(eps, delta float64, t int, deltaPrime float64) (epsTotal, deltaTotal float64, err error) {
-	if err := checkNonNegative("eps", eps); err != nil {
+	if err := check.NonNegative(ErrInvalidParameter, "eps", eps); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDeltaOrZero("delta", delta); err != nil {
+	if err := check.DeltaOrZero(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, 0, err
 	}
-	if err := checkCount("t", t, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "t", t, 1); err != nil {
 		return 0, 0, err
 	}
-	if err := checkOpenUnit("deltaPrime", deltaPrime); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "deltaPrime", deltaPrime); err != nil {
 		return 0, 0, err
 	}
 	deltaTotal = float64(t)*delta + deltaPrime
@@ -78,13 +59,13 @@ func composeMin(eps, delta float64, t int) (epsTotal, deltaTotal float64, err er
 // FLAME Lemma 4 (Balle, Barthe and Gaboardi 2018, sampling without
 // replacement under the substitution relation). q must lie in (0, 1].
 func Subsample(eps, delta, q float64) (epsSub, deltaSub float64, err error) {
-	if err := checkNonNegative("eps", eps); err != nil {
+	if err := check.NonNegative(ErrInvalidParameter, "eps", eps); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDeltaOrZero("delta", delta); err != nil {
+	if err := check.DeltaOrZero(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, 0, err
 	}
-	if !finite(q) || q <= 0 || q > 1 {
+	if !check.Finite(q) || q <= 0 || q > 1 {
 		return 0, 0, invalid("q = %v, want 0 < q <= 1", q)
 	}
 	return math.Log1p(q * math.Expm1(eps)), q * delta, nil

@@ -6,22 +6,6 @@ import (
 	"testing"
 )
 
-func TestBasicComposition(t *testing.T) {
-	e, d, err := BasicComposition(0.1, 1e-6, 3)
-	if err != nil || math.Abs(e-0.3) > 1e-15 || math.Abs(d-3e-6) > 1e-20 {
-		t.Errorf("got (%v, %v, %v)", e, d, err)
-	}
-	if _, _, err := BasicComposition(0.1, 0.4, 3); !errors.Is(err, ErrOutsideValidity) {
-		t.Errorf("t·delta >= 1: %v", err)
-	}
-	if _, _, err := BasicComposition(-1, 0, 3); !errors.Is(err, ErrInvalidParameter) {
-		t.Errorf("negative eps: %v", err)
-	}
-	if _, _, err := BasicComposition(1, 0, 0); !errors.Is(err, ErrInvalidParameter) {
-		t.Errorf("t = 0: %v", err)
-	}
-}
-
 func TestAdvancedComposition(t *testing.T) {
 	// ε = 0.01, t = 10^4, δ' = e^-10: sqrt(2·10^4·10)·0.01 + 10^4·0.01·(e^0.01 − 1).
 	e, d, err := AdvancedComposition(0.01, 1e-9, 10000, math.Exp(-10))

@@ -8,21 +8,25 @@
 //     ε0-LDP randomizers, in the form corrected by its authors in 2020;
 //   - FLAME (Liu, Cao, Chen, Guo, Yoshikawa, AAAI 2021): composition
 //     (Lemmas 2-3), subsampling (Lemma 4), SS-Simple (Theorem 1), double
-//     amplification with dummy padding (Theorems 2-4), the validity
-//     conditions of Corollaries 1-3, and ν-index privacy (Theorem 5,
-//     Proposition 2);
+//     amplification with dummy padding (SSDouble, Theorem 4);
 //   - APES / Echo of Neighbors (Liu, Zhao, Xiong, Liu, Chen, AAAI 2023): the
-//     uniform-shuffle baseline eq. (2), the Echo-of-Neighbors central bound
-//     (Theorem 4 with Lemma 4's neighbor divergence), and S-APES's
-//     user-level bound (Proposition 1).
+//     uniform-shuffle baseline eq. (2) and the Echo-of-Neighbors central
+//     bound (Theorem 4 with Lemma 4's neighbor divergence).
+//
+// The closed forms the ledger never charges — FLAME Theorems 2-3, the
+// validity conditions of Corollaries 1-3, ν-index privacy (Theorem 5,
+// Proposition 2), BasicComposition (Lemma 2 on its own), the Laplace blanket γ,
+// S-APES's user-level bound (APES Proposition 1) and the CompareFLAME
+// table — live in package paper (shared/privacy/paper), which reproduces
+// the papers on top of this package.
 //
 // Every bound refuses, with an error wrapping ErrOutsideValidity, inputs
 // outside the validity conditions its source states, and every malformed
 // parameter (NaN, infinite, out of range) yields an error wrapping
 // ErrInvalidParameter. Nothing panics.
 //
-// Bound is the common result type for comparison tables; CompareFLAME and
-// CompareAPES list every applicable method side by side.
+// Bound is the common result type for comparison tables; CompareAPES
+// (here) and paper.CompareFLAME list every applicable method side by side.
 //
 // Account composes a list of releases from scratch; Session composes them
 // incrementally (one composition per method per round, so a charge costs

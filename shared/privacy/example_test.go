@@ -58,13 +58,6 @@ func ExampleBlanketLemma1() {
 	// outside the validity conditions of the bound: BBGN'19 Theorem 3.1 needs eps <= 1, the formula gives 2.76205 (n too small or gamma too small)
 }
 
-// FLAME's index privacy at n/n_p = 3, β = 1/50 (Theorem 5).
-func ExampleStrongestIndexPrivacy() {
-	nu, l, err := privacy.StrongestIndexPrivacy(333, 1000, 1.0/50)
-	fmt.Println(nu, l, err)
-	// Output: 3.125 16 <nil>
-}
-
 // APES's setting: 10,000 users with budgets spread over U(0.05, 1).
 func ExampleCompareAPES() {
 	for _, b := range privacy.CompareAPES(privacy.Uniform2Budgets(10000), 1e-8) {

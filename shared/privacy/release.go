@@ -2,7 +2,8 @@ package privacy
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Release describes what one round released to the analyzer, with every
@@ -86,7 +87,6 @@ func (r Release) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: round %d: %s", ErrInvalidParameter, r.Round, fmt.Sprintf(format, args...))
 	}
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	if r.Round < 1 {
 		return bad("round must be >= 1, got %d", r.Round)
 	}
@@ -104,7 +104,7 @@ func (r Release) Validate() error {
 		return bad("protocol %q and randomizer %q do not go together (secure aggregation uses discrete Gaussian noise)", r.Protocol, r.Randomizer)
 	}
 	if r.Protocol == ProtocolSecAgg {
-		if !(r.SecAggSigma > 0) || !finite(r.SecAggSigma) || !(r.SecAggSensitivity > 0) || !finite(r.SecAggSensitivity) {
+		if !(r.SecAggSigma > 0) || !check.Finite(r.SecAggSigma) || !(r.SecAggSensitivity > 0) || !check.Finite(r.SecAggSensitivity) {
 			return bad("secure aggregation needs a positive finite sigma and sensitivity, got %v and %v", r.SecAggSigma, r.SecAggSensitivity)
 		}
 		if !(r.CheckInRate > 0 && r.CheckInRate <= 1) {
@@ -114,13 +114,13 @@ func (r Release) Validate() error {
 		return bad("secure-aggregation fields set on a %q release", r.Protocol)
 	}
 	if r.Protocol == ProtocolCentralGaussian {
-		if !(r.NoiseMultiplier > 0) || !finite(r.NoiseMultiplier) {
+		if !(r.NoiseMultiplier > 0) || !check.Finite(r.NoiseMultiplier) {
 			return bad("noise multiplier must be positive and finite, got %v", r.NoiseMultiplier)
 		}
 	} else if r.Protocol == ProtocolSecAgg {
 		// No local guarantee: eps0 unused.
 	} else if r.Protocol != ProtocolAPES && r.Protocol != ProtocolSAPES {
-		if !(r.Eps0 > 0) || !finite(r.Eps0) {
+		if !(r.Eps0 > 0) || !check.Finite(r.Eps0) {
 			return bad("eps0 must be positive and finite, got %v", r.Eps0)
 		}
 	}
@@ -141,7 +141,7 @@ func (r Release) Validate() error {
 			return bad("apes needs the personalized budgets")
 		}
 		for _, e := range r.PersonalEps {
-			if !(e > 0) || !finite(e) {
+			if !(e > 0) || !check.Finite(e) {
 				return bad("personalized budget %v must be positive and finite", e)
 			}
 		}

@@ -58,7 +58,7 @@ package privacy
 // Both printed values are truncated, not rounded, to three decimals (as are
 // the user-level ε^uc below). Neither is a closed form: Theorem 4 as
 // printed gives 0.2051 and eq. (2) gives 0.2408. The APES figure is not a
-// valid guarantee (the averaged echo sum is unjustified, see EoNBound, and a
+// valid guarantee (the averaged echo sum is unjustified, see eonBound, and a
 // normal approximation is not an upper bound); the package's corrected
 // closed forms give 0.2635 (Lemma 4 divergence) and 0.2128 (exact
 // divergence).
@@ -188,27 +188,6 @@ func TestReproduceFLAMEPrintedNumbers(t *testing.T) {
 			}
 			t.Logf("%s: printed %s, pre-correction %.10g, corrected %.6f, delta %.4g", c.name, c.printed, old.Epsilon, fixed.Epsilon, fixed.Delta)
 		})
-	}
-}
-
-// TestFLAMECodeAssertions: FLAME's counters assert Corollary 1's condition
-// ε < ln(n/ln(1/δ))/2 on the per-dimension budget before amplifying; all
-// printed settings pass it.
-func TestFLAMECodeAssertions(t *testing.T) {
-	dc := flameDeltaC(1000)
-	if err := Corollary1Condition(0.01, 1000, dc/7851); err != nil {
-		t.Errorf("SS-Simple: %v", err)
-	}
-	for _, c := range []struct {
-		epsLK  float64
-		k, np  int
-		beta   float64
-		reason string
-	}{{0.5, 157, 333, 1.0 / 50, "beta=1/50"}, {0.5, 785, 666, 1.0 / 10, "beta=1/10"}} {
-		dcd := dc / float64(2*c.k+1)
-		if err := Corollary1Condition(c.epsLK, c.np, dcd/c.beta); err != nil {
-			t.Errorf("%s: %v", c.reason, err)
-		}
 	}
 }
 
@@ -451,7 +430,7 @@ func TestReproduceAPESTable3(t *testing.T) {
 			}
 			// The closed forms are far from the printed values: the
 			// printed numbers are numerical.
-			closedUniS, err := APESUniS(eps, deltaS)
+			closedUniS, err := apesUniS(eps, deltaS)
 			if err != nil || closedUniS.Epsilon < 3*uniS {
 				t.Errorf("eq. (2) = %v (%v), expected far above the numerical %.4f", closedUniS.Epsilon, err, uniS)
 			}
@@ -497,14 +476,16 @@ func TestReproduceAPESUserLevel(t *testing.T) {
 	}
 	e, _, _ = AdvancedComposition(uniS, deltaC, d, deltaS)
 	check("UniS", e, 76.9)
+	// S-APES: APES Proposition 1 (paper.SAPESUserLevel, tested there to
+	// be exactly this) composes over 2b dimensions.
 	const b = 1570
-	e, _, err = SAPESUserLevel(apes, deltaC, b, deltaUC-2*b*deltaC)
+	e, _, err = AdvancedComposition(apes, deltaC, 2*b, deltaUC-2*b*deltaC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("S-APES", e, 25.6)
 	e, _, _ = AdvancedComposition(0.05, 0, d, deltaUC)
 	check("LDP-Min", e, 40.1)
-	e, _, _ = BasicComposition(1, 0, d)
-	check("PLDP", e, 7850)
+	// PLDP's 7850 (basic composition, d·1) is checked in package paper
+	// (TestReproduceAPESUserLevelPLDP), where BasicComposition lives.
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/rdp"
 )
 
@@ -52,7 +53,7 @@ import (
 // what the rows state: it is two add/remove steps, so by group privacy an
 // (ε, δ) add/remove guarantee gives (2ε, (1 + e^ε)·δ) for replace-one
 // (Dwork and Roth 2014, Theorem 2.2 generalized to approximate DP;
-// SecAggReplaceOne).
+// secAggReplaceOne).
 //
 // A PLD route is not offered: the privacy loss of the multivariate
 // discrete Gaussian under a shift v depends on v's direction on the
@@ -196,7 +197,7 @@ func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta floa
 					break
 				}
 				if e2 <= e {
-					if g, gd, err4 := SecAggReplaceOne(e2, d); err4 == nil && gd <= delta*(1+1e-12) {
+					if g, gd, err4 := secAggReplaceOne(e2, d); err4 == nil && gd <= delta*(1+1e-12) {
 						eps = min(eps, g)
 					}
 					break
@@ -247,10 +248,10 @@ func SecAggReplaceOneEpsilon(sigma, sensitivity, q float64, rounds int, delta fl
 	if err := r.Validate(); err != nil {
 		return 0, err
 	}
-	if err := checkCount("rounds", rounds, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "rounds", rounds, 1); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	c, err := secAggRoundCurve(r)
@@ -283,10 +284,10 @@ func CalibrateSecAggSigmaReplaceOne(targetEps, delta float64, rounds int, q, sen
 // eps(σ) <= targetEps, for eps non-increasing in σ: doubling from
 // sensitivity, then bisection; the returned σ was evaluated (certified).
 func calibrateSigma(targetEps, sensitivity float64, eps func(sigma float64) (float64, error)) (float64, error) {
-	if err := checkPositive("target epsilon", targetEps); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "target epsilon", targetEps); err != nil {
 		return 0, err
 	}
-	if err := checkPositive("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(ErrInvalidParameter, "sensitivity", sensitivity); err != nil {
 		return 0, err
 	}
 	fits := func(sigma float64) (bool, error) {
@@ -338,10 +339,10 @@ func SecAggEpsilon(sigma, sensitivity, q float64, rounds int, delta float64) (fl
 	if err := r.Validate(); err != nil {
 		return 0, err
 	}
-	if err := checkCount("rounds", rounds, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "rounds", rounds, 1); err != nil {
 		return 0, err
 	}
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, err
 	}
 	c, err := secAggRoundCurve(r)
@@ -373,20 +374,20 @@ func CalibrateSecAggSigma(targetEps, delta float64, rounds int, q, sensitivity f
 	})
 }
 
-// SecAggReplaceOne converts an (ε, δ) guarantee for add/remove one
+// secAggReplaceOne converts an (ε, δ) guarantee for add/remove one
 // volunteer into one for replacing a volunteer's data (two add/remove
 // steps): (2ε, (1 + e^ε)·δ), by group privacy for approximate DP (Dwork
 // and Roth 2014, Theorem 2.2 and its (ε, δ) form k·ε, k·e^{(k−1)ε}·δ at
 // k = 2). An overflowing result is an error.
-func SecAggReplaceOne(eps, delta float64) (float64, float64, error) {
-	if err := checkNonNegative("eps", eps); err != nil {
+func secAggReplaceOne(eps, delta float64) (float64, float64, error) {
+	if err := check.NonNegative(ErrInvalidParameter, "eps", eps); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDeltaOrZero("delta", delta); err != nil {
+	if err := check.DeltaOrZero(ErrInvalidParameter, "delta", delta); err != nil {
 		return 0, 0, err
 	}
 	d := delta * (1 + math.Exp(eps))
-	if !finite(d) || d >= 1 {
+	if !check.Finite(d) || d >= 1 {
 		return 0, 0, outside("replace-one delta %g is no guarantee", d)
 	}
 	return 2 * eps, d, nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/rdp"
 )
 
@@ -94,7 +95,7 @@ func TestSecAggExtremes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("sigma=%v T=%d q=%v: %v", sigma, T, q, err)
 				}
-				if !finite(e) || e < 0 {
+				if !check.Finite(e) || e < 0 {
 					t.Fatalf("sigma=%v T=%d q=%v: eps %v", sigma, T, q, e)
 				}
 				if q == 1 {
@@ -139,7 +140,7 @@ func TestSecAggExtremes(t *testing.T) {
 		t.Fatalf("tightest %d in %+v", rep.Tightest, rep.Rows)
 	}
 	// Replace-one by group privacy.
-	e2, d2, err := SecAggReplaceOne(1, 1e-6)
+	e2, d2, err := secAggReplaceOne(1, 1e-6)
 	if err != nil || e2 != 2 || math.Abs(d2-(1+math.E)*1e-6) > 1e-18 {
 		t.Errorf("replace-one: %v %v %v", e2, d2, err)
 	}

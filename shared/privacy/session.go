@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/amplify"
 	"github.com/blanket-fl/blanket/shared/privacy/pld"
 	"github.com/blanket-fl/blanket/shared/privacy/rdp"
@@ -69,7 +70,7 @@ type Session struct {
 // NewSession returns an empty session accounting at total central
 // δ = delta, 0 < delta < 1.
 func NewSession(delta float64) (*Session, error) {
-	if err := checkOpenUnit("delta", delta); err != nil {
+	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
 		return nil, err
 	}
 	return &Session{delta: delta, report: Report{Delta: delta, Tightest: -1, TightestAny: -1}, caches: newSessionCaches()}, nil
@@ -103,7 +104,7 @@ func (s *Session) With(rel Release) (*Session, Report, error) {
 // rel.Round+1, ..., rel.Round+count-1 (composed by squaring: O(log count)
 // convolutions per PLD row).
 func (s *Session) WithRounds(rel Release, count int) (*Session, Report, error) {
-	if err := checkCount("count", count, 1); err != nil {
+	if err := check.Count(ErrInvalidParameter, "count", count, 1); err != nil {
 		return nil, Report{}, err
 	}
 	if err := rel.Validate(); err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // sessionOver adds releases one by one and returns the last report.
@@ -127,7 +129,7 @@ func TestAccountPropertyGrid(t *testing.T) {
 			// all 72 take four times as long).
 			for _, delta := range []float64{deltas[(i+j)%3]} {
 				name := fmt.Sprintf("eps0=%g n=%d delta=%g", eps0, n, delta)
-				floor, err := FloorShuffledRR(eps0, n, delta)
+				floor, err := floorShuffledRR(eps0, n, delta)
 				if err != nil {
 					t.Fatalf("%s: floor: %v", name, err)
 				}
@@ -168,7 +170,7 @@ func TestAccountPropertyGrid(t *testing.T) {
 						if dead[key] {
 							t.Errorf("%s T=%d: %s valid again after failing", name, T, row.Method)
 						}
-						if !finite(row.Epsilon) || row.Epsilon < 0 {
+						if !check.Finite(row.Epsilon) || row.Epsilon < 0 {
 							t.Errorf("%s T=%d: %s eps %v", name, T, row.Method, row.Epsilon)
 						}
 						if row.Epsilon < floor*(1-1e-9) {

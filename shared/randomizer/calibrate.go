@@ -153,10 +153,10 @@ func (c *ClipLaplaceCalibrator) Invert(observed float64) (float64, error) {
 	return x, nil
 }
 
-// InvertClipLaplaceMean solves (1/n) sum_i E[CLap_i(g)] = observed for g in
+// invertClipLaplaceMean solves (1/n) sum_i E[CLap_i(g)] = observed for g in
 // [0,1] (APES eq. (1) calibration); see ClipLaplaceCalibrator, which
 // should be reused when inverting many dimensions with the same budgets.
-func InvertClipLaplaceMean(observed float64, eps []float64, r float64) (float64, error) {
+func invertClipLaplaceMean(observed float64, eps []float64, r float64) (float64, error) {
 	c, err := NewClipLaplaceCalibrator(eps, r)
 	if err != nil {
 		return 0, err

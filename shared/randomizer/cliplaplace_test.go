@@ -317,7 +317,7 @@ func TestCalibrationClampsAndErrors(t *testing.T) {
 		if _, err := NewClipLaplaceCalibrator(bad.eps, bad.r); err == nil {
 			t.Errorf("NewClipLaplaceCalibrator(%v, %v) accepted", bad.eps, bad.r)
 		}
-		if _, err := InvertClipLaplaceMean(0.5, bad.eps, bad.r); err == nil {
+		if _, err := invertClipLaplaceMean(0.5, bad.eps, bad.r); err == nil {
 			t.Errorf("InvertClipLaplaceMean(0.5, %v, %v) accepted", bad.eps, bad.r)
 		}
 	}

@@ -75,7 +75,7 @@ func (g *Gaussian) Density(x, y float64) float64 {
 	return math.Exp(-d*d/2) / (g.sigma * math.Sqrt(2*math.Pi))
 }
 
-// GaussianDelta returns the exact delta of the Gaussian mechanism with
+// gaussianDelta returns the exact delta of the Gaussian mechanism with
 // standard deviation sigma at L2 sensitivity sens for a given eps (Balle
 // and Wang 2018, Theorem 8):
 //
@@ -83,7 +83,7 @@ func (g *Gaussian) Density(x, y float64) float64 {
 //
 // The second term is evaluated in log space, so large eps neither
 // overflows nor returns NaN. Invalid arguments return NaN.
-func GaussianDelta(eps, sigma, sens float64) float64 {
+func gaussianDelta(eps, sigma, sens float64) float64 {
 	if math.IsNaN(eps) || eps < 0 || math.IsInf(eps, 0) || !(sigma > 0) || math.IsInf(sigma, 0) || !(sens > 0) || math.IsInf(sens, 0) {
 		return math.NaN()
 	}
@@ -99,7 +99,7 @@ func GaussianDelta(eps, sigma, sens float64) float64 {
 // GaussianSigma returns the smallest sigma (to a relative 1e-12, rounded
 // up) such that the Gaussian mechanism at L2 sensitivity sens is
 // (eps, delta)-DP by the analytic calibration of Balle and Wang 2018
-// (Theorem 8 / Algorithm 1), found by bisection on GaussianDelta, which is
+// (Theorem 8 / Algorithm 1), found by bisection on gaussianDelta, which is
 // strictly decreasing in sigma. Use it for the randomizer (sens 1) and for
 // central DP-FL (sens = 2C under replacement, as in FLAME's DP-FL
 // baseline). eps and sens must be finite and > 0, delta in (0, 1).
@@ -114,7 +114,7 @@ func GaussianSigma(eps, delta, sens float64) (float64, error) {
 		return 0, fmt.Errorf("randomizer: gaussian sensitivity=%v must be finite and > 0", sens)
 	}
 	lo, hi := 0.0, sens
-	for GaussianDelta(eps, hi, sens) > delta {
+	for gaussianDelta(eps, hi, sens) > delta {
 		lo, hi = hi, 2*hi
 		if hi > 1e12*sens {
 			return 0, fmt.Errorf("randomizer: gaussian sigma for eps=%v delta=%v exceeds 1e12*sensitivity", eps, delta)
@@ -122,7 +122,7 @@ func GaussianSigma(eps, delta, sens float64) (float64, error) {
 	}
 	for hi-lo > 1e-12*hi {
 		mid := lo + (hi-lo)/2
-		if GaussianDelta(eps, mid, sens) > delta {
+		if gaussianDelta(eps, mid, sens) > delta {
 			lo = mid
 		} else {
 			hi = mid
@@ -131,11 +131,11 @@ func GaussianSigma(eps, delta, sens float64) (float64, error) {
 	return hi, nil
 }
 
-// ClassicGaussianSigma returns the classical calibration
+// classicGaussianSigma returns the classical calibration
 // sigma = sens*sqrt(2 ln(1.25/delta))/eps (Dwork and Roth 2014, Theorem
 // A.1), which is only proven for eps < 1 and is looser than GaussianSigma;
 // FLAME's DP-FL baseline uses it. Provided for comparison.
-func ClassicGaussianSigma(eps, delta, sens float64) (float64, error) {
+func classicGaussianSigma(eps, delta, sens float64) (float64, error) {
 	if err := checkEpsilon(eps); err != nil {
 		return 0, err
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func TestGaussianDeltaFormula(t *testing.T) {
-	// GaussianDelta against an independent evaluation: delta(eps) =
+	// gaussianDelta against an independent evaluation: delta(eps) =
 	// integral of max(0, p0(y) - e^eps p1(y)) dy for N(0, sigma^2) versus
 	// N(sens, sigma^2) (the hockey-stick divergence, which is the tight
 	// delta by definition), by Simpson on +-40 sigma with 200,000 intervals.
@@ -25,17 +25,17 @@ func TestGaussianDeltaFormula(t *testing.T) {
 		kink := c.sens/2 - c.eps*c.sigma*c.sigma/c.sens
 		lo, hi := -40*c.sigma, 40*c.sigma+c.sens
 		num := simpson(hs, lo, kink, 100000) + simpson(hs, kink, hi, 100000)
-		got := GaussianDelta(c.eps, c.sigma, c.sens)
+		got := gaussianDelta(c.eps, c.sigma, c.sens)
 		if math.Abs(got-num) > 1e-9*num+1e-15 {
 			t.Errorf("eps=%v sigma=%v sens=%v: GaussianDelta %v, numerical %v", c.eps, c.sigma, c.sens, got, num)
 		}
 	}
 	// Large eps: no overflow, no NaN, tiny non-negative delta.
-	if d := GaussianDelta(800, 1, 1); math.IsNaN(d) || d < 0 || d > 1e-100 {
+	if d := gaussianDelta(800, 1, 1); math.IsNaN(d) || d < 0 || d > 1e-100 {
 		t.Errorf("GaussianDelta(800, 1, 1) = %v", d)
 	}
 	for _, bad := range [][3]float64{{-1, 1, 1}, {math.NaN(), 1, 1}, {1, 0, 1}, {1, 1, 0}, {1, math.Inf(1), 1}} {
-		if d := GaussianDelta(bad[0], bad[1], bad[2]); !math.IsNaN(d) {
+		if d := gaussianDelta(bad[0], bad[1], bad[2]); !math.IsNaN(d) {
 			t.Errorf("GaussianDelta(%v) = %v, want NaN", bad, d)
 		}
 	}
@@ -52,10 +52,10 @@ func TestGaussianSigmaIsTight(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := GaussianDelta(c.eps, sigma, 1); d > c.delta {
+		if d := gaussianDelta(c.eps, sigma, 1); d > c.delta {
 			t.Errorf("eps=%v delta=%v: delta(sigma=%v) = %v > delta", c.eps, c.delta, sigma, d)
 		}
-		if d := GaussianDelta(c.eps, sigma*(1-1e-9), 1); d <= c.delta {
+		if d := gaussianDelta(c.eps, sigma*(1-1e-9), 1); d <= c.delta {
 			t.Errorf("eps=%v delta=%v: sigma %v not tight (delta at 1-1e-9: %v)", c.eps, c.delta, sigma, d)
 		}
 		s2, err := GaussianSigma(c.eps, c.delta, 2.5)
@@ -65,7 +65,7 @@ func TestGaussianSigmaIsTight(t *testing.T) {
 		if math.Abs(s2/sigma-2.5) > 1e-9 {
 			t.Errorf("sigma not linear in sensitivity: %v vs %v", s2, 2.5*sigma)
 		}
-		classic, err := ClassicGaussianSigma(c.eps, c.delta, 1)
+		classic, err := classicGaussianSigma(c.eps, c.delta, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestGaussianSigmaIsTight(t *testing.T) {
 	if math.Abs(sigma-3.7306) > 1e-3 {
 		t.Errorf("GaussianSigma(1, 1e-5, 1) = %v, want ~3.7306", sigma)
 	}
-	classic, _ := ClassicGaussianSigma(1, 1e-5, 1)
+	classic, _ := classicGaussianSigma(1, 1e-5, 1)
 	if math.Abs(classic-4.8448) > 1e-3 {
 		t.Errorf("ClassicGaussianSigma(1, 1e-5, 1) = %v, want ~4.8448", classic)
 	}
@@ -88,7 +88,7 @@ func TestGaussianValidation(t *testing.T) {
 		if _, err := NewGaussian(c[0], c[1]); err == nil {
 			t.Errorf("NewGaussian(%v, %v) accepted", c[0], c[1])
 		}
-		if _, err := ClassicGaussianSigma(c[0], c[1], 1); err == nil {
+		if _, err := classicGaussianSigma(c[0], c[1], 1); err == nil {
 			t.Errorf("ClassicGaussianSigma(%v, %v) accepted", c[0], c[1])
 		}
 	}
@@ -162,7 +162,7 @@ func TestDiscreteGaussianDeltaMatchesContinuous(t *testing.T) {
 	// at the grid sizes noise.Gaussian uses.
 	for _, ratio := range []float64{0.8, 3.73, 10} {
 		for _, eps := range []float64{0.5, 1, 3} {
-			cont := GaussianDelta(eps, ratio, 1)
+			cont := gaussianDelta(eps, ratio, 1)
 			for _, D := range []int{16, 64, 256} {
 				disc := discreteGaussianDelta(eps, ratio*float64(D), D)
 				if rel := math.Abs(disc/cont - 1); rel > 2/float64(D*D) {
@@ -175,7 +175,7 @@ func TestDiscreteGaussianDeltaMatchesContinuous(t *testing.T) {
 
 func ExampleGaussianSigma() {
 	analytic, _ := GaussianSigma(1, 1e-5, 1)
-	classic, _ := ClassicGaussianSigma(1, 1e-5, 1)
-	fmt.Printf("analytic=%.4f classic=%.4f delta=%.2e\n", analytic, classic, GaussianDelta(1, analytic, 1))
+	classic, _ := classicGaussianSigma(1, 1e-5, 1)
+	fmt.Printf("analytic=%.4f classic=%.4f delta=%.2e\n", analytic, classic, gaussianDelta(1, analytic, 1))
 	// Output: analytic=3.7306 classic=4.8448 delta=1.00e-05
 }

@@ -11,7 +11,7 @@
 // Constructors and guarantees:
 //   - NewRGB(eps, b): R_{gamma,b} of FLAME Algorithm 1 / Balle et al.
 //     2019, corrected to the alphabet {0..b} with gamma = (b+1)/(e^eps+b),
-//     exactly eps-LDP; affine; see RGBBuckets / RGBBucketsLocal for b.
+//     exactly eps-LDP; affine; see rgbBuckets / rgbBucketsLocal for b.
 //   - NewLaplace(eps): x + Lap(1/eps), eps-LDP, blanket Lap(1/2, 1/eps)
 //     with weight e^{-eps/2}; affine.
 //   - NewClipLaplace(eps, r): APES Definition 4 (truncated Laplace on

@@ -63,7 +63,7 @@ type RGB struct {
 
 // NewRGB returns the eps-LDP randomizer R_{gamma,b} with
 // gamma = (b+1)/(e^eps + b) (see RGB for the derivation). eps must be
-// finite and > 0 and b in [1, 2^30]. See RGBBuckets and RGBBucketsLocal
+// finite and > 0 and b in [1, 2^30]. See rgbBuckets and rgbBucketsLocal
 // for choosing b.
 func NewRGB(eps float64, b int) (*RGB, error) {
 	if err := checkEpsilon(eps); err != nil {
@@ -171,7 +171,7 @@ func (r *RGB) PMF(x float64, k int) float64 {
 	return (1-r.gamma)*data + r.gamma/float64(r.b+1)
 }
 
-// RGBBuckets returns the number of buckets b that minimizes the mean
+// rgbBuckets returns the number of buckets b that minimizes the mean
 // squared error bound of the shuffled real-summation protocol of Balle et
 // al. (2019) at central (epsC, deltaC)-DP over n users:
 //
@@ -183,7 +183,7 @@ func (r *RGB) PMF(x float64, k int) float64 {
 //	b = (3 n epsC^2 / (7 ln(2/deltaC)))^(1/3),
 //
 // the n^(1/3) scaling of Balle et al. The result is rounded and at least 1.
-func RGBBuckets(n int, epsC, deltaC float64) (int, error) {
+func rgbBuckets(n int, epsC, deltaC float64) (int, error) {
 	if n < 2 {
 		return 0, fmt.Errorf("randomizer: rgb buckets need n >= 2 users, got %d", n)
 	}
@@ -203,14 +203,14 @@ func RGBBuckets(n int, epsC, deltaC float64) (int, error) {
 	return int(b), nil
 }
 
-// RGBBucketsLocal returns the b in [1, 4096] minimizing the worst-case
+// rgbBucketsLocal returns the b in [1, 4096] minimizing the worst-case
 // (over x) variance of the de-biased single report (R(x) - gamma/2)/(1-gamma)
 // at fixed local eps, i.e. the best b when the local budget is what is
 // fixed (FLAME's eps_l per dimension). The variance of R(x) is
 // (1-gamma) v(x) + gamma (b+2)/(12 b) + gamma(1-gamma)(x-1/2)^2 with
 // v(x) <= 1/(4b^2) the rounding variance; we maximize over x on the
 // endpoint/midpoint bounds and divide by (1-gamma)^2.
-func RGBBucketsLocal(eps float64) (int, error) {
+func rgbBucketsLocal(eps float64) (int, error) {
 	if err := checkEpsilon(eps); err != nil {
 		return 0, err
 	}

@@ -258,14 +258,14 @@ func TestRGBValidation(t *testing.T) {
 }
 
 func TestRGBBuckets(t *testing.T) {
-	// RGBBuckets minimizes M(b) = (7/6) b ln(2/delta)/eps^2 + n/(4b^2):
+	// rgbBuckets minimizes M(b) = (7/6) b ln(2/delta)/eps^2 + n/(4b^2):
 	// its result must beat its neighbours.
 	for _, c := range []struct {
 		n           int
 		eps, delta  float64
 		wantAtLeast int
 	}{{1000, 1, 1e-6, 1}, {100000, 1, 1e-8, 5}, {10000000, 0.5, 1e-9, 10}} {
-		b, err := RGBBuckets(c.n, c.eps, c.delta)
+		b, err := rgbBuckets(c.n, c.eps, c.delta)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +281,7 @@ func TestRGBBuckets(t *testing.T) {
 		n          int
 		eps, delta float64
 	}{{1, 1, 1e-6}, {100, 0, 1e-6}, {100, 1, 0}, {100, 1, 1}, {100, math.NaN(), 1e-6}, {100, 1, math.NaN()}} {
-		if _, err := RGBBuckets(bad.n, bad.eps, bad.delta); err == nil {
+		if _, err := rgbBuckets(bad.n, bad.eps, bad.delta); err == nil {
 			t.Errorf("RGBBuckets(%v) accepted", bad)
 		}
 	}
@@ -292,7 +292,7 @@ func TestRGBBucketsLocal(t *testing.T) {
 	// over x in [0,1] (computed here from PMF on a grid of x) among
 	// b in [1, 64], to within 2%.
 	for _, eps := range []float64{0.5, 2, 5, 8} {
-		b, err := RGBBucketsLocal(eps)
+		b, err := rgbBucketsLocal(eps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +323,7 @@ func TestRGBBucketsLocal(t *testing.T) {
 			t.Errorf("eps=%v: RGBBucketsLocal = %d has worst variance %v, best over [1,64] is %v", eps, b, v, best)
 		}
 	}
-	if _, err := RGBBucketsLocal(math.NaN()); err == nil {
+	if _, err := rgbBucketsLocal(math.NaN()); err == nil {
 		t.Error("RGBBucketsLocal(NaN) accepted")
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // protocols is the protocol table: one implementation per announceable
 // protocol.
-var protocols = []Protocol{ssSimple{}, ssDouble{}, ssTopk{}, secAgg{}}
+var protocols = []Protocol{ssSimple{}, ssDouble{}, ssTopk{}, secAgg{}, apes{}, sapes{}}
 
 // Protocols returns the announceable protocols in wire order.
 func Protocols() []Protocol { return append([]Protocol(nil), protocols...) }
@@ -30,8 +30,8 @@ func ShuffleProtocols() []Protocol {
 	return out
 }
 
-// Lookup returns the implementation of an announced protocol.
-func Lookup(id wire.Protocol) (Protocol, error) {
+// lookup returns the implementation of an announced protocol.
+func lookup(id wire.Protocol) (Protocol, error) {
 	for _, p := range protocols {
 		if p.Wire() == id {
 			return p, nil
@@ -104,6 +104,9 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 	}
 	if o.Randomizer == 0 {
 		o.Randomizer = wire.RandomizerLaplace
+		if o.Protocol.IsAPES() {
+			o.Randomizer = wire.RandomizerClipLaplace
+		}
 	}
 	for _, v := range []struct {
 		name string
@@ -121,7 +124,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 			return wire.Params{}, 0, fmt.Errorf("roundspec: %s must be finite and >= 0, got %v", v.name, v.v)
 		}
 	}
-	proto, err := Lookup(o.Protocol)
+	proto, err := lookup(o.Protocol)
 	if err != nil {
 		return wire.Params{}, 0, err
 	}

@@ -40,6 +40,13 @@
 //   - a bounded output range (randomizer.Bounded): clamping is
 //     post-processing of each message and lets the aggregator reject any
 //     value an honest volunteer could not have sent.
+//
+// APES and S-APES (apes.go) use the same width-1 layout with one more
+// column, index D, for each volunteer's chosen level; their volunteers
+// each randomize at their own budget (at most the announced EpsL), the
+// relay's dummies are virtual volunteers at the largest level, and the
+// charge is computed at the announced maximum (docs/privacy.md, "APES and
+// S-APES").
 package roundspec
 
 import (
@@ -116,6 +123,8 @@ type Spec struct {
 	cfg     mechanism.FLAMEConfig
 	// Secure summation:
 	sa *secagg.Params
+	// APES and S-APES (apes.go): shuffle is set, rz is nil.
+	ap *apesSpec
 }
 
 // New validates p (wire.Params.Validate and the protocol's layout check) and
@@ -129,12 +138,15 @@ func New(p wire.Params) (*Spec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	proto, err := Lookup(p.Protocol)
+	proto, err := lookup(p.Protocol)
 	if err != nil {
 		return nil, err
 	}
 	if err := proto.Check(p); err != nil {
 		return nil, err
+	}
+	if ap, ok := proto.(apesProtocol); ok {
+		return newAPES(p, ap)
 	}
 	sh, ok := proto.(shuffleProtocol)
 	if !ok {
@@ -210,7 +222,8 @@ func (s *Spec) Perturbed() int {
 // Randomizer is the per-coordinate randomizer every party uses: the
 // volunteers' reports, the relay's dummies (its Blanket), the aggregator's
 // debiasing (its Affine mean) and admissible values (its Support). Nil for
-// secure summation.
+// secure summation and for APES (whose volunteers each use Clip-Laplace at
+// their own budget: see Encoder, Blanket and Dummy).
 func (s *Spec) Randomizer() *randomizer.Bounded { return s.rz }
 
 // Mechanism returns the mechanism configuration (the encoder's and
@@ -224,9 +237,16 @@ func (s *Spec) Mechanism() mechanism.FLAMEConfig { return s.cfg }
 // lowers this volunteer's per-coordinate guarantee to personal·eps_c (for
 // an (ε, δ) randomizer, δ·q too) and leaves everyone else's unchanged (see
 // mechanism.KeepFor). Other values of personal select the announced level.
+//
+// APES and S-APES: personal is the volunteer's level f directly: every
+// coordinate gets Clip-Laplace at f·EpsL/D, so its report is f·EpsL-LDP
+// (mechanism.NewAPESWireEncoder), and the budget column carries f.
 func (s *Spec) Encoder(personal float64) (*mechanism.Encoder, error) {
 	if s.shuffle == nil {
 		return nil, ErrNotShuffle
+	}
+	if s.ap != nil {
+		return mechanism.NewAPESWireEncoder(s.ap.cfg, s.ap.epsMax, apesLevel(personal))
 	}
 	cfg := s.cfg
 	if personal > 0 && personal < 1 {
@@ -239,18 +259,28 @@ func (s *Spec) Encoder(personal float64) (*mechanism.Encoder, error) {
 	return mechanism.NewEncoder(cfg)
 }
 
-// Analyzer returns the aggregator's estimator of a shuffle round.
+// Analyzer returns the aggregator's estimator of a shuffle round (APES and
+// S-APES: mechanism.NewAPESWireAnalyzer, which reads and range-checks the
+// budget column and calibrates per APES eq. (1)).
 func (s *Spec) Analyzer() (*mechanism.Analyzer, error) {
 	if s.shuffle == nil {
 		return nil, ErrNotShuffle
+	}
+	if s.ap != nil {
+		return mechanism.NewAPESWireAnalyzer(s.ap.cfg, s.ap.epsMax)
 	}
 	return mechanism.NewAnalyzer(s.cfg)
 }
 
 // Center is E[ω], the blanket mean: a value that must be neutralized (it
 // failed to open, or lies outside the support) is replaced by it, so it
-// adds zero to the debiased sum in expectation, as a dummy does.
+// adds zero to the debiased sum in expectation, as a dummy does. For APES
+// it is 1/2, Clip-Laplace's centre (the mean output of a zero update) and,
+// in the budget column, a level in (0, 1].
 func (s *Spec) Center() float64 {
+	if s.ap != nil {
+		return 0.5
+	}
 	if s.rz == nil {
 		return 0
 	}
@@ -259,8 +289,17 @@ func (s *Spec) Center() float64 {
 }
 
 // Admissible reports whether v is a value an honest volunteer or a dummy
-// can carry (randomizer.Bounded.Contains).
-func (s *Spec) Admissible(v float64) bool { return s.rz != nil && s.rz.Contains(v) }
+// can carry (randomizer.Bounded.Contains). For APES: a finite value in
+// Clip-Laplace's output range [0, 1] (APESRangeRatio 1), which holds every
+// value and every level in (0, 1]; the analyzer range-checks the budget
+// column further (mechanism.APESLevelOrCentre).
+func (s *Spec) Admissible(v float64) bool {
+	if s.ap != nil {
+		lo, hi := s.ap.top.Bounds()
+		return v >= lo && v <= hi
+	}
+	return s.rz != nil && s.rz.Contains(v)
+}
 
 // Overflow is the relay's overflow policy for this protocol (OverflowError
 // for secure summation, which pads nothing).
@@ -298,6 +337,9 @@ func (s *Spec) Release(round, n, np int) privacy.Release {
 			SecAggSigma: s.sa.Sigma, SecAggSensitivity: s.sa.Sensitivity(), CheckInRate: s.p.CheckInP,
 		}
 	}
+	if s.ap != nil {
+		return s.apesRelease(round, np)
+	}
 	r := privacy.Release{
 		Round: round, Protocol: s.shuffle.Release(), Randomizer: s.rz.Name(),
 		Eps0: s.rz.Epsilon(), Delta0: s.rz.Delta(),
@@ -326,6 +368,13 @@ func (s *Spec) LocalRelease(personal float64) privacy.Release {
 	if s.shuffle == nil {
 		return s.Release(1, 1, 0)
 	}
+	if s.ap != nil {
+		// The volunteer's own level: D coordinates at f·ε*.
+		return privacy.Release{
+			Protocol: privacy.ProtocolLocal, Randomizer: privacy.RandomizerClipLaplace,
+			Eps0: apesLevel(personal) * s.ap.epsMax, D: int(s.p.D), K: int(s.p.D), L: 1, N: 1,
+		}
+	}
 	eps, delta := s.rz.Epsilon(), s.rz.Delta()
 	if personal > 0 && personal < 1 {
 		if q, err := mechanism.KeepFor(eps, personal); err == nil {
@@ -343,7 +392,7 @@ func (s *Spec) LocalRelease(personal float64) privacy.Release {
 //
 // Derivation. The analyzer maps a randomized value y of a normalized
 // coordinate x~ back by z = (y - offset)/slope and then to update units by
-// C(2z - 1) (mechanism.Clipper.Denormalize), so noise of standard deviation
+// C(2z - 1) (mechanism.clipper.Denormalize), so noise of standard deviation
 // sd on y becomes 2C·sd/slope, with sd the bounded randomizer's output
 // standard deviation at x~ = 1/2 (randomizer.Bounded.Std: the clamped
 // Laplace or Gaussian noise, R_{γ,b}'s mixture of randomized rounding and
@@ -354,6 +403,9 @@ func (s *Spec) LocalRelease(personal float64) privacy.Release {
 func (s *Spec) NoiseStd() (float64, error) {
 	if s.shuffle == nil {
 		return s.sa.Sigma / s.sa.Scale, nil
+	}
+	if s.ap != nil {
+		return s.apesNoiseStd(), nil
 	}
 	_, slope := s.rz.Affine()
 	return 2 * s.p.Clip * s.rz.Std() / slope, nil
@@ -380,14 +432,15 @@ type Padding struct {
 // Pad plans the padding of a round whose real messages have the single
 // indices dims, by the protocol's overflow policy (see the package
 // documentation, "n_p that reveals nothing about the data"): after it,
-// every dimension holds exactly NP messages. It is the one padding rule the
+// every dimension holds exactly NP messages (APES: every column, budget
+// column included). It is the one padding rule the
 // relay (relay/internal/shuffler), the experiment runner and the privacy
 // audit apply; src draws the truncation (crypto randomness in production).
 func (s *Spec) Pad(dims []uint32, src noise.Source) (Padding, error) {
 	if s.shuffle == nil {
 		return Padding{}, ErrNotShuffle
 	}
-	d, target := int(s.p.D), int(s.p.NP)
+	d, target := int(s.p.Columns()), int(s.p.NP)
 	counts := make([]int, d)
 	hi := 0
 	for i, j := range dims {
@@ -437,7 +490,8 @@ func (s *Spec) Pad(dims []uint32, src noise.Source) (Padding, error) {
 
 // Shuffle is the relay's round on plaintext width-1 messages, for the
 // experiment runner and the privacy audit: Pad, then dummies carrying
-// blanket samples of Randomizer, then a uniform permutation of all messages
+// Dummy values (blanket samples of Randomizer; APES: virtual volunteers at
+// the largest level), then a uniform permutation of all messages
 // (noise.Shuffle) — the law of the batch the aggregator opens from the real
 // relay (relay/internal/shuffler, which seals the same dummies). The
 // result aliases the kept real messages.
@@ -463,13 +517,13 @@ func (s *Spec) Shuffle(real []mechanism.Message, src noise.Source) (mechanism.Ba
 	idx := make([]uint32, len(pad.Dummies))
 	vals := make([]float64, len(pad.Dummies))
 	for t, j := range pad.Dummies {
-		idx[t], vals[t] = j, s.rz.Blanket(src)
+		idx[t], vals[t] = j, s.Dummy(j, src)
 		out = append(out, mechanism.Message{Indices: idx[t : t+1 : t+1], Values: vals[t : t+1 : t+1]})
 	}
 	noise.Shuffle(src, len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
 	st := mechanism.RelayStats{RealMessages: kept, DummyMessages: len(pad.Dummies), RealEntries: kept, DummyEntries: len(pad.Dummies),
 		TargetNP: int(s.p.NP), RealizedNP: pad.NP, Raised: pad.NP != int(s.p.NP), Truncated: pad.Truncated}
-	return mechanism.Batch{D: int(s.p.D), NP: pad.NP, Messages: out, Stats: st}, pad, nil
+	return mechanism.Batch{D: int(s.p.Columns()), NP: pad.NP, Messages: out, Stats: st}, pad, nil
 }
 
 // SecAggRound returns the secagg round of an announced secure-summation

@@ -18,7 +18,11 @@ func announceable(t *testing.T) []wire.Params {
 	t.Helper()
 	var out []wire.Params
 	for _, proto := range ShuffleProtocols() {
-		for _, rz := range []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian} {
+		rzs := []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian}
+		if proto.Wire().IsAPES() {
+			rzs = []wire.Randomizer{wire.RandomizerClipLaplace}
+		}
+		for _, rz := range rzs {
 			o := Options{Protocol: proto.Wire(), Randomizer: rz, K: 4, EpsL: 8, Clip: 0.5, MinBatch: 1}
 			if rz == wire.RandomizerRGB {
 				o.Buckets = 6
@@ -65,9 +69,9 @@ func TestPartiesAgree(t *testing.T) {
 		if err := rel.Validate(); err != nil {
 			t.Fatalf("%s: release: %v", name, err)
 		}
-		if enc.CoordinateEpsilon() != rel.Eps0 || rel.Eps0 != spec.Randomizer().Epsilon() || rel.Eps0 != p.PerCoordinateEpsilon() {
+		if enc.CoordinateEpsilon() != rel.Eps0 || rel.Eps0 != spec.Blanket().Epsilon() || rel.Eps0 != p.PerCoordinateEpsilon() {
 			t.Errorf("%s: encoder %v, release %v, randomizer %v, announced %v per coordinate", name,
-				enc.CoordinateEpsilon(), rel.Eps0, spec.Randomizer().Epsilon(), p.PerCoordinateEpsilon())
+				enc.CoordinateEpsilon(), rel.Eps0, spec.Blanket().Epsilon(), p.PerCoordinateEpsilon())
 		}
 		if math.Abs(enc.Epsilon()-p.EpsL) > 1e-9*p.EpsL || math.Abs(enc.Delta()-p.DeltaL) > 1e-15 {
 			t.Errorf("%s: report (%v, %v)-LDP, announced (%v, %v)", name, enc.Epsilon(), enc.Delta(), p.EpsL, p.DeltaL)
@@ -75,7 +79,8 @@ func TestPartiesAgree(t *testing.T) {
 		if sh := enc.Shape(); sh.Width != 1 || sh.Messages != p.Messages() {
 			t.Errorf("%s: shape %+v, announced %d messages", name, sh, p.Messages())
 		}
-		wantRel := map[wire.Protocol]string{wire.ProtocolSSSimple: privacy.ProtocolSSSimple, wire.ProtocolSSDouble: privacy.ProtocolSSDouble, wire.ProtocolSSTopk: privacy.ProtocolSSTopk}
+		wantRel := map[wire.Protocol]string{wire.ProtocolSSSimple: privacy.ProtocolSSSimple, wire.ProtocolSSDouble: privacy.ProtocolSSDouble, wire.ProtocolSSTopk: privacy.ProtocolSSTopk,
+			wire.ProtocolAPES: privacy.ProtocolAPES, wire.ProtocolSAPES: privacy.ProtocolLocal} // S-APES: its local guarantee (docs/privacy.md)
 		if rel.Protocol != wantRel[p.Protocol] || rel.Randomizer != p.Randomizer.String() {
 			t.Errorf("%s: release %s/%s", name, rel.Protocol, rel.Randomizer)
 		}
@@ -96,7 +101,7 @@ func TestPartiesAgree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: relay: %v", name, err)
 		}
-		counts := make([]int, p.D)
+		counts := make([]int, p.Columns())
 		for _, m := range b.Messages {
 			if len(m.Indices) != 1 || len(m.Values) != 1 {
 				t.Fatalf("%s: a message of width %d", name, len(m.Indices))
@@ -114,7 +119,10 @@ func TestPartiesAgree(t *testing.T) {
 		if p.Protocol == wire.ProtocolSSTopk && b.NP != int(p.NP) {
 			t.Errorf("%s: ss-topk's n_p moved from %d to %d", name, p.NP, b.NP)
 		}
-		if p.Protocol != wire.ProtocolSSTopk {
+		switch {
+		case p.Protocol.IsAPES():
+			checkAPESUnbiased(t, name, spec)
+		case p.Protocol != wire.ProtocolSSTopk:
 			checkUnbiased(t, name, spec)
 		}
 	}
@@ -193,7 +201,7 @@ func TestLayoutsWithoutProofRefused(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Lookup(9); err == nil {
+	if _, err := lookup(9); err == nil {
 		t.Error("unknown protocol found")
 	}
 	if _, _, err := Build(40, 30, Options{Protocol: wire.ProtocolSSDouble, K: 4, Randomizer: wire.RandomizerRGB}); err == nil {

@@ -247,7 +247,7 @@ func BenchmarkChunkLength(b *testing.B) {
 }
 
 // BenchmarkBits measures the bits-per-entry trade-off at d = 7850 with
-// DefaultChunkLength: leader plus helper preparation CPU per report, the
+// defaultChunkLength: leader plus helper preparation CPU per report, the
 // leader's share, and how much conditional rounding inflates the
 // sensitivity over the clip norm (Sensitivity / (Scale*Clip); the noise
 // needed for a given privacy level grows by this factor relative to the

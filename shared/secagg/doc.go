@@ -46,10 +46,10 @@
 // Bits = 8 (B = 127, Scale = 127/C), Beta = 2^-20, so Sensitivity() =
 // 137.8 integer units, 1.085 times the clip norm (7 bits: 1.28, 6 bits:
 // 1.86; 10 bits: 1.009 for 25% more bytes). ChunkLength = 2026
-// (DefaultChunkLength: 31 gadget calls). The leader's share is 1,070,762
+// (defaultChunkLength: 31 gadget calls). The leader's share is 1,070,762
 // bytes (d*Bits Field128 elements plus a 2*ChunkLength-sized proof), the
 // helper's 154; the helper's prep share is 64,896 bytes per report.
-// NoiseOffset = MinNoiseOffset(Sigma, d) (6.06 Sigma at d = 7850: 1818
+// NoiseOffset = minNoiseOffset(Sigma, d) (6.06 Sigma at d = 7850: 1818
 // for Sigma = 300, tail probability 8.8e-13).
 // BenchmarkShard, BenchmarkPrepareRound, BenchmarkChunkLength and
 // BenchmarkBits measure the costs.

@@ -74,7 +74,7 @@ func addVariants(f *testing.F, bs ...[]byte) {
 		c[len(c)-1] ^= 0x80
 		f.Add(c)
 	}
-	f.Add([]byte{Version})
+	f.Add([]byte{version})
 }
 
 func FuzzParseReportShare(f *testing.F) {
@@ -167,7 +167,7 @@ func TestDecodersRefuse(t *testing.T) {
 	}
 	for _, b := range [][]byte{s.prepShares, s.prepMsgs} {
 		c := bytes.Clone(b)
-		c[headerLen+4+NonceSize] = byte(numReasons) // first entry's reason
+		c[headerLen+4+nonceSize] = byte(numReasons) // first entry's reason
 		if _, err := s.r.ParsePrepShares(c); err == nil {
 			t.Error("unknown reason accepted")
 		}

@@ -6,16 +6,16 @@ import (
 	"math"
 )
 
-// MaxTailProbability bounds, for every accepted Params, the probability
+// maxTailProbability bounds, for every accepted Params, the probability
 // that the noise of one round exceeds the offsets so that the unsharded
 // value leaves the decodable range (Params.OffsetTailProbability). When
 // that happens Unshard returns ErrNoiseOverflow; nothing wraps silently.
-const MaxTailProbability = 0x1p-40
+const maxTailProbability = 0x1p-40
 
-// DefaultBeta is the conditional-rounding parameter of NewParams: the
+// defaultBeta is the conditional-rounding parameter of NewParams: the
 // probability bound that one randomized rounding exceeds the norm bound
 // and is resampled.
-const DefaultBeta = 0x1p-20
+const defaultBeta = 0x1p-20
 
 // maxDim, maxBits and maxReports keep every integer in the package within
 // int64 with a large margin: |q_i| <= 2^19, sum q_i^2 <= 2^58.
@@ -66,7 +66,7 @@ type Params struct {
 	Sigma float64
 	// NoiseOffset is the public offset each server adds with its noise,
 	// so that the unsharded value stays in [0, 2^62) except with
-	// probability OffsetTailProbability() <= MaxTailProbability. Unshard
+	// probability OffsetTailProbability() <= maxTailProbability. Unshard
 	// subtracts it again.
 	NoiseOffset uint64
 	// MaxReports is the largest number of reports one round may
@@ -75,7 +75,7 @@ type Params struct {
 	// ChunkLength is SumVec's chunk length: the number of range checks
 	// folded into one call of the ParallelSum gadget. It trades proof
 	// and prep-share size (about 2*ChunkLength field elements) against
-	// preparation time (see DefaultChunkLength).
+	// preparation time (see defaultChunkLength).
 	ChunkLength uint
 }
 
@@ -83,8 +83,8 @@ type Params struct {
 // length dim clipped to L2 norm clip, bits per entry, per-server noise
 // sigma (integer units; 0 for noise-free tests) and at most maxReports
 // reports per round: the largest scale that needs no clamping
-// (Scale*Clip = 2^(bits-1) - 1), Beta = DefaultBeta, the smallest offset
-// with tail probability <= MaxTailProbability, and DefaultChunkLength.
+// (Scale*Clip = 2^(bits-1) - 1), Beta = defaultBeta, the smallest offset
+// with tail probability <= maxTailProbability, and defaultChunkLength.
 func NewParams(dim int, clip float64, bits uint, sigma float64, maxReports int) (Params, error) {
 	if bits < 2 || bits > maxBits {
 		return Params{}, fmt.Errorf("secagg: bits=%d outside [2, %d]", bits, maxBits)
@@ -97,11 +97,11 @@ func NewParams(dim int, clip float64, bits uint, sigma float64, maxReports int) 
 		Clip:        clip,
 		Bits:        bits,
 		Scale:       float64(int64(1)<<(bits-1)-1) / clip,
-		Beta:        DefaultBeta,
+		Beta:        defaultBeta,
 		Sigma:       sigma,
-		NoiseOffset: MinNoiseOffset(sigma, dim),
+		NoiseOffset: minNoiseOffset(sigma, dim),
 		MaxReports:  maxReports,
-		ChunkLength: DefaultChunkLength(dim, bits),
+		ChunkLength: defaultChunkLength(dim, bits),
 	}
 	// Scale*Clip may round up past B by an ulp; pull it back.
 	for p.Scale*p.Clip > float64(p.EntryBound()) {
@@ -113,7 +113,7 @@ func NewParams(dim int, clip float64, bits uint, sigma float64, maxReports int) 
 	return p, nil
 }
 
-// DefaultChunkLength returns the SumVec chunk length Blanket uses for a
+// defaultChunkLength returns the SumVec chunk length Blanket uses for a
 // measurement of dim*bits field elements: the one that makes the number
 // of gadget calls 31, so that the gadget's wire polynomials are
 // interpolated on 32 points (a power of two, no padding). Preparation
@@ -124,7 +124,7 @@ func NewParams(dim int, clip float64, bits uint, sigma float64, maxReports int) 
 // 32 KB, 127 calls 26.4 ms 16 KB, 255 calls 30.7 ms 8 KB; the leader's
 // share is 1.02-1.07 MB from 31 calls down. 31 calls is within 4% of the
 // fastest with a prep share a quarter of its size.
-func DefaultChunkLength(dim int, bits uint) uint {
+func defaultChunkLength(dim int, bits uint) uint {
 	l := uint(dim) * bits
 	const calls = 31
 	c := (l + calls - 1) / calls
@@ -134,18 +134,18 @@ func DefaultChunkLength(dim int, bits uint) uint {
 	return c
 }
 
-// MinNoiseOffset returns the smallest per-server offset o with
-// d*exp(-o^2/sigma^2) <= MaxTailProbability (see OffsetTailProbability);
+// minNoiseOffset returns the smallest per-server offset o with
+// d*exp(-o^2/sigma^2) <= maxTailProbability (see OffsetTailProbability);
 // 0 for sigma = 0.
-func MinNoiseOffset(sigma float64, dim int) uint64 {
+func minNoiseOffset(sigma float64, dim int) uint64 {
 	if !(sigma > 0) || dim < 1 || sigma > maxSigma {
 		return 0
 	}
-	o := math.Ceil(sigma * math.Sqrt(math.Log(float64(dim))-math.Log(MaxTailProbability)))
-	for o > 0 && tailProb(sigma, dim, o-1) <= MaxTailProbability {
+	o := math.Ceil(sigma * math.Sqrt(math.Log(float64(dim))-math.Log(maxTailProbability)))
+	for o > 0 && tailProb(sigma, dim, o-1) <= maxTailProbability {
 		o--
 	}
-	for tailProb(sigma, dim, o) > MaxTailProbability {
+	for tailProb(sigma, dim, o) > maxTailProbability {
 		o++
 	}
 	return uint64(o)
@@ -244,9 +244,9 @@ func (p Params) Validate() error {
 		return fmt.Errorf("secagg: sigma=%v below one integer unit: %w", p.Sigma, errParams)
 	case p.Sigma == 0 && p.NoiseOffset != 0:
 		return fmt.Errorf("secagg: noise offset %d without noise: %w", p.NoiseOffset, errParams)
-	case p.OffsetTailProbability() > MaxTailProbability:
+	case p.OffsetTailProbability() > maxTailProbability:
 		return fmt.Errorf("secagg: noise offset %d for sigma=%v leaves tail probability %.3g > 2^-40 (need >= %d): %w",
-			p.NoiseOffset, p.Sigma, p.OffsetTailProbability(), MinNoiseOffset(p.Sigma, p.Dim), errParams)
+			p.NoiseOffset, p.Sigma, p.OffsetTailProbability(), minNoiseOffset(p.Sigma, p.Dim), errParams)
 	case p.MaxReports < 1 || p.MaxReports > maxReports:
 		return fmt.Errorf("secagg: max reports %d outside [1, %d]: %w", p.MaxReports, maxReports, errParams)
 	case p.ChunkLength < 1 || p.ChunkLength > uint(p.MeasurementLength()):

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
 )
 
 // maxRoundingAttempts caps the resampling of Quantize. Each attempt fails
 // with probability at most Beta <= 1/2, so an honest call errs with
-// probability at most 2^-64 (2^-1280 at DefaultBeta).
+// probability at most 2^-64 (2^-1280 at defaultBeta).
 const maxRoundingAttempts = 64
 
 // ErrRounding reports that conditional randomized rounding did not meet
@@ -87,7 +88,7 @@ func clipScale(p Params, x []float64) ([]float64, error) {
 	// overflows or underflows the sum of squares.
 	var m float64
 	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !check.Finite(v) {
 			return nil, fmt.Errorf("secagg: update entry %d is %v", i, v)
 		}
 		m = math.Max(m, math.Abs(v))

@@ -52,7 +52,7 @@ func (r Reason) String() string {
 // error.
 type Rejection struct {
 	Index  int
-	Nonce  [NonceSize]byte
+	Nonce  [nonceSize]byte
 	Reason Reason
 	Err    error
 }

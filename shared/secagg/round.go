@@ -29,10 +29,10 @@ import (
 // decoders refuse trailing bytes, unknown kinds and reasons, and counts
 // above Params.MaxReports, so every accepted string has one encoding.
 const (
-	// Version is the version byte of every message of this package.
-	Version    = 1
+	// version is the version byte of every message of this package.
+	version    = 1
 	headerLen  = 10
-	NonceSize  = 16
+	nonceSize  = 16
 	seedSize   = 32
 	publicSize = 2 * seedSize
 	// VerifyKeySize is the length of the verification key that the two
@@ -127,18 +127,18 @@ func (r *Round) ID() uint64 { return r.id }
 // LeaderShareSize and HelperShareSize return the exact lengths of the
 // byte strings Shard returns (before sealing); they do not depend on the
 // data.
-func (r *Round) LeaderShareSize() int { return headerLen + NonceSize + publicSize + r.leaderShareLen }
+func (r *Round) LeaderShareSize() int { return headerLen + nonceSize + publicSize + r.leaderShareLen }
 
 // HelperShareSize: see LeaderShareSize.
-func (r *Round) HelperShareSize() int { return headerLen + NonceSize + publicSize + r.helperShareLen }
+func (r *Round) HelperShareSize() int { return headerLen + nonceSize + publicSize + r.helperShareLen }
 
 // PrepShareSize returns the bytes per accepted report in the helper's
 // prep-share message.
-func (r *Round) PrepShareSize() int { return NonceSize + 1 + r.prepShareLen }
+func (r *Round) PrepShareSize() int { return nonceSize + 1 + r.prepShareLen }
 
 func (r *Round) header(kind byte) []byte {
 	b := make([]byte, headerLen, 64)
-	b[0] = Version
+	b[0] = version
 	b[1] = kind
 	binary.BigEndian.PutUint64(b[2:], r.id)
 	return b
@@ -150,8 +150,8 @@ func (r *Round) checkHeader(b []byte, kind byte) (Reason, error) {
 	if len(b) < headerLen {
 		return RejectWrongLength, fmt.Errorf("secagg: %d bytes, shorter than a header: %w", len(b), ErrMalformed)
 	}
-	if b[0] != Version || b[1] != kind {
-		return RejectMalformed, fmt.Errorf("secagg: version %d kind %q, want %d %q: %w", b[0], b[1], Version, kind, ErrMalformed)
+	if b[0] != version || b[1] != kind {
+		return RejectMalformed, fmt.Errorf("secagg: version %d kind %q, want %d %q: %w", b[0], b[1], version, kind, ErrMalformed)
 	}
 	if id := binary.BigEndian.Uint64(b[2:]); id != r.id {
 		return RejectWrongRound, fmt.Errorf("secagg: message of round %d in round %d: %w", id, r.id, ErrMalformed)
@@ -236,7 +236,7 @@ type ReportShare struct {
 	// Leader tells whether this is the leader's share.
 	Leader bool
 	// Nonce is the report's public nonce (its identifier in the round).
-	Nonce  [NonceSize]byte
+	Nonce  [nonceSize]byte
 	public sumvec.PublicShare
 	input  sumvec.InputShare
 }
@@ -259,7 +259,7 @@ func (r *Round) ParseReportShare(b []byte, leader bool) (*ReportShare, Reason, e
 	s := &ReportShare{Leader: leader}
 	off := headerLen
 	copy(s.Nonce[:], b[off:])
-	off += NonceSize
+	off += nonceSize
 	s.public = append(sumvec.PublicShare(nil), b[off:off+publicSize]...)
 	off += publicSize
 	vp := r.vdaf.Params()

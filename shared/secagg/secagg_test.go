@@ -299,7 +299,7 @@ func TestRejections(t *testing.T) {
 	other := testRound(t, 16, 4, 0, 32, 6)
 	vp := r.vdaf.Params()
 	measBytes := int(vp.MeasurementLength()) * 16
-	off := headerLen + NonceSize + publicSize
+	off := headerLen + nonceSize + publicSize
 	tamper := []struct {
 		name   string
 		reason Reason
@@ -311,8 +311,8 @@ func TestRejections(t *testing.T) {
 		{"helper blind", RejectJointRand, func(l, h []byte) ([]byte, []byte) { h[off+40] ^= 1; return l, h }},
 		{"leader blind", RejectJointRand, func(l, h []byte) ([]byte, []byte) { l[len(l)-1] ^= 1; return l, h }},
 		{"public share", RejectJointRand, func(l, h []byte) ([]byte, []byte) {
-			l[headerLen+NonceSize+1] ^= 1
-			h[headerLen+NonceSize+1] ^= 1
+			l[headerLen+nonceSize+1] ^= 1
+			h[headerLen+nonceSize+1] ^= 1
 			return l, h
 		}},
 		{"truncated", RejectWrongLength, func(l, h []byte) ([]byte, []byte) { return l[:len(l)-1], h }},
@@ -487,12 +487,12 @@ func TestParamsValidate(t *testing.T) {
 	if good.EntryBound() != 127 || good.ClipUnits() > 127 || good.ClipUnits() < 126.99999 {
 		t.Fatalf("B=%d c=%v", good.EntryBound(), good.ClipUnits())
 	}
-	if p := good.OffsetTailProbability(); p > MaxTailProbability || p == 0 {
+	if p := good.OffsetTailProbability(); p > maxTailProbability || p == 0 {
 		t.Fatalf("tail %v", p)
 	}
 	lower := good
 	lower.NoiseOffset--
-	if lower.OffsetTailProbability() <= MaxTailProbability {
+	if lower.OffsetTailProbability() <= maxTailProbability {
 		t.Fatal("MinNoiseOffset is not minimal")
 	}
 	for name, mod := range map[string]func(p *Params){

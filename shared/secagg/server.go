@@ -57,7 +57,7 @@ type party struct {
 	workers int
 	stage   stage
 
-	nonces  [][NonceSize]byte
+	nonces  [][nonceSize]byte
 	reasons []Reason
 	errs    []error
 	states  []*sumvec.PrepState
@@ -97,7 +97,7 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	}
 	p.stage = stagePrepared
 	n := len(shares)
-	p.nonces = make([][NonceSize]byte, n)
+	p.nonces = make([][nonceSize]byte, n)
 	p.reasons = make([]Reason, n)
 	p.errs = make([]error, n)
 	p.states = make([]*sumvec.PrepState, n)
@@ -107,7 +107,7 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	// Decode sequentially (cheap) so duplicate detection is deterministic:
 	// the first report with a nonce is kept.
 	decoded := make([]*ReportShare, n)
-	seen := make(map[[NonceSize]byte]struct{}, n)
+	seen := make(map[[nonceSize]byte]struct{}, n)
 	for i, b := range shares {
 		s, reason, err := p.r.ParseReportShare(b, leader)
 		if err != nil {
@@ -400,7 +400,7 @@ func (h *Helper) Accepted() int { return h.p.count }
 
 // PrepShareEntry is one report in the helper's 'P' message.
 type PrepShareEntry struct {
-	Nonce  [NonceSize]byte
+	Nonce  [nonceSize]byte
 	Reason Reason
 	share  *sumvec.PrepShare // non-nil iff Reason == Accepted
 }
@@ -413,7 +413,7 @@ type PrepShares struct {
 
 // PrepMessageEntry is one report in the leader's 'M' message.
 type PrepMessageEntry struct {
-	Nonce  [NonceSize]byte
+	Nonce  [nonceSize]byte
 	Reason Reason
 	msg    *sumvec.PrepMessage // non-nil iff Reason == Accepted
 }
@@ -427,7 +427,7 @@ type PrepMessages struct {
 type binaryMarshaler interface{ MarshalBinary() ([]byte, error) }
 
 // marshalEntries encodes header | count | entries.
-func (r *Round) marshalEntries(kind byte, round uint64, n int, entry func(i int) ([NonceSize]byte, Reason, binaryMarshaler)) ([]byte, error) {
+func (r *Round) marshalEntries(kind byte, round uint64, n int, entry func(i int) ([nonceSize]byte, Reason, binaryMarshaler)) ([]byte, error) {
 	if round != r.id {
 		return nil, fmt.Errorf("secagg: message of round %d in round %d", round, r.id)
 	}
@@ -459,7 +459,7 @@ func (r *Round) marshalEntries(kind byte, round uint64, n int, entry func(i int)
 
 // parseEntries strictly decodes header | count | entries, calling
 // payload on the fixed-size payload of each accepted entry.
-func (r *Round) parseEntries(b []byte, kind byte, payloadLen int, entry func(i int, nonce [NonceSize]byte, reason Reason, payload []byte) error) (int, error) {
+func (r *Round) parseEntries(b []byte, kind byte, payloadLen int, entry func(i int, nonce [nonceSize]byte, reason Reason, payload []byte) error) (int, error) {
 	if _, err := r.checkHeader(b, kind); err != nil {
 		return 0, err
 	}
@@ -468,7 +468,7 @@ func (r *Round) parseEntries(b []byte, kind byte, payloadLen int, entry func(i i
 	}
 	n := binary.BigEndian.Uint32(b[headerLen:])
 	rest := b[headerLen+4:]
-	const minEntry = NonceSize + 1
+	const minEntry = nonceSize + 1
 	if uint64(n) > uint64(r.p.MaxReports) || uint64(n)*minEntry > uint64(len(rest)) {
 		return 0, fmt.Errorf("secagg: count %d does not fit (max %d, %d bytes left): %w", n, r.p.MaxReports, len(rest), ErrMalformed)
 	}
@@ -476,9 +476,9 @@ func (r *Round) parseEntries(b []byte, kind byte, payloadLen int, entry func(i i
 		if len(rest) < minEntry {
 			return 0, fmt.Errorf("secagg: entry %d truncated: %w", i, ErrMalformed)
 		}
-		var nonce [NonceSize]byte
+		var nonce [nonceSize]byte
 		copy(nonce[:], rest)
-		reason := Reason(rest[NonceSize])
+		reason := Reason(rest[nonceSize])
 		rest = rest[minEntry:]
 		if reason >= numReasons {
 			return 0, fmt.Errorf("secagg: entry %d has unknown reason %d: %w", i, reason, ErrMalformed)
@@ -502,7 +502,7 @@ func (r *Round) parseEntries(b []byte, kind byte, payloadLen int, entry func(i i
 
 // MarshalPrepShares encodes a 'P' message.
 func (r *Round) MarshalPrepShares(m *PrepShares) ([]byte, error) {
-	return r.marshalEntries(kindHelperPrep, m.Round, len(m.Entries), func(i int) ([NonceSize]byte, Reason, binaryMarshaler) {
+	return r.marshalEntries(kindHelperPrep, m.Round, len(m.Entries), func(i int) ([nonceSize]byte, Reason, binaryMarshaler) {
 		e := m.Entries[i]
 		if e.share == nil {
 			return e.Nonce, e.Reason, nil
@@ -515,7 +515,7 @@ func (r *Round) MarshalPrepShares(m *PrepShares) ([]byte, error) {
 func (r *Round) ParsePrepShares(b []byte) (*PrepShares, error) {
 	vp := r.vdaf.Params()
 	m := &PrepShares{Round: r.id}
-	n, err := r.parseEntries(b, kindHelperPrep, r.prepShareLen, func(i int, nonce [NonceSize]byte, reason Reason, payload []byte) error {
+	n, err := r.parseEntries(b, kindHelperPrep, r.prepShareLen, func(i int, nonce [nonceSize]byte, reason Reason, payload []byte) error {
 		e := PrepShareEntry{Nonce: nonce, Reason: reason}
 		if payload != nil {
 			e.share = new(sumvec.PrepShare)
@@ -538,7 +538,7 @@ func (r *Round) ParsePrepShares(b []byte) (*PrepShares, error) {
 
 // MarshalPrepMessages encodes an 'M' message.
 func (r *Round) MarshalPrepMessages(m *PrepMessages) ([]byte, error) {
-	return r.marshalEntries(kindLeaderPrep, m.Round, len(m.Entries), func(i int) ([NonceSize]byte, Reason, binaryMarshaler) {
+	return r.marshalEntries(kindLeaderPrep, m.Round, len(m.Entries), func(i int) ([nonceSize]byte, Reason, binaryMarshaler) {
 		e := m.Entries[i]
 		if e.msg == nil {
 			return e.Nonce, e.Reason, nil
@@ -551,7 +551,7 @@ func (r *Round) MarshalPrepMessages(m *PrepMessages) ([]byte, error) {
 func (r *Round) ParsePrepMessages(b []byte) (*PrepMessages, error) {
 	vp := r.vdaf.Params()
 	m := &PrepMessages{Round: r.id}
-	n, err := r.parseEntries(b, kindLeaderPrep, r.prepMsgLen, func(i int, nonce [NonceSize]byte, reason Reason, payload []byte) error {
+	n, err := r.parseEntries(b, kindLeaderPrep, r.prepMsgLen, func(i int, nonce [nonceSize]byte, reason Reason, payload []byte) error {
 		e := PrepMessageEntry{Nonce: nonce, Reason: reason}
 		if payload != nil {
 			e.msg = new(sumvec.PrepMessage)

@@ -123,7 +123,7 @@ func TestNoisySumUnbiased(t *testing.T) {
 }
 
 // TestQuantizeUnbiased: 20,000 conditional roundings of one update at the
-// clip norm (d = 64, 8 bits, c = 127, DefaultBeta) with every scaled
+// clip norm (d = 64, 8 bits, c = 127, defaultBeta) with every scaled
 // entry non-integer. Per coordinate z_i = (mean_i - y_i) /
 // sqrt(p_i (1 - p_i) / T) is approximately standard normal if E[q_i] = y_i
 // (the conditional bias bound, 64^(1/2) 2^-20 / (1 - 2^-20) < 1e-5 in L2,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Announcement layout (type 0x01):
@@ -52,17 +53,17 @@ const (
 	annSignature = 64
 )
 
-// AnnouncementSize returns the size of an Announcement frame of a shuffle
-// protocol for dimension d: 116 + 8d + 64 (AnnouncementSizeFor covers
+// announcementSize returns the size of an Announcement frame of a shuffle
+// protocol for dimension d: 116 + 8d + 64 (announcementSizeFor covers
 // secure summation's 32 more bytes).
-func AnnouncementSize(d int) int { return annModel + 8*d + annSignature }
+func announcementSize(d int) int { return annModel + 8*d + annSignature }
 
-// AnnouncementSizeFor returns the size of an Announcement frame for p.
-func AnnouncementSizeFor(p Params) int { return modelOffset(p) + 8*int(p.D) + annSignature }
+// announcementSizeFor returns the size of an Announcement frame for p.
+func announcementSizeFor(p Params) int { return modelOffset(p) + 8*int(p.D) + annSignature }
 
-// MaxAnnouncementSize bounds every announcement frame (d = MaxD, secure
+// MaxAnnouncementSize bounds every announcement frame (d = maxD, secure
 // summation's layout).
-const MaxAnnouncementSize = annModel + 32 + 8*MaxD + annSignature
+const MaxAnnouncementSize = annModel + 32 + 8*maxD + annSignature
 
 func modelOffset(p Params) int {
 	if p.Protocol == ProtocolSecAgg {
@@ -104,7 +105,7 @@ func (a *Announcement) check() error {
 		return malformed(ErrValue, "relay key present %v for %v", a.RelayPub != [32]byte{}, a.Params.Protocol)
 	}
 	for i, v := range a.Model {
-		if !finite(v) {
+		if !check.Finite(v) {
 			return malformed(ErrValue, "model coordinate %d is %v", i, v)
 		}
 	}
@@ -126,7 +127,7 @@ func (a *Announcement) MarshalBinary() ([]byte, error) {
 	if err := a.check(); err != nil {
 		return nil, fmt.Errorf("wire: encode announcement: %w", err)
 	}
-	b := make([]byte, AnnouncementSizeFor(a.Params))
+	b := make([]byte, announcementSizeFor(a.Params))
 	putHeader(b, TypeAnnouncement)
 	be.PutUint64(b[annRound:], a.Round)
 	be.PutUint64(b[annDeadline:], uint64(a.Deadline.UnixMilli()))
@@ -146,7 +147,7 @@ func (a *Announcement) MarshalBinary() ([]byte, error) {
 // Sign sets a.Signature to k's signature over SignedBytes. It does not set
 // HPKEPub (the caller chooses the key values are sealed to, normally
 // k.Public().HPKE).
-func (a *Announcement) Sign(k *envelope.PrivateKey) error {
+func (a *Announcement) Sign(k envelope.Signer) error {
 	msg, err := a.SignedBytes()
 	if err != nil {
 		return err
@@ -175,7 +176,7 @@ func (a *Announcement) Verify(pub envelope.PublicKey) error {
 
 // ParseAnnouncement decodes and validates an Announcement frame: header,
 // round >= 1, Params.Validate, d <= lim.MaxD (checked before anything is
-// allocated), exact length AnnouncementSizeFor(params), a relay key for
+// allocated), exact length announcementSizeFor(params), a relay key for
 // secagg, finite model. It does not verify the
 // signature (see Announcement.Verify).
 func ParseAnnouncement(b []byte, lim Limits) (*Announcement, error) {
@@ -204,7 +205,7 @@ func ParseAnnouncement(b []byte, lim Limits) (*Announcement, error) {
 		return nil, err
 	}
 	d := int(a.Params.D)
-	if err := exactLen(b, uint64(AnnouncementSizeFor(a.Params)), "announcement"); err != nil {
+	if err := exactLen(b, uint64(announcementSizeFor(a.Params)), "announcement"); err != nil {
 		return nil, err
 	}
 	copy(a.HPKEPub[:], b[annHPKEPub:])
@@ -218,7 +219,7 @@ func ParseAnnouncement(b []byte, lim Limits) (*Announcement, error) {
 	a.Model = make([]float64, d)
 	for i := range a.Model {
 		v := getF64(b[off+8*i:])
-		if !finite(v) {
+		if !check.Finite(v) {
 			return nil, malformed(ErrValue, "model coordinate %d is %v", i, v)
 		}
 		a.Model[i] = v

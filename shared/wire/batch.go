@@ -10,7 +10,7 @@ import (
 //	0    1     version = 1
 //	1    1     type = 0x04
 //	2    8     round      u64 (>= 1)
-//	10   4     d          u32 (= the round's D)
+//	10   4     d          u32 (= the round's Columns(): D, or D+1 for APES)
 //	14   4     width      u32 (= the round's Width)
 //	18   4     np         u32 (realized n_p >= the announced NP: every dimension appears exactly np times)
 //	22   4     reports    u32 (clients whose complete report is in the batch: the n of the estimator)
@@ -51,13 +51,13 @@ type Batch struct {
 	Messages   []BatchMessage
 }
 
-// BatchMessageSize returns the encoded size of one batch message of width
+// batchMessageSize returns the encoded size of one batch message of width
 // w: 4w + envelope.SealedLen(w).
-func BatchMessageSize(w int) int { return 4*w + envelope.SealedLen(w) }
+func batchMessageSize(w int) int { return 4*w + envelope.SealedLen(w) }
 
 // BatchSize returns the size of a Batch frame of the given number of
 // messages of width w.
-func BatchSize(messages, w int) int { return batchHeader + messages*BatchMessageSize(w) }
+func BatchSize(messages, w int) int { return batchHeader + messages*batchMessageSize(w) }
 
 // checkCounts validates the batch-level fields against p:
 // d and width equal p's, np >= p.NP, d*np a multiple of width, messages =
@@ -67,8 +67,8 @@ func checkBatchHeader(round uint64, d, width, np, reports, checkedIn uint32, mes
 	switch {
 	case round < 1:
 		return malformed(ErrValue, "batch round must be >= 1")
-	case d != p.D:
-		return malformed(ErrValue, "batch d = %d, round d = %d", d, p.D)
+	case d != p.Columns():
+		return malformed(ErrValue, "batch d = %d, round has %d columns", d, p.Columns())
 	case width != p.Width:
 		return malformed(ErrValue, "batch width %d, round width %d", width, p.Width)
 	case np < p.NP:
@@ -138,8 +138,8 @@ func (b *Batch) AppendBinary(dst []byte) ([]byte, error) {
 	switch {
 	case b.Round < 1:
 		return dst, malformed(ErrValue, "batch round must be >= 1")
-	case b.D < 1 || b.D > MaxD:
-		return dst, malformed(ErrValue, "batch d = %d outside [1, %d]", b.D, MaxD)
+	case b.D < 1 || b.D > maxD:
+		return dst, malformed(ErrValue, "batch d = %d outside [1, %d]", b.D, maxD)
 	case b.Width < 1 || b.Width > b.D:
 		return dst, malformed(ErrValue, "batch width %d outside [1, d = %d]", b.Width, b.D)
 	case b.NP < 1:
@@ -221,7 +221,7 @@ func ParseBatch(b []byte, p Params) (*Batch, error) {
 		return nil, err
 	}
 	w := int(bt.Width)
-	ms := uint64(BatchMessageSize(w))
+	ms := uint64(batchMessageSize(w))
 	if err := exactLen(b, batchHeader+messages*ms, "batch"); err != nil {
 		return nil, err
 	}

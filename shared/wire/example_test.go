@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // The aggregator signs an announcement; a client decodes it and verifies it
 // against the pinned key before sealing its report.
 func ExampleParseAnnouncement() {
-	agg, _ := envelope.DeriveKey([32]byte{42}) // GenerateKey in production
+	agg, _ := envelopetest.DeriveKey([32]byte{42}) // the aggregator: aggregator/internal/sealkey.GenerateKey
 	a := &wire.Announcement{
 		Round:    1,
 		Deadline: time.UnixMilli(1_700_000_000_000),

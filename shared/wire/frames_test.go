@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 )
 
 func TestPeekType(t *testing.T) {
@@ -44,7 +45,7 @@ func TestPeekType(t *testing.T) {
 // ---- Announcement ----
 
 func TestAnnouncementRoundTrip(t *testing.T) {
-	k, err := envelope.DeriveKey([32]byte{7})
+	k, err := envelopetest.DeriveKey([32]byte{7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +56,8 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := mustMarshal(t, a)
-		if len(b) != AnnouncementSize(int(a.Params.D)) {
-			t.Fatalf("size %d, want %d", len(b), AnnouncementSize(int(a.Params.D)))
+		if len(b) != announcementSize(int(a.Params.D)) {
+			t.Fatalf("size %d, want %d", len(b), announcementSize(int(a.Params.D)))
 		}
 		got, err := ParseAnnouncement(b, DefaultLimits())
 		if err != nil {
@@ -99,8 +100,8 @@ func TestAnnouncementDeadlineMillis(t *testing.T) {
 // byte of a signed frame: the result either fails to decode or fails
 // verification.
 func TestAnnouncementSignatureCoversEveryByte(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{7})
-	other, _ := envelope.DeriveKey([32]byte{8})
+	k, _ := envelopetest.DeriveKey([32]byte{7})
+	other, _ := envelopetest.DeriveKey([32]byte{8})
 	a := testAnnouncement(testParams(ProtocolSSTopk))
 	a.HPKEPub = k.Public().HPKE
 	if err := a.Sign(k); err != nil {
@@ -208,7 +209,7 @@ func testReport(p Params, seq uint16) *Report {
 }
 
 func TestReportRoundTrip(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{1})
+	k, _ := envelopetest.DeriveKey([32]byte{1})
 	for _, proto := range []Protocol{ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk} {
 		p := testParams(proto)
 		for seq := range uint16(p.Messages()) {
@@ -247,7 +248,7 @@ func TestReportRoundTrip(t *testing.T) {
 // TestReportFrameSizeIndependentOfData: frames of one round have one size
 // whatever the indices, values and position.
 func TestReportFrameSizeIndependentOfData(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{1})
+	k, _ := envelopetest.DeriveKey([32]byte{1})
 	p := testParams(ProtocolSSTopk)
 	sizes := map[int]bool{}
 	for i, vals := range [][]float64{{0, 0, 0}, {1, -1, 0.5}, {math.MaxFloat64, math.SmallestNonzeroFloat64, -0.0}, {1e-300, 1e300, 42}} {
@@ -342,7 +343,7 @@ func TestReportMarshalRejects(t *testing.T) {
 		"no indices":  func(r *Report) { r.Indices = nil },
 		"sealed":      func(r *Report) { r.Sealed = r.Sealed[1:] },
 		"duplicate":   func(r *Report) { r.Indices[1] = r.Indices[0] },
-		"index big":   func(r *Report) { r.Indices[1] = MaxD },
+		"index big":   func(r *Report) { r.Indices[1] = maxD },
 	} {
 		r := testReport(p, 0)
 		f(r)
@@ -389,7 +390,7 @@ func TestBatchRoundTrip(t *testing.T) {
 func TestParseBatchErrors(t *testing.T) {
 	p := testParams(ProtocolSSDouble) // d 6, width 2, np 4, M 2 -> 12 messages
 	good := mustMarshal(t, testBatch(p, p.NP, 3))
-	msg := func(i int) int { return batchHeader + i*BatchMessageSize(2) }
+	msg := func(i int) int { return batchHeader + i*batchMessageSize(2) }
 	setU32 := func(off int, v uint32) func([]byte) []byte {
 		return func(c []byte) []byte { binary.BigEndian.PutUint32(c[off:], v); return c }
 	}
@@ -472,17 +473,17 @@ func TestSmallFramesRoundTrip(t *testing.T) {
 	}
 	br := &BatchReply{Round: 5, Accepted: 1, RejectedOpen: 2, RejectedValue: 3, Status: BatchStatusInvalid}
 	b = mustMarshal(t, br)
-	if got, err := ParseBatchReply(b); err != nil || *got != *br || len(b) != BatchReplySize {
+	if got, err := ParseBatchReply(b); err != nil || *got != *br || len(b) != batchReplySize {
 		t.Fatalf("batch reply: %+v %v", got, err)
 	}
 	ab := &Abort{Round: 6, Reason: AbortOverflow, Reports: 4, CheckedIn: 5, Population: 6}
 	b = mustMarshal(t, ab)
-	if got, err := ParseAbort(b); err != nil || *got != *ab || len(b) != AbortSize {
+	if got, err := ParseAbort(b); err != nil || *got != *ab || len(b) != abortSize {
 		t.Fatalf("abort: %+v %v", got, err)
 	}
 	ack := &Ack{Round: 0, Status: AckTooLate, Received: 65535}
 	b = mustMarshal(t, ack)
-	if got, err := ParseAck(b); err != nil || *got != *ack || len(b) != AckSize {
+	if got, err := ParseAck(b); err != nil || *got != *ack || len(b) != ackSize {
 		t.Fatalf("ack: %+v %v", got, err)
 	}
 	// Layout spot checks against docs/protocol.md.

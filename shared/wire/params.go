@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Protocol is the FLAME encoding a round uses (Liu et al., AAAI 2021).
@@ -20,7 +21,20 @@ const (
 	// shared/secagg): one report of two sealed input shares per volunteer,
 	// discrete Gaussian noise from both servers.
 	ProtocolSecAgg Protocol = 4
+	// ProtocolAPES is APES (Liu et al., "Echo of Neighbors", AAAI 2023):
+	// every client reports all D coordinates with Clip-Laplace at its own
+	// budget of at most EpsL, and sends that budget as one more message in
+	// a separate column (index D). ProtocolSAPES is S-APES: the same with
+	// post-sparsification to the K largest perturbed coordinates (the rest
+	// replaced by data-independent centre draws). Both use
+	// RandomizerClipLaplace and D+1 columns of width-1 messages.
+	ProtocolAPES  Protocol = 5
+	ProtocolSAPES Protocol = 6
 )
+
+// IsAPES reports whether p is APES or S-APES (D value columns plus one
+// budget column).
+func (p Protocol) IsAPES() bool { return p == ProtocolAPES || p == ProtocolSAPES }
 
 // String returns the protocol's name as used on command lines.
 func (p Protocol) String() string {
@@ -33,18 +47,23 @@ func (p Protocol) String() string {
 		return "ss-topk"
 	case ProtocolSecAgg:
 		return "secagg"
+	case ProtocolAPES:
+		return "apes"
+	case ProtocolSAPES:
+		return "s-apes"
 	}
 	return fmt.Sprintf("protocol(%d)", uint8(p))
 }
 
-// ParseProtocol parses "ss-simple", "ss-double", "ss-topk" or "secagg".
+// ParseProtocol parses "ss-simple", "ss-double", "ss-topk", "secagg",
+// "apes" or "s-apes".
 func ParseProtocol(s string) (Protocol, error) {
-	for _, p := range []Protocol{ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk, ProtocolSecAgg} {
+	for _, p := range []Protocol{ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk, ProtocolSecAgg, ProtocolAPES, ProtocolSAPES} {
 		if strings.EqualFold(s, p.String()) {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("wire: unknown protocol %q (want ss-simple, ss-double, ss-topk or secagg)", s)
+	return 0, fmt.Errorf("wire: unknown protocol %q (want ss-simple, ss-double, ss-topk, secagg, apes or s-apes)", s)
 }
 
 // Randomizer is the local randomizer a round uses.
@@ -58,6 +77,9 @@ const (
 	// RandomizerDiscreteGaussian is secure summation's noise (the servers
 	// add it, not the volunteers); only with ProtocolSecAgg.
 	RandomizerDiscreteGaussian Randomizer = 4
+	// RandomizerClipLaplace is APES's Clip-Laplace (truncated Laplace on a
+	// bounded range); only with ProtocolAPES and ProtocolSAPES.
+	RandomizerClipLaplace Randomizer = 5
 )
 
 // String returns the randomizer's name as used on command lines.
@@ -71,24 +93,26 @@ func (r Randomizer) String() string {
 		return "gaussian"
 	case RandomizerDiscreteGaussian:
 		return "discrete-gaussian"
+	case RandomizerClipLaplace:
+		return "clip-laplace"
 	}
 	return fmt.Sprintf("randomizer(%d)", uint8(r))
 }
 
-// ParseRandomizer parses "laplace", "rgb", "gaussian" or
-// "discrete-gaussian".
+// ParseRandomizer parses "laplace", "rgb", "gaussian",
+// "discrete-gaussian" or "clip-laplace".
 func ParseRandomizer(s string) (Randomizer, error) {
-	for _, r := range []Randomizer{RandomizerLaplace, RandomizerRGB, RandomizerGaussian, RandomizerDiscreteGaussian} {
+	for _, r := range []Randomizer{RandomizerLaplace, RandomizerRGB, RandomizerGaussian, RandomizerDiscreteGaussian, RandomizerClipLaplace} {
 		if strings.EqualFold(s, r.String()) {
 			return r, nil
 		}
 	}
-	return 0, fmt.Errorf("wire: unknown randomizer %q (want laplace, rgb, gaussian or discrete-gaussian)", s)
+	return 0, fmt.Errorf("wire: unknown randomizer %q (want laplace, rgb, gaussian, discrete-gaussian or clip-laplace)", s)
 }
 
-// MaxMessages is the largest number of messages per client report (the
+// maxMessages is the largest number of messages per client report (the
 // Report's count field is a u16).
-const MaxMessages = math.MaxUint16
+const maxMessages = math.MaxUint16
 
 // Params is a round's configuration as announced (bytes 18..84 of the
 // Announcement). Validate states the constraints.
@@ -126,6 +150,7 @@ type Params struct {
 //   - MinBatch >= 1; Quota = 0 or Quota >= MinBatch.
 //   - EpsL finite and > 0; Clip finite and > 0; CheckInP in (0, 1];
 //     gaussian: DeltaL in (0, 1); others: DeltaL = 0.
+//   - apes, s-apes: see validateAPES.
 func (p Params) Validate() error {
 	bad := func(format string, args ...any) error {
 		return malformed(ErrParams, format, args...)
@@ -134,6 +159,8 @@ func (p Params) Validate() error {
 	case ProtocolSSSimple, ProtocolSSDouble, ProtocolSSTopk:
 	case ProtocolSecAgg:
 		return p.validateSecAgg()
+	case ProtocolAPES, ProtocolSAPES:
+		return p.validateAPES()
 	default:
 		return bad("unknown protocol %d", uint8(p.Protocol))
 	}
@@ -145,8 +172,8 @@ func (p Params) Validate() error {
 	default:
 		return bad("unknown randomizer %d", uint8(p.Randomizer))
 	}
-	if p.D < 1 || p.D > MaxD {
-		return bad("d = %d outside [1, %d]", p.D, MaxD)
+	if p.D < 1 || p.D > maxD {
+		return bad("d = %d outside [1, %d]", p.D, maxD)
 	}
 	switch p.Protocol {
 	case ProtocolSSSimple:
@@ -166,8 +193,8 @@ func (p Params) Validate() error {
 	if p.Width < 1 || kl%uint64(p.Width) != 0 {
 		return bad("width %d does not divide k*l = %d", p.Width, kl)
 	}
-	if m := kl / uint64(p.Width); m > MaxMessages {
-		return bad("%d messages per client, above %d", m, MaxMessages)
+	if m := kl / uint64(p.Width); m > maxMessages {
+		return bad("%d messages per client, above %d", m, maxMessages)
 	}
 	if p.NP < 1 {
 		return bad("np must be >= 1")
@@ -188,10 +215,10 @@ func (p Params) Validate() error {
 	if p.Quota != 0 && p.Quota < p.MinBatch {
 		return bad("quota %d below minBatch %d", p.Quota, p.MinBatch)
 	}
-	if !finite(p.EpsL) || p.EpsL <= 0 {
+	if !check.Finite(p.EpsL) || p.EpsL <= 0 {
 		return bad("epsL = %v, want finite > 0", p.EpsL)
 	}
-	if !finite(p.Clip) || p.Clip <= 0 {
+	if !check.Finite(p.Clip) || p.Clip <= 0 {
 		return bad("clip = %v, want finite > 0", p.Clip)
 	}
 	if !(p.CheckInP > 0 && p.CheckInP <= 1) {
@@ -220,17 +247,17 @@ func (p Params) validateSecAgg() error {
 	switch {
 	case p.Randomizer != RandomizerDiscreteGaussian:
 		return bad("secagg needs the discrete-gaussian randomizer, got %v", p.Randomizer)
-	case p.D < 1 || p.D > MaxD:
-		return bad("d = %d outside [1, %d]", p.D, MaxD)
+	case p.D < 1 || p.D > maxD:
+		return bad("d = %d outside [1, %d]", p.D, maxD)
 	case p.K != 1 || p.L != 1 || p.Width != 1 || p.NP != 0 || p.Buckets != 0:
 		return bad("secagg needs k = l = width = 1 and np = buckets = 0, got %d, %d, %d, %d, %d", p.K, p.L, p.Width, p.NP, p.Buckets)
 	case p.EpsL != 0 || math.Signbit(p.EpsL) || p.DeltaL != 0 || math.Signbit(p.DeltaL):
 		return bad("secagg has no local budget: epsL = %v, deltaL = %v, want 0", p.EpsL, p.DeltaL)
 	case p.Bits < 2 || p.Bits > 16:
 		return bad("secagg bits %d outside [2, 16]", p.Bits)
-	case !finite(p.Sigma) || p.Sigma <= 0:
+	case !check.Finite(p.Sigma) || p.Sigma <= 0:
 		return bad("secagg sigma = %v, want finite > 0", p.Sigma)
-	case !finite(p.Clip) || p.Clip <= 0:
+	case !check.Finite(p.Clip) || p.Clip <= 0:
 		return bad("clip = %v, want finite > 0", p.Clip)
 	case !(p.CheckInP > 0 && p.CheckInP <= 1):
 		return bad("checkInP = %v, want in (0, 1]", p.CheckInP)
@@ -242,11 +269,66 @@ func (p Params) validateSecAgg() error {
 	return nil
 }
 
+// validateAPES checks an APES or S-APES configuration: randomizer
+// clip-laplace; 1 <= D < MaxD (the batch has D+1 columns); L = Width = 1;
+// apes: K = D; s-apes: 1 <= K < D (K is b, the coordinates kept after
+// post-sparsification); NP >= 1; Buckets = Bits = 0, Sigma = DeltaL = 0;
+// EpsL (the largest report budget a client may choose) and Clip finite and
+// > 0; CheckInP in (0, 1]; MinBatch >= 1; Quota = 0 or >= MinBatch.
+func (p Params) validateAPES() error {
+	bad := func(format string, args ...any) error {
+		return malformed(ErrParams, format, args...)
+	}
+	switch {
+	case p.Randomizer != RandomizerClipLaplace:
+		return bad("%v needs the clip-laplace randomizer, got %v", p.Protocol, p.Randomizer)
+	case p.D < 1 || p.D >= maxD:
+		return bad("d = %d outside [1, %d)", p.D, maxD)
+	case p.L != 1 || p.Width != 1:
+		return bad("%v needs l = width = 1, got %d and %d", p.Protocol, p.L, p.Width)
+	case p.Protocol == ProtocolAPES && p.K != p.D:
+		return bad("apes needs k = d, got k = %d, d = %d", p.K, p.D)
+	case p.Protocol == ProtocolSAPES && (p.K < 1 || p.K >= p.D):
+		return bad("s-apes needs 1 <= k < d (k is b), got k = %d, d = %d", p.K, p.D)
+	case p.NP < 1:
+		return bad("np must be >= 1")
+	case p.Buckets != 0 || p.Bits != 0 || p.Sigma != 0 || math.Signbit(p.Sigma):
+		return bad("buckets, bits and sigma must be 0 for %v", p.Protocol)
+	case p.DeltaL != 0 || math.Signbit(p.DeltaL):
+		return bad("deltaL = %v for %v, want 0", p.DeltaL, p.Protocol)
+	case !check.Finite(p.EpsL) || p.EpsL <= 0:
+		return bad("epsL = %v, want finite > 0", p.EpsL)
+	case !check.Finite(p.Clip) || p.Clip <= 0:
+		return bad("clip = %v, want finite > 0", p.Clip)
+	case !(p.CheckInP > 0 && p.CheckInP <= 1):
+		return bad("checkInP = %v, want in (0, 1]", p.CheckInP)
+	case p.MinBatch < 1:
+		return bad("minBatch must be >= 1")
+	case p.Quota != 0 && p.Quota < p.MinBatch:
+		return bad("quota %d below minBatch %d", p.Quota, p.MinBatch)
+	}
+	return nil
+}
+
+// Columns returns the number of dimensions (message indices) of a round's
+// reports and batch: D, or D+1 for APES and S-APES, whose index D is the
+// budget column.
+func (p Params) Columns() uint32 {
+	if p.Protocol.IsAPES() {
+		return p.D + 1
+	}
+	return p.D
+}
+
 // Messages returns M = K*L/Width, the number of Report frames per client
-// (0 if Width is 0).
+// (0 if Width is 0); for APES and S-APES, D+1 (every coordinate and the
+// budget, width 1).
 func (p Params) Messages() int {
 	if p.Width == 0 {
 		return 0
+	}
+	if p.Protocol.IsAPES() {
+		return int(p.D) + 1
 	}
 	return int(uint64(p.K) * uint64(p.L) / uint64(p.Width))
 }
@@ -258,25 +340,27 @@ func (p Params) ReportFrameSize() int {
 }
 
 // BatchMessages returns the number of messages of a batch padded to np per
-// dimension: D*np/Width (0 if Width is 0).
+// dimension: Columns()*np/Width (0 if Width is 0).
 func (p Params) BatchMessages(np uint32) int {
 	if p.Width == 0 {
 		return 0
 	}
-	return int(uint64(p.D) * uint64(np) / uint64(p.Width))
+	return int(uint64(p.Columns()) * uint64(np) / uint64(p.Width))
 }
 
 // PerCoordinateEpsilon returns the budget of the randomizer applied to one
 // coordinate: EpsL/D for ss-simple (every coordinate is reported), EpsL/K
 // otherwise (K coordinates carry the client's data; basic composition over
 // the coordinates of one report, FLAME Algorithms 2 and 4). It returns 0
-// for an invalid configuration with D or K zero.
+// for an invalid configuration with D or K zero. For APES and S-APES it is
+// the largest per-coordinate budget, EpsL/D (every coordinate is
+// perturbed; a client's own budget may be lower).
 func (p Params) PerCoordinateEpsilon() float64 {
 	if p.Protocol == ProtocolSecAgg {
 		return 0
 	}
 	n := p.K
-	if p.Protocol == ProtocolSSSimple {
+	if p.Protocol == ProtocolSSSimple || p.Protocol.IsAPES() {
 		n = p.D
 	}
 	if n == 0 {

@@ -21,7 +21,7 @@ func TestParamsValidate(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	big := Params{Protocol: ProtocolSSSimple, Randomizer: RandomizerLaplace, D: MaxD, K: MaxD, L: 1, Width: 32, NP: 1, MinBatch: 1, EpsL: 1, Clip: 1, CheckInP: 1}
+	big := Params{Protocol: ProtocolSSSimple, Randomizer: RandomizerLaplace, D: maxD, K: maxD, L: 1, Width: 32, NP: 1, MinBatch: 1, EpsL: 1, Clip: 1, CheckInP: 1}
 	if err := big.Validate(); err != nil {
 		t.Fatalf("d = MaxD: %v", err)
 	}
@@ -32,7 +32,7 @@ func TestParamsValidate(t *testing.T) {
 		"randomizer 0":        func(p *Params) { p.Randomizer = 0 },
 		"randomizer 4":        func(p *Params) { p.Randomizer = 4 },
 		"d 0":                 func(p *Params) { p.D, p.K = 0, 0 },
-		"d too big":           func(p *Params) { p.D, p.K = MaxD+1, MaxD+1 },
+		"d too big":           func(p *Params) { p.D, p.K = maxD+1, maxD+1 },
 		"simple k != d":       func(p *Params) { p.K = 4 },
 		"simple l 2":          func(p *Params) { p.L = 2 },
 		"width 0":             func(p *Params) { p.Width = 0 },

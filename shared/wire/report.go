@@ -44,8 +44,8 @@ func (r *Report) check() error {
 		return malformed(ErrValue, "report round must be >= 1")
 	case r.Count < 1 || r.Seq >= r.Count:
 		return malformed(ErrValue, "report seq %d, count %d: need seq < count", r.Seq, r.Count)
-	case w < 1 || w > MaxD:
-		return malformed(ErrValue, "report width %d outside [1, %d]", w, MaxD)
+	case w < 1 || w > maxD:
+		return malformed(ErrValue, "report width %d outside [1, %d]", w, maxD)
 	case len(r.Sealed) != envelope.SealedLen(w):
 		return malformed(ErrValue, "report sealed part has %d bytes, want %d for width %d", len(r.Sealed), envelope.SealedLen(w), w)
 	}
@@ -53,8 +53,8 @@ func (r *Report) check() error {
 	for _, x := range r.Indices {
 		hi = max(hi, x)
 	}
-	if hi >= MaxD {
-		return malformed(ErrIndex, "index %d not below the protocol's maximum d = %d", hi, MaxD)
+	if hi >= maxD {
+		return malformed(ErrIndex, "index %d not below the protocol's maximum d = %d", hi, maxD)
 	}
 	return distinct(r.Indices, hi+1, nil)
 }
@@ -90,7 +90,8 @@ func (r *Report) AppendBinary(b []byte) ([]byte, error) {
 
 // ParseReport decodes a Report frame and checks it against the round's
 // configuration p: p valid, width = p.Width, count = p.Messages(),
-// seq < count, exact length p.ReportFrameSize(), indices distinct and < p.D.
+// seq < count, exact length p.ReportFrameSize(), indices distinct and
+// < p.Columns().
 // The round is returned for the caller to compare with the open round.
 // Sealed aliases b.
 func ParseReport(b []byte, p Params) (*Report, error) {
@@ -126,7 +127,7 @@ func ParseReport(b []byte, p Params) (*Report, error) {
 	for i := range r.Indices {
 		r.Indices[i] = be.Uint32(b[repIndices+4*i:])
 	}
-	if err := distinct(r.Indices, p.D, nil); err != nil {
+	if err := distinct(r.Indices, p.Columns(), nil); err != nil {
 		return nil, err
 	}
 	off := repIndices + 4*int(w)

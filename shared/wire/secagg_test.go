@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 )
 
 func secAggParams() Params {
@@ -65,7 +65,7 @@ func TestSecAggParams(t *testing.T) {
 // byte, a flipped relay-key byte breaks the signature, and a missing relay
 // key is refused on both sides.
 func TestSecAggAnnouncement(t *testing.T) {
-	k, err := envelope.DeriveKey([32]byte{9})
+	k, err := envelopetest.DeriveKey([32]byte{9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSecAggAnnouncement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) != AnnouncementSizeFor(p) || len(b) != AnnouncementSize(6)+32 {
+	if len(b) != announcementSizeFor(p) || len(b) != announcementSize(6)+32 {
 		t.Fatalf("size %d", len(b))
 	}
 	got, err := ParseAnnouncement(b, Limits{})

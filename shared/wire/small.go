@@ -24,9 +24,9 @@ package wire
 //	11 2 received u16
 const (
 	CheckInSize    = 10
-	BatchReplySize = 23
-	AbortSize      = 23
-	AckSize        = 13
+	batchReplySize = 23
+	abortSize      = 23
+	ackSize        = 13
 )
 
 // BatchReply statuses.
@@ -111,7 +111,7 @@ func (r *BatchReply) MarshalBinary() ([]byte, error) {
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	b := make([]byte, BatchReplySize)
+	b := make([]byte, batchReplySize)
 	putHeader(b, TypeBatchReply)
 	be.PutUint64(b[2:], r.Round)
 	be.PutUint32(b[10:], r.Accepted)
@@ -126,7 +126,7 @@ func ParseBatchReply(b []byte) (*BatchReply, error) {
 	if err := header(b, TypeBatchReply); err != nil {
 		return nil, err
 	}
-	if err := exactLen(b, BatchReplySize, "batch reply"); err != nil {
+	if err := exactLen(b, batchReplySize, "batch reply"); err != nil {
 		return nil, err
 	}
 	r := &BatchReply{
@@ -166,7 +166,7 @@ func (a *Abort) MarshalBinary() ([]byte, error) {
 	if err := a.check(); err != nil {
 		return nil, err
 	}
-	b := make([]byte, AbortSize)
+	b := make([]byte, abortSize)
 	putHeader(b, TypeAbort)
 	be.PutUint64(b[2:], a.Round)
 	b[10] = a.Reason
@@ -181,7 +181,7 @@ func ParseAbort(b []byte) (*Abort, error) {
 	if err := header(b, TypeAbort); err != nil {
 		return nil, err
 	}
-	if err := exactLen(b, AbortSize, "abort"); err != nil {
+	if err := exactLen(b, abortSize, "abort"); err != nil {
 		return nil, err
 	}
 	a := &Abort{
@@ -209,7 +209,7 @@ func (a *Ack) MarshalBinary() ([]byte, error) {
 	if a.Status > maxAckStatus {
 		return nil, malformed(ErrValue, "unknown ack status %d", a.Status)
 	}
-	b := make([]byte, AckSize)
+	b := make([]byte, ackSize)
 	putHeader(b, TypeAck)
 	be.PutUint64(b[2:], a.Round)
 	b[10] = a.Status
@@ -222,7 +222,7 @@ func ParseAck(b []byte) (*Ack, error) {
 	if err := header(b, TypeAck); err != nil {
 		return nil, err
 	}
-	if err := exactLen(b, AckSize, "ack"); err != nil {
+	if err := exactLen(b, ackSize, "ack"); err != nil {
 		return nil, err
 	}
 	a := &Ack{Round: be.Uint64(b[2:]), Status: b[10], Received: be.Uint16(b[11:])}

@@ -146,32 +146,30 @@ func putHeader(b []byte, t Type) {
 
 var be = binary.BigEndian
 
-func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-
 func getF64(b []byte) float64    { return math.Float64frombits(binary.BigEndian.Uint64(b)) }
 func putF64(b []byte, f float64) { binary.BigEndian.PutUint64(b, math.Float64bits(f)) }
 
 // Limits bound what a decoder accepts beyond the round's configuration.
 // The zero value of a field means its default (DefaultLimits).
 type Limits struct {
-	// MaxD is the largest model dimension accepted (default and hard
+	// maxD is the largest model dimension accepted (default and hard
 	// maximum 1<<20, the protocol's bound).
 	MaxD int
 }
 
-// MaxD is the protocol's bound on the model dimension d.
-const MaxD = 1 << 20
+// maxD is the protocol's bound on the model dimension d.
+const maxD = 1 << 20
 
-// DefaultLimits returns the protocol's limits: MaxD = 1<<20.
-func DefaultLimits() Limits { return Limits{MaxD: MaxD} }
+// DefaultLimits returns the protocol's limits: maxD = 1<<20.
+func DefaultLimits() Limits { return Limits{MaxD: maxD} }
 
 // resolve fills defaults and validates the limits.
 func (l Limits) resolve() (Limits, error) {
 	if l.MaxD == 0 {
-		l.MaxD = MaxD
+		l.MaxD = maxD
 	}
-	if l.MaxD < 0 || l.MaxD > MaxD {
-		return l, fmt.Errorf("wire: limits: MaxD %d outside [1, %d]", l.MaxD, MaxD)
+	if l.MaxD < 0 || l.MaxD > maxD {
+		return l, fmt.Errorf("wire: limits: MaxD %d outside [1, %d]", l.MaxD, maxD)
 	}
 	return l, nil
 }

@@ -141,4 +141,11 @@ var attacks = []attack{
 		}
 		return s
 	}},
+	// likelihood ratio (lrModel): the optimal test of one dimension the
+	// neighbours differ in, and the sum of the per-dimension log
+	// likelihood ratios over all of them.
+	{name: "LR one dimension", stat: func(v view, _ pair) float64 { return v.llrOne }},
+	{name: "LR combined", stat: func(v view, _ pair) float64 { return v.llrAll }},
+	// the local likelihood ratio of the leading messages (lrModel.leading).
+	{name: "LR leading values", stat: func(v view, pr pair) float64 { return pr.lr.leading(v) }},
 }

@@ -6,9 +6,12 @@
 // (roundspec.Spec.Pad through Spec.Shuffle, the rule relay/internal/shuffler
 // applies), and, with RealCrypto, HPKE sealing and opening of every message
 // (shared/envelope) — on two neighbouring datasets that differ in one
-// volunteer's update (the rest fixed), and applies distinguishing attacks to
-// what the aggregator receives: the batch header, every message's index,
-// position and sealed size, and every opened value.
+// volunteer's update (the worst case the package constructs: see
+// neighbours), and applies distinguishing attacks to what the aggregator
+// receives: the batch header, every message's index, position and sealed
+// size, and every opened value — among them the likelihood-ratio tests of
+// lrModel, the most powerful test of one dimension's multiset and their sum
+// over the dimensions the neighbours differ in.
 //
 // Each attack's statistic is thresholded on a first set of trials (the
 // threshold and direction that look best there) and evaluated on fresh
@@ -16,10 +19,14 @@
 // rates are valid; ε_lower = ln((TPR_lo - δ)/FPR_hi) (Kairouz et al. 2015's
 // hypothesis-testing characterization of (ε, δ)-DP; Jagielski et al. 2020,
 // Nasr et al. 2021 for auditing). If the mechanism is (ε, δ)-DP, every
-// attack's ε_lower exceeds ε with probability at most 2·Alpha.
+// attack's ε_lower exceeds ε with probability at most 2·Alpha (a union
+// bound over the attacks for the largest). It is an empirical lower bound
+// for the attacks implemented, never a proof of privacy; LowerBound is the
+// entry point for the live system (docs/privacy.md, "Audit").
 package audit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -27,10 +34,12 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/randomizer"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -58,7 +67,32 @@ type Options struct {
 	// Pipeline replaces the relay's round (tests use it to check that the
 	// attacks catch known leaks); nil: roundspec.Spec.Shuffle.
 	Pipeline func(spec *roundspec.Spec, real []mechanism.Message, src noise.Source) (mechanism.Batch, error)
+	// Encoder replaces the volunteers' encoder (tests use it for a
+	// client that randomizes at a larger ε than the spec charges); nil:
+	// roundspec.Spec.Encoder at the announced level. The likelihood-ratio
+	// attacks model the encoder's randomizer: the adversary knows the code
+	// it attacks.
+	Encoder *mechanism.Encoder
+	// Neighbours chooses the neighbouring datasets (see neighbours);
+	// NeighboursDefault: the protocol's worst case.
+	Neighbours Neighbours
 }
+
+// Neighbours names a choice of neighbouring datasets.
+type Neighbours string
+
+// The neighbouring datasets Run can audit.
+const (
+	// NeighboursDefault is NeighboursFlip.
+	NeighboursDefault Neighbours = ""
+	// NeighboursFlip: the target's update is +C under H0 and -C under H1
+	// on the coordinates it reports (for SS-Topk: the same top-k set
+	// under both), everyone else's fixed.
+	NeighboursFlip Neighbours = "flip"
+	// NeighboursIndexSet (SS-Topk only): the target's top-k set is the
+	// first k coordinates under H0 and the next k under H1, values +C.
+	NeighboursIndexSet Neighbours = "index-set"
+)
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Volunteers == 0 {
@@ -93,9 +127,10 @@ type Finding struct {
 
 // Result is a run's outcome for one spec.
 type Result struct {
-	Params   wire.Params `json:"-"`
-	Protocol string      `json:"protocol"`
-	Random   string      `json:"randomizer"`
+	Params     wire.Params `json:"-"`
+	Protocol   string      `json:"protocol"`
+	Random     string      `json:"randomizer"`
+	Neighbours Neighbours  `json:"neighbours"`
 	// Charged is the per-round ε the ledger charges for this spec at
 	// Options.Delta (privacy.Account's tightest proven row), NP the
 	// realized n_p it was charged at.
@@ -108,24 +143,33 @@ type Result struct {
 	Findings []Finding `json:"findings"`
 }
 
-// Run audits one round of spec.
+// Run audits one round of spec (RunContext without a deadline).
 func Run(spec *roundspec.Spec, opts Options) (Result, error) {
+	return RunContext(context.Background(), spec, opts)
+}
+
+// RunContext audits one round of spec; it stops with ctx's error between
+// trials.
+func RunContext(ctx context.Context, spec *roundspec.Spec, opts Options) (Result, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return Result{}, err
 	}
+	if !spec.IsShuffle() {
+		return Result{}, fmt.Errorf("audit: %v: %w", spec.Params().Protocol, roundspec.ErrNotShuffle)
+	}
 	p := spec.Params()
-	pair, err := neighbours(spec, opts)
+	run, err := newRunner(spec, opts)
 	if err != nil {
 		return Result{}, err
 	}
-	run := newRunner(spec, opts, pair)
+	pair := run.pair
 	if opts.RealCrypto {
 		if err := run.initCrypto(); err != nil {
 			return Result{}, err
 		}
 	}
-	res := Result{Params: p, Protocol: p.Protocol.String(), Random: p.Randomizer.String(), Delta: opts.Delta, Trials: opts.Trials}
+	res := Result{Params: p, Protocol: p.Protocol.String(), Random: p.Randomizer.String(), Neighbours: pair.kind, Delta: opts.Delta, Trials: opts.Trials}
 	// Calibration and evaluation: each hypothesis's trials, every attack's
 	// statistic per trial.
 	var stats [2][2][][]float64 // [phase][hypothesis][attack][trial]
@@ -133,6 +177,9 @@ func Run(spec *roundspec.Spec, opts Options) (Result, error) {
 		for h := range 2 {
 			stats[phase][h] = make([][]float64, len(attacks))
 			for t := range opts.Trials {
+				if err := ctx.Err(); err != nil {
+					return Result{}, fmt.Errorf("audit: %w", err)
+				}
 				src := noise.NewSeeded(opts.Seed ^ uint64(phase)<<62 ^ uint64(h)<<61 ^ uint64(t)<<20 ^ 0x5eed)
 				v, err := run.trial(h, src)
 				if err != nil {
@@ -141,6 +188,7 @@ func Run(spec *roundspec.Spec, opts Options) (Result, error) {
 				if res.NP == 0 {
 					res.NP = v.np
 				}
+				v.llrOne, v.llrAll = pair.lr.llr(v)
 				for a, at := range attacks {
 					stats[phase][h][a] = append(stats[phase][h][a], at.stat(v, pair))
 				}
@@ -176,8 +224,16 @@ func Run(spec *roundspec.Spec, opts Options) (Result, error) {
 
 // calibrate returns the threshold and direction (+1: reject H0 when the
 // statistic is above, -1: below) whose lower bound (epsLower at alpha and
-// delta) is largest on the calibration trials, ties to the larger
-// log((TP+1)/(FP+1)).
+// delta) is largest on the calibration trials; ties (in particular when no
+// threshold proves anything at alpha) to the larger bound at the milder
+// level calibrateAlpha, then to the larger log((TP+1)/(FP+1)). The
+// milder level prefers thresholds with enough events on both sides to be
+// confirmed by the evaluation trials over a tail threshold that happened
+// to catch three true and no false positives. Only calibration trials are
+// looked at, so the evaluation's bounds stay valid.
+// calibrateAlpha is calibrate's milder level.
+const calibrateAlpha = 0.05
+
 func calibrate(h0, h1 []float64, alpha, delta float64) (thr, dir float64) {
 	a, b := slices.Clone(h0), slices.Clone(h1)
 	slices.Sort(a)
@@ -193,13 +249,17 @@ func calibrate(h0, h1 []float64, alpha, delta float64) (thr, dir float64) {
 		return float64(i)
 	}
 	n := len(h0)
-	bestLB, best := -1.0, math.Inf(-1)
+	bestLB, bestMild, best := -1.0, -1.0, math.Inf(-1)
 	thr, dir = math.Inf(1), 1
 	consider := func(tp, fp float64, t, d float64) {
 		lb := epsLower(int(tp), int(fp), n, alpha, delta)
+		if lb < bestLB {
+			return
+		}
+		mild := epsLower(int(tp), int(fp), n, max(alpha, calibrateAlpha), delta)
 		s := math.Log((tp + 1) / (fp + 1))
-		if lb > bestLB || (lb == bestLB && s > best) {
-			bestLB, best, thr, dir = lb, s, t, d
+		if lb > bestLB || mild > bestMild || (mild == bestMild && s > best) {
+			bestLB, bestMild, best, thr, dir = lb, mild, s, t, d
 		}
 	}
 	for _, t := range all {
@@ -228,57 +288,122 @@ func epsLower(tp, fp, trials int, alpha, delta float64) float64 {
 
 // pair is the neighbouring datasets: the target's update under each
 // hypothesis and the fixed updates of everyone else; a and b are the
-// dimensions the attacks look at (the target's large coordinates under
-// hypothesis 0 and 1).
+// dimensions the simple attacks look at (the target's large coordinates
+// under hypothesis 0 and 1: their side is +1 and -1), lr the
+// likelihood-ratio attacks' model of the view.
 type pair struct {
+	kind   Neighbours
 	target [2][]float64
 	others [][]float64
 	a, b   []bool
+	lr     *lrModel
 }
 
-// neighbours builds the pair. SS-Simple and SS-Double: the target's update
-// is +C on every coordinate under H0 and -C under H1 (the largest change
-// of every reported value). SS-Topk: the target's top-k set is the first k
-// coordinates under H0 and the next k under H1 (its index set changes as
-// much as it can; the values are +C). Everyone else's update is fixed,
-// drawn once from the seed, uniform in [-C/2, C/2] — zero on the target's
-// SS-Topk dimensions, so that every real entry there is the target's (the
-// adversary may choose everyone else's data).
-func neighbours(spec *roundspec.Spec, opts Options) (pair, error) {
+// neighbours builds the worst-case pair this package can construct for enc
+// (the volunteers' encoder; its randomizer is the lr model's) and the
+// relay's blanket rz:
+//
+//   - SS-Simple and SS-Double: the target's update is +C on every
+//     coordinate under H0 and -C under H1 (the largest change of every
+//     reported value: normalized 1 against 0), and everyone else's is -C
+//     everywhere, the target's H1 value. Under H1 the target is then one
+//     more copy of the others' law and under H0 the only report centred at
+//     1: the cover for the H0 report is thinnest (the others give no
+//     probability to "a value near 1" beyond their noise; for SS-Double the
+//     relay's dummies at ω = R(1/2) are the rest of the cover, which no
+//     choice of data moves).
+//   - SS-Topk, NeighboursFlip (default): the target's top-k set is the
+//     first k coordinates under both hypotheses, its values there +10C
+//     under H0 and -10C under H1 (normalized 1 against 0); everyone else's
+//     update is 0 on those coordinates (never in their top k, so the only
+//     cover there is blanket samples: dummies and decoys) and fixed,
+//     uniform in [-C/2, C/2], elsewhere.
+//   - SS-Topk, NeighboursIndexSet: the top-k set is the first k
+//     coordinates under H0 and the next k under H1, values +10C; zero for
+//     everyone else on all 2k. Fewer dimensions change per unit of signal
+//     (each by normalized 1/2 against the blanket's centre), but the index
+//     multiset changes too: the canary of recognizable dummies needs it.
+//
+// (The adversary may choose everyone else's data: the charged ε is a
+// bound for every pair of neighbouring datasets.)
+func neighbours(spec *roundspec.Spec, enc *mechanism.Encoder, opts Options) (pair, error) {
 	p := spec.Params()
 	d, k, c := int(p.D), int(p.K), p.Clip
-	pr := pair{a: make([]bool, d), b: make([]bool, d)}
+	kind := opts.Neighbours
+	if kind == NeighboursDefault {
+		kind = NeighboursFlip
+	}
+	if kind != NeighboursFlip && (kind != NeighboursIndexSet || p.Protocol != wire.ProtocolSSTopk) {
+		return pair{}, fmt.Errorf("audit: neighbours %q do not apply to %v", kind, p.Protocol)
+	}
+	pr := pair{kind: kind, a: make([]bool, d), b: make([]bool, d)}
+	rz, ok := enc.Randomizer().(*randomizer.Bounded)
+	if !ok {
+		return pair{}, errors.New("audit: the encoder's randomizer is not bounded")
+	}
+	logf, _, err := logDensity(rz)
+	if err != nil {
+		return pair{}, err
+	}
+	_, logw, err := logDensity(spec.Randomizer())
+	if err != nil {
+		return pair{}, err
+	}
+	m := &lrModel{logf: logf, logw: logw, xo: make([]float64, d), use: make([]bool, d)}
 	for h := range 2 {
 		pr.target[h] = make([]float64, d)
+		m.p[h], m.x[h] = make([]float64, d), make([]float64, d)
 	}
+	n := opts.Volunteers
+	src := noise.NewSeeded(opts.Seed ^ 0x07e5)
 	switch p.Protocol {
 	case wire.ProtocolSSTopk:
 		if 2*k > d {
 			return pair{}, fmt.Errorf("audit: ss-topk needs 2k <= d, got k = %d, d = %d", k, d)
 		}
 		for j := range k {
-			pr.target[0][j], pr.target[1][k+j] = 10*c, 10*c
-			pr.a[j], pr.b[k+j] = true, true
+			pr.a[j] = true
+			m.use[j] = true
+			m.p[0][j], m.x[0][j] = 1, 1
+			pr.target[0][j] = 10 * c
+			if kind == NeighboursFlip {
+				pr.target[1][j] = -10 * c
+				m.p[1][j], m.x[1][j] = 1, 0
+			} else {
+				pr.target[1][k+j] = 10 * c
+				pr.b[k+j], m.use[k+j] = true, true
+				m.p[1][k+j], m.x[1][k+j] = 1, 1
+			}
 		}
+		for range n - 1 {
+			x := make([]float64, d)
+			for j := range x {
+				if !m.use[j] {
+					x[j] = c * (2*noise.Uniform(src) - 1) / 2
+				}
+			}
+			pr.others = append(pr.others, x)
+		}
+		m.one = 0
 	default:
+		// Every coordinate is reported with probability Perturbed/d.
+		q := float64(spec.Perturbed()) / float64(d)
 		for j := range d {
 			pr.target[0][j], pr.target[1][j] = c, -c
-			pr.a[j] = true
+			pr.a[j], m.use[j] = true, true
+			m.p[0][j], m.p[1][j] = q, q
+			m.x[0][j], m.x[1][j] = 1, 0
+		}
+		m.other = float64(n-1) * q
+		for range n - 1 {
+			x := make([]float64, d)
+			for j := range x {
+				x[j] = -c
+			}
+			pr.others = append(pr.others, x)
 		}
 	}
-	src := noise.NewSeeded(opts.Seed ^ 0x07e5)
-	for range opts.Volunteers - 1 {
-		x := make([]float64, d)
-		for j := range x {
-			if !pr.a[j] || p.Protocol != wire.ProtocolSSTopk {
-				x[j] = c * (2*noise.Uniform(src) - 1) / 2
-			}
-			if pr.b[j] {
-				x[j] = 0
-			}
-		}
-		pr.others = append(pr.others, x)
-	}
+	pr.lr = m
 	return pr, nil
 }
 
@@ -289,6 +414,8 @@ type view struct {
 	index        []uint32
 	value        []float64
 	sealed       []int // sealed sizes (RealCrypto), else nil
+	// The likelihood-ratio statistics of the view (lrModel.llr).
+	llrOne, llrAll float64
 }
 
 type runner struct {
@@ -296,16 +423,26 @@ type runner struct {
 	opts Options
 	pair pair
 	enc  *mechanism.Encoder
-	key  *envelope.PrivateKey
+	key  *sealkey.PrivateKey
 }
 
-func newRunner(spec *roundspec.Spec, opts Options, pr pair) *runner {
-	enc, _ := spec.Encoder(0) // New validated the spec: cannot fail
-	return &runner{spec: spec, opts: opts, pair: pr, enc: enc}
+func newRunner(spec *roundspec.Spec, opts Options) (*runner, error) {
+	enc := opts.Encoder
+	if enc == nil {
+		var err error
+		if enc, err = spec.Encoder(0); err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+	}
+	pr, err := neighbours(spec, enc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &runner{spec: spec, opts: opts, pair: pr, enc: enc}, nil
 }
 
 func (r *runner) initCrypto() error {
-	k, err := envelope.DeriveKey([32]byte{0xa0, 0xd1, 0x7})
+	k, err := sealkey.DeriveKey([32]byte{0xa0, 0xd1, 0x7})
 	if err != nil {
 		return fmt.Errorf("audit: key: %w", err)
 	}
@@ -315,7 +452,7 @@ func (r *runner) initCrypto() error {
 
 // trial runs one round under hypothesis h and returns the aggregator's view.
 func (r *runner) trial(h int, src noise.Source) (view, error) {
-	var all []mechanism.Message
+	all := make([]mechanism.Message, 0, r.opts.Volunteers*r.enc.Shape().Messages)
 	for i := range r.opts.Volunteers {
 		x := r.pair.target[h]
 		if i > 0 {

@@ -35,12 +35,13 @@ func small(t *testing.T, proto wire.Protocol, rz wire.Randomizer, epsL float64) 
 }
 
 // TestAuditBelowCharge is the privacy audit tier: for every protocol and
-// randomizer Blanket can announce, every attack's lower bound on the
-// round's ε stays below the ε the ledger charges. 1,000 trials per
-// hypothesis and phase, Clopper-Pearson at Alpha = 1e-4 on each side: for a
-// correct charge each attack exceeds it with probability at most 2e-4, so
-// a spec fails with probability at most 9 × 2e-4 = 1.8e-3 (seeds fixed:
-// the outcome is deterministic).
+// randomizer Blanket can announce (and for SS-Topk both choices of
+// neighbouring datasets), every attack's lower bound on the round's ε stays
+// below the ε the ledger charges. 1,000 trials per hypothesis and phase,
+// Clopper-Pearson at Alpha = 1e-4 on each side: for a correct charge each
+// of the 12 attacks exceeds it with probability at most 2e-4, so a run
+// fails with probability at most 12 × 2e-4 = 2.4e-3, the 12 runs at most
+// 2.9e-2 (seeds fixed: the outcome is deterministic).
 func TestAuditBelowCharge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the audit tier runs without -short")
@@ -48,13 +49,19 @@ func TestAuditBelowCharge(t *testing.T) {
 	for _, proto := range []wire.Protocol{wire.ProtocolSSSimple, wire.ProtocolSSDouble, wire.ProtocolSSTopk} {
 		for _, rz := range []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian} {
 			spec := small(t, proto, rz, 4)
-			res, err := Run(spec, Options{Trials: 1000, Alpha: 1e-4, Seed: uint64(proto)<<8 | uint64(rz)})
-			if err != nil {
-				t.Fatalf("%v/%v: %v", proto, rz, err)
+			kinds := []Neighbours{NeighboursFlip}
+			if proto == wire.ProtocolSSTopk {
+				kinds = append(kinds, NeighboursIndexSet)
 			}
-			t.Logf("%v/%v: charged %.3f, audited lower bound %.3f", proto, rz, res.Charged, res.EpsLower)
-			if !(res.Charged > 0) || res.EpsLower > res.Charged {
-				t.Errorf("%v/%v: lower bound %.3f above the charge %.3f: %+v", proto, rz, res.EpsLower, res.Charged, res.Findings)
+			for _, kind := range kinds {
+				res, err := Run(spec, Options{Trials: 1000, Alpha: 1e-4, Seed: uint64(proto)<<8 | uint64(rz), Neighbours: kind})
+				if err != nil {
+					t.Fatalf("%v/%v/%s: %v", proto, rz, kind, err)
+				}
+				t.Logf("%v/%v/%s: charged %.3f, audited lower bound %.3f", proto, rz, res.Neighbours, res.Charged, res.EpsLower)
+				if !(res.Charged > 0) || res.EpsLower > res.Charged {
+					t.Errorf("%v/%v/%s: lower bound %.3f above the charge %.3f: %+v", proto, rz, kind, res.EpsLower, res.Charged, res.Findings)
+				}
 			}
 		}
 	}
@@ -80,9 +87,10 @@ func TestAuditRealCrypto(t *testing.T) {
 }
 
 // TestAuditCatchesLeaks: the attacks are not blind. Each canary is a relay
-// with a known leak; on it the audit must find a lower bound of at least 2
-// where the sound relay of the same spec shows none. (1,000 trials: a
-// perfect distinguisher proves about 4.6.)
+// or client with a known leak; on it the audit must find a lower bound of
+// at least 2 and above the ε the ledger charges for the spec, where the
+// sound system of the same spec shows a smaller one. (1,000 trials at
+// Alpha = 1e-4: a perfect distinguisher proves about 4.6; seeds fixed.)
 func TestAuditCatchesLeaks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the audit tier runs without -short")
@@ -126,34 +134,56 @@ func TestAuditCatchesLeaks(t *testing.T) {
 		proto wire.Protocol
 		l     int
 		epsL  float64
+		kind  Neighbours
 		pipe  func(*roundspec.Spec, []mechanism.Message, noise.Source) (mechanism.Batch, error)
+		// weak: the volunteers randomize at weak times the announced
+		// local budget (a client whose randomizer has a larger ε than the
+		// ledger charges); 0: the announced one.
+		weak float64
 	}{
-		{"unshuffled ss-simple", wire.ProtocolSSSimple, 1, 48, unshuffled},
-		{"recognizable dummies, ss-topk", wire.ProtocolSSTopk, 1, 4, markedDummies},
+		{"unshuffled ss-simple", wire.ProtocolSSSimple, 1, 16, NeighboursFlip, unshuffled, 0},
+		{"recognizable dummies, ss-topk", wire.ProtocolSSTopk, 1, 4, NeighboursIndexSet, markedDummies, 0},
+		{"randomizer at 24 times the charged epsilon, ss-simple", wire.ProtocolSSSimple, 1, 4, NeighboursFlip, nil, 24},
+		{"randomizer at 64 times the charged epsilon, ss-double", wire.ProtocolSSDouble, 1, 0.5, NeighboursFlip, nil, 64},
 	} {
-		o := roundspec.Options{Protocol: tc.proto, K: 4, L: tc.l, NP: 10, EpsL: tc.epsL, Clip: 0.5, MinBatch: 1}
-		if tc.proto == wire.ProtocolSSSimple {
-			o.NP = 30
+		build := func(epsL float64) *roundspec.Spec {
+			o := roundspec.Options{Protocol: tc.proto, K: 4, L: tc.l, NP: 10, EpsL: epsL, Clip: 0.5, MinBatch: 1}
+			if tc.proto == wire.ProtocolSSSimple {
+				o.NP = 30
+			}
+			p, _, err := roundspec.Build(24, 30, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := roundspec.New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return spec
 		}
-		p, _, err := roundspec.Build(24, 30, o)
+		spec := build(tc.epsL)
+		leakyOpts := Options{Trials: 1000, Alpha: 1e-4, Seed: 3, Neighbours: tc.kind, Pipeline: tc.pipe}
+		if tc.weak > 0 {
+			enc, err := build(tc.weak * tc.epsL).Encoder(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leakyOpts.Encoder = enc
+		}
+		sound, err := Run(spec, Options{Trials: 1000, Alpha: 1e-4, Seed: 3, Neighbours: tc.kind})
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, err := roundspec.New(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sound, err := Run(spec, Options{Trials: 1000, Alpha: 1e-4, Seed: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaky, err := Run(spec, Options{Trials: 1000, Alpha: 1e-4, Seed: 3, Pipeline: tc.pipe})
+		leaky, err := Run(spec, leakyOpts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s: charged %.3f, sound lower bound %.3f, leaky lower bound %.3f", tc.name, sound.Charged, sound.EpsLower, leaky.EpsLower)
-		if leaky.EpsLower < 2 || sound.EpsLower >= leaky.EpsLower {
-			t.Errorf("%s: the audit missed the leak: leaky %.3f, sound %.3f: %+v", tc.name, leaky.EpsLower, sound.EpsLower, leaky.Findings)
+		if leaky.Charged != sound.Charged {
+			t.Errorf("%s: the canary changed the charge: %.3f, sound %.3f", tc.name, leaky.Charged, sound.Charged)
+		}
+		if leaky.EpsLower < 2 || leaky.EpsLower <= leaky.Charged || sound.EpsLower >= leaky.EpsLower {
+			t.Errorf("%s: the audit missed the leak: leaky %.3f, sound %.3f, charged %.3f: %+v", tc.name, leaky.EpsLower, sound.EpsLower, leaky.Charged, leaky.Findings)
 		}
 	}
 }

@@ -14,9 +14,10 @@ import (
 )
 
 // Main is `aggregator audit`: it audits every announceable protocol and
-// randomizer (or the ones named) at a small scale and prints, for each, the
-// ε the ledger would charge for one round and the largest lower bound the
-// attacks prove, attack by attack with -v.
+// randomizer (or the ones named) at a small scale and prints, for each (and
+// for SS-Topk, each choice of neighbouring datasets), the ε the ledger
+// would charge for one round and the largest lower bound the attacks
+// prove, attack by attack with -v.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -77,12 +78,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "audit: %v/%v: %v\n", proto, rz, err)
 				return 1
 			}
-			res, err := Run(spec, Options{Volunteers: *n, Trials: *trials, Alpha: *alpha, Delta: *delta, Seed: *seed, RealCrypto: *realCrypto})
-			if err != nil {
-				fmt.Fprintf(stderr, "audit: %v/%v: %v\n", proto, rz, err)
-				return 1
+			kinds := []Neighbours{NeighboursFlip}
+			if proto == wire.ProtocolSSTopk {
+				kinds = append(kinds, NeighboursIndexSet)
 			}
-			results = append(results, res)
+			for _, kind := range kinds {
+				res, err := RunContext(ctx, spec, Options{Volunteers: *n, Trials: *trials, Alpha: *alpha, Delta: *delta, Seed: *seed, RealCrypto: *realCrypto, Neighbours: kind})
+				if err != nil {
+					fmt.Fprintf(stderr, "audit: %v/%v/%s: %v\n", proto, rz, kind, err)
+					return 1
+				}
+				results = append(results, res)
+			}
 		}
 	}
 	if *asJSON {
@@ -93,19 +100,20 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stdout, "privacy audit: d = %d, k = %d, n = %d volunteers, n_p = %d, eps_l = %g, %d trials per hypothesis, delta = %g\n", *d, *k, *n, *np, *epsL, *trials, *delta)
+	fmt.Fprintf(stdout, "privacy audit: d = %d, k = %d, n = %d volunteers, n_p = %d, eps_l = %g, %d trials per hypothesis and phase, alpha = %g per bound, delta = %g\n", *d, *k, *n, *np, *epsL, *trials, *alpha, *delta)
+	fmt.Fprintf(stdout, "each row's lower bound holds with probability >= %.4g if the charge is right (%d attacks, two one-sided bounds each)\n", 1-2*float64(len(attacks))**alpha, len(attacks))
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "protocol\trandomizer\tn_p\tcharged eps\taudited lower bound\tverdict")
+	fmt.Fprintln(tw, "protocol\trandomizer\tneighbours\tn_p\tcharged eps\taudited lower bound\tverdict")
 	bad := false
 	for _, r := range results {
 		verdict := "ok"
 		if r.EpsLower > r.Charged {
 			verdict, bad = "LOWER BOUND ABOVE THE CHARGE", true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.4g\t%.4g\t%s\n", r.Protocol, r.Random, r.NP, r.Charged, r.EpsLower, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.4g\t%.4g\t%s\n", r.Protocol, r.Random, r.Neighbours, r.NP, r.Charged, r.EpsLower, verdict)
 		if *verbose {
 			for _, f := range r.Findings {
-				fmt.Fprintf(tw, "\t  %s\t\tTPR %.4f\tFPR %.4f\teps >= %.4g\n", f.Attack, f.TPR, f.FPR, f.EpsLower)
+				fmt.Fprintf(tw, "\t  %s\t\t\tTPR %.4f\tFPR %.4f\teps >= %.4g\n", f.Attack, f.TPR, f.FPR, f.EpsLower)
 			}
 		}
 	}

@@ -5,19 +5,19 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // benchBatch is a batch of the default deployment: d = 7850, k = width =
 // 157, n_p = 67, hence 3,350 messages of 157 values (4.4 MB).
-func benchBatch(b *testing.B) (*envelope.PrivateKey, *wire.Batch, *protocolSetup) {
+func benchBatch(b *testing.B) (*sealkey.PrivateKey, *wire.Batch, *protocolSetup) {
 	b.Helper()
 	p, err := DefaultParams(7850, DefaultExpectedClients)
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, err := envelope.DeriveKey([32]byte{1})
+	key, err := sealkey.DeriveKey([32]byte{1})
 	if err != nil {
 		b.Fatal(err)
 	}

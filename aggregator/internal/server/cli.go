@@ -46,16 +46,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	epsilon := fs.Float64("epsilon", DefaultTargetEpsilon, "target central epsilon of the privacy ledger")
 	delta := fs.Float64("delta", DefaultTargetDelta, "target central delta")
 	expected := fs.Int("expected-n", DefaultExpectedClients, "expected reporting clients per round (sets n_p, l and the budget check)")
-	protocol := fs.String("protocol", "ss-topk", "ss-simple, ss-double, ss-topk or secagg (secure summation, docs/secagg.md)")
-	rz := fs.String("randomizer", "laplace", "laplace, rgb or gaussian")
-	k := fs.Int("k", 0, "coordinates perturbed per client (default d/50; d for ss-simple)")
+	protocol := fs.String("protocol", "ss-topk", "ss-simple, ss-double, ss-topk, secagg (secure summation, docs/secagg.md), apes or s-apes (personal budgets, docs/privacy.md)")
+	rz := fs.String("randomizer", "laplace", "laplace, rgb or gaussian (apes, s-apes: clip-laplace, the default for them)")
+	k := fs.Int("k", 0, "coordinates perturbed per client (default d/50; d for ss-simple and apes; s-apes: b, the coordinates kept, default d/50)")
 	l := fs.Int("l", 0, "ss-topk groups (default: FLAME Theorem 5 from n and n_p)")
 	width := fs.Int("width", 0, "entries per message (default k; d for ss-simple)")
-	np := fs.Int("np", 0, "padding per dimension (default ceil(n/3); n for ss-simple)")
+	np := fs.Int("np", 0, "padding per dimension (default ceil(n/3); n for ss-simple, apes and s-apes)")
 	buckets := fs.Int("buckets", 0, "rgb buckets b")
 	minBatch := fs.Int("min-batch", 0, fmt.Sprintf("fewest reports for a round (default %d)", DefaultMinBatch))
 	quota := fs.Int("quota", 0, "close a round early at this many reports (0: none; ss-simple: n_p; secagg: 2 x -expected-n)")
-	epsL := fs.Float64("epsl", DefaultEpsL, "local budget eps_l of one report")
+	epsL := fs.Float64("epsl", DefaultEpsL, "local budget eps_l of one report (apes, s-apes: the largest a volunteer may choose)")
 	deltaL := fs.Float64("deltal", 0, "local delta of one report (gaussian)")
 	clip := fs.Float64("clip", DefaultClip, fmt.Sprintf("clipping bound C (secagg: the update's L2 clip, default %g)", roundspec.DefaultSecAggClip))
 	checkIn := fs.Float64("checkin-p", 1, "check-in probability p")
@@ -136,6 +136,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		protocol: *protocol, randomizer: *rz, k: *k, l: *l, width: *width, np: *np, buckets: *buckets,
 		minBatch: *minBatch, quota: *quota, epsL: *epsL, deltaL: *deltaL, clip: *clip, checkIn: *checkIn,
 		serverLR: *serverLR,
+	}
+	if p, err := wire.ParseProtocol(*protocol); err == nil && p.IsAPES() && !set["randomizer"] {
+		pf.randomizer = wire.RandomizerClipLaplace.String()
 	}
 	if *protocol == wire.ProtocolSecAgg.String() {
 		if !set["clip"] {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +95,7 @@ func TestConfigValidation(t *testing.T) {
 
 func TestKeyFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "key.bin")
-	k1, created, err := LoadOrCreateKey(path)
+	k1, created, err := sealkey.LoadOrCreateKey(path)
 	if err != nil || !created {
 		t.Fatal(created, err)
 	}
@@ -102,20 +103,20 @@ func TestKeyFile(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode %v, %v", st.Mode().Perm(), err)
 	}
-	k2, created, err := LoadOrCreateKey(path)
+	k2, created, err := sealkey.LoadOrCreateKey(path)
 	if err != nil || created || !k2.Public().Equal(k1.Public()) {
 		t.Fatal("reloaded key differs", created, err)
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadOrCreateKey(path); err == nil {
+	if _, _, err := sealkey.LoadOrCreateKey(path); err == nil {
 		t.Fatal("a world-readable key was accepted")
 	}
 	if err := os.WriteFile(path, []byte("short"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadOrCreateKey(path); err == nil {
+	if _, _, err := sealkey.LoadOrCreateKey(path); err == nil {
 		t.Fatal("a corrupt key was accepted")
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))

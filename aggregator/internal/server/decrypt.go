@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -46,7 +47,7 @@ const openChunk = 16
 // support [lo, hi] an honest report can reach, so one report moves each of
 // its coordinates' debiased sums by at most max(hi - center, center - lo)
 // divided by the randomizer's slope, as an honest one can.
-func openBatch(key *envelope.PrivateKey, round uint64, b *wire.Batch, center float64, admissible func(float64) bool, workers int) (mechanism.Batch, openCounts) {
+func openBatch(key *sealkey.PrivateKey, round uint64, b *wire.Batch, center float64, admissible func(float64) bool, workers int) (mechanism.Batch, openCounts) {
 	w := int(b.Width)
 	n := len(b.Messages)
 	vals := make([]float64, n*w)

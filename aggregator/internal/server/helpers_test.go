@@ -210,9 +210,9 @@ func makeBatch(t testing.TB, pub envelope.PublicKey, p wire.Params, s batchSpec)
 	t.Helper()
 	w := int(p.Width)
 	n := p.BatchMessages(p.NP)
-	b := wire.Batch{Round: s.round, D: p.D, Width: p.Width, NP: p.NP, Reports: s.reports, CheckedIn: s.reports + 1,
+	b := wire.Batch{Round: s.round, D: p.Columns(), Width: p.Width, NP: p.NP, Reports: s.reports, CheckedIn: s.reports + 1,
 		Population: s.reports + 3}
-	perRound := int(p.D) / w
+	perRound := int(p.Columns()) / w
 	for i := range n {
 		idx := make([]uint32, w)
 		vals := make([]float64, w)

@@ -20,7 +20,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/wire"
-	"github.com/blanket-fl/blanket/web"
+	"github.com/blanket-fl/blanket/web/console"
 )
 
 // ErrStopped is returned by Resume once the round loop has stopped for
@@ -239,6 +239,13 @@ func (s *Server) Reconfigure(c ConfigChange) error {
 	if p.Protocol == wire.ProtocolSecAgg && proto != wire.ProtocolSecAgg {
 		f.randomizer = wire.RandomizerLaplace.String()
 	}
+	if proto.IsAPES() != p.Protocol.IsAPES() && proto != wire.ProtocolSecAgg {
+		// APES and S-APES use clip-laplace, the others never.
+		f.randomizer = wire.RandomizerLaplace.String()
+		if proto.IsAPES() {
+			f.randomizer = wire.RandomizerClipLaplace.String()
+		}
+	}
 	if proto == p.Protocol && proto != wire.ProtocolSSSimple {
 		f.quota = int(p.Quota)
 	}
@@ -368,7 +375,7 @@ func (s *Server) applyPending() error {
 	if pc != nil && pc.params.Protocol != s.cfg.Params.Protocol {
 		live := s.cfg.Web.live
 		live.mu.Lock()
-		live.markers = append(live.markers, web.Marker{Round: s.st.Round + 1, Label: pc.params.Protocol.String()})
+		live.markers = append(live.markers, console.Marker{Round: s.st.Round + 1, Label: pc.params.Protocol.String()})
 		live.mu.Unlock()
 	}
 	err := s.commit(func(st *checkpoint) {
@@ -512,7 +519,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		d := s.OperatorData(false)
 		d.Error = "Wrong password. It was printed where the demo was started (make run)."
 		operatorHeaders(w)
-		renderPage(w, r, http.StatusForbidden, web.Operator(d))
+		renderPage(w, r, http.StatusForbidden, console.Operator(d))
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: operatorCookie, Value: s.sessionValue(), Path: "/", HttpOnly: true,
@@ -535,7 +542,7 @@ func (s *Server) serveOperator(w http.ResponseWriter, r *http.Request) {
 	d := s.OperatorData(s.operatorSession(r))
 	d.Message = operatorMessages[r.URL.Query().Get("done")]
 	operatorHeaders(w)
-	renderPage(w, r, http.StatusOK, web.Operator(d))
+	renderPage(w, r, http.StatusOK, console.Operator(d))
 }
 
 // operatorHeaders keeps the operator page out of frames (clickjacking).
@@ -594,7 +601,7 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 			d.Form = formFromPost(r.PostForm, d.Form.D)
 		}
 		operatorHeaders(w)
-		renderPage(w, r, code, web.Operator(d))
+		renderPage(w, r, code, console.Operator(d))
 		return
 	}
 	http.Redirect(w, r, "/operator?done="+action, http.StatusSeeOther)
@@ -637,8 +644,8 @@ func parseConfigForm(f url.Values) (ConfigChange, error) {
 	return c, errors.Join(errs...)
 }
 
-func formFromPost(f url.Values, d int) web.OperatorForm {
-	return web.OperatorForm{Protocol: f.Get("protocol"), EpsL: f.Get("eps_l"), Clip: f.Get("clip"), K: f.Get("k"),
+func formFromPost(f url.Values, d int) console.OperatorForm {
+	return console.OperatorForm{Protocol: f.Get("protocol"), EpsL: f.Get("eps_l"), Clip: f.Get("clip"), K: f.Get("k"),
 		Beta: f.Get("beta"), NPRatio: f.Get("np_ratio"), CheckInP: f.Get("check_in_p"), RoundTimeout: f.Get("round_timeout"),
 		MinBatch: f.Get("min_batch"), ServerLR: f.Get("server_lr"), D: d}
 }
@@ -665,7 +672,7 @@ func (s *Server) newClassRequested() bool {
 }
 
 // markers returns the chart markers (protocol changes).
-func (s *Server) markers() []web.Marker {
+func (s *Server) markers() []console.Marker {
 	live := s.cfg.Web.live
 	live.mu.Lock()
 	defer live.mu.Unlock()
@@ -674,10 +681,10 @@ func (s *Server) markers() []web.Marker {
 
 // OperatorData collects what the operator page shows; loggedIn shows the
 // controls, otherwise the password form.
-func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
+func (s *Server) OperatorData(loggedIn bool) console.OperatorData {
 	s.mu.RLock()
 	cfg := s.cfg
-	d := web.OperatorData{State: state(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
+	d := console.OperatorData{State: state(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
 		ModelResets: len(s.st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
 		LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
 	if s.st.Open != nil {
@@ -701,7 +708,7 @@ func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 	s.mu.RUnlock()
 	p := cfg.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	d.Form = web.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
+	d.Form = console.OperatorForm{Protocol: p.Protocol.String(), EpsL: g(p.EpsL), Clip: g(p.Clip), CheckInP: g(p.CheckInP),
 		RoundTimeout: g(cfg.RoundTimeout.Seconds()), MinBatch: strconv.Itoa(int(p.MinBatch)), ServerLR: g(cfg.ServerLR), D: int(p.D),
 		Defaults: s.protocolDefaults(cfg)}
 	if p.Protocol != wire.ProtocolSSSimple && p.NP > 0 {
@@ -714,11 +721,11 @@ func (s *Server) OperatorData(loggedIn bool) web.OperatorData {
 // protocolDefaults are the form values each protocol starts from for the
 // current model, expected n and local budget (buildParams with the
 // protocol's own defaults; secure summation with operatorSigma).
-func (s *Server) protocolDefaults(cfg Config) []web.ProtocolDefaults {
+func (s *Server) protocolDefaults(cfg Config) []console.ProtocolDefaults {
 	p := cfg.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	var out []web.ProtocolDefaults
-	for _, name := range web.Protocols {
+	var out []console.ProtocolDefaults
+	for _, name := range console.Protocols {
 		f := paramFlags{protocol: name, randomizer: p.Randomizer.String(), buckets: int(p.Buckets), minBatch: int(p.MinBatch),
 			epsL: p.EpsL, deltaL: p.DeltaL, clip: p.Clip, checkIn: p.CheckInP}
 		if (name == wire.ProtocolSecAgg.String()) != (p.Protocol == wire.ProtocolSecAgg) {
@@ -738,7 +745,7 @@ func (s *Server) protocolDefaults(cfg Config) []web.ProtocolDefaults {
 		if err != nil {
 			continue
 		}
-		def := web.ProtocolDefaults{Protocol: name, ServerLR: g(lr)}
+		def := console.ProtocolDefaults{Protocol: name, ServerLR: g(lr)}
 		if np.Protocol != wire.ProtocolSSSimple && np.NP > 0 {
 			def.K = strconv.Itoa(int(np.K))
 			def.NPRatio = g(float64(cfg.ExpectedN) / float64(np.NP))

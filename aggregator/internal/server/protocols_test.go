@@ -16,7 +16,11 @@ import (
 // its first round: "composer failed".)
 func TestEveryProtocolRandomizerRuns(t *testing.T) {
 	for _, proto := range roundspec.ShuffleProtocols() {
-		for _, rz := range []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian} {
+		rzs := []wire.Randomizer{wire.RandomizerLaplace, wire.RandomizerRGB, wire.RandomizerGaussian}
+		if proto.Wire().IsAPES() {
+			rzs = []wire.Randomizer{wire.RandomizerClipLaplace} // 0.75 is a value and a level
+		}
+		for _, rz := range rzs {
 			o := roundspec.Options{Protocol: proto.Wire(), Randomizer: rz, K: 2, L: 2, NP: 4, EpsL: 2, Clip: 0.5, MinBatch: 2}
 			if rz == wire.RandomizerRGB {
 				o.Buckets = 4

@@ -28,7 +28,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
-	"github.com/blanket-fl/blanket/web"
+	"github.com/blanket-fl/blanket/web/console"
 )
 
 // DefaultSecAggRounds is the number of rounds the operator page calibrates
@@ -675,11 +675,11 @@ func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
 // secaggConfigItems lists a secure-summation configuration as the
 // dashboard shows it (no local budget, padding or messages: the servers'
 // noise σ and the field's sizes instead).
-func secaggConfigItems(c Config) []web.ConfigItem {
+func secaggConfigItems(c Config) []console.ConfigItem {
 	p := c.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
-	items := []web.ConfigItem{
+	items := []console.ConfigItem{
 		{Name: "protocol", Value: p.Protocol.String() + " (secure summation, docs/secagg.md)"},
 		{Name: "noise", Value: p.Randomizer.String() + ", added by each server"},
 		{Name: "model dimension d", Value: u(p.D)},
@@ -695,7 +695,7 @@ func secaggConfigItems(c Config) []web.ConfigItem {
 		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (replacing one volunteer's data)"},
 	}
 	if c.Rounds > 0 {
-		items = append(items, web.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
+		items = append(items, console.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
 	}
 	return items
 }

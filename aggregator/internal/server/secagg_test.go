@@ -16,6 +16,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
@@ -39,14 +40,14 @@ func secaggTestParams() wire.Params {
 // secagg.Helper on shares sealed by real envelope code.
 type secaggRelay struct {
 	*fakeRelay
-	key      *envelope.HelperKey
+	key      *envelopetest.HelperKey
 	keyGets  int
 	mismatch int // announcements refused for their RelayPub
 }
 
 func newSecAggRelay(t *testing.T) *secaggRelay {
 	t.Helper()
-	k, err := envelope.UnmarshalHelperKey(bytes.Repeat([]byte{3}, 32))
+	k, err := envelopetest.UnmarshalHelperKey(bytes.Repeat([]byte{3}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +624,7 @@ func TestSecAggRelayKeyRefetched(t *testing.T) {
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
 	a := relay.next(t)
 	// The relay restarts with a new helper key; round 1 is aborted.
-	k2, err := envelope.UnmarshalHelperKey(bytes.Repeat([]byte{5}, 32))
+	k2, err := envelopetest.UnmarshalHelperKey(bytes.Repeat([]byte{5}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

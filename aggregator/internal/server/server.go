@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -79,7 +80,7 @@ const (
 type Server struct {
 	cfg       Config
 	log       *slog.Logger
-	key       *envelope.PrivateKey
+	key       *sealkey.PrivateKey
 	pub       envelope.PublicKey
 	fp        string
 	ledger    *ledger.Ledger
@@ -124,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: state directory: %w", err)
 	}
-	key, created, err := LoadOrCreateKey(filepath.Join(c.StateDir, KeyFile))
+	key, created, err := sealkey.LoadOrCreateKey(filepath.Join(c.StateDir, KeyFile))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
+	"github.com/blanket-fl/blanket/web/console"
 )
 
 // DefaultJoinURL is the relay's default public URL (its default listen
@@ -64,8 +65,8 @@ type WebOptions struct {
 	Heartbeat      time.Duration
 	MaxSubscribers int
 
-	qr       web.QR   // the join URL's QR code
-	tokenSum [32]byte // SHA-256 of OperatorToken
+	qr       console.QR // the join URL's QR code
+	tokenSum [32]byte   // SHA-256 of OperatorToken
 	live     *liveState
 }
 
@@ -74,7 +75,7 @@ type WebOptions struct {
 // by every copy of the WebOptions.
 type liveState struct {
 	mu       sync.Mutex
-	markers  []web.Marker
+	markers  []console.Marker
 	newClass bool
 }
 
@@ -102,7 +103,7 @@ func (o *WebOptions) validate() error {
 	if o.MaxSubscribers == 0 {
 		o.MaxSubscribers = DefaultMaxSubscribers
 	}
-	q, err := web.NewQR(o.JoinURL)
+	q, err := console.NewQR(o.JoinURL)
 	if err != nil {
 		return fmt.Errorf("server: join URL: %w", err)
 	}
@@ -128,7 +129,7 @@ func (o *WebOptions) pinJoinURL(fingerprint string) error {
 	}
 	u.Fragment = "fp=" + fingerprint
 	o.JoinURL = u.String()
-	q, err := web.NewQR(o.JoinURL)
+	q, err := console.NewQR(o.JoinURL)
 	if err != nil {
 		return fmt.Errorf("server: join URL: %w", err)
 	}
@@ -178,19 +179,19 @@ func renderPage(w http.ResponseWriter, r *http.Request, code int, c templ.Compon
 }
 
 func (s *Server) serveDashboard(w http.ResponseWriter, r *http.Request) {
-	renderPage(w, r, http.StatusOK, web.Dashboard(s.DashboardData()))
+	renderPage(w, r, http.StatusOK, console.Dashboard(s.DashboardData()))
 }
 
 func (s *Server) serveCharts(w http.ResponseWriter, r *http.Request) {
-	renderPage(w, r, http.StatusOK, web.DashboardCharts(s.DashboardData()))
+	renderPage(w, r, http.StatusOK, console.DashboardCharts(s.DashboardData()))
 }
 
 func (s *Server) servePrivacy(w http.ResponseWriter, r *http.Request) {
-	renderPage(w, r, http.StatusOK, web.DashboardPrivacy(s.DashboardData()))
+	renderPage(w, r, http.StatusOK, console.DashboardPrivacy(s.DashboardData()))
 }
 
 // serveHeatmap is GET /heatmaps/{class}.png: one class's heatmap of the
-// current model (web.Heatmaps) as a small PNG. The page asks for
+// current model (console.Heatmaps) as a small PNG. The page asks for
 // ?v=ROUND.RESETS; when that is the current model's version the image
 // may be cached, since that version never changes.
 func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
@@ -205,7 +206,7 @@ func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
 	version := strconv.Itoa(s.st.Round) + "." + strconv.Itoa(len(s.st.ModelResets))
 	s.mu.RUnlock()
 	sh := s.cfg.Test.Shape()
-	maps := web.Heatmaps(web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
+	maps := console.Heatmaps(console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
 	if class < 0 || class >= len(maps) {
 		http.NotFound(w, r)
 		return
@@ -238,7 +239,7 @@ func state(stopped string, paused bool) string {
 }
 
 // DashboardData collects what the dashboard shows.
-func (s *Server) DashboardData() web.DashboardData {
+func (s *Server) DashboardData() console.DashboardData {
 	st := s.Status()
 	rounds := s.Rounds()
 	s.mu.RLock()
@@ -248,20 +249,20 @@ func (s *Server) DashboardData() web.DashboardData {
 	paused := s.paused
 	s.mu.RUnlock()
 	sh := cfg.Test.Shape()
-	d := web.DashboardData{
+	d := console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
 		State: state(st.Stopped, paused), Stopped: st.Stopped,
-		Model:       web.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
+		Model:       console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
 		ModelResets: resets, Markers: s.markers(), Config: configItems(cfg), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
 	}
-	d.Rounds = make([]web.RoundView, len(rounds))
+	d.Rounds = make([]console.RoundView, len(rounds))
 	for i, r := range rounds {
-		v := web.RoundView{Round: r.Round, Status: r.Status, Accuracy: r.Accuracy, Loss: r.Loss, N: r.N, NP: r.NP,
+		v := console.RoundView{Round: r.Round, Status: r.Status, Accuracy: r.Accuracy, Loss: r.Loss, N: r.N, NP: r.NP,
 			CheckedIn: r.CheckedIn, Population: r.Population, CheckInRate: r.CheckInRate}
 		for _, e := range r.Epsilon {
-			v.Epsilon = append(v.Epsilon, web.EpsilonView{Method: e.Method, Epsilon: e.Epsilon, Tightest: e.Tightest, Caveated: e.Caveated})
+			v.Epsilon = append(v.Epsilon, console.EpsilonView{Method: e.Method, Epsilon: e.Epsilon, Tightest: e.Tightest, Caveated: e.Caveated})
 		}
 		d.Rounds[i] = v
 	}
@@ -269,14 +270,14 @@ func (s *Server) DashboardData() web.DashboardData {
 }
 
 // configItems lists the configuration as the dashboard shows it.
-func configItems(c Config) []web.ConfigItem {
+func configItems(c Config) []console.ConfigItem {
 	p := c.Params
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	u := func(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 	if p.Protocol == wire.ProtocolSecAgg {
 		return secaggConfigItems(c)
 	}
-	items := []web.ConfigItem{
+	items := []console.ConfigItem{
 		{Name: "protocol", Value: p.Protocol.String()},
 		{Name: "randomizer", Value: p.Randomizer.String()},
 		{Name: "model dimension d", Value: u(p.D)},
@@ -289,23 +290,23 @@ func configItems(c Config) []web.ConfigItem {
 		{Name: "ε per reported coordinate", Value: g(p.PerCoordinateEpsilon())},
 	}
 	if p.Randomizer == wire.RandomizerGaussian {
-		items = append(items, web.ConfigItem{Name: "local δ_l", Value: g(p.DeltaL)})
+		items = append(items, console.ConfigItem{Name: "local δ_l", Value: g(p.DeltaL)})
 	}
 	if p.Randomizer == wire.RandomizerRGB {
-		items = append(items, web.ConfigItem{Name: "rgb buckets", Value: u(p.Buckets)})
+		items = append(items, console.ConfigItem{Name: "rgb buckets", Value: u(p.Buckets)})
 	}
 	items = append(items,
-		web.ConfigItem{Name: "clipping bound C", Value: g(p.Clip)},
-		web.ConfigItem{Name: "check-in probability p", Value: g(p.CheckInP)},
-		web.ConfigItem{Name: "minimum batch", Value: u(p.MinBatch)},
-		web.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
-		web.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
-		web.ConfigItem{Name: "round timeout", Value: c.RoundTimeout.String()},
-		web.ConfigItem{Name: "server learning rate", Value: g(c.ServerLR)},
-		web.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
+		console.ConfigItem{Name: "clipping bound C", Value: g(p.Clip)},
+		console.ConfigItem{Name: "check-in probability p", Value: g(p.CheckInP)},
+		console.ConfigItem{Name: "minimum batch", Value: u(p.MinBatch)},
+		console.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
+		console.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
+		console.ConfigItem{Name: "round timeout", Value: c.RoundTimeout.String()},
+		console.ConfigItem{Name: "server learning rate", Value: g(c.ServerLR)},
+		console.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
 	)
 	if c.Rounds > 0 {
-		items = append(items, web.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
+		items = append(items, console.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
 	}
 	return items
 }

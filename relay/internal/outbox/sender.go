@@ -186,7 +186,7 @@ func (s *Sender) deliver(ctx context.Context, e Entry) {
 			return
 		}
 		s.failures.Add(1)
-		log.Warn("send to aggregator failed; will resend the same bytes", "attempt", attempt, "reason", why, "retryIn", wait)
+		log.Warn("send to aggregator failed; will resend the same bytes", "attempt", attempt, "reason", why, "retry_in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -16,6 +16,7 @@ import (
 
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -110,7 +111,7 @@ func dialAll(b *testing.B, l *pipeListener) []*websocket.Conn {
 }
 
 func BenchmarkRoundRelay(b *testing.B) {
-	key, _ := envelope.DeriveKey([32]byte{3})
+	key, _ := envelopetest.DeriveKey([32]byte{3})
 	frames := benchFrames(b, key.Public().HPKE)
 	got := make(chan struct{}, 1)
 	aggL := newPipeListener()
@@ -196,7 +197,7 @@ func BenchmarkRoundRelay(b *testing.B) {
 }
 
 func BenchmarkRoundRawIngest(b *testing.B) {
-	key, _ := envelope.DeriveKey([32]byte{3})
+	key, _ := envelopetest.DeriveKey([32]byte{3})
 	frames := benchFrames(b, key.Public().HPKE)
 	p := benchParams()
 	var count atomic.Int64

@@ -81,8 +81,8 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	rep.Overflowed, rep.Dummies, rep.Messages = st.Overflowed, st.DummyMessages, len(batch.Messages)
 	s.m.setLast(rep)
 	if st.Raised {
-		s.log.Warn("n_p raised to pad the round", "round", c.Num, "targetNP", st.TargetNP,
-			"realizedNP", st.RealizedNP, "overflowedDims", st.Overflowed)
+		s.log.Warn("n_p raised to pad the round", "round", c.Num, "target_np", st.TargetNP,
+			"realized_np", st.RealizedNP, "overflowed_dims", st.Overflowed)
 	}
 	s.log.Info("batch persisted", "round", c.Num, "reports", c.Reports, "real", st.RealMessages,
 		"dummies", st.DummyMessages, "np", st.RealizedNP, "bytes", len(b))
@@ -117,7 +117,7 @@ func (s *Server) abortRound(c *round.Closed, rep RoundReport, reason uint8, why 
 	rep.Outcome, rep.Reason = "aborted", why
 	s.m.setLast(rep)
 	s.log.Warn("round aborted", "round", c.Num, "reason", why, "reports", c.Reports,
-		"minBatch", c.Params.MinBatch, "checkedIn", c.CheckedIn, "population", c.Population)
+		"min_batch", c.Params.MinBatch, "checked_in", c.CheckedIn, "population", c.Population)
 	return outbox.Entry{Round: c.Num, Kind: outbox.Abort}, true
 }
 

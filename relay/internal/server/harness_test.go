@@ -17,8 +17,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/blanket-fl/blanket/relay/internal/helperkey"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -33,9 +35,9 @@ const testToken = "s3cret-token-of-the-tests"
 
 // testHelperKey is a fixed helper key for relays whose tests never open a
 // helper share.
-func testHelperKey(tb testing.TB) *envelope.HelperKey {
+func testHelperKey(tb testing.TB) *helperkey.Key {
 	tb.Helper()
-	k, err := envelope.UnmarshalHelperKey(bytes.Repeat([]byte{9}, 32))
+	k, err := helperkey.Unmarshal(bytes.Repeat([]byte{9}, 32))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func (a *fakeAgg) snapshot() (batches, aborts [][]byte) {
 // harness is one relay with a fake aggregator, all on pipes.
 type harness struct {
 	t      *testing.T
-	key    *envelope.PrivateKey
+	key    *envelopetest.Key
 	agg    http.Handler
 	dir    string
 	srv    *Server
@@ -143,20 +145,23 @@ type harness struct {
 	cancel context.CancelFunc
 	runErr chan error
 	seed   uint64
+	keys   *keyCheck // every log attribute key must be snake_case
 }
 
 type harnessOpt func(*Config)
 
 func newHarness(t *testing.T, agg http.Handler, dir string, opts ...harnessOpt) *harness {
 	t.Helper()
-	key, err := envelope.DeriveKey([32]byte{7})
+	key, err := envelopetest.DeriveKey([32]byte{7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	h := &harness{t: t, key: key, agg: agg, dir: dir, relayL: newPipeListener(), aggL: newPipeListener()}
+	h := &harness{t: t, key: key, agg: agg, dir: dir, relayL: newPipeListener(), aggL: newPipeListener(), keys: newKeyCheck()}
+	// Registered first, so it runs last: after the relay has stopped.
+	t.Cleanup(func() { h.keys.check(t) })
 	h.tr = &http.Transport{DialContext: h.aggL.dial}
 	h.aggH = &http.Server{Handler: agg}
 	go h.aggH.Serve(h.aggL)
@@ -170,7 +175,7 @@ func (h *harness) start(opts ...harnessOpt) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	hk, _, err := LoadOrCreateHelperKey(filepath.Join(h.dir, HelperKeyFile))
+	hk, _, err := helperkey.LoadOrCreate(filepath.Join(h.dir, helperkey.File))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -181,7 +186,7 @@ func (h *harness) start(opts ...harnessOpt) {
 		Aggregator: "http://aggregator",
 		Token:      testToken,
 		Outbox:     ob,
-		Logger:     slog.New(slog.DiscardHandler),
+		Logger:     slog.New(h.keys),
 		NewSource:  func() noise.Source { seed++; return noise.NewSeeded(seed) },
 		HTTPClient: &http.Client{Transport: h.tr},
 		RetryMin:   100 * time.Millisecond,

@@ -14,7 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -55,7 +55,7 @@ func BenchmarkRoundRelayVsRaw(b *testing.B) {
 }
 
 func benchRelayVsRaw(b *testing.B, open time.Duration) {
-	key, _ := envelope.DeriveKey([32]byte{3})
+	key, _ := envelopetest.DeriveKey([32]byte{3})
 	frames := benchFrames(b, key.Public().HPKE)
 	rel := newRelayBench(b, key)
 	defer rel.close()
@@ -85,7 +85,7 @@ func benchRelayVsRaw(b *testing.B, open time.Duration) {
 
 // relayBench is the relay of BenchmarkRoundRelay with its clients.
 type relayBench struct {
-	key    *envelope.PrivateKey
+	key    *envelopetest.Key
 	got    chan struct{}
 	srv    *Server
 	relayL *pipeListener
@@ -93,7 +93,7 @@ type relayBench struct {
 	stop   func()
 }
 
-func newRelayBench(b *testing.B, key *envelope.PrivateKey) *relayBench {
+func newRelayBench(b *testing.B, key *envelopetest.Key) *relayBench {
 	r := &relayBench{key: key, got: make(chan struct{}, 1)}
 	aggL := newPipeListener()
 	aggH := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -209,7 +209,7 @@ type rawBenchConn struct {
 	ws *websocket.Conn
 }
 
-func newRawBench(b *testing.B, key *envelope.PrivateKey) *rawBench {
+func newRawBench(b *testing.B, key *envelopetest.Key) *rawBench {
 	p := benchParams()
 	r := &rawBench{done: make(chan struct{}, 1), want: int64(benchClients * (1 + p.Messages()))}
 	up := websocket.Upgrader{ReadBufferSize: 512, WriteBufferSize: 512, WriteBufferPool: &sync.Pool{}}

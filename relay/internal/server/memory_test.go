@@ -24,6 +24,7 @@ import (
 
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -82,13 +83,13 @@ type loopbackRelay struct {
 	hs    *httptest.Server
 	agg   *httptest.Server
 	got   chan []byte
-	key   *envelope.PrivateKey
+	key   *envelopetest.Key
 	stop  func()
 	wsURL string
 }
 
 func newLoopbackRelay(tb testing.TB) *loopbackRelay {
-	key, _ := envelope.DeriveKey([32]byte{5})
+	key, _ := envelopetest.DeriveKey([32]byte{5})
 	r := &loopbackRelay{key: key, got: make(chan []byte, 4)}
 	r.agg = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)

@@ -101,14 +101,14 @@ type RoundReport struct {
 	Outcome    string `json:"outcome"` // "pending", "forwarded", "aborted", or the aggregator's "obsolete" / "invalid" for a dropped batch; secure summation also "refused", "superseded", "failed" (secagg.go)
 	Reason     string `json:"reason,omitempty"`
 	Population uint32 `json:"population"`
-	CheckedIn  uint32 `json:"checkedIn"`
-	// CheckInRate is the empirical check-in rate checkedIn/population.
-	CheckInRate float64 `json:"checkInRate"`
+	CheckedIn  uint32 `json:"checked_in"`
+	// CheckInRate is the empirical check-in rate checked_in/population.
+	CheckInRate float64 `json:"check_in_rate"`
 	Reports     uint32  `json:"reports"`
-	TargetNP    int     `json:"targetNP,omitempty"`
-	RealizedNP  int     `json:"realizedNP,omitempty"`
+	TargetNP    int     `json:"target_np,omitempty"`
+	RealizedNP  int     `json:"realized_np,omitempty"`
 	Raised      bool    `json:"raised,omitempty"`
-	Overflowed  int     `json:"overflowedDims,omitempty"`
+	Overflowed  int     `json:"overflowed_dims,omitempty"`
 	Dummies     int     `json:"dummies,omitempty"`
 	Messages    int     `json:"messages,omitempty"`
 }
@@ -119,23 +119,23 @@ type Snapshot struct {
 	Accepted map[string]uint64 `json:"accepted"`
 	Rejected map[string]uint64 `json:"rejected"`
 
-	ReportsComplete  uint64 `json:"reportsComplete"`
-	PartialDiscarded uint64 `json:"partialDiscarded"`
+	ReportsComplete  uint64 `json:"reports_complete"`
+	PartialDiscarded uint64 `json:"partial_discarded"`
 	Timeouts         uint64 `json:"timeouts"`
 	Connections      int64  `json:"connections"`
-	ConnectionsTotal uint64 `json:"connectionsTotal"`
-	OriginRejected   uint64 `json:"originRejected"`
-	RoundsOpened     uint64 `json:"roundsOpened"`
-	RoundsForwarded  uint64 `json:"roundsForwarded"`
-	RoundsAborted    uint64 `json:"roundsAborted"`
-	SendAttempts     uint64 `json:"sendAttempts"`
-	SendFailures     uint64 `json:"sendFailures"`
+	ConnectionsTotal uint64 `json:"connections_total"`
+	OriginRejected   uint64 `json:"origin_rejected"`
+	RoundsOpened     uint64 `json:"rounds_opened"`
+	RoundsForwarded  uint64 `json:"rounds_forwarded"`
+	RoundsAborted    uint64 `json:"rounds_aborted"`
+	SendAttempts     uint64 `json:"send_attempts"`
+	SendFailures     uint64 `json:"send_failures"`
 	// Delivered counts the aggregator's definitive answers to batches and
 	// aborts by outcome (accepted, duplicate, obsolete, invalid); dropped
 	// frames are the last three. Pending: frames still being delivered.
 	Delivered map[string]uint64 `json:"delivered"`
 	Pending   int               `json:"pending"`
-	LastRound *RoundReport      `json:"lastRound,omitempty"`
+	LastRound *RoundReport      `json:"last_round,omitempty"`
 	SecAgg    SecAggStats       `json:"secagg"`
 }
 
@@ -146,7 +146,7 @@ type Snapshot struct {
 type SecAggStats struct {
 	// Rounds counts the secure-summation rounds whose batch was prepared,
 	// by how they ended: forwarded, refused, invalid, obsolete,
-	// superseded, failed (secagg.go). Aborted ones are in roundsAborted.
+	// superseded, failed (secagg.go). Aborted ones are in rounds_aborted.
 	Rounds map[string]uint64 `json:"rounds"`
 	// Dropped counts reports left out of a batch by the relay, by reason
 	// (helper_unopened: the helper share does not open).

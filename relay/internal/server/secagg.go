@@ -48,8 +48,8 @@ const (
 const DropUnopened = "helper_unopened"
 
 // How a secure-summation round ended at the relay after its batch was
-// prepared (/metrics secagg.rounds and lastRound.outcome; rounds aborted
-// before are counted in roundsAborted).
+// prepared (/metrics secagg.rounds and last_round.outcome; rounds aborted
+// before are counted in rounds_aborted).
 const (
 	SecAggForwarded  = "forwarded"  // the noised aggregate share was delivered (accepted or duplicate)
 	SecAggRefused    = "refused"    // the aggregator's ledger refused the round's charge
@@ -140,7 +140,7 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	rep.Outcome = "pending"
 	s.m.setLast(rep)
 	s.log.Info("secure-summation batch prepared", "round", c.Num, "reports", c.Reports,
-		"rejectedByHelper", len(early), "bytes", body.size)
+		"rejected_by_helper", len(early), "bytes", body.size)
 
 	// The aggregator prepares its shares, charges its ledger and answers
 	// with its 'M' message (status ok) or why not.
@@ -181,7 +181,7 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	if err != nil {
 		// Not the error itself: it may quote the reports' nonces.
 		s.log.Error("cannot finish the secure-summation round: the aggregator's prepare messages contradict the helper",
-			"round", c.Num, "protocolViolation", errors.Is(err, secagg.ErrProtocol))
+			"round", c.Num, "protocol_violation", errors.Is(err, secagg.ErrProtocol))
 		s.secAggEnd(c.Num, rep, SecAggFailed, "helper finish failed")
 		return
 	}
@@ -323,7 +323,7 @@ func (s *Server) secAggPost(ctx context.Context, num uint64, path string, body f
 			return outbox.Retry, nil, "", errSuperseded
 		}
 		s.log.Warn("secure-summation request failed; will resend the same bytes", "round", num, "path", path,
-			"attempt", attempt, "reason", why, "retryIn", wait)
+			"attempt", attempt, "reason", why, "retry_in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

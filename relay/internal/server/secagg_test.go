@@ -15,8 +15,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/blanket-fl/blanket/relay/internal/helperkey"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
@@ -40,7 +42,7 @@ func secAggTestParams() wire.Params {
 // noised aggregate share with its own.
 type leaderAgg struct {
 	t      *testing.T
-	key    *envelope.PrivateKey
+	key    *envelopetest.Key
 	p      wire.Params
 	refuse bool          // answer every batch with status refused
 	hold   chan struct{} // if set, a batch waits for it before being read
@@ -282,7 +284,7 @@ func (h *harness) volunteerShares(spec *roundspec.Spec, round, sealRound uint64,
 func TestSecAggRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := secAggTestParams()
-		key, _ := envelope.DeriveKey([32]byte{7})
+		key, _ := envelopetest.DeriveKey([32]byte{7})
 		agg := &leaderAgg{t: t, key: key, p: p}
 		h := newHarness(t, agg, "")
 		defer h.close()
@@ -474,7 +476,7 @@ func TestHelperKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, &leaderAgg{t: t, p: secAggTestParams()}, "")
 		defer h.close()
-		path := filepath.Join(h.dir, HelperKeyFile)
+		path := filepath.Join(h.dir, helperkey.File)
 		st, err := os.Stat(path)
 		if err != nil || st.Mode().Perm() != 0o600 || st.Size() != 32 {
 			t.Fatalf("helper key file: %v %v", st, err)
@@ -524,49 +526,6 @@ func TestHelperKey(t *testing.T) {
 	})
 }
 
-// TestLoadOrCreateHelperKeyRefuses: a key file readable by others, of the
-// wrong length, or not a file is refused, never replaced.
-func TestLoadOrCreateHelperKeyRefuses(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, HelperKeyFile)
-	k, created, err := LoadOrCreateHelperKey(path)
-	if err != nil || !created {
-		t.Fatalf("create: %v %v", created, err)
-	}
-	k2, created, err := LoadOrCreateHelperKey(path)
-	if err != nil || created || k2.Public() != k.Public() {
-		t.Fatalf("load: %v %v", created, err)
-	}
-	good, _ := os.ReadFile(path)
-	for name, tc := range map[string]struct {
-		data []byte
-		mode os.FileMode
-	}{
-		"world-readable": {good, 0o644},
-		"group-readable": {good, 0o640},
-		"short":          {good[:31], 0o600},
-		"long":           {append(bytes.Clone(good), 0), 0o600},
-		"empty":          {nil, 0o600},
-	} {
-		p := filepath.Join(t.TempDir(), HelperKeyFile)
-		if err := os.WriteFile(p, tc.data, tc.mode); err != nil {
-			t.Fatal(err)
-		}
-		os.Chmod(p, tc.mode)
-		if _, _, err := LoadOrCreateHelperKey(p); err == nil {
-			t.Errorf("%s: loaded", name)
-		}
-		if b, _ := os.ReadFile(p); !bytes.Equal(b, tc.data) {
-			t.Errorf("%s: file changed", name)
-		}
-	}
-	d := filepath.Join(t.TempDir(), HelperKeyFile)
-	os.Mkdir(d, 0o700)
-	if _, _, err := LoadOrCreateHelperKey(d); err == nil {
-		t.Error("a directory loaded as a key")
-	}
-}
-
 // TestSecAggRoundEnds: a batch the aggregator's ledger refuses ends the
 // round with nothing more sent (no aggregate share); a round left below
 // MinBatch by reports whose helper share does not open is aborted
@@ -574,7 +533,7 @@ func TestLoadOrCreateHelperKeyRefuses(t *testing.T) {
 func TestSecAggRoundEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := secAggTestParams()
-		key, _ := envelope.DeriveKey([32]byte{7})
+		key, _ := envelopetest.DeriveKey([32]byte{7})
 		agg := &leaderAgg{t: t, key: key, p: p, refuse: true}
 		h := newHarness(t, agg, "")
 		defer h.close()
@@ -633,7 +592,7 @@ func TestSecAggRoundEnds(t *testing.T) {
 func TestSecAggRestartAborts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := secAggTestParams()
-		key, _ := envelope.DeriveKey([32]byte{7})
+		key, _ := envelopetest.DeriveKey([32]byte{7})
 		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{})}
 		h := newHarness(t, agg, "")
 		defer h.close()
@@ -672,7 +631,7 @@ func TestSecAggRestartAborts(t *testing.T) {
 func TestSecAggRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := secAggTestParams()
-		key, _ := envelope.DeriveKey([32]byte{7})
+		key, _ := envelopetest.DeriveKey([32]byte{7})
 		agg := &leaderAgg{t: t, key: key, p: p, failBatch: 2, failAgg: 2}
 		h := newHarness(t, agg, "")
 		defer h.close()

@@ -58,10 +58,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/blanket-fl/blanket/relay/internal/helperkey"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
-	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -99,8 +99,8 @@ type Config struct {
 	// opens the helper shares of the volunteers' reports and nothing else;
 	// its public half is served at GET /v1/helper-key and must be the one
 	// a secure-summation announcement names. Required
-	// (LoadOrCreateHelperKey keeps it in the state directory).
-	HelperKey *envelope.HelperKey
+	// (helperkey.LoadOrCreate keeps it in the state directory).
+	HelperKey *helperkey.Key
 	// PingInterval (default 20 s), PongWait (default 60 s; > PingInterval),
 	// FrameTimeout (default 10 s) and WriteWait (default 10 s) bound
 	// connections.
@@ -479,8 +479,8 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	}
 	s.m.roundsOpened.Add(1)
 	s.timer, s.timerOf = time.AfterFunc(time.Until(rd.Deadline), func() { s.closeRound(rd, "deadline") }), rd.Num
-	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messagesPerClient", rd.Msgs,
-		"minBatch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
+	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messages_per_client", rd.Msgs,
+		"min_batch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
 	s.wg.Go(func() { s.broadcast(rd, targets) })
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"round": rd.Num, "population": rd.Population})
@@ -590,7 +590,7 @@ func (s *Server) closed(c *round.Closed) {
 	s.mu.Unlock()
 	s.m.partialDiscarded.Add(uint64(c.Discarded))
 	s.log.Info("round closed", "round", c.Num, "why", c.Why, "population", c.Population,
-		"checkedIn", c.CheckedIn, "reports", c.Reports)
+		"checked_in", c.CheckedIn, "reports", c.Reports)
 	s.jobs <- c
 }
 

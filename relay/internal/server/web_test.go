@@ -20,6 +20,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -58,7 +59,7 @@ func (a *keyAgg) setKey(k envelope.PublicKey) {
 
 func pubKey(t *testing.T, seed byte) envelope.PublicKey {
 	t.Helper()
-	k, err := envelope.DeriveKey([32]byte{seed})
+	k, err := envelopetest.DeriveKey([32]byte{seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func EstimateDummies(p wire.Params, population uint32) int {
 	if p.Width == 0 || p.D == 0 {
 		return 0
 	}
-	total := int(p.D) * int(p.NP) / int(p.Width)
+	total := int(p.Columns()) * int(p.NP) / int(p.Width)
 	reporters := float64(population) * p.CheckInP
 	if math.IsNaN(reporters) || reporters < 0 {
 		reporters = 0
@@ -85,7 +85,7 @@ func EstimateDummies(p wire.Params, population uint32) int {
 }
 
 // maxPoolBlocks bounds one pool (2^22 blocks: more than any round of
-// wire.MaxD dimensions needs at the default limits).
+// wire.maxD dimensions needs at the default limits).
 const maxPoolBlocks = 1 << 22
 
 // NewPool starts sealing up to n dummy value blocks for round r in the

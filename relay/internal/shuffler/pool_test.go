@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -91,7 +92,7 @@ func TestPoolShortfallAndSurplus(t *testing.T) {
 // key: pooled dummies open to blanket samples. A round differing only in
 // population gets no pool; a taken pool is gone.
 func TestPresealRegistry(t *testing.T) {
-	key, err := envelope.DeriveKey([32]byte{4})
+	key, err := envelopetest.DeriveKey([32]byte{4})
 	if err != nil {
 		t.Fatal(err)
 	}

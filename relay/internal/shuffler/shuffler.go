@@ -66,15 +66,22 @@ type Stats struct {
 var ErrInfeasible = errors.New("shuffler: infeasible padding")
 
 // Blanket returns the per-coordinate randomizer the clients of a round use
-// (roundspec.Spec.Randomizer, the one derivation all parties share); its
-// Blanket method is the dummy value distribution omega (FLAME Algorithm 3
-// line 10), clamped to the randomizer's bounded support like every report.
+// (roundspec.Spec.Blanket, the one derivation all parties share); its
+// Blanket method is the dummy value distribution omega of every value
+// dimension (FLAME Algorithm 3 line 10), clamped to the randomizer's
+// bounded support like every report. For APES it is Clip-Laplace at the
+// largest per-coordinate budget (a virtual volunteer at the largest level);
+// APES's budget column takes roundspec.Spec.Dummy's constant instead.
 func Blanket(p wire.Params) (randomizer.Randomizer, error) {
 	spec, err := roundspec.New(p)
 	if err != nil {
 		return nil, fmt.Errorf("shuffler: %w", err)
 	}
-	return spec.Randomizer(), nil
+	b := spec.Blanket()
+	if b == nil {
+		return nil, fmt.Errorf("shuffler: %v pads nothing", p.Protocol)
+	}
+	return b, nil
 }
 
 // Build pads and shuffles one round. real holds the messages of the
@@ -122,8 +129,7 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 	if err != nil {
 		return wire.Batch{}, Stats{}, fmt.Errorf("shuffler: %w", err)
 	}
-	d := int(p.D)
-	blanket := spec.Randomizer()
+	d := int(p.Columns())
 	// roundspec admits width 1 only: every message is one dimension.
 	dims := make([]uint32, len(real))
 	for i, m := range real {
@@ -156,12 +162,18 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 	if pool != nil {
 		ps := pool.take()
 		from = min(nd, len(ps))
+		// Pool blocks are draws of the value dimensions' blanket
+		// (Blanket); dummies are in dimension order, so only those below
+		// D may take one (APES's budget column, index D, is last).
+		for from > 0 && flat[from-1] >= p.D {
+			from--
+		}
 		for m := range from {
 			dummies[m].Sealed = ps[m]
 		}
 	}
 	for i := from; i < nd; i++ {
-		vals[i] = blanket.Blanket(src)
+		vals[i] = spec.Dummy(flat[i], src)
 	}
 	if err := sealAll(dummies, flat, vals, 1, r.HPKEPub, r.Round, workers, seal); err != nil {
 		return wire.Batch{}, Stats{}, err
@@ -171,7 +183,7 @@ func build(r Round, real []wire.BatchMessage, src noise.Source, workers int, sea
 	noise.Shuffle(src, len(msgs), func(a, b int) { msgs[a], msgs[b] = msgs[b], msgs[a] })
 	b := wire.Batch{
 		Round:      r.Round,
-		D:          p.D,
+		D:          p.Columns(),
 		Width:      p.Width,
 		NP:         uint32(np),
 		Reports:    r.Reports,

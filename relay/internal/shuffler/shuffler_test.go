@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -41,7 +42,7 @@ func realMessages(t testing.TB, pub [32]byte, round uint64, idx [][]uint32, mark
 // by wire.ParseBatch after a round trip), dummies are sealed to the key,
 // have the size of real messages and carry blanket samples.
 func TestBuildPadsExactly(t *testing.T) {
-	key, err := envelope.DeriveKey([32]byte{1})
+	key, err := envelopetest.DeriveKey([32]byte{1})
 	if err != nil {
 		t.Fatal(err)
 	}

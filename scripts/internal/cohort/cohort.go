@@ -59,6 +59,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Out receives one summary line per round observed (nil: none).
 	Out io.Writer
+	// Personal, if set, gives volunteer i's privacy level
+	// (client.Config.PersonalFraction; APES: its own budget).
+	Personal func(i int) float64
 }
 
 // RoundSummary aggregates what the cohort saw of one round.
@@ -168,14 +171,18 @@ func Run(ctx context.Context, cfg Config) ([]RoundSummary, error) {
 		if cfg.SeededNoise {
 			src = noise.NewSeeded(cfg.Seed ^ (uint64(i+1) * 0x9e3779b97f4a7c15))
 		}
-		clients[i], err = client.New(client.Config{
+		cc := client.Config{
 			Pinned:  cfg.Key,
 			Data:    shares[i],
 			Train:   cfg.Train,
 			Source:  src,
 			Logger:  cfg.Logger.With("client", i),
 			OnEvent: col.add,
-		})
+		}
+		if cfg.Personal != nil {
+			cc.PersonalFraction = cfg.Personal(i)
+		}
+		clients[i], err = client.New(cc)
 		if err != nil {
 			return nil, fmt.Errorf("cohort: client %d: %w", i, err)
 		}

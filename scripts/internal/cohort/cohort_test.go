@@ -15,6 +15,7 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -110,7 +111,7 @@ func (r *wsRelay) restart() {
 
 // collect reads frames until n CheckIns and n*m Reports have arrived and
 // checks that all are for round, open with k, and are equally sized.
-func (r *wsRelay) collect(k *envelope.PrivateKey, round uint64, p wire.Params, n int) {
+func (r *wsRelay) collect(k *envelopetest.Key, round uint64, p wire.Params, n int) {
 	r.t.Helper()
 	checkIns, reports := 0, 0
 	timeout := time.After(30 * time.Second)
@@ -149,7 +150,7 @@ func (r *wsRelay) collect(k *envelope.PrivateKey, round uint64, p wire.Params, n
 	}
 }
 
-func signedAnnouncement(t *testing.T, k *envelope.PrivateKey, round uint64, p wire.Params) []byte {
+func signedAnnouncement(t *testing.T, k *envelopetest.Key, round uint64, p wire.Params) []byte {
 	t.Helper()
 	a := &wire.Announcement{Round: round, Deadline: time.Now().Add(time.Minute), Params: p,
 		HPKEPub: k.Public().HPKE, Model: make([]float64, p.D)}
@@ -169,7 +170,7 @@ func signedAnnouncement(t *testing.T, k *envelope.PrivateKey, round uint64, p wi
 // one report from each.
 func TestCohortAgainstRelay(t *testing.T) {
 	const n = 4
-	k, err := envelope.DeriveKey([32]byte{7})
+	k, err := envelopetest.DeriveKey([32]byte{7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestCohortAgainstRelay(t *testing.T) {
 }
 
 func TestFetchKey(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{1})
+	k, _ := envelopetest.DeriveKey([32]byte{1})
 	body, err := json.Marshal(k.Public())
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +251,7 @@ func TestFetchKey(t *testing.T) {
 	if _, err := FetchKey(ctx, nil, srv.URL, strings.ToUpper(k.Public().Fingerprint())); err != nil {
 		t.Fatalf("matching pin refused: %v", err)
 	}
-	other, _ := envelope.DeriveKey([32]byte{2})
+	other, _ := envelopetest.DeriveKey([32]byte{2})
 	if _, err := FetchKey(ctx, nil, srv.URL, other.Public().Fingerprint()); err == nil {
 		t.Fatal("a key with another fingerprint was accepted")
 	}
@@ -260,7 +261,7 @@ func TestFetchKey(t *testing.T) {
 }
 
 func TestConfigValidated(t *testing.T) {
-	k, _ := envelope.DeriveKey([32]byte{1})
+	k, _ := envelopetest.DeriveKey([32]byte{1})
 	good := Config{Relay: "ws://x", Key: k.Public(), Clients: 2, PerUser: 3}
 	for name, mut := range map[string]func(*Config){
 		"no relay":   func(c *Config) { c.Relay = "" },

@@ -62,7 +62,7 @@ func Names() []string { return append([]string{Name}, dataset.Names()...) }
 
 // Open resolves a dataset name to its train and test parts: Name gives
 // TrainTest, and every other name is passed to dataset.Open with root (the
-// data directory, "" for dataset.DefaultDataDir).
+// data directory, "" for dataset.defaultDataDir).
 func Open(name, root string) (train, test *dataset.Set, err error) {
 	if name == Name {
 		return TrainTest()

@@ -54,7 +54,7 @@ func TestPairsValidateAndMatchMixture(t *testing.T) {
 }
 
 func TestCoarsenDominates(t *testing.T) {
-	p, err := FMT21Pair(500, 2, PairOptions{})
+	p, err := fmt21Pair(500, 2, PairOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestCoarsenDominates(t *testing.T) {
 		}
 	}
 	opt := PairOptions{LossStep: 1e-3}
-	c2, err := FMT21Pair(500, 2, opt)
+	c2, err := fmt21Pair(500, 2, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestGridOrderingAndFloor(t *testing.T) {
 func TestRRWorstCase(t *testing.T) {
 	for _, n := range []int{10, 40} {
 		for _, e0 := range []float64{0.5, 2, 4} {
-			ex, err := NewRRExact(n, e0)
+			ex, err := newRRExact(n, e0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func TestRRWorstCase(t *testing.T) {
 	}
 	// Documented finding: the all-equal composition is not always the
 	// worst one at small eps (n = 10, eps0 = 2, eps = 0.05).
-	ex, _ := NewRRExact(10, 2)
+	ex, _ := newRRExact(10, 2)
 	floor, _ := NewRRFloor(10, 2)
 	if ex.Delta(0.05) <= floor.Delta(0.05)*1.01 {
 		t.Errorf("expected an intermediate composition to beat all-equal at n=10, eps0=2, eps=0.05")
@@ -372,12 +372,12 @@ func TestInvalidInputs(t *testing.T) {
 		func() error { return VariationRatio{P: 2, Beta: 0.9, Q: 2}.Validate() },
 		func() error { return VariationRatio{P: 0.5, Beta: 0.1, Q: 2}.Validate() },
 		func() error { _, err := ShuffledRRPair(0, 1); return err },
-		func() error { _, err := ShuffledRRPairK(10, 10, 1); return err },
-		func() error { _, err := NewRRExact(5000, 1); return err },
+		func() error { _, err := shuffledRRPairK(10, 10, 1); return err },
+		func() error { _, err := newRRExact(5000, 1); return err },
 		func() error { m, _ := FMT21(100, 1); _, err := m.Epsilon(0); return err },
 		func() error { m, _ := FMT21(100, 1); _, err := m.Epsilon(math.NaN()); return err },
-		func() error { _, err := FMT21Pair(100, 1, PairOptions{TailMass: -1}); return err },
-		func() error { _, err := FMT21Pair(100000, 1, PairOptions{MaxAtoms: 1000}); return err },
+		func() error { _, err := fmt21Pair(100, 1, PairOptions{TailMass: -1}); return err },
+		func() error { _, err := fmt21Pair(100000, 1, PairOptions{MaxAtoms: 1000}); return err },
 		func() error { p, _ := ShuffledRRPair(10, 1); _, err := p.Coarsen(0); return err },
 		func() error { return (&Pair{Relation: ReplaceOne, LogP: []float64{0}, LogQ: []float64{-1}}).Validate() },
 	}

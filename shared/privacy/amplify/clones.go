@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Mixture is a binomial-mixture ("clone") dominating pair for the shuffle of
@@ -50,14 +52,14 @@ type Mixture struct {
 	merged bool
 }
 
-// NewMixture validates the parameters and precomputes the window of the
+// newMixture validates the parameters and precomputes the window of the
 // clone count whose omitted mass is at most tailMass (0 means 1e-15).
-func NewMixture(method string, n int, clone, w10, w01, tailMass float64) (*Mixture, error) {
+func newMixture(method string, n int, clone, w10, w01, tailMass float64) (*Mixture, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("amplify: %s: number of users %d < 1", method, n)
 	}
 	for _, v := range []float64{clone, w10, w01, tailMass} {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !check.Finite(v) {
 			return nil, fmt.Errorf("amplify: %s: non-finite parameter %v", method, v)
 		}
 	}
@@ -84,7 +86,7 @@ func NewMixture(method string, n int, clone, w10, w01, tailMass float64) (*Mixtu
 }
 
 func checkEps0(eps0 float64) error {
-	if math.IsNaN(eps0) || math.IsInf(eps0, 0) || eps0 <= 0 {
+	if !check.Finite(eps0) || eps0 <= 0 {
 		return fmt.Errorf("amplify: local epsilon %v must be positive and finite", eps0)
 	}
 	if eps0 > 50 {
@@ -104,7 +106,7 @@ func FMT21(n int, eps0 float64) (*Mixture, error) {
 		return nil, err
 	}
 	w01 := 1 / (math.Exp(eps0) + 1)
-	return NewMixture("fmt21", n, math.Exp(-eps0), 1-w01, w01, 0)
+	return newMixture("fmt21", n, math.Exp(-eps0), 1-w01, w01, 0)
 }
 
 // FMT23 returns the stronger clone pair of Feldman, McMillan, Talwar,
@@ -135,7 +137,7 @@ func FMT23(n int, eps0 float64) (*Mixture, error) {
 		return nil, err
 	}
 	w01 := 1 / (math.Exp(eps0) + 1)
-	return NewMixture("fmt23", n, 2*w01, 1-w01, w01, 0)
+	return newMixture("fmt23", n, 2*w01, 1-w01, w01, 0)
 }
 
 // VariationRatio holds the (p, beta, q) parameters of Wang et al.,
@@ -157,7 +159,7 @@ type VariationRatio struct {
 // variation a log(P)-LDP pair can have), 1 <= Q, and Clone <= 1.
 func (v VariationRatio) Validate() error {
 	for _, x := range []float64{v.P, v.Beta, v.Q} {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
+		if !check.Finite(x) {
 			return fmt.Errorf("amplify: variation-ratio parameter %v not finite", x)
 		}
 	}
@@ -271,7 +273,7 @@ func NewVariationRatio(n int, v VariationRatio) (*Mixture, error) {
 		return nil, err
 	}
 	alpha := v.Beta / (v.P - 1)
-	return NewMixture("variation-ratio", n, 2*alpha*v.P/v.Q, v.P*alpha, alpha, 0)
+	return newMixture("variation-ratio", n, 2*alpha*v.P/v.Q, v.P*alpha, alpha, 0)
 }
 
 // W00 is the probability that the differing user's report is neutral.
@@ -548,8 +550,8 @@ func (m *Mixture) Pair(opt PairOptions) (*Pair, error) {
 	return out, nil
 }
 
-// FMT21Pair is FMT21(n, eps0) enumerated as a Pair.
-func FMT21Pair(n int, eps0 float64, opt PairOptions) (*Pair, error) {
+// fmt21Pair is FMT21(n, eps0) enumerated as a Pair.
+func fmt21Pair(n int, eps0 float64, opt PairOptions) (*Pair, error) {
 	m, err := FMT21(n, eps0)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Relation names the neighbouring relation a privacy guarantee holds for.
@@ -68,7 +70,7 @@ func (r Relation) String() string {
 // Constructors (one per method, each documented in its own file):
 //
 //	ShuffledRRPair(n, eps0)             exact count pair of shuffled binary RR (rr.go)
-//	FMT21Pair(n, eps0, opt)             Feldman-McMillan-Talwar FOCS'21 Theorem 3.2 (clones.go)
+//	fmt21Pair(n, eps0, opt)             Feldman-McMillan-Talwar FOCS'21 Theorem 3.2 (clones.go)
 //	FMT23Pair(n, eps0, opt)             Feldman-McMillan-Talwar SODA'23 stronger clone pair (clones.go)
 //	VariationRatioPair(n, vr, opt)      Wang et al. VLDB'24 (p, beta, q)-variation-ratio pair (clones.go)
 //
@@ -113,7 +115,7 @@ func (o PairOptions) withDefaults() (PairOptions, error) {
 	if math.IsNaN(o.TailMass) || o.TailMass < 0 || o.TailMass > 1e-3 {
 		return o, fmt.Errorf("amplify: TailMass %v outside [0, 1e-3]", o.TailMass)
 	}
-	if math.IsNaN(o.LossStep) || math.IsInf(o.LossStep, 0) || o.LossStep < 0 {
+	if !check.Finite(o.LossStep) || o.LossStep < 0 {
 		return o, fmt.Errorf("amplify: LossStep %v must be finite and >= 0", o.LossStep)
 	}
 	if o.MaxAtoms < 0 {
@@ -258,7 +260,7 @@ func bisectEpsilon(f func(float64) float64, delta, hi float64) (float64, error) 
 	if f(0) <= delta {
 		return 0, nil
 	}
-	if math.IsInf(hi, 0) || math.IsNaN(hi) || hi <= 0 {
+	if !check.Finite(hi) || hi <= 0 {
 		return 0, nil
 	}
 	if f(hi) > delta {
@@ -295,7 +297,7 @@ func bisectEpsilon(f func(float64) float64, delta, hi float64) (float64, error) 
 // loss, then at most one infinite-loss atom and one P = 0 atom at the end.
 // step must be positive and finite.
 func (p *Pair) Coarsen(step float64) (*Pair, error) {
-	if math.IsNaN(step) || math.IsInf(step, 0) || step <= 0 {
+	if !check.Finite(step) || step <= 0 {
 		return nil, fmt.Errorf("amplify: coarsening step %v must be positive and finite", step)
 	}
 	type acc struct{ lp, lq []float64 }

@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// ShuffledRRPairK returns the exact pair of output distributions of the
+// shuffledRRPairK returns the exact pair of output distributions of the
 // shuffled binary randomized response protocol: n users each report their
 // bit through eps0-RR (keep it with probability e^eps0/(e^eps0+1), flip it
 // otherwise) and the analyzer sees only the number of reported ones. The
@@ -20,7 +20,7 @@ import (
 // a smaller delta(eps) (replace-one neighbours). S is computed by direct
 // convolution, O(n^2): use it for n up to a few thousand; ShuffledRRPair
 // (ones = 0) is O(n).
-func ShuffledRRPairK(n, ones int, eps0 float64) (*Pair, error) {
+func shuffledRRPairK(n, ones int, eps0 float64) (*Pair, error) {
 	if err := checkEps0(eps0); err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func ShuffledRRPairK(n, ones int, eps0 float64) (*Pair, error) {
 	return rrFromOthers("shuffled-rr", s, rho), nil
 }
 
-// ShuffledRRPair is ShuffledRRPairK with all other users holding 0, computed
+// ShuffledRRPair is shuffledRRPairK with all other users holding 0, computed
 // in O(n) in log-space (S = Bin(n-1, rho)), accurate for n up to 1e8.
 // Its reverse order (Swap) is the dataset where all others hold 1, by the
 // symmetry m -> n-m.
@@ -139,26 +139,26 @@ func convolve(a, b []float64) []float64 {
 	return out
 }
 
-// RRExact is the exact worst-case privacy curve of shuffled binary RR for
+// rrExact is the exact worst-case privacy curve of shuffled binary RR for
 // small n: delta(eps) = max over every composition of the other users' bits
 // (ones = 0..n-1) and both orders of H_{e^eps}. Building it costs O(n^3)
 // (one O(n^2) convolution per composition), so n is limited to 1000.
 // Unlike RRFloor the maximising composition is not always "all others
 // equal": for eps close to 0 an intermediate split can be worse (see
 // TestRRWorstCase); for the small deltas of interest it is all-equal.
-type RRExact struct {
+type rrExact struct {
 	pairs []*Pair
 	eps0  float64
 }
 
-// NewRRExact builds the exact curve; n in [1, 1000].
-func NewRRExact(n int, eps0 float64) (*RRExact, error) {
+// newRRExact builds the exact curve; n in [1, 1000].
+func newRRExact(n int, eps0 float64) (*rrExact, error) {
 	if n < 1 || n > 1000 {
 		return nil, fmt.Errorf("amplify: exact shuffled RR needs 1 <= n <= 1000, got %d", n)
 	}
-	r := &RRExact{eps0: eps0}
+	r := &rrExact{eps0: eps0}
 	for k := 0; k <= n-1; k++ {
-		p, err := ShuffledRRPairK(n, k, eps0)
+		p, err := shuffledRRPairK(n, k, eps0)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +168,7 @@ func NewRRExact(n int, eps0 float64) (*RRExact, error) {
 }
 
 // Delta returns the worst-case delta(eps) over all datasets.
-func (r *RRExact) Delta(eps float64) float64 {
+func (r *rrExact) Delta(eps float64) float64 {
 	var d float64
 	for _, p := range r.pairs {
 		// The reverse order of composition k is composition n-1-k mirrored,
@@ -179,7 +179,7 @@ func (r *RRExact) Delta(eps float64) float64 {
 }
 
 // Epsilon returns the smallest eps >= 0 with Delta(eps) <= delta.
-func (r *RRExact) Epsilon(delta float64) (float64, error) {
+func (r *rrExact) Epsilon(delta float64) (float64, error) {
 	if math.IsNaN(delta) || delta <= 0 || delta >= 1 {
 		return 0, fmt.Errorf("amplify: delta %v outside (0, 1)", delta)
 	}

@@ -25,7 +25,7 @@ func BenchmarkGaussian1000(b *testing.B) {
 // asymmetric, so both directions are composed (concurrently).
 func BenchmarkSubsampledGaussian1000(b *testing.B) {
 	for _, h := range []float64{1e-3, 1e-4} {
-		g, err := SubsampledGaussian(1, 1, 0.01, Options{Width: h, Method: ConnectDots})
+		g, err := subsampledGaussian(1, 1, 0.01, Options{Width: h, Method: ConnectDots})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,10 +15,10 @@ const maxFiniteLoss = 64
 // pairTolerance is how far from 1 the total of P or of Q may be.
 const pairTolerance = 1e-9
 
-// FromPair returns the PLD of a discrete pair of distributions (P, Q) over a
+// fromPair returns the PLD of a discrete pair of distributions (P, Q) over a
 // common finite support, given as probabilities (see FromLogPair for the
 // guarantee and the directions).
-func FromPair(p, q []float64, opt Options) (*PLD, error) {
+func fromPair(p, q []float64, opt Options) (*PLD, error) {
 	if len(p) != len(q) {
 		return nil, fmt.Errorf("pld: P has %d atoms and Q has %d", len(p), len(q))
 	}
@@ -141,9 +141,9 @@ func roundUpPair(lp, lq []float64, h, tail float64) (*dist, error) {
 		d.inf += deficit
 	}
 	if len(atoms) > 0 {
-		// Bound the span: losses further than MaxBuckets grid points
+		// Bound the span: losses further than maxBuckets grid points
 		// below the top are raised (pessimistic).
-		minIdx = max(minIdx, maxIdx-MaxBuckets+1)
+		minIdx = max(minIdx, maxIdx-maxBuckets+1)
 		d.offset = minIdx
 		sums := make([]kahan, maxIdx-minIdx+1)
 		for _, a := range atoms {
@@ -188,7 +188,7 @@ func connectDotsPair(lp, lq []float64, h, tail float64) (*dist, error) {
 	sort.Slice(atoms, func(i, j int) bool { return atoms[i].l > atoms[j].l })
 	hi := int(math.Ceil(min(lmax, maxFiniteLoss) / h))
 	lo := int(math.Floor(lmin / h))
-	lo = max(lo, hi-MaxBuckets+1, int(math.Ceil(-maxFiniteLoss/h)))
+	lo = max(lo, hi-maxBuckets+1, int(math.Ceil(-maxFiniteLoss/h)))
 	// Exact curve: delta(eps) = infP + sum_{L > eps} (P - e^eps Q). Sweep
 	// grid points downwards, adding atoms whose loss exceeds the point.
 	n := hi - lo + 1

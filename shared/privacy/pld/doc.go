@@ -37,11 +37,11 @@
 // Laplace, randomized response) and shuffle pairs that dominate both
 // orders (Options.BothOrdersDominated) keep one direction.
 //
-// Poisson subsampling with rate q (Subsample): if (P, Q) dominates the
+// Poisson subsampling with rate q (subsample): if (P, Q) dominates the
 // remove direction then (qP + (1-q)Q, Q) dominates the remove direction and
 // (Q, qP + (1-q)Q) the add direction of the subsampled mechanism (Zhu et
 // al. 2022, subsampling of dominating pairs; dp_accounting's treatment),
-// so FromPair on the remove pair, accounting both directions, is the
+// so fromPair on the remove pair, accounting both directions, is the
 // subsampled accountant.
 //
 // # Pessimistic discretization
@@ -92,6 +92,6 @@
 // SelfCompose(k) uses exponentiation by squaring: about 2 log2(k)
 // convolutions, each a zero-padded real FFT (never circular: the FFT
 // length is at least the full linear-convolution length). Grids are
-// limited to MaxBuckets points; a larger one is an error, not an
+// limited to maxBuckets points; a larger one is an error, not an
 // allocation. The package is pure Go and builds for GOOS=js GOARCH=wasm.
 package pld

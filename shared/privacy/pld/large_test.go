@@ -32,7 +32,7 @@ func rrExactEpsilon(eps0 float64, k int, delta float64) float64 {
 func TestEpsilonLargeLoss(t *testing.T) {
 	const eps0, h = 8.0, 1e-2
 	for _, m := range methods {
-		rr, err := RandomizedResponse(eps0, 2, Options{Width: h, Method: m})
+		rr, err := randomizedResponse(eps0, 2, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}

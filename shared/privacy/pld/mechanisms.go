@@ -1,8 +1,11 @@
 package pld
 
 import (
+	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // stdNormalCDF returns Phi(x), accurate in relative terms in the lower tail.
@@ -66,10 +69,10 @@ func logNormalCDFLower(x float64) float64 {
 // to the lowest grid point). Guarantee: Delta(eps) >= GaussianDelta(mu,
 // eps) for every composition of the result.
 func Gaussian(sigma, sensitivity float64, opt Options) (*PLD, error) {
-	if err := positiveFinite("sigma", sigma); err != nil {
+	if err := check.Positive(errInvalid, "sigma", sigma); err != nil {
 		return nil, err
 	}
-	if err := positiveFinite("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	opt, err := opt.validate()
@@ -85,8 +88,8 @@ func Gaussian(sigma, sensitivity float64, opt Options) (*PLD, error) {
 	h := opt.Width
 	lo := int(math.Floor((m - z*s) / h))
 	hi := int(math.Ceil((m + z*s) / h))
-	if hi-lo+1 > MaxBuckets {
-		return nil, fmt.Errorf("pld: Gaussian grid of %d points exceeds %d; use a larger grid width", hi-lo+1, MaxBuckets)
+	if hi-lo+1 > maxBuckets {
+		return nil, fmt.Errorf("pld: Gaussian grid of %d points exceeds %d; use a larger grid width", hi-lo+1, maxBuckets)
 	}
 	var d *dist
 	if opt.Method == ConnectDots {
@@ -149,12 +152,12 @@ func roundUpContinuous(lo, hi int, h float64, cdf, sf func(float64) float64, tai
 	return d, nil
 }
 
-// LaplaceDelta returns the exact delta(eps) of the Laplace mechanism with
+// laplaceDelta returns the exact delta(eps) of the Laplace mechanism with
 // scale b and L1 sensitivity Delta, a = Delta/b: 0 for eps >= a,
 // 1 - e^{(eps-a)/2} for |eps| < a, 1 - e^eps for eps <= -a. (For
 // 0 <= eps < a the set {L > eps} is a half-line; eps < 0 follows from the
 // symmetry H_x(P||Q) = 1 - x + x H_{1/x}(P||Q) of this symmetric pair.)
-func LaplaceDelta(a, eps float64) float64 {
+func laplaceDelta(a, eps float64) float64 {
 	switch {
 	case eps >= a:
 		return 0
@@ -165,18 +168,18 @@ func LaplaceDelta(a, eps float64) float64 {
 	}
 }
 
-// Laplace returns the PLD of the Laplace mechanism: noise Lap(scale) added
+// laplace returns the PLD of the Laplace mechanism: noise Lap(scale) added
 // to a query of L1 sensitivity sensitivity, a = sensitivity/scale. The
 // privacy loss under P = Lap(0, b), Q = Lap(Delta, b) is a on o <= 0 (mass
 // 1/2), -a on o >= Delta (mass e^{-a}/2) and (Delta - 2o)/b in between, so
 // its CDF is F(l) = e^{-(a-l)/2}/2 on [-a, a) and 1 from a on. Symmetric:
-// one direction is kept. Guarantee: Delta(eps) >= LaplaceDelta(a, eps)
+// one direction is kept. Guarantee: Delta(eps) >= laplaceDelta(a, eps)
 // for every composition of the result (pure a-DP for one use).
-func Laplace(scale, sensitivity float64, opt Options) (*PLD, error) {
-	if err := positiveFinite("scale", scale); err != nil {
+func laplace(scale, sensitivity float64, opt Options) (*PLD, error) {
+	if err := check.Positive(errInvalid, "scale", scale); err != nil {
 		return nil, err
 	}
-	if err := positiveFinite("sensitivity", sensitivity); err != nil {
+	if err := check.Positive(errInvalid, "sensitivity", sensitivity); err != nil {
 		return nil, err
 	}
 	opt, err := opt.validate()
@@ -193,21 +196,21 @@ func Laplace(scale, sensitivity float64, opt Options) (*PLD, error) {
 		lo := int(math.Floor(-a / h))
 		hi := int(math.Ceil(a / h))
 		n := hi - lo + 1
-		if n > MaxBuckets {
-			return nil, fmt.Errorf("pld: Laplace grid of %d points exceeds %d", n, MaxBuckets)
+		if n > maxBuckets {
+			return nil, fmt.Errorf("pld: Laplace grid of %d points exceeds %d", n, maxBuckets)
 		}
 		vals, errs := make([]float64, n), make([]float64, n)
 		for i := range vals {
 			eps := float64(lo+i) * h
-			vals[i] = LaplaceDelta(a, eps)
+			vals[i] = laplaceDelta(a, eps)
 			errs[i] = evalErr
 		}
 		d, err = connectDots(lo, h, vals, errs, 1, opt.TailMass)
 	} else {
 		lo := int(math.Ceil(-a / h)) // lo*h >= -a: the point mass lands on lo
 		hi := int(math.Ceil(a / h))
-		if hi-lo+1 > MaxBuckets {
-			return nil, fmt.Errorf("pld: Laplace grid of %d points exceeds %d", hi-lo+1, MaxBuckets)
+		if hi-lo+1 > maxBuckets {
+			return nil, fmt.Errorf("pld: Laplace grid of %d points exceeds %d", hi-lo+1, maxBuckets)
 		}
 		cdf := func(l float64) float64 {
 			switch {
@@ -228,15 +231,15 @@ func Laplace(scale, sensitivity float64, opt Options) (*PLD, error) {
 	return &PLD{h: h, tail: opt.TailMass, remove: d}, nil
 }
 
-// RandomizedResponse returns the PLD of k-ary randomized response with
+// randomizedResponse returns the PLD of k-ary randomized response with
 // local privacy eps0 (Warner 1965; Kairouz, Oh, Viswanath 2016): the true
 // value is reported with probability e^eps0/(e^eps0 + k - 1), each other
 // value with 1/(e^eps0 + k - 1). The worst pair of inputs x != x' gives
 // the pair P = M(x), Q = M(x'), with loss +eps0 on x, -eps0 on x' and 0
 // elsewhere; symmetric, so one direction is kept. It is pure eps0-DP for
 // one use and Delta is exact up to the grid for compositions.
-func RandomizedResponse(eps0 float64, k int, opt Options) (*PLD, error) {
-	if err := positiveFinite("eps0", eps0); err != nil {
+func randomizedResponse(eps0 float64, k int, opt Options) (*PLD, error) {
+	if err := check.Positive(errInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
 	if eps0 > maxFiniteLoss {
@@ -258,15 +261,15 @@ func RandomizedResponse(eps0 float64, k int, opt Options) (*PLD, error) {
 	return FromLogPair(lp, lq, opt)
 }
 
-// SubsampledGaussian returns the PLD of the Poisson-subsampled Gaussian
+// subsampledGaussian returns the PLD of the Poisson-subsampled Gaussian
 // mechanism (each user included independently with probability rate, then
 // N(0, sigma^2) noise on a sum of L2 sensitivity sensitivity), the DP-SGD /
 // DP-FedAvg round. The Gaussian pair is first replaced by the discrete
 // dominating pair of its pessimistic PLD (see dist.logPair: P' = PLD masses,
-// Q' = P' e^{-L}), which is then subsampled with Subsample: remove
+// Q' = P' e^{-L}), which is then subsampled with subsample: remove
 // direction (rate P' + (1-rate) Q', Q'), add direction its swap (Zhu, Dong,
 // Wang 2022, subsampling of dominating pairs). Delta is the max over both directions.
-func SubsampledGaussian(sigma, sensitivity, rate float64, opt Options) (*PLD, error) {
+func subsampledGaussian(sigma, sensitivity, rate float64, opt Options) (*PLD, error) {
 	if math.IsNaN(rate) || rate <= 0 || rate > 1 {
 		return nil, fmt.Errorf("pld: sampling rate %v must be in (0, 1]", rate)
 	}
@@ -320,9 +323,5 @@ func (d *dist) logPair(h float64) (logP, logQ []float64) {
 	return logP, logQ
 }
 
-func positiveFinite(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("pld: %s %v must be positive and finite", name, v)
-	}
-	return nil
-}
+// errInvalid is what a mechanism's parameter check wraps.
+var errInvalid = errors.New("pld: invalid parameter")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Method selects how a privacy loss distribution is discretized onto the
@@ -45,15 +47,15 @@ func (m Method) String() string {
 	}
 }
 
-// DefaultTailMass is the tail truncation mass used when Options.TailMass is
+// defaultTailMass is the tail truncation mass used when Options.TailMass is
 // zero: at most this much P-mass is moved to infinite loss (added to delta)
 // at each truncation.
-const DefaultTailMass = 1e-15
+const defaultTailMass = 1e-15
 
-// MaxBuckets bounds the number of grid points of any PLD this package
+// maxBuckets bounds the number of grid points of any PLD this package
 // builds; an operation that would exceed it returns an error (use a larger
 // grid width). 1<<22 buckets need a 1<<23-point complex FFT (128 MiB).
-const MaxBuckets = 1 << 22
+const maxBuckets = 1 << 22
 
 // Options configures the discretization of a PLD.
 type Options struct {
@@ -64,7 +66,7 @@ type Options struct {
 	Method Method
 	// TailMass is the probability mass that may be truncated from each end
 	// of the PLD after construction and after every composition; zero
-	// means DefaultTailMass. The upper tail is moved to infinite loss
+	// means defaultTailMass. The upper tail is moved to infinite loss
 	// (counted in delta), the lower tail onto the lowest kept grid point;
 	// both are pessimistic. It must be in [0, 1e-6].
 	TailMass float64
@@ -78,7 +80,7 @@ type Options struct {
 }
 
 func (o Options) validate() (Options, error) {
-	if math.IsNaN(o.Width) || math.IsInf(o.Width, 0) || o.Width < 1e-7 || o.Width > 1 {
+	if !check.Finite(o.Width) || o.Width < 1e-7 || o.Width > 1 {
 		return o, fmt.Errorf("pld: grid width %v must be in [1e-7, 1]", o.Width)
 	}
 	if o.Method != RoundUp && o.Method != ConnectDots {
@@ -88,7 +90,7 @@ func (o Options) validate() (Options, error) {
 		return o, fmt.Errorf("pld: tail mass %v must be in [0, 1e-6]", o.TailMass)
 	}
 	if o.TailMass == 0 {
-		o.TailMass = DefaultTailMass
+		o.TailMass = defaultTailMass
 	}
 	return o, nil
 }
@@ -185,7 +187,7 @@ func (p *PLD) Stats() Stats {
 // exact for the discretized PLD up to rounding (compensated summation,
 // covered by a relative margin of 16u). eps may be any finite number.
 func (p *PLD) Delta(eps float64) (float64, error) {
-	if math.IsNaN(eps) || math.IsInf(eps, 0) {
+	if !check.Finite(eps) {
 		return 0, fmt.Errorf("pld: eps %v must be finite", eps)
 	}
 	best := 0.0
@@ -415,9 +417,9 @@ func (p *PLD) SelfCompose(k int) (*PLD, error) {
 }
 
 func composeDist(a, b *dist, tail float64) (*dist, error) {
-	if len(a.probs)+len(b.probs)-1 > 2*MaxBuckets {
+	if len(a.probs)+len(b.probs)-1 > 2*maxBuckets {
 		return nil, fmt.Errorf("pld: composed grid of %d points exceeds %d; use a larger grid width",
-			len(a.probs)+len(b.probs)-1, MaxBuckets)
+			len(a.probs)+len(b.probs)-1, maxBuckets)
 	}
 	c, convErr := convolve(a.probs, b.probs)
 	ma, mb := sum(a.probs), sum(b.probs)
@@ -440,9 +442,9 @@ func composeDist(a, b *dist, tail float64) (*dist, error) {
 	// keeping them would only grow the grid (the noise is already in
 	// errL1).
 	d.truncate(max(tail, convErr*truncFrac))
-	if len(d.probs) > MaxBuckets {
+	if len(d.probs) > maxBuckets {
 		return nil, fmt.Errorf("pld: composed grid of %d points exceeds %d; use a larger grid width or tail mass",
-			len(d.probs), MaxBuckets)
+			len(d.probs), maxBuckets)
 	}
 	return d, nil
 }

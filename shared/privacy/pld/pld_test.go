@@ -57,7 +57,7 @@ func mustDelta(t *testing.T, p *PLD, eps float64) float64 {
 func TestRandomizedResponseBinomial(t *testing.T) {
 	const eps0, h = 1.0, 1e-3
 	for _, m := range methods {
-		rr, err := RandomizedResponse(eps0, 2, Options{Width: h, Method: m})
+		rr, err := randomizedResponse(eps0, 2, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestRandomizedResponseKary(t *testing.T) {
 		p, q = np, nq
 	}
 	for _, m := range methods {
-		rr, err := RandomizedResponse(eps0, arity, Options{Width: h, Method: m})
+		rr, err := randomizedResponse(eps0, arity, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestMonotoneInRounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rr, err := RandomizedResponse(0.7, 3, Options{Width: 2e-3, Method: m})
+		rr, err := randomizedResponse(0.7, 3, Options{Width: 2e-3, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,13 +326,13 @@ func TestTruncate(t *testing.T) {
 func TestLaplace(t *testing.T) {
 	const a, h = 0.8, 1e-3
 	for _, m := range methods {
-		l, err := Laplace(1/a, 1, Options{Width: h, Method: m})
+		l, err := laplace(1/a, 1, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, eps := range []float64{-1, 0, 0.2, 0.5, 0.79} {
-			got, exact := mustDelta(t, l, eps), LaplaceDelta(a, eps)
-			upper := LaplaceDelta(a, eps-h) + 1e-12
+			got, exact := mustDelta(t, l, eps), laplaceDelta(a, eps)
+			upper := laplaceDelta(a, eps-h) + 1e-12
 			if got < exact || got > upper {
 				t.Errorf("%v eps=%v: %.12g not in [%.12g, %.12g]", m, eps, got, exact, upper)
 			}
@@ -359,11 +359,11 @@ func TestAsymmetricPairBothDirections(t *testing.T) {
 	q := []float64{0.1, 0.3, 0.5, 0.1}
 	const h = 1e-4
 	for _, m := range methods {
-		pl, err := FromPair(p, q, Options{Width: h, Method: m})
+		pl, err := fromPair(p, q, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
-		one, err := FromPair(p, q, Options{Width: h, Method: m, BothOrdersDominated: true})
+		one, err := fromPair(p, q, Options{Width: h, Method: m, BothOrdersDominated: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +394,7 @@ func TestSubsampledPairExact(t *testing.T) {
 	const eps0, rate, h, rounds = 2.0, 0.3, 1e-4, 3
 	p1 := []float64{math.Exp(eps0) / (1 + math.Exp(eps0)), 1 / (1 + math.Exp(eps0))}
 	q1 := []float64{p1[1], p1[0]}
-	mix, err := Subsample(p1, q1, rate)
+	mix, err := subsample(p1, q1, rate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestSubsampledPairExact(t *testing.T) {
 		mp, mq = np, nq
 	}
 	for _, m := range methods {
-		pl, err := FromPair(mix, q1, Options{Width: h, Method: m})
+		pl, err := fromPair(mix, q1, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +427,7 @@ func TestSubsampledPairExact(t *testing.T) {
 			}
 		}
 		// Subsampling amplifies: below the unsampled delta.
-		base, err := RandomizedResponse(eps0, 2, Options{Width: h, Method: m})
+		base, err := randomizedResponse(eps0, 2, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +475,7 @@ func subsampledGaussianExact(mu, q, eps float64) float64 {
 func TestSubsampledGaussian(t *testing.T) {
 	const sigma, rate, h = 0.8, 0.05, 1e-3
 	for _, m := range methods {
-		sg, err := SubsampledGaussian(sigma, 1, rate, Options{Width: h, Method: m})
+		sg, err := subsampledGaussian(sigma, 1, rate, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,7 +490,7 @@ func TestSubsampledGaussian(t *testing.T) {
 				t.Errorf("%v eps=%v: %.12g above shifted exact %.12g", m, eps, got, upper)
 			}
 		}
-		full, err := SubsampledGaussian(sigma, 1, 1, Options{Width: h, Method: m})
+		full, err := subsampledGaussian(sigma, 1, 1, Options{Width: h, Method: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -565,31 +565,31 @@ func TestValidation(t *testing.T) {
 	if _, err := Gaussian(1, math.NaN(), good); err == nil {
 		t.Error("NaN sensitivity accepted")
 	}
-	if _, err := Laplace(-1, 1, good); err == nil {
+	if _, err := laplace(-1, 1, good); err == nil {
 		t.Error("negative scale accepted")
 	}
-	if _, err := RandomizedResponse(1, 1, good); err == nil {
+	if _, err := randomizedResponse(1, 1, good); err == nil {
 		t.Error("k=1 accepted")
 	}
-	if _, err := SubsampledGaussian(1, 1, 0, good); err == nil {
+	if _, err := subsampledGaussian(1, 1, 0, good); err == nil {
 		t.Error("rate 0 accepted")
 	}
-	if _, err := FromPair([]float64{0.5, 0.5}, []float64{1}, good); err == nil {
+	if _, err := fromPair([]float64{0.5, 0.5}, []float64{1}, good); err == nil {
 		t.Error("length mismatch accepted")
 	}
-	if _, err := FromPair([]float64{0.5, 0.4}, []float64{0.5, 0.5}, good); err == nil {
+	if _, err := fromPair([]float64{0.5, 0.4}, []float64{0.5, 0.5}, good); err == nil {
 		t.Error("P not summing to 1 accepted")
 	}
-	if _, err := FromPair([]float64{-0.5, 1.5}, []float64{0.5, 0.5}, good); err == nil {
+	if _, err := fromPair([]float64{-0.5, 1.5}, []float64{0.5, 0.5}, good); err == nil {
 		t.Error("negative probability accepted")
 	}
-	if _, err := FromPair(nil, nil, good); err == nil {
+	if _, err := fromPair(nil, nil, good); err == nil {
 		t.Error("empty pair accepted")
 	}
 	if _, err := FromLogPair([]float64{math.NaN()}, []float64{0}, good); err == nil {
 		t.Error("NaN log-probability accepted")
 	}
-	if _, err := Subsample([]float64{1}, []float64{1}, 1.5); err == nil {
+	if _, err := subsample([]float64{1}, []float64{1}, 1.5); err == nil {
 		t.Error("rate 1.5 accepted")
 	}
 	g, err := Gaussian(1, 1, good)
@@ -617,7 +617,7 @@ func TestValidation(t *testing.T) {
 			t.Errorf("delta %v accepted", d)
 		}
 	}
-	// A grid that would exceed MaxBuckets is refused, not allocated.
+	// A grid that would exceed maxBuckets is refused, not allocated.
 	if _, err := Gaussian(0.05, 1, Options{Width: 1e-7}); err == nil {
 		t.Error("oversized grid accepted")
 	}

@@ -60,8 +60,8 @@ func (d *dist) regrid(h, h2, tail float64) (*dist, error) {
 	lo := int(math.Floor(lmin / h2))
 	hi := int(math.Ceil(lmax / h2))
 	n := hi - lo + 1
-	if n > MaxBuckets {
-		return nil, fmt.Errorf("pld: regridded PLD of %d points exceeds %d", n, MaxBuckets)
+	if n > maxBuckets {
+		return nil, fmt.Errorf("pld: regridded PLD of %d points exceeds %d", n, maxBuckets)
 	}
 	// Sweep the new grid points downwards: A = P-mass above eps,
 	// B = sum over losses above eps of P e^{eps - L} (all exponents <= 0,

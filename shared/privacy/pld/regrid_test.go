@@ -19,7 +19,7 @@ func TestRegridDominates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr, err := RandomizedResponse(8, 2, Options{Width: 1e-2, Method: ConnectDots})
+	rr, err := randomizedResponse(8, 2, Options{Width: 1e-2, Method: ConnectDots})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,17 +5,17 @@ import (
 	"math"
 )
 
-// Subsample returns the mixture rate*P + (1-rate)*Q. Used as the pair
-// (Subsample(P, Q, rate), Q), it is the dominating pair of the Poisson
+// subsample returns the mixture rate*P + (1-rate)*Q. Used as the pair
+// (subsample(P, Q, rate), Q), it is the dominating pair of the Poisson
 // subsampled mechanism for the remove direction whenever (P, Q) dominates
 // the remove direction of the base mechanism (Zhu, Dong, Wang, AISTATS
 // 2022, Poisson subsampling of dominating pairs: a user's record is used with probability rate, so
 // M_q(D) = rate*M(D) + (1-rate)*M(D') and M_q(D') = M(D')). For the add
 // direction the dominating pair is the mirror (Q, rate*P + (1-rate)*Q),
-// which is exactly the swap FromPair/FromLogPair account as the add
+// which is exactly the swap fromPair/FromLogPair account as the add
 // direction, so
 //
-//	FromPair(Subsample(P, Q, rate), Q, opt)
+//	fromPair(subsample(P, Q, rate), Q, opt)
 //
 // (without BothOrdersDominated) reports the max over both directions,
 // dp_accounting's treatment of sampled mechanisms. It is used for
@@ -23,7 +23,7 @@ import (
 // If (P, Q) dominates both orders of replace-one neighbours (shuffle pairs),
 // the same pair with Q as the reference dominates the remove direction of
 // the subsampled mechanism; the add direction again needs the swap.
-func Subsample(p, q []float64, rate float64) ([]float64, error) {
+func subsample(p, q []float64, rate float64) ([]float64, error) {
 	if len(p) != len(q) {
 		return nil, fmt.Errorf("pld: P has %d atoms and Q has %d", len(p), len(q))
 	}
@@ -40,7 +40,7 @@ func Subsample(p, q []float64, rate float64) ([]float64, error) {
 	return out, nil
 }
 
-// SubsampleLog is Subsample on natural log-probabilities:
+// SubsampleLog is subsample on natural log-probabilities:
 // log(rate e^{logP} + (1-rate) e^{logQ}), computed stably.
 func SubsampleLog(logP, logQ []float64, rate float64) ([]float64, error) {
 	if len(logP) != len(logQ) {

@@ -18,7 +18,7 @@ func TestPairRDPBinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkIn, err := CheckInPair(5000, 0.1, 2, amplify.PairOptions{})
+	checkIn, err := checkInPair(5000, 0.1, 2, amplify.PairOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

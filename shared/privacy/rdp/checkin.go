@@ -16,7 +16,7 @@ package rdp
 //     (implemented as OptimalEpsilon), not from DP to RDP: with delta = 0 it
 //     returns 0 for every eps, yet eps-randomized response has positive
 //     Renyi divergence, and for delta > 0 no finite DP-to-RDP bound exists.
-//     We replace it by ApproxDPToRDP (delta-approximate RDP), which is
+//     We replace it by approxDPToRDP (delta-approximate RDP), which is
 //     valid, and carry the delta slack through composition.
 //   - Theorem 2 (Eq. 7) prints l~ = floor((1-Delta) n gamma/(2 eps0)) + 1 and
 //     Upsilon_k with e^{-(k-1)/(8 eps0)}; its source, Lemma 4 (Eq. 9, Girgis
@@ -26,13 +26,14 @@ package rdp
 //     participants (where the replaced client takes part with probability
 //     k/n) by Lemma 4 evaluated at the check-in rate gamma instead of k/n;
 //     for k > n gamma that under-states the subsampling rate, so Eq. 7 is
-//     not a proven upper bound as printed (Theorem2 computes it as printed,
+//     not a proven upper bound as printed (theorem2Bound computes it as printed,
 //     for comparison). The tight method (TightCheckIn) has no such issue.
 
 import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/amplify"
 )
 
@@ -44,7 +45,7 @@ func checkInArgs(n int, gamma, eps0 float64) error {
 	if math.IsNaN(gamma) || gamma <= 0 || gamma > 1 {
 		return fmt.Errorf("%w: check-in rate %v outside (0, 1]", ErrInvalid, gamma)
 	}
-	return checkPositive("eps0", eps0)
+	return check.Positive(ErrInvalid, "eps0", eps0)
 }
 
 // binomTerms returns (k, log Pr[Bin(n, p) = k]) over a window around the
@@ -94,7 +95,7 @@ func binomTerms(n int, p, tail float64) (ks []int, lw []float64, omitted float64
 	return ks, lw, omitted
 }
 
-// Theorem1 evaluates the binomial mixture of check-in Theorem 1 (Eq. 6):
+// theorem1 evaluates the binomial mixture of check-in Theorem 1 (Eq. 6):
 //
 //	eps(alpha) <= log( sum_k C(n,k) gamma^k (1-gamma)^{n-k} E_k ) / (alpha-1),
 //
@@ -105,7 +106,7 @@ func binomTerms(n int, p, tail float64) (ks []int, lw []float64, omitted float64
 // omitted mass is charged at maxLogMoment (an upper bound on every log E_k,
 // e.g. (alpha-1) eps0 for eps0-LDP randomizers), so the result is an upper
 // bound whenever logMoment is.
-func Theorem1(n int, gamma, alpha float64, logMoment func(k int) (float64, error), maxLogMoment float64) (float64, error) {
+func theorem1(n int, gamma, alpha float64, logMoment func(k int) (float64, error), maxLogMoment float64) (float64, error) {
 	if n < 1 {
 		return 0, fmt.Errorf("%w: number of clients %d < 1", ErrInvalid, n)
 	}
@@ -136,7 +137,7 @@ func Theorem1(n int, gamma, alpha float64, logMoment func(k int) (float64, error
 	return math.Max(0, logSumExp(terms)/(alpha-1)), nil
 }
 
-// Theorem2 evaluates the upper bound of check-in Theorem 2 (Eq. 7, with the
+// theorem2Bound evaluates the upper bound of check-in Theorem 2 (Eq. 7, with the
 // e^{eps0} reading of l~ and Upsilon from Lemma 4/Appendix A.1) at integer
 // order lambda >= 2, for a discrete eps0-LDP randomizer:
 //
@@ -151,7 +152,7 @@ func Theorem1(n int, gamma, alpha float64, logMoment func(k int) (float64, error
 // - l g (e^{2e0}-1)/e^e0) e^{-(k-1)/(8 e^e0)}. Delta in (0, 1) is the
 // Chernoff parameter (Remark 1 uses 1/2). Computed in log-space. See the
 // file comment for why this is "as printed" rather than a proven bound.
-func Theorem2(n int, gamma, eps0 float64, lambda int, delta float64) (float64, error) {
+func theorem2Bound(n int, gamma, eps0 float64, lambda int, delta float64) (float64, error) {
 	return theorem2(n, gamma, eps0, lambda, delta, false)
 }
 
@@ -222,25 +223,25 @@ func logBinomExcess(l, x float64) float64 {
 	return logSumExp(t)
 }
 
-// Theorem2Curve evaluates Theorem2 at integer orders.
+// Theorem2Curve evaluates theorem2Bound at integer orders.
 func Theorem2Curve(n int, gamma, eps0 float64, orders []float64, delta float64) (Curve, error) {
-	return FromFunc(orders, func(a float64) (float64, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err
 		}
-		return Theorem2(n, gamma, eps0, ai, delta)
+		return theorem2Bound(n, gamma, eps0, ai, delta)
 	})
 }
 
-// Theorem3 evaluates the lower bound of check-in Theorem 3 (Eq. 8) at
+// theorem3 evaluates the lower bound of check-in Theorem 3 (Eq. 8) at
 // integer order lambda >= 2 (binary randomized response is the witness):
 //
 //	eps(l) >= log(1 + (1 - e^{-D^2 n g/(2+D)}) C(l,2) g^2 (e^e0-1)^2 / ((1+D) n g e^e0)) / (l-1),
 //
 // Delta in (0, 1]. It is a lower bound on the RDP of shuffled check-in with
 // the worst eps0-LDP randomizer, so any valid upper bound must be above it.
-func Theorem3(n int, gamma, eps0 float64, lambda int, delta float64) (float64, error) {
+func theorem3(n int, gamma, eps0 float64, lambda int, delta float64) (float64, error) {
 	if err := checkInArgs(n, gamma, eps0); err != nil {
 		return 0, err
 	}
@@ -257,18 +258,18 @@ func Theorem3(n int, gamma, eps0 float64, lambda int, delta float64) (float64, e
 	return math.Log1p(c) / (l - 1), nil
 }
 
-// Theorem3Curve evaluates Theorem3 at integer orders.
-func Theorem3Curve(n int, gamma, eps0 float64, orders []float64, delta float64) (Curve, error) {
-	return FromFunc(orders, func(a float64) (float64, error) {
+// theorem3Curve evaluates theorem3 at integer orders.
+func theorem3Curve(n int, gamma, eps0 float64, orders []float64, delta float64) (Curve, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err
 		}
-		return Theorem3(n, gamma, eps0, ai, delta)
+		return theorem3(n, gamma, eps0, ai, delta)
 	})
 }
 
-// CheckInPair returns the dominating pair of one round of shuffled
+// checkInPair returns the dominating pair of one round of shuffled
 // check-in with an eps0-LDP randomizer. A client that does not check in is
 // equivalent to one reporting a fixed "absent" symbol (the shuffler's
 // output size reveals the number of absentees anyway), so a round is the
@@ -279,7 +280,7 @@ func Theorem3Curve(n int, gamma, eps0 float64, orders []float64, delta float64) 
 // pair of package amplify dominates it: clone probability 2 gamma/(e^eps0+1)
 // and the replaced client "present" with probability gamma.
 // Guarantee: replace-one, every hockey-stick and Renyi divergence.
-func CheckInPair(n int, gamma, eps0 float64, opt amplify.PairOptions) (*amplify.Pair, error) {
+func checkInPair(n int, gamma, eps0 float64, opt amplify.PairOptions) (*amplify.Pair, error) {
 	if err := checkInArgs(n, gamma, eps0); err != nil {
 		return nil, err
 	}
@@ -294,10 +295,10 @@ func CheckInPair(n int, gamma, eps0 float64, opt amplify.PairOptions) (*amplify.
 }
 
 // TightCheckIn returns the RDP curve of one round of shuffled check-in
-// with an eps0-LDP randomizer, computed exactly from CheckInPair
+// with an eps0-LDP randomizer, computed exactly from checkInPair
 // (PairRDP). Compose with Curve.Scale over rounds.
 func TightCheckIn(n int, gamma, eps0 float64, orders []float64) (Curve, error) {
-	p, err := CheckInPair(n, gamma, eps0, amplify.PairOptions{})
+	p, err := checkInPair(n, gamma, eps0, amplify.PairOptions{})
 	if err != nil {
 		return Curve{}, err
 	}
@@ -308,15 +309,15 @@ func TightCheckIn(n int, gamma, eps0 float64, orders []float64) (Curve, error) {
 // shuffle of k participants' reports, for k >= 1.
 type ShuffleDP func(k int) (eps, delta float64, err error)
 
-// PureShuffleDP returns the exact FMT'23 numerical shuffle guarantee of
+// pureShuffleDP returns the exact FMT'23 numerical shuffle guarantee of
 // amplify (valid for every eps0-LDP randomizer) at the given delta. The
 // returned function memoises its results and is not safe for concurrent
 // use.
-func PureShuffleDP(eps0, delta float64) (ShuffleDP, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+func pureShuffleDP(eps0, delta float64) (ShuffleDP, error) {
+	if err := check.Positive(ErrInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return nil, err
 	}
 	type res struct{ e float64 }
@@ -345,11 +346,11 @@ func PureShuffleDP(eps0, delta float64) (ShuffleDP, error) {
 	}, nil
 }
 
-// NoAmplificationDP returns (eps0, delta0) for every k: the shuffle is a
+// noAmplificationDP returns (eps0, delta0) for every k: the shuffle is a
 // post-processing of the replaced client's own (eps0, delta0)-LDP report.
 // This is the fallback of the check-in paper's footnote 3.
-func NoAmplificationDP(eps0, delta0 float64) (ShuffleDP, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+func noAmplificationDP(eps0, delta0 float64) (ShuffleDP, error) {
+	if err := check.Positive(ErrInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
 	if math.IsNaN(delta0) || delta0 < 0 || delta0 >= 1 {
@@ -368,13 +369,13 @@ func NoAmplificationDP(eps0, delta0 float64) (ShuffleDP, error) {
 // FMT'21 Theorem 3.8, which we could not check against the paper's text in
 // this environment; verify it before relying on it in production.
 func FMT21ApproxShuffleDP(eps0, delta0, delta float64) (ShuffleDP, error) {
-	if err := checkPositive("eps0", eps0); err != nil {
+	if err := check.Positive(ErrInvalid, "eps0", eps0); err != nil {
 		return nil, err
 	}
 	if math.IsNaN(delta0) || delta0 < 0 || delta0 >= 1 {
 		return nil, fmt.Errorf("%w: delta0 %v outside [0, 1)", ErrInvalid, delta0)
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return nil, err
 	}
 	return func(k int) (float64, float64, error) {
@@ -426,16 +427,16 @@ func checkInApprox(n int, gamma float64, orders []float64, perK func(k int) ([]f
 	return ApproxCurve{Curve: c, Delta: D}, nil
 }
 
-// Approach1 is the check-in paper's "shuffling conversion" (Section 4.2,
+// approach1 is the check-in paper's "shuffling conversion" (Section 4.2,
 // Table 1, row 1) for a generic randomizer, with Lemma 3 replaced by the
-// valid ApproxDPToRDP: (1) the shuffle of k reports is (eps_k, delta_k)-DP
-// by shuffle, hence delta_k-approximately (a, PureDPToRDP(eps_k, a))-RDP;
+// valid approxDPToRDP: (1) the shuffle of k reports is (eps_k, delta_k)-DP
+// by shuffle, hence delta_k-approximately (a, pureDPToRDP(eps_k, a))-RDP;
 // (2) the replaced client is among the k participants with probability
 // k/n, so the subsampled-without-replacement shuffle has the WBK Theorem 9
-// RDP (WBKSubsampled at rate k/n, eps(inf) = eps_k) and slack
+// RDP (wbkSubsampled at rate k/n, eps(inf) = eps_k) and slack
 // (k/n) delta_k; (3) the Theorem 1 mixture over k (checkInApprox).
 // Orders must be integers. Replace-one. Cost O(window * maxOrder^2).
-func Approach1(n int, gamma float64, orders []float64, shuffle ShuffleDP) (ApproxCurve, error) {
+func approach1(n int, gamma float64, orders []float64, shuffle ShuffleDP) (ApproxCurve, error) {
 	if err := checkInArgs(n, gamma, 1); err != nil {
 		return ApproxCurve{}, err
 	}
@@ -454,7 +455,7 @@ func Approach1(n int, gamma float64, orders []float64, shuffle ShuffleDP) (Appro
 			return nil, 0, err
 		}
 		rate := float64(k) / float64(n)
-		c, err := WBKSubsampled(rate, func(j int) (float64, error) { return PureDPToRDP(e, float64(j)) }, e, orders)
+		c, err := wbkSubsampled(rate, func(j int) (float64, error) { return pureDPToRDP(e, float64(j)) }, e, orders)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -466,7 +467,7 @@ func Approach1(n int, gamma float64, orders []float64, shuffle ShuffleDP) (Appro
 }
 
 // Approach2 is the check-in paper's "subsampled shuffling conversion"
-// (Section 4.2, Table 1, row 2), with Lemma 3 replaced by ApproxDPToRDP:
+// (Section 4.2, Table 1, row 2), with Lemma 3 replaced by approxDPToRDP:
 // (1) the shuffle of k reports is (eps_k, delta_k)-DP; (2) subsampling
 // without replacement at rate k/n (Balle, Barthe, Gaboardi NeurIPS 2018,
 // Theorem 9, replace-one) gives (log(1 + (k/n)(e^{eps_k}-1)), (k/n)
@@ -488,7 +489,7 @@ func Approach2(n int, gamma float64, orders []float64, shuffle ShuffleDP) (Appro
 		rate := float64(k) / float64(n)
 		e1 := math.Log1p(rate * math.Expm1(e))
 		for j, a := range orders {
-			r, err := PureDPToRDP(e1, a)
+			r, err := pureDPToRDP(e1, a)
 			if err != nil {
 				return nil, 0, err
 			}

@@ -3,6 +3,8 @@ package rdp
 import (
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // MironovEpsilon converts an RDP curve to (eps, delta)-DP with Mironov
@@ -12,7 +14,7 @@ func MironovEpsilon(c Curve, delta float64) (eps, order float64, err error) {
 	if err := c.Validate(); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return 0, 0, err
 	}
 	eps = math.Inf(1)
@@ -37,7 +39,7 @@ func BalleEpsilon(c Curve, delta float64) (eps, order float64, err error) {
 	if err := c.Validate(); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return 0, 0, err
 	}
 	eps = math.Inf(1)
@@ -146,7 +148,7 @@ func OptimalEpsilon(c Curve, delta float64) (eps, order float64, err error) {
 	if err := c.Validate(); err != nil {
 		return 0, 0, err
 	}
-	if err := checkDelta(delta); err != nil {
+	if err := check.OpenUnit(ErrInvalid, "delta", delta); err != nil {
 		return 0, 0, err
 	}
 	// Restrict the expensive search to orders whose Balle bound is within
@@ -165,10 +167,10 @@ func OptimalEpsilon(c Curve, delta float64) (eps, order float64, err error) {
 	return eps, order, nil
 }
 
-// OptimalDelta returns the smallest delta the optimal single-order
+// optimalDelta returns the smallest delta the optimal single-order
 // conversion certifies at eps: min over orders of sup{delta : g(eps, delta)
 // <= rho} (see OptimalEpsilon), by bisection on delta.
-func OptimalDelta(c Curve, eps float64) (float64, error) {
+func optimalDelta(c Curve, eps float64) (float64, error) {
 	if err := c.Validate(); err != nil {
 		return 0, err
 	}
@@ -200,7 +202,7 @@ func OptimalDelta(c Curve, eps float64) (float64, error) {
 	return best, nil
 }
 
-// PureDPToRDP returns the exact largest Renyi divergence of order alpha
+// pureDPToRDP returns the exact largest Renyi divergence of order alpha
 // between the outputs of an eps-DP mechanism on neighbouring inputs:
 //
 //	D_alpha <= log((e^{alpha eps} + e^{(1-alpha) eps}) / (1 + e^eps)) / (alpha-1),
@@ -211,11 +213,11 @@ func OptimalDelta(c Curve, eps float64) (float64, error) {
 // from pure DP"). Derivation of the maximiser: among pairs with likelihood
 // ratio in [e^-eps, e^eps] the moment E_Q[(P/Q)^alpha] is convex in the
 // ratio, so it is maximised with ratios only at the extremes, i.e. by RR.
-func PureDPToRDP(eps, alpha float64) (float64, error) {
-	if math.IsNaN(eps) || math.IsInf(eps, 0) || eps < 0 {
+func pureDPToRDP(eps, alpha float64) (float64, error) {
+	if !check.Finite(eps) || eps < 0 {
 		return 0, fmt.Errorf("%w: eps = %v must be finite and >= 0", ErrInvalid, eps)
 	}
-	if math.IsNaN(alpha) || math.IsInf(alpha, 0) || alpha <= 1 {
+	if !check.Finite(alpha) || alpha <= 1 {
 		return 0, fmt.Errorf("%w: order %v must be finite and > 1", ErrInvalid, alpha)
 	}
 	if eps == 0 {
@@ -237,20 +239,20 @@ type ApproxCurve struct {
 	Delta float64
 }
 
-// ApproxDPToRDP replaces check-in Lemma 3 (see checkin.go): an
+// approxDPToRDP replaces check-in Lemma 3 (see checkin.go): an
 // (eps, delta)-DP pair is a post-processing of (eps, delta)-randomized
 // response (Kairouz, Oh, Viswanath, "The composition theorem for
 // differential privacy", ICML 2015, Section 2), whose laws are
 // (1-delta) RR_eps + delta (disjoint flags); hence P = (1-delta) P1 +
 // delta P2 with (P1, Q1) eps-DP, so the mechanism is delta-approximately
-// (alpha, PureDPToRDP(eps, alpha))-RDP for every order. No finite plain
+// (alpha, pureDPToRDP(eps, alpha))-RDP for every order. No finite plain
 // RDP bound exists for delta > 0 (P = (delta, 1-delta), Q = (0, 1) is
 // (0, delta)-DP with infinite Renyi divergence).
-func ApproxDPToRDP(eps, delta float64, orders []float64) (ApproxCurve, error) {
+func approxDPToRDP(eps, delta float64, orders []float64) (ApproxCurve, error) {
 	if math.IsNaN(delta) || delta < 0 || delta >= 1 {
 		return ApproxCurve{}, fmt.Errorf("%w: delta %v outside [0, 1)", ErrInvalid, delta)
 	}
-	c, err := FromFunc(orders, func(a float64) (float64, error) { return PureDPToRDP(eps, a) })
+	c, err := fromFunc(orders, func(a float64) (float64, error) { return pureDPToRDP(eps, a) })
 	if err != nil {
 		return ApproxCurve{}, err
 	}
@@ -270,7 +272,7 @@ func ComposeApprox(cs ...ApproxCurve) (ApproxCurve, error) {
 		}
 		keep *= 1 - c.Delta
 	}
-	sum, err := Compose(curves...)
+	sum, err := compose(curves...)
 	if err != nil {
 		return ApproxCurve{}, err
 	}

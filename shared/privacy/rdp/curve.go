@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/internal/check"
 )
 
 // Curve is an RDP curve: the mechanism is (Orders[i], Eps[i])-RDP for every
@@ -48,7 +50,7 @@ func (c Curve) Validate() error {
 		return fmt.Errorf("%w: %d orders and %d values", ErrInvalid, len(c.Orders), len(c.Eps))
 	}
 	for i, a := range c.Orders {
-		if math.IsNaN(a) || math.IsInf(a, 0) || a <= 1 {
+		if !check.Finite(a) || a <= 1 {
 			return fmt.Errorf("%w: order %v must be finite and > 1", ErrInvalid, a)
 		}
 		if i > 0 && a <= c.Orders[i-1] {
@@ -65,9 +67,9 @@ func validateOrders(orders []float64) error {
 	return Curve{Orders: orders, Eps: make([]float64, len(orders))}.Validate()
 }
 
-// FromFunc evaluates f at each order. f must return a non-negative value
+// fromFunc evaluates f at each order. f must return a non-negative value
 // (or +Inf) or an error.
-func FromFunc(orders []float64, f func(alpha float64) (float64, error)) (Curve, error) {
+func fromFunc(orders []float64, f func(alpha float64) (float64, error)) (Curve, error) {
 	if err := validateOrders(orders); err != nil {
 		return Curve{}, err
 	}
@@ -85,10 +87,10 @@ func FromFunc(orders []float64, f func(alpha float64) (float64, error)) (Curve, 
 	return c, nil
 }
 
-// Compose returns the RDP curve of the adaptive composition of mechanisms
+// compose returns the RDP curve of the adaptive composition of mechanisms
 // with the given curves (Mironov 2017 Proposition 1; check-in Lemma 1): the
 // values add order by order. All curves must share the same orders.
-func Compose(curves ...Curve) (Curve, error) {
+func compose(curves ...Curve) (Curve, error) {
 	if len(curves) == 0 {
 		return Curve{}, fmt.Errorf("%w: nothing to compose", ErrInvalid)
 	}
@@ -159,25 +161,4 @@ func logChoose(n float64, k int) float64 {
 	b, _ := math.Lgamma(float64(k) + 1)
 	c, _ := math.Lgamma(n - float64(k) + 1)
 	return a - b - c
-}
-
-func checkDelta(delta float64) error {
-	if math.IsNaN(delta) || delta <= 0 || delta >= 1 {
-		return fmt.Errorf("%w: delta %v outside (0, 1)", ErrInvalid, delta)
-	}
-	return nil
-}
-
-func checkPositive(name string, v float64) error {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return fmt.Errorf("%w: %s = %v must be positive and finite", ErrInvalid, name, v)
-	}
-	return nil
-}
-
-func checkRate(name string, v float64) error {
-	if math.IsNaN(v) || v < 0 || v > 1 {
-		return fmt.Errorf("%w: %s = %v outside [0, 1]", ErrInvalid, name, v)
-	}
-	return nil
 }

@@ -17,7 +17,7 @@
 //   - BalleEpsilon: the improved conversion of Balle et al. (AISTATS 2020,
 //     Theorem 21) and Canonne, Kamath, Steinke (NeurIPS 2020, Proposition
 //     12). This is Lemma 2 (Eq. 3) of the shuffled check-in paper.
-//   - OptimalEpsilon / OptimalDelta: the exact single-order conversion of
+//   - OptimalEpsilon / optimalDelta: the exact single-order conversion of
 //     Asoodeh, Liao, Calmon, Kosut, Sankar (2021), optimised over orders. Its
 //     formula is the one printed (garbled) as Lemma 3, Eq. 4, of the check-in
 //     paper, where it is mislabelled as a DP-to-RDP conversion (see

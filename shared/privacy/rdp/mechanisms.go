@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/privacy/amplify"
 )
 
@@ -14,13 +15,13 @@ import (
 // inputs in a ball of radius C, sens = 2C; see the check-in paper's remark
 // on Federated DP-SGD).
 func GaussianRDP(sigma, sens float64, orders []float64) (Curve, error) {
-	if err := checkPositive("sigma", sigma); err != nil {
+	if err := check.Positive(ErrInvalid, "sigma", sigma); err != nil {
 		return Curve{}, err
 	}
-	if err := checkPositive("sensitivity", sens); err != nil {
+	if err := check.Positive(ErrInvalid, "sensitivity", sens); err != nil {
 		return Curve{}, err
 	}
-	return FromFunc(orders, func(a float64) (float64, error) { return a * sens * sens / (2 * sigma * sigma), nil })
+	return fromFunc(orders, func(a float64) (float64, error) { return a * sens * sens / (2 * sigma * sigma), nil })
 }
 
 // PairRDP returns D_alpha(P || Q) of a discrete dominating pair at each
@@ -76,17 +77,17 @@ func PairRDP(p *amplify.Pair, orders []float64) (Curve, error) {
 //
 //	eps(alpha) = log( sum_{k=0}^{alpha} C(alpha,k) (1-q)^{alpha-k} q^k exp((k^2-k) sens^2/(2 sigma^2)) ) / (alpha-1).
 func SampledGaussianRDP(q, sigma, sens float64, orders []float64) (Curve, error) {
-	if err := checkRate("sampling rate", q); err != nil {
+	if err := check.Probability(ErrInvalid, "sampling rate", q); err != nil {
 		return Curve{}, err
 	}
-	if err := checkPositive("sigma", sigma); err != nil {
+	if err := check.Positive(ErrInvalid, "sigma", sigma); err != nil {
 		return Curve{}, err
 	}
-	if err := checkPositive("sensitivity", sens); err != nil {
+	if err := check.Positive(ErrInvalid, "sensitivity", sens); err != nil {
 		return Curve{}, err
 	}
 	z := sigma / sens
-	return FromFunc(orders, func(a float64) (float64, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err
@@ -119,7 +120,7 @@ func integerOrder(a float64) (int, error) {
 	return int(a), nil
 }
 
-// WBKSubsampled returns the RDP of a mechanism run on a subsample drawn
+// wbkSubsampled returns the RDP of a mechanism run on a subsample drawn
 // without replacement at rate gamma = m/n, under replace-one neighbours, at
 // integer orders (Wang, Balle, Kasiviswanathan, AISTATS 2019, "Subsampled
 // Renyi differential privacy and analytical moments accountant", Theorem
@@ -131,8 +132,8 @@ func integerOrder(a float64) (int, error) {
 // base(j) is the base mechanism's RDP at integer order j (replace-one) and
 // epsInf its pure-DP bound (+Inf if none). This is the subsampling step of
 // the check-in paper's Approach 1 ("Theorem 9 of [38]").
-func WBKSubsampled(gamma float64, base func(j int) (float64, error), epsInf float64, orders []float64) (Curve, error) {
-	if err := checkRate("sampling rate", gamma); err != nil {
+func wbkSubsampled(gamma float64, base func(j int) (float64, error), epsInf float64, orders []float64) (Curve, error) {
+	if err := check.Probability(ErrInvalid, "sampling rate", gamma); err != nil {
 		return Curve{}, err
 	}
 	if math.IsNaN(epsInf) || epsInf < 0 {
@@ -145,7 +146,7 @@ func WBKSubsampled(gamma float64, base func(j int) (float64, error), epsInf floa
 		}
 		return math.Min(math.Ln2, float64(j)*math.Log(math.Expm1(epsInf)))
 	}
-	return FromFunc(orders, func(a float64) (float64, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err
@@ -182,10 +183,10 @@ func WBKSubsampled(gamma float64, base func(j int) (float64, error), epsInf floa
 // with base(j) the base mechanism's add/remove RDP. Used for the check-in
 // rate p and for SS-Double's coordinate sampling k/d.
 func PoissonSubsampled(q float64, base func(j int) (float64, error), orders []float64) (Curve, error) {
-	if err := checkRate("sampling rate", q); err != nil {
+	if err := check.Probability(ErrInvalid, "sampling rate", q); err != nil {
 		return Curve{}, err
 	}
-	return FromFunc(orders, func(a float64) (float64, error) {
+	return fromFunc(orders, func(a float64) (float64, error) {
 		ai, err := integerOrder(a)
 		if err != nil {
 			return 0, err

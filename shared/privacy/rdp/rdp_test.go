@@ -39,7 +39,7 @@ func TestConversionsGaussian(t *testing.T) {
 			if d := gaussianDelta(1/sigma, eo); d > delta*(1+1e-6) {
 				t.Errorf("sigma=%v: optimal conversion eps %v has exact delta %v > %v", sigma, eo, d, delta)
 			}
-			dOpt, err := OptimalDelta(c, eo)
+			dOpt, err := optimalDelta(c, eo)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,12 +52,12 @@ func TestConversionsGaussian(t *testing.T) {
 
 // Check-in Lemma 3 read as a DP-to-RDP conversion is invalid: at delta = 0
 // its value (the minimal divergence g) is 0 while eps-RR has positive
-// Renyi divergence; PureDPToRDP is exact for RR.
+// Renyi divergence; pureDPToRDP is exact for RR.
 func TestLemma3AndPureDP(t *testing.T) {
 	for _, eps := range []float64{0.1, 1, 3} {
 		for _, a := range []float64{1.5, 2, 8, 64} {
 			g := minBinaryDivergence(0, eps, a)
-			r, err := PureDPToRDP(eps, a)
+			r, err := pureDPToRDP(eps, a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestPairRDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, a := range c.Orders {
-		r, _ := PureDPToRDP(1.3, a)
+		r, _ := pureDPToRDP(1.3, a)
 		if math.Abs(c.Eps[i]-r) > 1e-10*math.Max(1, r) {
 			t.Errorf("order %v: pair RDP %v, RR %v", a, c.Eps[i], r)
 		}
@@ -109,7 +109,7 @@ func TestPairRDP(t *testing.T) {
 		}
 		prev = c.Eps[0]
 		// The shuffle pair's RDP is at most the local one.
-		if r, _ := PureDPToRDP(1, 8); c.Eps[1] > r {
+		if r, _ := pureDPToRDP(1, 8); c.Eps[1] > r {
 			t.Errorf("n=%d: order-8 RDP %v above the local %v", n, c.Eps[1], r)
 		}
 	}
@@ -140,7 +140,7 @@ func TestSubsampling(t *testing.T) {
 	base := func(j int) (float64, error) { return 0.1 * float64(j), nil }
 	c1, _ := PoissonSubsampled(1, base, []float64{5})
 	c0, _ := PoissonSubsampled(0, base, []float64{5})
-	w0, _ := WBKSubsampled(0, base, math.Inf(1), []float64{5})
+	w0, _ := wbkSubsampled(0, base, math.Inf(1), []float64{5})
 	if c1.Eps[0] != 0.5 || c0.Eps[0] != 0 || w0.Eps[0] != 0 {
 		t.Errorf("edge rates: %v %v %v", c1.Eps[0], c0.Eps[0], w0.Eps[0])
 	}
@@ -151,7 +151,7 @@ func TestSubsampling(t *testing.T) {
 	// orders.
 	g, e := 0.1, 1.0
 	pe := math.Exp(e) / (1 + math.Exp(e))
-	w, err := WBKSubsampled(g, func(j int) (float64, error) { return PureDPToRDP(e, float64(j)) }, e, IntegerOrders(20))
+	w, err := wbkSubsampled(g, func(j int) (float64, error) { return pureDPToRDP(e, float64(j)) }, e, IntegerOrders(20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestSubsampling(t *testing.T) {
 //     that the best order is 2-3. We cannot reproduce "eps ~ 1" from Eq. 7.
 //   - Theorem 3 (lower bound, Eq. 8) composed and converted the same way:
 //     eps ~ 0.81.
-//   - Tight per-round pair (CheckInPair: exact RDP of the corrected
+//   - Tight per-round pair (checkInPair: exact RDP of the corrected
 //     variation-ratio pair), composed in RDP: eps ~ 5.0 (the per-round RDP
 //     is ~8.1e-5 * alpha at small orders, vs 3.1e-6 * alpha for Eq. 8 and
 //     1.1e-3 at order 2 for Eq. 7).
@@ -209,11 +209,11 @@ func TestCheckInClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo, err := Theorem3Curve(n, g, e0, orders, 0.5)
+	lo, err := theorem3Curve(n, g, e0, orders, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lit, err := FromFunc(orders, func(a float64) (float64, error) { return theorem2(n, g, e0, int(a), 0.5, true) })
+	lit, err := fromFunc(orders, func(a float64) (float64, error) { return theorem2(n, g, e0, int(a), 0.5, true) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,11 +238,11 @@ func TestCheckInClaim(t *testing.T) {
 	if eUp < 3 {
 		t.Errorf("Eq. 7 now gives %v: the documented non-reproduction of the paper's eps ~ 1 no longer holds; update the comment", eUp)
 	}
-	sh, err := PureShuffleDP(e0, 1e-9)
+	sh, err := pureShuffleDP(e0, 1e-9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a1, err := Approach1(n, g, orders, sh)
+	a1, err := approach1(n, g, orders, sh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,11 +272,11 @@ func TestCheckInClaim(t *testing.T) {
 func TestApproachesGaussianNoAmplification(t *testing.T) {
 	n, g, e0 := 10000, 0.01, 2.0
 	d0 := 1 / math.Pow(float64(n), 1.5)
-	sh, err := NoAmplificationDP(e0, d0)
+	sh, err := noAmplificationDP(e0, d0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a1, err := Approach1(n, g, IntegerOrders(32), sh)
+	a1, err := approach1(n, g, IntegerOrders(32), sh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestApproachesGaussianNoAmplification(t *testing.T) {
 	}
 	// One round of Approach 2 must be no better than plain subsampling
 	// amplification at rate g (the mixture over k averages rates k/n).
-	r, _ := PureDPToRDP(math.Log1p(g*math.Expm1(e0)), 2)
+	r, _ := pureDPToRDP(math.Log1p(g*math.Expm1(e0)), 2)
 	if a2.Eps[0] < r*0.9 {
 		t.Errorf("Approach 2 order-2 RDP %v implausibly below the rate-g value %v", a2.Eps[0], r)
 	}
@@ -307,7 +307,7 @@ func TestApproachesGaussianNoAmplification(t *testing.T) {
 
 func TestComposeAndApprox(t *testing.T) {
 	c, _ := GaussianRDP(3, 1, []float64{2, 4})
-	s, err := Compose(c, c, c)
+	s, err := compose(c, c, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestComposeAndApprox(t *testing.T) {
 	if s.Eps[1] != k.Eps[1] || math.Abs(s.Eps[0]-3*c.Eps[0]) > 1e-15 {
 		t.Errorf("compose %v vs scale %v", s.Eps, k.Eps)
 	}
-	a, err := ApproxDPToRDP(1, 1e-6, []float64{2, 4})
+	a, err := approxDPToRDP(1, 1e-6, []float64{2, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestComposeAndApprox(t *testing.T) {
 	if math.Abs(a3.Delta-b.Delta) > 1e-15 || math.Abs(a3.Delta-3e-6) > 1e-11 {
 		t.Errorf("approx delta %v %v", a3.Delta, b.Delta)
 	}
-	if _, err := Compose(c, Curve{Orders: []float64{2, 5}, Eps: []float64{0, 0}}); err == nil {
+	if _, err := compose(c, Curve{Orders: []float64{2, 5}, Eps: []float64{0, 0}}); err == nil {
 		t.Error("composing different orders should fail")
 	}
 }
@@ -337,20 +337,20 @@ func TestInvalidInputs(t *testing.T) {
 		func() error { _, err := GaussianRDP(1, 1, []float64{3, 2}); return err },
 		func() error { _, _, err := BalleEpsilon(good, 0); return err },
 		func() error { _, _, err := OptimalEpsilon(good, math.NaN()); return err },
-		func() error { _, err := OptimalDelta(good, -1); return err },
-		func() error { _, err := PureDPToRDP(-1, 2); return err },
+		func() error { _, err := optimalDelta(good, -1); return err },
+		func() error { _, err := pureDPToRDP(-1, 2); return err },
 		func() error { _, err := SampledGaussianRDP(0.1, 1, 1, []float64{2.5}); return err },
 		func() error { _, err := PoissonSubsampled(1.5, nil, []float64{2}); return err },
-		func() error { _, err := Theorem2(0, 0.1, 1, 2, 0.5); return err },
-		func() error { _, err := Theorem2(100, 0.1, 1, 1, 0.5); return err },
-		func() error { _, err := Theorem2(100, 0.001, 1, 2, 0.5); return err },
-		func() error { _, err := Theorem3(100, 0, 1, 2, 0.5); return err },
-		func() error { _, err := Theorem3(100, 0.1, 1, 2, 0); return err },
-		func() error { _, err := Theorem1(10, 0.5, 1, nil, 0); return err },
+		func() error { _, err := theorem2Bound(0, 0.1, 1, 2, 0.5); return err },
+		func() error { _, err := theorem2Bound(100, 0.1, 1, 1, 0.5); return err },
+		func() error { _, err := theorem2Bound(100, 0.001, 1, 2, 0.5); return err },
+		func() error { _, err := theorem3(100, 0, 1, 2, 0.5); return err },
+		func() error { _, err := theorem3(100, 0.1, 1, 2, 0); return err },
+		func() error { _, err := theorem1(10, 0.5, 1, nil, 0); return err },
 		func() error { _, err := TightCheckIn(100, 0.1, math.Inf(1), []float64{2}); return err },
-		func() error { _, err := PureShuffleDP(1, 1); return err },
-		func() error { _, err := Approach1(100, 0.1, []float64{2.5}, nil); return err },
-		func() error { _, err := ApproxDPToRDP(1, 1, []float64{2}); return err },
+		func() error { _, err := pureShuffleDP(1, 1); return err },
+		func() error { _, err := approach1(100, 0.1, []float64{2.5}, nil); return err },
+		func() error { _, err := approxDPToRDP(1, 1, []float64{2}); return err },
 	}
 	for i, f := range bad {
 		err := f()

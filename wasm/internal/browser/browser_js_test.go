@@ -14,7 +14,7 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -119,7 +119,7 @@ func waitKind(t *testing.T, ch <-chan map[string]any, kind string) map[string]an
 // reports in one round through the WebSocket, and stop.
 func TestJSAPI(t *testing.T) {
 	g := js.Global()
-	k, err := envelope.DeriveKey([32]byte{5})
+	k, err := envelopetest.DeriveKey([32]byte{5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/client"
-	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -39,7 +39,7 @@ func mnistTopk() wire.Params {
 		K: 157, L: 5, Width: 1, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 }
 
-func announce(tb testing.TB, k *envelope.PrivateKey, round uint64, p wire.Params) []byte {
+func announce(tb testing.TB, k *envelopetest.Key, round uint64, p wire.Params) []byte {
 	tb.Helper()
 	a := wire.Announcement{Round: round, Deadline: time.Now().Add(time.Hour), Params: p,
 		HPKEPub: k.Public().HPKE, Model: make([]float64, p.D)}
@@ -63,7 +63,7 @@ type roundRunner struct {
 	exit   chan error
 }
 
-func newRoundRunner(tb testing.TB, k *envelope.PrivateKey, s *Session, data logreg.Dataset, src noise.Source, floor uint64) *roundRunner {
+func newRoundRunner(tb testing.TB, k *envelopetest.Key, s *Session, data logreg.Dataset, src noise.Source, floor uint64) *roundRunner {
 	tb.Helper()
 	r := &roundRunner{f: &feed{in: make(chan []byte, 1)}, done: make(chan client.Event, 16), exit: make(chan error, 1)}
 	c, err := client.New(client.Config{Pinned: k.Public(), Data: data, Train: Train(), Source: src,
@@ -105,7 +105,7 @@ func (r *roundRunner) stop(tb testing.TB) {
 // does not report again in round 1 when the relay re-sends it.
 func TestSessionAcrossClients(t *testing.T) {
 	d := testDigits(t)
-	k, err := envelope.DeriveKey([32]byte{9})
+	k, err := envelopetest.DeriveKey([32]byte{9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestSessionAcrossClients(t *testing.T) {
 // under GOOS=js with Node.js (go_js_wasm_exec) for the browser figure.
 func BenchmarkLocalRound(b *testing.B) {
 	d := testDigits(b)
-	k, err := envelope.DeriveKey([32]byte{9})
+	k, err := envelopetest.DeriveKey([32]byte{9})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -314,8 +315,8 @@ func keyFields(t *testing.T, body []byte) KeyFields {
 }
 
 func TestCheckKey(t *testing.T) {
-	k1, _ := envelope.DeriveKey([32]byte{1})
-	k2, _ := envelope.DeriveKey([32]byte{2})
+	k1, _ := envelopetest.DeriveKey([32]byte{1})
+	k2, _ := envelopetest.DeriveKey([32]byte{2})
 	body, err := k1.Public().MarshalJSON()
 	if err != nil {
 		t.Fatal(err)

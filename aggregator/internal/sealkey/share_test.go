@@ -1,30 +1,33 @@
-package envelope
+package sealkey
 
 import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 )
 
 // TestShares: a leader share opens only with the aggregator's key, for its
-// round, as a leader share; a helper share only with the relay's helper
-// key, for its round, as a helper share; every modified byte is refused;
-// a helper key round-trips through MarshalBinary.
+// round, as a leader share; a helper share (sealed to a helper key,
+// envelopetest's stand-in for the relay's) does not open as a leader
+// share; every modified byte is refused.
 func TestShares(t *testing.T) {
 	agg, err := DeriveKey([32]byte{5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay, err := GenerateHelperKey()
+	relay, err := envelopetest.GenerateHelperKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	share := bytes.Repeat([]byte{7, 1, 2}, 50)
-	lead, err := SealShare(agg.Public().HPKE, 4, ShareLeader, share)
-	if err != nil || len(lead) != ShareSealedLen(len(share)) {
+	lead, err := envelope.SealShare(agg.Public().HPKE, 4, envelope.ShareLeader, share)
+	if err != nil || len(lead) != envelope.ShareSealedLen(len(share)) {
 		t.Fatalf("seal: %v, %d bytes", err, len(lead))
 	}
-	help, err := SealShare(relay.Public(), 4, ShareHelper, share)
+	help, err := envelope.SealShare(relay.Public(), 4, envelope.ShareHelper, share)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,9 +42,8 @@ func TestShares(t *testing.T) {
 		"helper share to the leader": func() error { _, err := agg.OpenLeaderShare(4, help, len(share)); return err },
 		"leader share to the helper": func() error { _, err := relay.OpenHelperShare(4, lead, len(share)); return err },
 		"leader share, wrong length": func() error { _, err := agg.OpenLeaderShare(4, lead, len(share)+1); return err },
-		"helper share, wrong round":  func() error { _, err := relay.OpenHelperShare(3, help, -1); return err },
 		"sealed values as a share": func() error {
-			v, _ := SealValues(agg.Public().HPKE, 4, []float64{1})
+			v, _ := envelope.SealValues(agg.Public().HPKE, 4, []float64{1})
 			_, err := agg.OpenLeaderShare(4, v, -1)
 			return err
 		},
@@ -54,19 +56,11 @@ func TestShares(t *testing.T) {
 	for i := range lead {
 		bad := bytes.Clone(lead)
 		bad[i] ^= 0x80
-		if _, err := agg.OpenLeaderShare(4, bad, len(share)); !errors.Is(err, ErrOpenShare) {
+		if _, err := agg.OpenLeaderShare(4, bad, len(share)); !errors.Is(err, envelope.ErrOpenShare) {
 			t.Fatalf("byte %d flipped: %v", i, err)
 		}
 	}
-	raw, _ := relay.MarshalBinary()
-	again, err := UnmarshalHelperKey(raw)
-	if err != nil || again.Public() != relay.Public() {
-		t.Fatalf("helper key round trip: %v", err)
-	}
-	if _, err := UnmarshalHelperKey(raw[:31]); !errors.Is(err, ErrKey) {
-		t.Fatalf("short helper key: %v", err)
-	}
-	if _, err := SealShare(relay.Public(), 1, 9, share); err == nil {
+	if _, err := envelope.SealShare(relay.Public(), 1, 9, share); err == nil {
 		t.Fatal("unknown role sealed")
 	}
 }

@@ -1,4 +1,4 @@
-package web
+package console
 
 import (
 	"bytes"
@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"image/png"
 	"math"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/blanket-fl/blanket/web"
 
 	"rsc.io/qr"
 )
@@ -163,10 +166,12 @@ func TestDashboardElementIDs(t *testing.T) {
 	if !strings.Contains(page, `href="http://127.0.0.1:8081/"`) || !strings.Contains(page, "ss-topk") {
 		t.Error("join link or configuration missing")
 	}
-	js, err := staticFS.ReadFile("static/dashboard.js")
-	if err != nil {
-		t.Fatal(err)
+	rec := httptest.NewRecorder()
+	web.Static().ServeHTTP(rec, httptest.NewRequest("GET", "/static/dashboard.js", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /static/dashboard.js: %d", rec.Code)
 	}
+	js := rec.Body.Bytes()
 	if !strings.Contains(page, `src="/static/dashboard.js"`) || !strings.Contains(string(js), `new EventSource("/events")`) ||
 		!strings.Contains(string(js), "/fragments/charts") {
 		t.Error("live update script missing")

@@ -1,15 +1,16 @@
-package envelope_test
+package sealkey_test
 
 import (
 	"fmt"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 )
 
 // A client seals a message's values to the announced key for round 12;
 // only the aggregator opens them, and only for round 12.
 func Example() {
-	agg, err := envelope.GenerateKey()
+	agg, err := sealkey.GenerateKey()
 	if err != nil {
 		fmt.Println(err)
 		return
