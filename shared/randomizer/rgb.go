@@ -230,3 +230,15 @@ func rgbBucketsLocal(eps float64) (int, error) {
 	}
 	return best, nil
 }
+
+// centerStd is the standard deviation of one output at x = 1/2 (and of a
+// blanket sample at any x's mean 1/2 part): the output is the mixture, with
+// weights 1-γ and γ, of the randomized rounding of b/2 (mean 1/2, variance
+// f(1-f)/b² with f the fractional part of b/2) and Unif({0..b})/b (mean
+// 1/2, variance (b+2)/(12b)); both means are 1/2, so the variance is
+// (1-γ)f(1-f)/b² + γ(b+2)/(12b).
+func (r *RGB) centerStd() float64 {
+	b := float64(r.b)
+	f := b/2 - math.Floor(b/2)
+	return math.Sqrt((1-r.gamma)*f*(1-f)/(b*b) + r.gamma*(b+2)/(12*b))
+}

@@ -52,7 +52,6 @@ package roundspec
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/mechanism"
@@ -176,7 +175,7 @@ func New(p wire.Params) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roundspec: %v randomizer at epsilon %v per coordinate: %w", p.Randomizer, eps, err)
 	}
-	rz, err := randomizer.NewBounded(base, randomizer.BoundedTail)
+	rz, err := randomizer.NewBounded(base, randomizer.Reach(base))
 	if err != nil {
 		return nil, fmt.Errorf("roundspec: %w", err)
 	}
@@ -394,16 +393,10 @@ func (s *Spec) LocalRelease(personal float64) privacy.Release {
 // Derivation. The analyzer maps a randomized value y of a normalized
 // coordinate x~ back by z = (y - offset)/slope and then to update units by
 // C(2z - 1) (mechanism.clipper.Denormalize), so noise of standard deviation
-// sd on y becomes 2C·sd/slope. At x~ = 1/2:
-//   - Laplace, x + Lap(1/ε): sd = √2/ε, slope 1;
-//   - Gaussian, x + N(0, σ²): sd = σ, slope 1;
-//   - R_{γ,b}: the output is the mixture, with weights 1-γ and γ, of the
-//     randomized rounding of x~b (mean x~, variance f(1-f)/b² with f the
-//     fractional part of b/2) and Unif({0..b})/b (mean 1/2, variance
-//     (b+2)/(12b)); both means are 1/2, so sd² = (1-γ)f(1-f)/b² +
-//     γ(b+2)/(12b), and slope = 1-γ.
-//
-// (The clamping of randomizer.Bounded only lowers the variance.)
+// sd on y becomes 2C·sd/slope, with sd the bounded randomizer's output
+// standard deviation at x~ = 1/2 (randomizer.Bounded.Std: the clamped
+// Laplace or Gaussian noise, R_{γ,b}'s mixture of randomized rounding and
+// uniform) and slope its Affine slope (the clamped mean's tangent).
 //
 // Secure summation: the standard deviation, in update units, of one
 // server's noise on a coordinate of the summed update (σ/Scale).
@@ -415,21 +408,7 @@ func (s *Spec) NoiseStd() (float64, error) {
 		return s.apesNoiseStd(), nil
 	}
 	_, slope := s.rz.Affine()
-	var sd float64
-	switch rz := s.rz.Unwrap().(type) {
-	case *randomizer.Laplace:
-		sd = math.Sqrt2 / rz.Epsilon()
-	case *randomizer.Gaussian:
-		sd = rz.Sigma()
-	case *randomizer.RGB:
-		b := float64(rz.Buckets())
-		g := rz.Gamma()
-		f := b/2 - math.Floor(b/2)
-		sd = math.Sqrt((1-g)*f*(1-f)/(b*b) + g*(b+2)/(12*b))
-	default:
-		return 0, fmt.Errorf("roundspec: no noise scale for randomizer %q", s.rz.Name())
-	}
-	return 2 * s.p.Clip * sd / slope, nil
+	return 2 * s.p.Clip * s.rz.Std() / slope, nil
 }
 
 // Padding is the relay's plan for one round of width-1 messages: which real

@@ -16,13 +16,26 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// With Laplace (E[R(x)] = x, center 1/2), C = 0.5 and SS-Topk (no
+// With Laplace bounded as roundspec states (the debiasing line is the
+// clamped mean's tangent at 1/2, slope s), C = 0.5 and SS-Topk (no
 // rescaling), a dimension whose n_p = 4 values are all 1/2 + e estimates
-// 2C * 4e / n = 4e/n, and the model moves by ServerLR (2) times that.
-func wantCoordinate(e float64, n int) float64 { return 2 * 4 * e / float64(n) }
+// 2C * 4e / (s n) = 4e/(s n), and the model moves by ServerLR (2) times
+// that.
+func wantCoordinate(e float64, n int) float64 { return 2 * 4 * e / float64(n) / testSlope() }
+
+// testSlope is the debiasing slope of testParams' bounded randomizer.
+func testSlope() float64 {
+	s, err := roundspec.New(testParams())
+	if err != nil {
+		panic(err)
+	}
+	_, slope := s.Randomizer().Affine()
+	return slope
+}
 
 func TestValidBatchUpdatesModelAndChargesOnce(t *testing.T) {
 	h := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
@@ -136,7 +149,7 @@ func TestTamperedAndNonFiniteValues(t *testing.T) {
 	for j, v := range m {
 		want := wantCoordinate(0.1, 4)
 		if j < 3 {
-			want = 2 * 3 * 0.1 / 4
+			want = 2 * 3 * 0.1 / 4 / testSlope()
 		}
 		if math.Abs(v-want) > 1e-12 {
 			t.Fatalf("model[%d] = %v, want %v", j, v, want)
