@@ -130,6 +130,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", sample.Name, "test data set: "+strings.Join(sample.Names(), ", "))
 	dataDir := fs.String("data-dir", "", "data directory for on-disk data sets")
 	workers := fs.Int("workers", 0, "decryption goroutines (0: GOMAXPROCS)")
+	auditTrials := fs.Int("audit-trials", 0, "audit each announced shuffle configuration in the background with this many trials per hypothesis (>= 10; about 50-100 is useful; one core for minutes at d = 7850) and show the audited lower bound on epsilon next to the charge (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	joinURL := fs.String("join-url", server.DefaultJoinURL, "the relay's public URL for volunteers (dashboard and operator QR code)")
 	opToken := fs.String("operator-token", "", "the operator password for the controls (prefer -operator-token-file; default: a random one, printed at start)")
@@ -220,7 +221,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv, err := server.New(server.Config{
 		Params: rp, RelayURL: *relay, Token: tok, StateDir: *stateDir, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
-		ExpectedN: *expected, ServerLR: lr, Test: test, Workers: *workers, Logger: log,
+		ExpectedN: *expected, ServerLR: lr, Test: test, Workers: *workers, AuditTrials: *auditTrials, Logger: log,
 		Web: server.WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass, Simulated: *simulated},
 	})
 	if err != nil {

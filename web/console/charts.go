@@ -50,6 +50,46 @@ type DashboardData struct {
 	// Simulated is how many of the connected volunteers are simulated
 	// (make run's native cohort), 0 if none.
 	Simulated int
+	// Audit is the live privacy audit of the current configuration.
+	Audit AuditView
+}
+
+// AuditView is the live privacy audit of a round configuration (the
+// aggregator's liveaudit): an empirical lower bound on one round's ε that
+// the strongest implemented attack proves, next to the per-round charge.
+type AuditView struct {
+	// State is off, not_applicable, pending, running, done, failed or
+	// not_audited.
+	State  string
+	Reason string
+	// Lower, Charged, Confidence, Trials and Attack are set when done;
+	// Exceeds when Lower > Charged.
+	Lower, Charged, Confidence float64
+	Trials                     int
+	Attack                     string
+	Exceeds                    bool
+}
+
+// Text is the audit in one plain sentence ("" when the audit is off).
+func (a AuditView) Text() string {
+	switch a.State {
+	case "done":
+		if a.Exceeds {
+			return fmt.Sprintf("Audit warning: an attack on this configuration shows ε ≥ %s for one round, above the %s the ledger charges per round (%.0f%% confidence, %d trials). Stop the run and report it.",
+				fmtEps(a.Lower), fmtEps(a.Charged), 100*a.Confidence, a.Trials)
+		}
+		return fmt.Sprintf("Audited: the strongest attack Blanket runs on this configuration shows ε ≥ %s for one round (%.0f%% confidence, %d trials per hypothesis); the ledger charges %s per round. A lower bound below the charge means no leak was found, not that none exists.",
+			fmtEps(a.Lower), 100*a.Confidence, a.Trials, fmtEps(a.Charged))
+	case "pending", "running":
+		return "Audit: attacking this configuration in the background; its lower bound on ε appears here when done."
+	case "not_applicable":
+		return "Audit: not applicable to secure summation (its noise is added by the servers, not by each volunteer's device); the audit attacks the shuffle protocols."
+	case "failed":
+		return "Audit: failed (" + a.Reason + ")."
+	case "not_audited":
+		return "Audit: this configuration was not audited by the running aggregator."
+	}
+	return ""
 }
 
 // RoundURL is the relay's GET /api/round (the volunteers connected now,

@@ -519,3 +519,27 @@ func TestOperatorPage(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardAudit: the live audit's sentence is rendered with its
+// numbers, a bound above the charge is a warning, and an audit that is off
+// renders nothing.
+func TestDashboardAudit(t *testing.T) {
+	render := func(a AuditView) string {
+		var b strings.Builder
+		if err := Dashboard(DashboardData{TargetEpsilon: 4, TargetDelta: 1e-5, Audit: a}).Render(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	done := render(AuditView{State: "done", Lower: 0.25, Charged: 3, Confidence: 0.95, Trials: 50})
+	if !strings.Contains(done, `id="audit"`) || !strings.Contains(done, "ε ≥ 0.25") || !strings.Contains(done, "charges 3 per round") || !strings.Contains(done, `<p id="audit" class="hint" data-state="done"`) {
+		t.Errorf("done audit not shown as expected")
+	}
+	leak := render(AuditView{State: "done", Lower: 4.5, Charged: 3, Confidence: 0.95, Trials: 50, Exceeds: true})
+	if !strings.Contains(leak, `class="hint warn"`) || !strings.Contains(leak, "Audit warning") {
+		t.Errorf("an audited bound above the charge is not a warning")
+	}
+	if off := render(AuditView{State: "off"}); strings.Contains(off, `id="audit"`) {
+		t.Errorf("an audit that is off is shown")
+	}
+}

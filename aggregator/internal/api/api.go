@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -35,6 +36,9 @@ type Backend interface {
 	BodyLimits() Limits
 	Status() Status
 	Rounds() []checkpoint.RoundRecord
+	// Audit is the live privacy audit of round r's configuration (nil if
+	// unknown to this process).
+	Audit(r int) *liveaudit.Status
 	ModelView() Model
 	PublicKey() envelope.PublicKey
 }
@@ -76,9 +80,22 @@ type Status struct {
 	NewClassRequested bool `json:"new_class_requested,omitempty"`
 	// RejectedBatches counts the batches rejected as invalid since the
 	// start, by reason (malformed, duplicate seal, invalid release, ...).
-	RejectedBatches map[string]int    `json:"rejected_batches,omitempty"`
-	Stopped         string            `json:"stopped,omitempty"`
-	Params          checkpoint.Params `json:"params"`
+	RejectedBatches map[string]int `json:"rejected_batches,omitempty"`
+	Stopped         string         `json:"stopped,omitempty"`
+	// Audit is the live privacy audit of the current round configuration
+	// (liveaudit: an empirical lower bound on one round's ε next to the
+	// per-round charge, or why there is none).
+	Audit  *liveaudit.Status `json:"audit,omitempty"`
+	Params checkpoint.Params `json:"params"`
+}
+
+// RoundRow is one round of GET /api/rounds: its record and the live
+// privacy audit of the configuration it was announced with (the audited
+// lower bound on one round's ε next to that configuration's per-round
+// charge; absent for rounds announced before the aggregator's last start).
+type RoundRow struct {
+	checkpoint.RoundRecord
+	Audit *liveaudit.Status `json:"audit,omitempty"`
 }
 
 // Model is the JSON of GET /api/model.
@@ -117,9 +134,14 @@ func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
 	mux.HandleFunc("POST /v1/secagg/aggregate", h.serveSecAggAggregate)
 	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })
 	mux.HandleFunc("GET /api/rounds", func(w http.ResponseWriter, r *http.Request) {
+		recs := b.Rounds()
+		rows := make([]RoundRow, len(recs))
+		for i, r := range recs {
+			rows[i] = RoundRow{RoundRecord: r, Audit: b.Audit(r.Round)}
+		}
 		writeJSON(w, struct {
-			Rounds []checkpoint.RoundRecord `json:"rounds"`
-		}{b.Rounds()})
+			Rounds []RoundRow `json:"rounds"`
+		}{rows})
 	})
 	// The key's own JSON form ({"sign", "hpke", "fingerprint"}), which
 	// clients unmarshal and check (the fingerprint must match the keys).

@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/audit"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -38,6 +40,12 @@ func (f *fake) Status() Status {
 }
 func (f *fake) Rounds() []checkpoint.RoundRecord {
 	return []checkpoint.RoundRecord{{Round: 1, Status: checkpoint.StatusOK}}
+}
+func (f *fake) Audit(r int) *liveaudit.Status {
+	if r != 1 {
+		return nil
+	}
+	return &liveaudit.Status{State: liveaudit.StateDone, Bound: &audit.Bound{Lower: 0.25, Charged: 3, Confidence: 0.95, Trials: 50}}
 }
 func (f *fake) ModelView() Model              { return Model{Round: 7, Params: []float64{1}} }
 func (f *fake) PublicKey() envelope.PublicKey { return envelope.PublicKey{} }
@@ -92,5 +100,33 @@ func TestRelayEndpoints(t *testing.T) {
 	var st map[string]any
 	if err := json.Unmarshal(sw.Body.Bytes(), &st); err != nil || st["round"] != 7.0 || st["rejected_batches"] == nil {
 		t.Errorf("status %s, %v", sw.Body.String(), err)
+	}
+}
+
+// TestRoundsCarryTheAudit: each /api/rounds row is the round record with
+// its configuration's live audit (absent when the backend has none).
+func TestRoundsCarryTheAudit(t *testing.T) {
+	mux := http.NewServeMux()
+	Register(mux, &fake{}, token, slog.New(slog.DiscardHandler))
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api/rounds", nil))
+	var got struct {
+		Rounds []struct {
+			Round  int    `json:"round"`
+			Status string `json:"status"`
+			Audit  *struct {
+				State string `json:"state"`
+				Bound struct {
+					Lower, Charged float64
+				} `json:"bound"`
+			} `json:"audit"`
+		} `json:"rounds"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || len(got.Rounds) != 1 {
+		t.Fatalf("rounds %s: %v", w.Body.String(), err)
+	}
+	r := got.Rounds[0]
+	if r.Round != 1 || r.Status != checkpoint.StatusOK || r.Audit == nil || r.Audit.State != "done" || r.Audit.Bound.Lower != 0.25 || r.Audit.Bound.Charged != 3 {
+		t.Errorf("row %s", w.Body.String())
 	}
 }

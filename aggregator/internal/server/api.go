@@ -43,7 +43,7 @@ func (s *Server) Status() api.Status {
 	st := api.Status{Round: s.st.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
 		Fingerprint: s.fp, Running: s.stopped == "", Stopped: s.stopped, Params: s.st.Params,
 		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass,
-		RejectedBatches: maps.Clone(s.rejected)}
+		RejectedBatches: maps.Clone(s.rejected), Audit: s.currentAuditLocked()}
 	if s.st.Open != nil {
 		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
 	}

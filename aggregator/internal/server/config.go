@@ -62,6 +62,12 @@ type Config struct {
 	// Workers is the number of decryption goroutines (default
 	// runtime.GOMAXPROCS(0) at each batch).
 	Workers int
+	// AuditTrials, when positive (at least 10), audits every announced
+	// shuffle configuration in the background (package liveaudit) with
+	// that many trials per hypothesis and phase, and shows the audited
+	// lower bound next to the charge in /api/status, /api/rounds and the
+	// dashboard. 0: off.
+	AuditTrials int
 	// Accountant composes the releases; nil (the default) is the
 	// incremental privacy.Session inside the ledger. The ledger admits
 	// rounds by the report's Tightest row.

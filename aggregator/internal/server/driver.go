@@ -84,6 +84,7 @@ func (s *Server) nextRound() (*checkpoint.Open, error) {
 	if err := s.commit(func(st *checkpoint.State) { st.Open = &o }); err != nil {
 		return nil, err
 	}
+	s.watchAudit(r, rc)
 	return &o, nil
 }
 

@@ -72,6 +72,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/events"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
@@ -115,8 +116,14 @@ type Server struct {
 	pendingReset bool
 
 	events *events.Broker // the /events streams
-	auth   operator.Auth  // the operator password
-	live   *liveState     // chart markers and a new class request (web.go)
+
+	// audit audits announced configurations in the background;
+	// auditOf maps each round announced since start to its
+	// configuration (guarded by mu).
+	audit   *liveaudit.Monitor
+	auditOf map[int]auditKey
+	auth    operator.Auth // the operator password
+	live    *liveState    // chart markers and a new class request (web.go)
 
 	wake chan struct{} // a round finished
 
@@ -161,6 +168,10 @@ func New(cfg Config) (*Server, error) {
 		s.log.Info("generated a new aggregator key", "fingerprint", s.fp)
 	}
 	s.round.Store(rc)
+	if s.audit, err = liveaudit.New(c.Logger, c.AuditTrials); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.auditOf = map[int]auditKey{}
 	if err := rc.proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
 		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
 	}
@@ -251,7 +262,10 @@ func (s *Server) PublicKey() envelope.PublicKey { return s.pub }
 
 // Close closes the ledger. Call it after Run returned and the HTTP server
 // stopped.
-func (s *Server) Close() error { return s.ledger.Close() }
+func (s *Server) Close() error {
+	s.audit.Close()
+	return s.ledger.Close()
+}
 
 func (s *Server) roundsOK() int {
 	n := 0

@@ -17,6 +17,7 @@ import (
 	"github.com/a-h/templ"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
+	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
 )
@@ -245,6 +246,18 @@ func (s *Server) DashboardData() console.DashboardData {
 		Model:       console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
 		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
-		Rounds: dashboard.Rounds(rounds),
+		Rounds: dashboard.Rounds(rounds), Audit: auditView(st.Audit),
 	}
+}
+
+// auditView is the dashboard's form of a live audit status.
+func auditView(st *liveaudit.Status) console.AuditView {
+	if st == nil {
+		return console.AuditView{}
+	}
+	v := console.AuditView{State: st.State, Reason: st.Reason, Exceeds: st.Exceeds}
+	if b := st.Bound; b != nil {
+		v.Lower, v.Charged, v.Confidence, v.Trials, v.Attack = b.Lower, b.Charged, b.Confidence, b.Trials, b.Attack
+	}
+	return v
 }
