@@ -58,7 +58,7 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	}
 	in := shuffler.Round{Round: c.Num, Params: c.Params, HPKEPub: c.HPKEPub,
 		Reports: c.Reports, CheckedIn: c.CheckedIn, Population: c.Population}
-	batch, st, err := shuffler.Build(in, real, s.cfg.NewSource(), s.cfg.SealWorkers)
+	batch, st, err := s.preseal.Build(in, real, s.cfg.NewSource(), s.cfg.SealWorkers)
 	if err != nil {
 		if errors.Is(err, shuffler.ErrInfeasible) {
 			return abort(wire.AbortOverflow, "infeasible padding")

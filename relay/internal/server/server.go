@@ -206,6 +206,9 @@ type Server struct {
 	web    webState // the aggregator's key as fetched (web.go)
 	rounds *round.Machine
 	sender *outbox.Sender
+	// preseal holds the dummies sealed in the background while a round
+	// is open, until its batch is built.
+	preseal shuffler.Presealer
 
 	mu      sync.Mutex
 	conns   map[*client]struct{}
@@ -469,10 +472,10 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		targets = append(targets, c)
 	}
 	// Seal the round's dummies in the background while it is open; the
-	// batch is still built once, at close (shuffler.Preseal). Secure
+	// batch is still built once, at close (shuffler.Presealer). Secure
 	// summation has no dummies.
 	if rd.SecAgg == nil {
-		if err := shuffler.Preseal(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
+		if err := s.preseal.Start(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
 			Population: rd.Population}, s.cfg.NewSource()); err != nil {
 			s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.Num, "err", err)
 		}

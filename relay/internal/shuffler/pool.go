@@ -37,9 +37,9 @@ import (
 
 // Pool holds the sealed dummy value blocks of one round: one background
 // goroutine draws width omega samples at a time from the pool's own source
-// and seals them while the round is open. Build (through the package
-// registry, see Preseal) takes the blocks sealed by then, stops the pool,
-// and draws and seals the rest itself.
+// and seals them while the round is open. Presealer.Build (or BuildFrom)
+// takes the blocks sealed by then, stops the pool, and draws and seals the
+// rest itself.
 type Pool struct {
 	key poolKey
 	n   int // blocks to seal at most
@@ -165,58 +165,65 @@ func (p *Pool) take() [][]byte {
 	return p.sealed
 }
 
-// The registry connects Preseal (called when a round opens) with Build
-// (called when it closes) without changing Build's signature. It holds at
-// most maxPools pools: the relay has one round open at a time, and a pool
-// whose round ended without a batch (an abort) is evicted, stopped, by
-// later ones.
-const maxPools = 4
-
-var registry struct {
+// Presealer connects the opening of a round (Start: pre-seal its dummies
+// in the background) with its close (Build: take them). The relay owns
+// one. It keeps at most maxPools pools: the relay has one round open at a
+// time, and a pool whose round ended without a batch (an abort) is
+// evicted, stopped, by later ones. The zero value is ready; it is safe
+// for concurrent use.
+type Presealer struct {
 	mu    sync.Mutex
 	pools []*Pool // oldest first
 }
 
-// Preseal starts pre-sealing the dummies of round r as it opens: a pool of
+const maxPools = 4
+
+// Start starts pre-sealing the dummies of round r as it opens: a pool of
 // EstimateDummies(r.Params, r.Population) blocks drawn from src, which a
 // later Build for the same round (same number, key, parameters and
-// Population) takes. A pool already registered for the same round is
-// replaced. src must be noise.Secure() in production (like Build's).
-func Preseal(r Round, src noise.Source) error {
+// Population) takes. A pool already held for the same round is replaced.
+// src must be noise.Secure() in production (like Build's).
+func (ps *Presealer) Start(r Round, src noise.Source) error {
 	p, err := NewPool(r, src, EstimateDummies(r.Params, r.Population))
 	if err != nil {
 		return err
 	}
-	register(p)
+	ps.add(p)
 	return nil
 }
 
-func register(p *Pool) {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	kept := registry.pools[:0]
-	for _, q := range registry.pools {
+// Build is the package's Build with the dummies pre-sealed for r, if any
+// (see pool.go's law argument: the batch's law is unchanged).
+func (ps *Presealer) Build(r Round, real []wire.BatchMessage, src noise.Source, workers int) (wire.Batch, Stats, error) {
+	return build(r, real, src, workers, envelope.SealValues, ps.take(r))
+}
+
+func (ps *Presealer) add(p *Pool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	kept := ps.pools[:0]
+	for _, q := range ps.pools {
 		if q.key == p.key {
 			q.Stop()
 			continue
 		}
 		kept = append(kept, q)
 	}
-	registry.pools = append(kept, p)
-	for len(registry.pools) > maxPools {
-		registry.pools[0].Stop()
-		registry.pools = registry.pools[1:]
+	ps.pools = append(kept, p)
+	for len(ps.pools) > maxPools {
+		ps.pools[0].Stop()
+		ps.pools = ps.pools[1:]
 	}
 }
 
-// takePool removes and returns the pool registered for r, or nil.
-func takePool(r Round) *Pool {
+// take removes and returns the pool held for r, or nil.
+func (ps *Presealer) take(r Round) *Pool {
 	k := keyOf(r)
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
-	for i, q := range registry.pools {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for i, q := range ps.pools {
 		if q.key == k {
-			registry.pools = append(registry.pools[:i:i], registry.pools[i+1:]...)
+			ps.pools = append(ps.pools[:i:i], ps.pools[i+1:]...)
 			return q
 		}
 	}

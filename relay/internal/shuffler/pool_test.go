@@ -87,11 +87,12 @@ func TestPoolShortfallAndSurplus(t *testing.T) {
 	}
 }
 
-// TestPresealRegistry: Build finds the pool Preseal registered for the
+// TestPresealer: Presealer.Build finds the pool Start made for the
 // same round (number, key, parameters, population), really sealed to the
 // key: pooled dummies open to blanket samples. A round differing only in
 // population gets no pool; a taken pool is gone.
-func TestPresealRegistry(t *testing.T) {
+func TestPresealer(t *testing.T) {
+	var ps Presealer
 	key, err := envelopetest.DeriveKey([32]byte{4})
 	if err != nil {
 		t.Fatal(err)
@@ -102,32 +103,32 @@ func TestPresealRegistry(t *testing.T) {
 	if got := EstimateDummies(p, 2); got != 8*6-2*p.Messages() {
 		t.Fatalf("EstimateDummies = %d", got)
 	}
-	if err := Preseal(r, noise.NewSeeded(5)); err != nil {
+	if err := ps.Start(r, noise.NewSeeded(5)); err != nil {
 		t.Fatal(err)
 	}
 	other := r
 	other.Population = 3
-	if takePool(other) != nil {
+	if ps.take(other) != nil {
 		t.Fatal("a pool for another population")
 	}
-	pool := takePool(r)
+	pool := ps.take(r)
 	if pool == nil {
 		t.Fatal("no pool registered")
 	}
 	want := EstimateDummies(p, 2)
 	waitSealed(t, pool, want)
-	register(pool) // put it back for Build
+	ps.add(pool) // put it back for Build
 	real := realMessages(t, pub, 77, [][]uint32{{0}, {1}, {2}, {3}, {0}, {7}, {5}, {6}}, 0.125)
 	r.Reports, r.CheckedIn = 2, 2
-	b, st, err := Build(r, real, noise.NewSeeded(6), 1)
+	b, st, err := ps.Build(r, real, noise.NewSeeded(6), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Presealed != want || st.DummyMessages != 40 {
 		t.Fatalf("stats %+v, want %d presealed", st, want)
 	}
-	if takePool(r) != nil {
-		t.Fatal("pool still registered after Build")
+	if ps.take(r) != nil {
+		t.Fatal("pool still held after Build")
 	}
 	// All 40 dummies (all pooled) open to Lap(1/2, 2) samples (blanket of
 	// Laplace at eps = 2/4): the mean of 40 values has sd 0.45, so
@@ -149,22 +150,23 @@ func TestPresealRegistry(t *testing.T) {
 	}
 }
 
-// TestPoolEvictionAndValidation: the registry keeps maxPools pools and
+// TestPoolEvictionAndValidation: a Presealer keeps maxPools pools and
 // stops the evicted ones; a pool for another round is refused; bad sizes
 // and parameters are rejected.
 func TestPoolEvictionAndValidation(t *testing.T) {
 	p := params()
+	var ps Presealer
 	var pools []*Pool
 	for i := range maxPools + 2 {
 		pool, err := newPool(Round{Round: uint64(1000 + i), Params: p}, noise.NewSeeded(1), 0, markSeal(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		register(pool)
+		ps.add(pool)
 		pools = append(pools, pool)
 	}
 	for i, pool := range pools {
-		got := takePool(Round{Round: uint64(1000 + i), Params: p})
+		got := ps.take(Round{Round: uint64(1000 + i), Params: p})
 		if evicted := i < 2; (got == nil) != evicted {
 			t.Fatalf("pool %d: taken %v, evicted %v", i, got != nil, evicted)
 		}

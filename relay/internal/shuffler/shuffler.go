@@ -98,16 +98,15 @@ func Blanket(p wire.Params) (randomizer.Randomizer, error) {
 // production. Sealing runs on up to workers goroutines (<= 0: GOMAXPROCS);
 // the values and the permutation depend on src only, not on scheduling.
 //
-// When a pool was registered for the round with Preseal, its value blocks
-// (sealed in the background while the round was open) are the first
-// dummies, and only the rest are drawn from src and sealed here; see
-// pool.go for why this leaves the batch's law unchanged.
+// Build seals every dummy here; Presealer.Build uses the dummies sealed in
+// the background while the round was open (its value blocks are the first
+// dummies, the rest are drawn from src and sealed here; see pool.go for why
+// this leaves the batch's law unchanged).
 func Build(r Round, real []wire.BatchMessage, src noise.Source, workers int) (wire.Batch, Stats, error) {
-	return build(r, real, src, workers, envelope.SealValues, takePool(r))
+	return build(r, real, src, workers, envelope.SealValues, nil)
 }
 
-// BuildFrom is Build with an explicit pool (nil: none) instead of the one
-// registered by Preseal. The pool must have been made for r (same round,
+// BuildFrom is Build with an explicit pool (nil: none). The pool must have been made for r (same round,
 // key and parameters); it is stopped and must not be reused.
 func BuildFrom(r Round, real []wire.BatchMessage, src noise.Source, workers int, pool *Pool) (wire.Batch, Stats, error) {
 	if pool != nil && (pool.key.round != r.Round || pool.key.pub != r.HPKEPub || pool.key.params != r.Params) {
