@@ -45,7 +45,7 @@ type OperatorData struct {
 // OperatorForm is the configuration form's fields, as the text of the
 // inputs (the aggregator parses and validates them).
 type OperatorForm struct {
-	Protocol     string // ss-simple, ss-double, ss-topk or secagg
+	Protocol     string // ss-simple, ss-double, ss-topk, secagg, apes or s-apes
 	EpsL         string // local budget of one report
 	Clip         string // clipping bound C
 	K            string // coordinates per client (empty: from Beta or the default d/50)
@@ -67,7 +67,7 @@ type ProtocolDefaults struct {
 }
 
 // Protocols are the choices of the protocol select.
-var Protocols = []string{"ss-simple", "ss-double", "ss-topk", "secagg"}
+var Protocols = []string{"ss-simple", "ss-double", "ss-topk", "secagg", "apes", "s-apes"}
 
 // Operator is the operator page. Without the operator's session it shows
 // the state and a password form (POST /operator/login); with it, the

@@ -167,6 +167,13 @@ func ProtocolDefaults(c Settings, sigma func() (float64, error)) []console.Proto
 		if p.Protocol == wire.ProtocolSecAgg {
 			f.Randomizer, f.EpsL = wire.RandomizerLaplace.String(), 0
 		}
+		// APES and S-APES use clip-laplace, the FLAME protocols never.
+		if proto, err := wire.ParseProtocol(name); err == nil && proto != wire.ProtocolSecAgg && proto.IsAPES() != p.Protocol.IsAPES() {
+			f.Randomizer = wire.RandomizerLaplace.String()
+			if proto.IsAPES() {
+				f.Randomizer = wire.RandomizerClipLaplace.String()
+			}
+		}
 		if name == wire.ProtocolSecAgg.String() {
 			sigma, err := sigma()
 			if err != nil {

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -70,3 +71,27 @@ func TestStateRoundsPending(t *testing.T) {
 		t.Errorf("form %+v", f)
 	}
 }
+
+// TestProtocolDefaultsEveryProtocol: the operator's protocol select gets
+// defaults for every shuffle protocol, APES and S-APES included, from a
+// FLAME configuration and from an APES one (the randomizer follows the
+// protocol: clip-laplace for APES, laplace for the others); secure
+// summation's needs σ, which this test does not give.
+func TestProtocolDefaultsEveryProtocol(t *testing.T) {
+	noSigma := func() (float64, error) { return 0, errTest }
+	apes := topk()
+	apes.Params.Protocol, apes.Params.Randomizer, apes.Params.K, apes.Params.L, apes.Params.NP = wire.ProtocolAPES, wire.RandomizerClipLaplace, 7850, 1, 200
+	for _, s := range []Settings{topk(), apes} {
+		got := map[string]bool{}
+		for _, d := range ProtocolDefaults(s, noSigma) {
+			got[d.Protocol] = true
+		}
+		for _, want := range []string{"ss-simple", "ss-double", "ss-topk", "apes", "s-apes"} {
+			if !got[want] {
+				t.Errorf("from %v: no defaults for %s (got %v)", s.Params.Protocol, want, got)
+			}
+		}
+	}
+}
+
+var errTest = errors.New("no sigma in this test")
