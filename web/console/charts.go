@@ -70,6 +70,14 @@ type AuditView struct {
 	Exceeds                    bool
 }
 
+// Short is a finished audit in a few words for the projected page.
+func (a AuditView) Short() string {
+	if a.Exceeds {
+		return fmt.Sprintf("Audit warning: an attack shows ε ≥ %s per round, above the %s charged. Stop and report it.", fmtEps(a.Lower), fmtEps(a.Charged))
+	}
+	return fmt.Sprintf("Audited: the strongest attack we run proves only ε ≥ %s per round, below the %s charged.", fmtEps(a.Lower), fmtEps(a.Charged))
+}
+
 // Text is the audit in one plain sentence ("" when the audit is off).
 func (a AuditView) Text() string {
 	switch a.State {

@@ -535,11 +535,17 @@ func TestDashboardAudit(t *testing.T) {
 	if !strings.Contains(done, `id="audit"`) || !strings.Contains(done, "ε ≥ 0.25") || !strings.Contains(done, "charges 3 per round") || !strings.Contains(done, `<p id="audit" class="hint" data-state="done"`) {
 		t.Errorf("done audit not shown as expected")
 	}
+	if !strings.Contains(done, `<p id="audit-summary" class="words">Audited: the strongest attack we run proves only ε ≥ 0.25 per round, below the 3 charged.`) {
+		t.Errorf("done audit not summarized under the privacy meter")
+	}
 	leak := render(AuditView{State: "done", Lower: 4.5, Charged: 3, Confidence: 0.95, Trials: 50, Exceeds: true})
-	if !strings.Contains(leak, `class="hint warn"`) || !strings.Contains(leak, "Audit warning") {
+	if !strings.Contains(leak, `class="hint warn"`) || !strings.Contains(leak, `<p id="audit-summary" class="words warn">Audit warning`) {
 		t.Errorf("an audited bound above the charge is not a warning")
 	}
-	if off := render(AuditView{State: "off"}); strings.Contains(off, `id="audit"`) {
+	if off := render(AuditView{State: "off"}); strings.Contains(off, `id="audit"`) || strings.Contains(off, `id="audit-summary"`) {
 		t.Errorf("an audit that is off is shown")
+	}
+	if running := render(AuditView{State: "running"}); !strings.Contains(running, `id="audit"`) || strings.Contains(running, `id="audit-summary"`) {
+		t.Errorf("a running audit: the details line only")
 	}
 }
