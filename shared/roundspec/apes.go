@@ -34,6 +34,11 @@ import (
 // the n_p budgets at ε*, whatever the volunteers chose: the charge never
 // depends on their claims.
 //
+// S-APES announces n_p = 1, so the relay raises n_p to n and never pads
+// (Check refuses any other n_p): dummies would serve no charge, and a
+// dummy could not follow the law of a real report's post-selected values
+// without simulating a whole virtual report per dummy.
+//
 // S-APES is charged its local guarantee, EpsL per round (no amplification
 // claimed): its post-sparsification selects each volunteer's kept
 // coordinates from the whole perturbed vector before the shuffle, so its
@@ -100,7 +105,15 @@ func (apes) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 type sapes struct{}
 
 func (sapes) Wire() wire.Protocol                { return wire.ProtocolSAPES }
-func (sapes) Check(p wire.Params) error          { return checkAPES(p) }
+func (sapes) Check(p wire.Params) error {
+	if err := checkAPES(p); err != nil {
+		return err
+	}
+	if p.NP != 1 {
+		return fmt.Errorf("%w: s-apes pads nothing (n_p = 1, raised to n by the relay), got n_p = %d: its charge claims no amplification, and a relay dummy could not follow the law of a real report's post-selected values", ErrLayout, p.NP)
+	}
+	return nil
+}
 func (sapes) Perturbed(p wire.Params) int        { return int(p.D) }
 func (sapes) Changed(p wire.Params) int          { return int(p.D) }
 func (sapes) Mechanism() mechanism.Protocol      { return 0 }
@@ -109,6 +122,9 @@ func (sapes) Overflow() mechanism.OverflowPolicy { return mechanism.OverflowRais
 func (sapes) sparseB(p wire.Params) int          { return int(p.K) }
 func (sapes) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 	p := apesDefaults(n, o)
+	if o.NP == 0 {
+		p.NP = 1 // no dummies (Check)
+	}
 	p.K = uint32(chooseK(d, o))
 	return p, 1, nil
 }

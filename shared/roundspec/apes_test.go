@@ -360,7 +360,7 @@ func TestAPESRelease(t *testing.T) {
 // dummies admissible, budget dummies exactly 1); unequal columns (which
 // complete reports never produce) are padded column by column.
 func TestAPESNoDummiesUnlessShort(t *testing.T) {
-	spec := newAPESSpec(t, wire.ProtocolSAPES, 6, 10, 1, Options{NP: 4})
+	spec := newAPESSpec(t, wire.ProtocolAPES, 6, 10, 1, Options{NP: 4})
 	x := []float64{1, -1, 0.2, 0, 0, 0.3}
 	b := apesRound(t, spec, levels(10, 0.5), x, noise.NewSeeded(1))
 	if b.NP != 10 || b.Stats.DummyMessages != 0 || len(b.Messages) != 70 {
@@ -424,5 +424,24 @@ func TestAPESNoiseStd(t *testing.T) {
 	t.Logf("estimate sd %v, NoiseStd/sqrt(n) %v", got, want)
 	if math.Abs(got-want) > 0.1*want {
 		t.Errorf("estimate sd %v, NoiseStd/sqrt(n) %v", got, want)
+	}
+}
+
+// TestSAPESPadsNothing: S-APES announces n_p = 1, so the relay raises n_p
+// to the report count and adds no dummy even in a short round; any other
+// n_p is refused as a layout without a proof.
+func TestSAPESPadsNothing(t *testing.T) {
+	spec := newAPESSpec(t, wire.ProtocolSAPES, 6, 10, 1, Options{K: 2})
+	if spec.Params().NP != 1 {
+		t.Fatalf("s-apes announces n_p = %d", spec.Params().NP)
+	}
+	b := apesRound(t, spec, levels(2, 0.5), []float64{1, -1, 0.2, 0, 0, 0.3}, noise.NewSeeded(3))
+	if b.NP != 2 || b.Stats.DummyMessages != 0 || len(b.Messages) != 14 {
+		t.Fatalf("short round: n_p %d, %d dummies, %d messages", b.NP, b.Stats.DummyMessages, len(b.Messages))
+	}
+	p := spec.Params()
+	p.NP = 4
+	if _, err := New(p); !errors.Is(err, ErrLayout) {
+		t.Fatalf("s-apes with n_p 4: %v", err)
 	}
 }

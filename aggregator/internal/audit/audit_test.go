@@ -40,7 +40,11 @@ func small(t *testing.T, proto wire.Protocol, rz wire.Randomizer, epsL float64) 
 // (roundspec.Spec.Dummy).
 func smallAPES(t *testing.T, proto wire.Protocol, epsL float64) *roundspec.Spec {
 	t.Helper()
-	p, _, err := roundspec.Build(8, 30, roundspec.Options{Protocol: proto, Randomizer: wire.RandomizerClipLaplace, K: 2, NP: 36, EpsL: epsL, Clip: 0.5, MinBatch: 1})
+	np := 36 // APES: 6 relay dummies per column
+	if proto == wire.ProtocolSAPES {
+		np = 0 // S-APES pads nothing (roundspec: n_p = 1, raised to n)
+	}
+	p, _, err := roundspec.Build(8, 30, roundspec.Options{Protocol: proto, Randomizer: wire.RandomizerClipLaplace, K: 2, NP: np, EpsL: epsL, Clip: 0.5, MinBatch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +95,11 @@ func TestAuditBelowCharge(t *testing.T) {
 			t.Fatalf("%v: %v", proto, err)
 		}
 		t.Logf("%v: n_p %d, charged %.3f, audited lower bound %.3f", proto, res.NP, res.Charged, res.EpsLower)
-		if !(res.Charged > 0) || res.EpsLower > res.Charged || res.NP != 36 || len(res.Findings) != len(attacks)+len(apesAttacks) {
+		wantNP := 36 // APES: 30 reports and 6 relay dummies per column
+		if proto == wire.ProtocolSAPES {
+			wantNP = 30 // S-APES: no dummies
+		}
+		if !(res.Charged > 0) || res.EpsLower > res.Charged || res.NP != wantNP || len(res.Findings) != len(attacks)+len(apesAttacks) {
 			t.Errorf("%v: lower bound %.3f above the charge %.3f (n_p %d): %+v", proto, res.EpsLower, res.Charged, res.NP, res.Findings)
 		}
 	}

@@ -80,6 +80,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if proto == wire.ProtocolSSSimple {
 				o.NP = max(*np, *n)
 			}
+			if proto == wire.ProtocolSAPES {
+				o.NP = 0 // S-APES pads nothing (roundspec announces n_p = 1)
+			}
 			p, _, err := roundspec.Build(*d, *n, o)
 			if err != nil {
 				fmt.Fprintf(stderr, "audit: %v/%v: %v\n", proto, rz, err)

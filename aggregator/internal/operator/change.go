@@ -151,7 +151,7 @@ func Plan(c ConfigChange, cur Current) (wire.Params, float64, time.Duration, err
 			}
 			f.Sigma = sigma
 		}
-	} else if proto != wire.ProtocolSSSimple {
+	} else if proto != wire.ProtocolSSSimple && proto != wire.ProtocolSAPES { // S-APES pads nothing (roundspec)
 		// Width is k (one message per group), so n_p must make d*n_p a
 		// multiple of k: mechanism.FeasibleNP.
 		width := k
