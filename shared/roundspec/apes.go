@@ -104,7 +104,7 @@ func (apes) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 // coordinate's distribution depends on the data.
 type sapes struct{}
 
-func (sapes) Wire() wire.Protocol                { return wire.ProtocolSAPES }
+func (sapes) Wire() wire.Protocol { return wire.ProtocolSAPES }
 func (sapes) Check(p wire.Params) error {
 	if err := checkAPES(p); err != nil {
 		return err
