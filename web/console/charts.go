@@ -75,6 +75,9 @@ func (a AuditView) Short() string {
 	if a.Exceeds {
 		return fmt.Sprintf("Audit warning: an attack shows ε ≥ %s per round, above the %s charged. Stop and report it.", fmtEps(a.Lower), fmtEps(a.Charged))
 	}
+	if a.Lower == 0 {
+		return fmt.Sprintf("Audited: the strongest attack we run on this configuration found no leak (ε ≥ 0 per round; %s charged).", fmtEps(a.Charged))
+	}
 	return fmt.Sprintf("Audited: the strongest attack we run proves only ε ≥ %s per round, below the %s charged.", fmtEps(a.Lower), fmtEps(a.Charged))
 }
 
