@@ -206,13 +206,20 @@ type batchSpec struct {
 	reports uint32
 	value   func(i, t int) float64
 	tamper  map[int]bool // messages whose sealed bytes are flipped
+	// np is the batch's n_p (0: the announced p.NP), as a relay that
+	// raised it (SS-Simple, APES, S-APES) sends it.
+	np uint32
 }
 
 func makeBatch(t testing.TB, pub envelope.PublicKey, p wire.Params, s batchSpec) []byte {
 	t.Helper()
 	w := int(p.Width)
-	n := p.BatchMessages(p.NP)
-	b := wire.Batch{Round: s.round, D: p.Columns(), Width: p.Width, NP: p.NP, Reports: s.reports, CheckedIn: s.reports + 1,
+	np := p.NP
+	if s.np != 0 {
+		np = s.np
+	}
+	n := p.BatchMessages(np)
+	b := wire.Batch{Round: s.round, D: p.Columns(), Width: p.Width, NP: np, Reports: s.reports, CheckedIn: s.reports + 1,
 		Population: s.reports + 3}
 	perRound := int(p.Columns()) / w
 	for i := range n {

@@ -25,6 +25,9 @@ func TestEveryProtocolRandomizerRuns(t *testing.T) {
 			if rz == wire.RandomizerRGB {
 				o.Buckets = 4
 			}
+			if proto.Wire() == wire.ProtocolSAPES {
+				o.NP = 0 // S-APES pads nothing: n_p = 1, raised to the 4 reports
+			}
 			p, _, err := roundspec.Build(8, 4, o)
 			if err != nil {
 				t.Fatalf("%v/%v: %v", proto.Wire(), rz, err)
@@ -41,7 +44,7 @@ func TestEveryProtocolRandomizerRuns(t *testing.T) {
 				}
 				// 0.75 is admissible for every randomizer (on R_{γ,b}'s
 				// grid for b = 4).
-				rep := h.sendBatch(makeBatch(t, h.srv.PublicKey(), p, batchSpec{round: r, reports: 4, value: constValue(0.75)}))
+				rep := h.sendBatch(makeBatch(t, h.srv.PublicKey(), p, batchSpec{round: r, reports: 4, value: constValue(0.75), np: max(p.NP, 4)}))
 				if rep.Status != wire.BatchStatusOK || rep.RejectedValue != 0 || rep.RejectedOpen != 0 {
 					t.Fatalf("%s round %d: reply %+v", name, r, rep)
 				}
