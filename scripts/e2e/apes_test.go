@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
-	"github.com/blanket-fl/blanket/scripts/internal/localrun"
-	"github.com/blanket-fl/blanket/shared/dataset/sample"
 )
 
 // TestAPESOverLoopback: APES through the real relay and aggregator
@@ -35,30 +32,12 @@ func TestAPESOverLoopback(t *testing.T) {
 	const clients, rounds = 20, 2
 	cl := deployment(t, clients, "-protocol", "apes", "-epsl", strconv.Itoa(8*7850), "-rounds", strconv.Itoa(rounds),
 		"-epsilon", "1e7", "-check-in", "1", "-min-batch", "10", "-round-timeout", "45s")
-	ctx, cancel := context.WithCancel(context.Background())
-	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.DiscardHandler)
+	c := cohort.Config{Clients: clients, Seed: 7, Personal: func(i int) float64 { return []float64{0, 0.5}[i%2] }}
 	if testing.Verbose() {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
-			Dataset: sample.Name, Seed: 7, SeededNoise: true, Logger: logger,
-			Personal: func(i int) float64 { return []float64{0, 0.5}[i%2] }})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var rs []localrun.Round
-	for deadline, want := time.Now().Add(9*time.Minute), rounds; time.Now().Before(deadline) && len(rs) < rounds; want++ {
-		rs = ok(waitRounds(t, cl, want, time.Until(deadline)))
-	}
-	if len(rs) < rounds {
-		t.Fatalf("%d rounds ok, want %d: %+v", len(rs), rounds, rs)
-	}
+	startCohort(t, cl, c, nil)
+	rs := waitOK(t, cl, rounds, 9*time.Minute)
 	prev := 0.0
 	for _, r := range rs {
 		t.Logf("round %d: n %d, n_p %d, accuracy %v, epsilon %v by %s", r.Round, r.N, r.NP, deref(r.Accuracy), deref(r.EpsilonTightest), r.Method)

@@ -18,6 +18,7 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/envelope"
 )
 
 var bins localrun.Binaries
@@ -58,21 +59,53 @@ func deployment(t *testing.T, nClients int, aggArgs ...string) *localrun.Cluster
 	return cl
 }
 
-// startCohort runs nClients volunteers until the test ends.
-func startCohort(t *testing.T, cl *localrun.Cluster, nClients int) {
+// startCohort runs c.Clients native volunteers on the embedded digits
+// (c's relay, key, shard size, data set and seeded noise filled in; seed 3
+// unless c.Seed is set) and, if extra is not nil, one more volunteer of the
+// test's own making, until the test ends.
+func startCohort(t *testing.T, cl *localrun.Cluster, c cohort.Config, extra func(ctx context.Context, relay string, key envelope.PublicKey) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Relay, c.Key, c.PerUser, c.Dataset, c.SeededNoise = cl.WebSocketURL(), key, 8000/c.Clients, sample.Name, true
+	if c.Seed == 0 {
+		c.Seed = 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: nClients, PerUser: 8000 / nClients,
-			Dataset: sample.Name, Seed: 3, SeededNoise: true, Logger: slog.New(slog.DiscardHandler)})
+		cohort.Run(ctx, c)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	extraDone := make(chan struct{})
+	go func() {
+		defer close(extraDone)
+		if extra != nil {
+			extra(ctx, cl.WebSocketURL(), key)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; <-extraDone })
+}
+
+// waitOK waits up to within for `rounds` ok rounds (a round may abort, the
+// first while the volunteers connect, so it keeps waiting for one more
+// finished round until enough are ok) and returns the ok rounds, failing
+// the test if there are fewer.
+func waitOK(t *testing.T, cl *localrun.Cluster, rounds int, within time.Duration) []localrun.Round {
+	t.Helper()
+	var rs []localrun.Round
+	for deadline, want := time.Now().Add(within), rounds; time.Now().Before(deadline) && len(rs) < rounds; want++ {
+		rs = ok(waitRounds(t, cl, want, time.Until(deadline)))
+	}
+	if len(rs) < rounds {
+		t.Fatalf("%d rounds ok, want %d: %+v", len(rs), rounds, rs)
+	}
+	return rs
 }
 
 // waitRounds polls the aggregator until at least `want` rounds have
@@ -120,7 +153,7 @@ func ok(rs []localrun.Round) []localrun.Round {
 func TestTrainingOverLoopback(t *testing.T) {
 	const clients, rounds = 60, 6
 	cl := deployment(t, clients, "-rounds", strconv.Itoa(rounds))
-	startCohort(t, cl, clients)
+	startCohort(t, cl, cohort.Config{Clients: clients}, nil)
 	rs := ok(waitRounds(t, cl, rounds, 5*time.Minute))
 	if len(rs) < rounds {
 		t.Fatalf("%d rounds ok, want %d: %+v", len(rs), rounds, rs)
@@ -148,7 +181,7 @@ func TestTrainingOverLoopback(t *testing.T) {
 func TestAggregatorRestartResumes(t *testing.T) {
 	const clients = 60
 	cl := deployment(t, clients, "-rounds", "4")
-	startCohort(t, cl, clients)
+	startCohort(t, cl, cohort.Config{Clients: clients}, nil)
 	before := ok(waitRounds(t, cl, 2, 3*time.Minute))
 	if err := cl.StopAggregator(); err != nil {
 		t.Fatal(err)
@@ -190,7 +223,7 @@ func TestRelayKilledMidRound(t *testing.T) {
 	// A quota the cohort cannot reach keeps each round open until its
 	// deadline, so the kill lands mid-round.
 	cl := deployment(t, clients, "-rounds", "3", "-quota", "1000", "-round-timeout", "6s", "-batch-grace", "5s")
-	startCohort(t, cl, clients)
+	startCohort(t, cl, cohort.Config{Clients: clients}, nil)
 	time.Sleep(3 * time.Second)
 	if err := cl.KillRelay(); err != nil {
 		t.Fatal(err)

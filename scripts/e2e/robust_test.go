@@ -3,15 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
-	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/scripts/internal/wsclient"
-	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -32,28 +29,8 @@ import (
 func TestShuffleBoundaryAttackerOverLoopback(t *testing.T) {
 	const clients, rounds = 60, 6
 	cl := deployment(t, clients+1, "-rounds", strconv.Itoa(rounds))
-	ctx, cancel := context.WithCancel(context.Background())
-	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
-			Dataset: sample.Name, Seed: 3, SeededNoise: true, Logger: slog.New(slog.DiscardHandler)})
-	}()
-	bad := make(chan error, 1)
-	go func() { bad <- boundaryVolunteer(ctx, cl.WebSocketURL(), key) }()
-	t.Cleanup(func() { cancel(); <-done; <-bad })
-
-	var rs []localrun.Round
-	for deadline, want := time.Now().Add(5*time.Minute), rounds; time.Now().Before(deadline) && len(rs) < rounds; want++ {
-		rs = ok(waitRounds(t, cl, want, time.Until(deadline)))
-	}
-	if len(rs) < rounds {
-		t.Fatalf("%d rounds ok, want %d: %+v", len(rs), rounds, rs)
-	}
+	startCohort(t, cl, cohort.Config{Clients: clients}, boundaryVolunteer)
+	rs := waitOK(t, cl, rounds, 5*time.Minute)
 	for _, r := range rs {
 		if r.N != clients+1 {
 			t.Errorf("round %d: %d reports accepted, want the %d honest ones and the attacker's", r.Round, r.N, clients)

@@ -2,15 +2,12 @@ package e2e
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
-	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/scripts/internal/wsclient"
-	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/roundspec"
@@ -32,30 +29,9 @@ func TestSecAggOverLoopback(t *testing.T) {
 	const clients, rounds = 40, 3
 	cl := deployment(t, clients+1, "-protocol", "secagg", "-rounds", strconv.Itoa(rounds), "-epsilon", "50", "-check-in", "1",
 		"-min-batch", "20", "-round-timeout", "40s")
-	ctx, cancel := context.WithCancel(context.Background())
-	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
-			Dataset: sample.Name, Seed: 5, SeededNoise: true, Logger: slog.New(slog.DiscardHandler)})
-	}()
-	bad := make(chan error, 1)
-	go func() { bad <- malicious(ctx, cl.WebSocketURL(), key) }()
-	t.Cleanup(func() { cancel(); <-done; <-bad })
-
-	// The first round may abort while the volunteers connect: wait for
-	// rounds ok ones.
-	var rs []localrun.Round
-	for deadline, want := time.Now().Add(5*time.Minute), rounds; time.Now().Before(deadline) && len(rs) < rounds; want++ {
-		rs = ok(waitRounds(t, cl, want, time.Until(deadline)))
-	}
-	if len(rs) < rounds {
-		t.Fatalf("%d rounds ok, want %d: %+v", len(rs), rounds, rs)
-	}
+	startCohort(t, cl, cohort.Config{Clients: clients, Seed: 5}, malicious)
+	// The first round may abort while the volunteers connect.
+	rs := waitOK(t, cl, rounds, 5*time.Minute)
 	prev := 0.0
 	for _, r := range rs {
 		if r.N != clients {
