@@ -266,12 +266,36 @@ func calibrate(h0, h1 []float64, alpha, delta float64) (thr, dir float64) {
 			bestLB, bestMild, best, thr, dir = lb, mild, s, t, d
 		}
 	}
-	for _, t := range all {
+	for i, t := range all {
+		if !calibrateCandidate(i, len(all)) {
+			continue
+		}
 		consider(above(b, t), above(a, t), t, 1)
 		consider(below(b, t), below(a, t), t, -1)
 	}
 	return thr, dir
 }
+
+// calibrateCandidate reports whether calibrate tries the i-th of n
+// distinct values as a threshold: all of them up to calibrateAll; beyond,
+// the calibrateTail smallest and largest (where the thresholds of large
+// bounds lie) and about calibrateAll − 2·calibrateTail evenly spaced ones
+// between (each try costs two Beta quantiles; secure summation's
+// statistic takes tens of thousands of distinct values). Any threshold
+// chosen on calibration trials leaves the evaluation's bounds valid; the
+// thinning can only make the choice less good.
+func calibrateCandidate(i, n int) bool {
+	if n <= calibrateAll || i < calibrateTail || i >= n-calibrateTail {
+		return true
+	}
+	step := (n - 2*calibrateTail) / (calibrateAll - 2*calibrateTail)
+	return (i-calibrateTail)%max(step, 1) == 0
+}
+
+const (
+	calibrateAll  = 4000
+	calibrateTail = 1000
+)
 
 // epsLower is ln((TPR_lo - delta)/FPR_hi) with one-sided Clopper-Pearson
 // bounds at level alpha each (0 when not positive).

@@ -1,0 +1,433 @@
+package audit
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Secure summation (docs/secagg.md, "Audit").
+//
+// What is audited. The ledger charges a secure-summation round for ONE
+// server's discrete Gaussian noise (privacy/secagg.go: the aggregator may
+// know its own), for replacing one volunteer's data (sensitivity 2Δ, or
+// group privacy on add/remove), at check-in rate q. The audit attacks
+// exactly that release: Σ_i q_i + K, K the relay's noise, drawn by the
+// relay's own code path — secagg.Helper's aggregate share of an empty
+// batch, AggregateShare.AddNoise, the 'A' message it sends (serverNoise) —
+// so the sampler, its parameters and the encoding are the shipped ones.
+// With SecAggOptions.BothServers the leader's noise is added as well (the
+// release when both servers are honest, which the ledger does not credit).
+//
+// Neighbours (replace-one, the relation the ledger charges): the target's
+// update is +C·e_j under H1 and −C·e_j under H0 (two full-norm clipped
+// updates in opposite directions: the quantized vectors differ by 2c in
+// coordinate j, c = Params.ClipUnits(), the largest change one volunteer
+// can make in one direction), everyone else's updates fixed (n − 1
+// full-norm updates in seeded random directions, quantized once by
+// secagg.Quantize: the adversary may know them, the worst case). Under
+// Poisson check-in the target takes part with probability q under both
+// hypotheses (its coin is not its data).
+//
+// Reduction to the canary coordinate, and why it is exact. The release is
+// S = Σ_{i≠t} q_i + q_t + K with K's coordinates i.i.d. N_Z(0, σ²),
+// independent of everything else. The two hypotheses differ only in
+// coordinate j; every other coordinate of S has the same law under both
+// and is independent of coordinate j, so coordinate j is sufficient and
+// the likelihood ratio is a function of S_j − Σ_{i≠t} q_{i,j} alone (the
+// others' sum is known); for one server's discrete Gaussian it is
+// monotone in it (log ratio = 2c·(S_j − base_j)/σ² for a present target),
+// so the threshold test on it is the Neyman-Pearson optimal test, and
+// calibrate's choice of threshold and direction covers it. Over R rounds
+// the sum of the R centred coordinates is the statistic (sufficient for
+// the Gaussian shift). Hence each trial needs, per round, one coordinate
+// of the relay's noise, and one relay noise vector of dimension d serves
+// d trials (its coordinates are independent). The VDAF's unsharded sum is
+// exactly Σ q_i + K_relay + K_leader (TestSecAggPathMatchesVDAF runs the
+// real Shard, Prepare, Combine, Finish, AddNoise and Unshard on a small d
+// and checks equality with this path on the same seeds); what the VDAF
+// adds beyond the integer sum — the validity proof, the field — only
+// rejects malformed reports and changes no honest release.
+//
+// The canary's quantization: Quantize of C·e_j at dimension d clips by the
+// norm (C), scales and rounds each coordinate independently; the zero
+// coordinates round to 0 and the conditional-rounding check cannot
+// resample (|q_j| <= ⌈c⌉ keeps q_j² under NormBoundSq at any dimension),
+// so q_j has the law of Quantize of the one-coordinate vector (C) under
+// the same Clip, Scale, Bits and Beta, which is what each trial runs.
+
+// NeighboursReplaceOne names secure summation's neighbouring datasets: the
+// target's full-norm update against its opposite.
+const NeighboursReplaceOne Neighbours = "replace-one"
+
+// SecAggAttack names the secure-summation audit's one attack.
+const SecAggAttack = "likelihood ratio on the canary direction"
+
+// SecAggOptions configure RunSecAgg. Zero fields take the defaults.
+type SecAggOptions struct {
+	// Volunteers is the number of reports per round, the target included
+	// (default 30).
+	Volunteers int
+	// Trials per hypothesis and phase (calibration, evaluation); default
+	// 100,000.
+	Trials int
+	// Rounds is the number of releases each trial composes (default 1:
+	// one round against the per-round charge).
+	Rounds int
+	// Alpha is the one-sided error of each Clopper-Pearson bound (default
+	// 1e-3); Delta the δ of the bound and the charge (default 1e-5).
+	Alpha, Delta float64
+	// Seed seeds every random choice.
+	Seed uint64
+	// NoiseSigma, if positive, is the σ the servers actually add (tests:
+	// an under-charged canary at Sigma/k); the charge stays the spec's.
+	NoiseSigma float64
+	// BothServers adds the leader's noise too (not credited by the
+	// ledger; the release when both servers are honest).
+	BothServers bool
+}
+
+func (o SecAggOptions) withDefaults() (SecAggOptions, error) {
+	if o.Volunteers == 0 {
+		o.Volunteers = 30
+	}
+	if o.Trials == 0 {
+		o.Trials = 100_000
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+	}
+	if o.Alpha == 0 {
+		o.Alpha = 1e-3
+	}
+	if o.Delta == 0 {
+		o.Delta = 1e-5
+	}
+	if o.Volunteers < 1 || o.Trials < 10 || o.Rounds < 1 || !(o.Alpha > 0 && o.Alpha < 0.5) || !(o.Delta > 0 && o.Delta < 1) || o.NoiseSigma < 0 {
+		return o, fmt.Errorf("audit: invalid secagg options %+v", o)
+	}
+	return o, nil
+}
+
+// SecAggResult is RunSecAgg's outcome.
+type SecAggResult struct {
+	// Charged is the ε the ledger charges for Rounds rounds of the spec
+	// (privacy.Account's tightest proven row: replace-one) at Delta.
+	Charged float64 `json:"charged"`
+	Rounds  int     `json:"rounds"`
+	Delta   float64 `json:"delta"`
+	Trials  int     `json:"trials"`
+	// Sigma is the σ of the noise added (the spec's unless NoiseSigma),
+	// Shift the canary pair's difference in the canary coordinate (2c,
+	// integer units), CheckIn the target's check-in probability,
+	// Servers how many servers' noise the release carries (1: the
+	// credited relay's).
+	Sigma   float64 `json:"sigma"`
+	Shift   float64 `json:"shift"`
+	CheckIn float64 `json:"check_in"`
+	Servers int     `json:"servers"`
+	// TPR and FPR are the evaluation trials' rates at the threshold
+	// chosen on the calibration trials; EpsLower the lower bound.
+	TPR      float64 `json:"tpr"`
+	FPR      float64 `json:"fpr"`
+	EpsLower float64 `json:"eps_lower"`
+	// Ceiling and Detectable (power.go): the largest bound these trials
+	// can show, and the smallest true ε of a Gaussian-shaped leak this
+	// run would have shown above the charge with probability >= 1/2
+	// (0 when none: Ceiling <= Charged).
+	Ceiling    float64 `json:"ceiling"`
+	Detectable float64 `json:"detectable,omitempty"`
+}
+
+// RunSecAgg audits Rounds rounds of a secure-summation spec (see the
+// comment above): Trials calibration and Trials evaluation trials per
+// hypothesis, the relay's real noise path, the likelihood-ratio test on
+// the canary coordinate with its threshold chosen on the calibration
+// trials, and ε_lower = ln((TPR_lo − δ)/FPR_hi) with one-sided
+// Clopper-Pearson bounds at Alpha each on the evaluation trials.
+//
+// Guarantee: if the release the ledger credits is (ε, δ)-DP for
+// replace-one with ε = Charged, EpsLower exceeds Charged with probability
+// at most 2·Alpha (Kairouz et al. 2015's hypothesis-testing
+// characterization). With NoiseSigma set the mechanism audited is not the
+// spec's, and EpsLower is a lower bound on that mechanism's ε.
+func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (SecAggResult, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return SecAggResult{}, err
+	}
+	if spec == nil || spec.Params().Protocol != wire.ProtocolSecAgg {
+		return SecAggResult{}, errors.New("audit: not a secure-summation spec")
+	}
+	p, err := spec.SecAgg()
+	if err != nil {
+		return SecAggResult{}, fmt.Errorf("audit: %w", err)
+	}
+	np := p
+	if opts.NoiseSigma > 0 && opts.NoiseSigma != p.Sigma {
+		if np, err = secagg.NewParams(p.Dim, p.Clip, p.Bits, opts.NoiseSigma, p.MaxReports); err != nil {
+			return SecAggResult{}, fmt.Errorf("audit: noise parameters: %w", err)
+		}
+	}
+	// The canary's one-coordinate parameters (see the comment above).
+	p1 := p
+	p1.Dim, p1.ChunkLength = 1, 1
+	if err := p1.Validate(); err != nil {
+		return SecAggResult{}, fmt.Errorf("audit: canary parameters: %w", err)
+	}
+	qIn := spec.Params().CheckInP
+	res := SecAggResult{Rounds: opts.Rounds, Delta: opts.Delta, Trials: opts.Trials, Sigma: np.Sigma, CheckIn: qIn, Servers: 1}
+	if opts.BothServers {
+		res.Servers = 2
+	}
+	base, err := othersSum(p, opts.Volunteers-1, opts.Seed)
+	if err != nil {
+		return SecAggResult{}, err
+	}
+	ns, err := newNoiseStream(np, opts.Seed, opts.BothServers)
+	if err != nil {
+		return SecAggResult{}, err
+	}
+	src := noise.NewSeeded(opts.Seed ^ 0xca2a)
+	var stats [2][2][]float64 // [phase][hypothesis][trial]
+	var canary [2]int64
+	for phase := range 2 {
+		for h := range 2 {
+			stats[phase][h] = make([]float64, opts.Trials)
+			sign := float64(2*h - 1) // H1: +C, H0: −C
+			for t := range opts.Trials {
+				if t%4096 == 0 {
+					if err := ctx.Err(); err != nil {
+						return SecAggResult{}, fmt.Errorf("audit: %w", err)
+					}
+				}
+				s := 0.0
+				for range opts.Rounds {
+					k, j, err := ns.next(ctx)
+					if err != nil {
+						return SecAggResult{}, err
+					}
+					var q int64
+					if qIn >= 1 || noise.Bernoulli(src, qIn) {
+						qs, err := secagg.Quantize(p1, []float64{sign * p.Clip}, src)
+						if err != nil {
+							return SecAggResult{}, fmt.Errorf("audit: canary: %w", err)
+						}
+						q = qs[0]
+						canary[h] = q
+					}
+					// The released coordinate, then centred by the
+					// known sum of everyone else's.
+					release := base[j] + q + k
+					s += float64(release - base[j])
+				}
+				stats[phase][h][t] = s
+			}
+		}
+	}
+	res.Shift = float64(canary[1] - canary[0])
+	thr, dir := calibrate(stats[0][0], stats[0][1], opts.Alpha, opts.Delta)
+	tp, fp := 0, 0
+	for t := range opts.Trials {
+		if dir*stats[1][1][t] > dir*thr {
+			tp++
+		}
+		if dir*stats[1][0][t] > dir*thr {
+			fp++
+		}
+	}
+	res.TPR, res.FPR = float64(tp)/float64(opts.Trials), float64(fp)/float64(opts.Trials)
+	res.EpsLower = epsLower(tp, fp, opts.Trials, opts.Alpha, opts.Delta)
+	if res.Charged, err = secAggCharge(spec, opts.Volunteers, opts.Rounds, opts.Delta); err != nil {
+		return SecAggResult{}, err
+	}
+	res.Ceiling = Ceiling(opts.Trials, opts.Alpha, opts.Delta)
+	res.Detectable, _ = Detectable(opts.Trials, opts.Alpha, opts.Delta, res.Charged)
+	return res, nil
+}
+
+// secAggCharge is the ledger's charge for rounds rounds of spec at n
+// reports: privacy.Account's tightest proven row.
+func secAggCharge(spec *roundspec.Spec, n, rounds int, delta float64) (float64, error) {
+	rs := make([]privacy.Release, rounds)
+	for r := range rs {
+		rs[r] = spec.Release(r+1, n, 0)
+	}
+	rep, err := privacy.Account(rs, delta)
+	if err != nil {
+		return 0, fmt.Errorf("audit: charge: %w", err)
+	}
+	if rep.Tightest < 0 {
+		return 0, errors.New("audit: the accountant has no proven bound for this spec")
+	}
+	return rep.Rows[rep.Tightest].Epsilon, nil
+}
+
+// othersSum is Σ q_i over n others: full-norm updates in seeded random
+// directions, each quantized by secagg.Quantize.
+func othersSum(p secagg.Params, n int, seed uint64) ([]int64, error) {
+	src := noise.NewSeeded(seed ^ 0x07e5)
+	sum := make([]int64, p.Dim)
+	x := make([]float64, p.Dim)
+	for range n {
+		for j := range x {
+			x[j] = 2*noise.Uniform(src) - 1
+		}
+		// Quantize clips to norm Clip: scale up so that it does.
+		for j := range x {
+			x[j] *= 1e3 * p.Clip
+		}
+		q, err := secagg.Quantize(p, x, src)
+		if err != nil {
+			return nil, fmt.Errorf("audit: others: %w", err)
+		}
+		for j, v := range q {
+			sum[j] += v
+		}
+	}
+	return sum, nil
+}
+
+// noiseStream hands out the relay's noise one coordinate at a time, with
+// the coordinate's index: a fresh noise vector (serverNoise on a new
+// round) every Dim draws.
+type noiseStream struct {
+	r     *secagg.Round
+	seed  uint64
+	both  bool
+	buf   []int64
+	i     int
+	round uint64
+}
+
+func newNoiseStream(p secagg.Params, seed uint64, both bool) (*noiseStream, error) {
+	r, err := secagg.NewRound(p, 1)
+	if err != nil {
+		return nil, fmt.Errorf("audit: noise round: %w", err)
+	}
+	return &noiseStream{r: r, seed: seed, both: both}, nil
+}
+
+func (s *noiseStream) next(ctx context.Context) (k int64, j int, err error) {
+	if s.i == len(s.buf) {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, fmt.Errorf("audit: %w", err)
+		}
+		s.round++
+		if s.buf, err = serverNoise(s.r, false, noise.NewSeeded(s.seed^s.round<<24^0x2e1a)); err != nil {
+			return 0, 0, err
+		}
+		if s.both {
+			l, err := serverNoise(s.r, true, noise.NewSeeded(s.seed^s.round<<24^0x1ead))
+			if err != nil {
+				return 0, 0, err
+			}
+			for i := range s.buf {
+				s.buf[i] += l[i]
+			}
+		}
+		s.i = 0
+	}
+	k, j = s.buf[s.i], s.i
+	s.i++
+	return k, j, nil
+}
+
+// field128 is the modulus of Prio3's Field128 (draft-irtf-cfrg-vdaf,
+// Section 6.1.2): 2^66 · 4611686018427387897 + 1.
+var field128 = func() *big.Int {
+	p := new(big.Int).SetUint64(4611686018427387897)
+	p.Lsh(p, 66)
+	return p.Add(p, big.NewInt(1))
+}()
+
+// serverNoise runs one server's noise step on an empty batch of round r,
+// as the relay (leader false: Prio3 aggregator 1, secagg.Helper) or the
+// aggregator (leader true) does in a real round: both servers prepare
+// zero reports, the server takes its aggregate share, AddNoise(src) adds
+// NoiseOffset + K_i to every coordinate, and MarshalBinary encodes the
+// 'A' message. Since the batch is empty the share is zero, so the
+// message's coordinates are exactly NoiseOffset + K_i; serverNoise decodes
+// them (Field128, little-endian) and returns K. The same src gives the
+// same K as the server's AddNoise in a round with reports.
+func serverNoise(r *secagg.Round, leader bool, src noise.Source) ([]int64, error) {
+	key := make([]byte, secagg.VerifyKeySize)
+	h, err := secagg.NewHelper(r, key)
+	if err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	l, err := secagg.NewLeader(r, key)
+	if err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	pm, _, err := h.Prepare(nil)
+	if err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	if _, err := l.Prepare(nil); err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	mm, _, err := l.Combine(pm)
+	if err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	if _, err := h.Finish(mm); err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	share, err := h.AggregateShare()
+	if leader {
+		share, err = l.AggregateShare()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	if err := share.AddNoise(src); err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	msg, err := share.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("audit: noise: %w", err)
+	}
+	p := r.Params()
+	body := len(msg) - 16*p.Dim
+	// ... | count (4) = 0 | noised (1) = 1 | Dim × Field128.
+	if body < 5 || binary.BigEndian.Uint32(msg[body-5:]) != 0 || msg[body-1] != 1 {
+		return nil, errors.New("audit: noise: unexpected aggregate share encoding")
+	}
+	out := make([]int64, p.Dim)
+	off := new(big.Int).SetUint64(p.NoiseOffset)
+	le := make([]byte, 16)
+	for i := range out {
+		e := msg[body+16*i : body+16*i+16]
+		if lo, hi := binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:]); hi == 0 && lo < 1<<62 {
+			out[i] = int64(lo) - int64(p.NoiseOffset) // the usual case: NoiseOffset + K >= 0
+			continue
+		}
+		for b := range le {
+			le[15-b] = e[b] // big.Int wants big-endian
+		}
+		v := new(big.Int).SetBytes(le)
+		if v.Cmp(field128) >= 0 {
+			return nil, errors.New("audit: noise: non-canonical field element")
+		}
+		v.Sub(v, off)
+		// A negative NoiseOffset + K is stored as p − |NoiseOffset + K|.
+		if half := new(big.Int).Rsh(field128, 1); v.Cmp(half) > 0 {
+			v.Sub(v, field128)
+		}
+		if !v.IsInt64() || math.Abs(float64(v.Int64())) > 1<<62 {
+			return nil, errors.New("audit: noise: coordinate out of range")
+		}
+		out[i] = v.Int64()
+	}
+	return out, nil
+}
