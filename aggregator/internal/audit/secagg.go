@@ -227,8 +227,10 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 					}
 					// The released coordinate, then centred by the
 					// known sum of everyone else's.
-					release := base[j] + q + k
-					s += float64(release - base[j])
+					// (j modulo d: a widened noise round, see noiseDim.)
+					b := base[j%len(base)]
+					release := b + q + k
+					s += float64(release - b)
 				}
 				stats[phase][h][t] = s
 			}
@@ -309,7 +311,21 @@ type noiseStream struct {
 	round uint64
 }
 
+// noiseDim is the smallest dimension of the rounds noiseStream draws
+// from: a small model's round is widened to it (same Clip, Bits and σ;
+// NewParams recomputes the public NoiseOffset for the width, which the
+// decoding removes), so that the per-round setup is paid for thousands of
+// coordinates. The law of each coordinate's K does not depend on the
+// dimension.
+const noiseDim = 4096
+
 func newNoiseStream(p secagg.Params, seed uint64, both bool) (*noiseStream, error) {
+	if p.Dim < noiseDim {
+		var err error
+		if p, err = secagg.NewParams(noiseDim, p.Clip, p.Bits, p.Sigma, p.MaxReports); err != nil {
+			return nil, fmt.Errorf("audit: noise round: %w", err)
+		}
+	}
 	r, err := secagg.NewRound(p, 1)
 	if err != nil {
 		return nil, fmt.Errorf("audit: noise round: %w", err)

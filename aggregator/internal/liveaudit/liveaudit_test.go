@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/audit"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -97,8 +98,8 @@ func TestMonitorSupersedes(t *testing.T) {
 	}
 }
 
-// TestMonitorStates: secure summation is not applicable, a monitor with 0
-// trials is off and watches nothing, and fewer than 10 trials is refused.
+// TestMonitorStates: a monitor with 0 trials is off and watches nothing
+// (secure summation included), and fewer than 10 trials is refused.
 func TestMonitorStates(t *testing.T) {
 	off, err := New(nil, 0)
 	if err != nil {
@@ -109,11 +110,57 @@ func TestMonitorStates(t *testing.T) {
 	if st := off.Status(spec.Params(), n); st.State != StateOff {
 		t.Fatalf("off: %+v", st)
 	}
-	sa := wire.Params{Protocol: wire.ProtocolSecAgg}
-	if st := off.Status(sa, n); st.State != StateNotApplicable {
-		t.Fatalf("secagg: %+v", st)
+	sa := secAggSpec(t)
+	off.Watch(sa, n)
+	if st := off.Status(sa.Params(), n); st.State != StateOff {
+		t.Fatalf("secagg, off: %+v", st)
 	}
 	if _, err := New(nil, 5); err == nil {
 		t.Fatal("5 trials accepted")
+	}
+}
+
+// secAggSpec is a secure-summation configuration at d 64, σ 1500 (10
+// bits: c = 511 grid units per clip norm).
+func secAggSpec(t *testing.T) *roundspec.Spec {
+	t.Helper()
+	p, _, err := roundspec.Build(64, 30, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 1500, CheckInP: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := roundspec.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestMonitorAuditsSecAgg: a secure-summation configuration is audited
+// (no longer "not applicable"): the relay's noise against the replace-one
+// canary, 5,000 trials per hypothesis and phase here (the monitor's
+// default is audit.SecAggTrials), a bound at most the per-round charge
+// (audit.LowerBoundSecAgg: a correct charge is exceeded with probability
+// at most 5%; fixed seed), with what the run could have caught: a charge
+// below the ceiling, and a detectable under-charge factor above 1.
+func TestMonitorAuditsSecAgg(t *testing.T) {
+	m, err := New(nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.secAggTrials = 5000
+	spec := secAggSpec(t)
+	m.Watch(spec, 30)
+	st := waitDone(t, m, spec.Params(), 30)
+	if st.State != StateDone || st.Bound == nil {
+		t.Fatalf("status %+v", st)
+	}
+	b := *st.Bound
+	t.Logf("secagg at d 64, sigma 1500: %+v", b)
+	if b.Neighbours != audit.NeighboursReplaceOne || b.Trials != 5000 || !(b.Charged > 0) || b.Mechanism == "" || !(b.Ceiling > b.Charged) || !(b.DetectableFactor > 1) {
+		t.Fatalf("bound %+v", b)
+	}
+	if st.Exceeds || b.Lower > b.Charged || b.Lower == 0 {
+		t.Fatalf("audited lower bound %v against the charge %v", b.Lower, b.Charged)
 	}
 }

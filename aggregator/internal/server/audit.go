@@ -13,7 +13,8 @@ type auditKey struct {
 }
 
 // watchAudit records round r's configuration and has the monitor audit it
-// (a no-op when it already did, or for secure summation, or when off).
+// (a no-op when it already did, or when off; secure summation is audited
+// too: audit.LowerBoundSecAgg).
 func (s *Server) watchAudit(r int, rc *roundConfig) {
 	k := auditKey{rc.params, s.cfg.ExpectedN}
 	s.mu.Lock()

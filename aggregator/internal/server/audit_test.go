@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/audit"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 )
 
@@ -53,5 +54,42 @@ func TestLiveAuditOffByDefault(t *testing.T) {
 	a := h.relay.next(t)
 	if st := h.srv.Audit(int(a.Round)); st == nil || st.State != liveaudit.StateOff {
 		t.Fatalf("audit %+v", st)
+	}
+}
+
+// TestLiveAuditSecAgg: a secure-summation configuration is audited live
+// (not "not applicable"): the round's audit and /api/status carry the
+// bound on the relay's credited noise against the replace-one canary
+// (audit.LowerBoundSecAgg at audit.SecAggTrials, the monitor's default),
+// at most the per-round charge (a correct charge is exceeded with
+// probability at most 5%; fixed seed), with the run's ceiling.
+func TestLiveAuditSecAgg(t *testing.T) {
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) { c.AuditTrials = 10 })
+	a := relay.next(t)
+	var st *liveaudit.Status
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st = h.srv.Audit(int(a.Round)); st != nil && (st.State == liveaudit.StateDone || st.State == liveaudit.StateFailed) {
+			break
+		}
+	}
+	if st == nil || st.State != liveaudit.StateDone || st.Bound == nil {
+		t.Fatalf("round %d audit: %+v", a.Round, st)
+	}
+	b := st.Bound
+	t.Logf("%+v", *b)
+	if st.Exceeds || !(b.Charged > 0) || b.Lower > b.Charged || b.Neighbours != audit.NeighboursReplaceOne || b.Trials != audit.SecAggTrials || !(b.Ceiling > 0) {
+		t.Fatalf("audited lower bound %+v", *b)
+	}
+	resp, err := http.Get(h.http.URL + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var status struct {
+		Audit *liveaudit.Status `json:"audit"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&status); err != nil || status.Audit == nil || status.Audit.State != liveaudit.StateDone || status.Audit.Bound.Lower != b.Lower {
+		t.Fatalf("/api/status audit %+v, %v", status.Audit, err)
 	}
 }
