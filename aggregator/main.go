@@ -130,7 +130,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", sample.Name, "test data set: "+strings.Join(sample.Names(), ", "))
 	dataDir := fs.String("data-dir", "", "data directory for on-disk data sets")
 	workers := fs.Int("workers", 0, "decryption goroutines (0: GOMAXPROCS)")
-	auditTrials := fs.Int("audit-trials", 0, "audit each announced shuffle configuration in the background with this many trials per hypothesis (>= 10; about 50-100 is useful; one core for minutes at d = 7850) and show the audited lower bound on epsilon next to the charge (0: off)")
+	auditTrials := fs.Int("audit-trials", 0, "audit each announced configuration in the background with this many trials per hypothesis (>= 10; about 50-100 is useful for the shuffle protocols, one core for minutes at d = 7850; secure summation always runs 200,000 cheap trials) and show the audited lower bound on epsilon next to the charge (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	joinURL := fs.String("join-url", server.DefaultJoinURL, "the relay's public URL for volunteers (dashboard and operator QR code)")
 	opToken := fs.String("operator-token", "", "the operator password for the controls (prefer -operator-token-file; default: a random one, printed at start)")

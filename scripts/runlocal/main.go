@@ -157,11 +157,12 @@ func (o options) aggregatorArgs() []string {
 		// Every connected volunteer takes part (no amplification by
 		// check-in claimed: the relay sees who sends shares).
 		args = append(args, "-check-in", "1")
-	} else {
-		// The shuffle protocols: the dashboard shows the privacy audit's
-		// lower bound next to the charge (one core in the background).
-		args = append(args, "-audit-trials", "50")
 	}
+	// The dashboard shows the privacy audit's lower bound next to the
+	// charge (one core in the background; 50 trials for the shuffle
+	// protocols, audit.SecAggTrials for secure summation, whose trials
+	// are cheap).
+	args = append(args, "-audit-trials", "50")
 	if n < 40 {
 		args = append(args, "-min-batch", strconv.Itoa(max(3, n/2)))
 	}

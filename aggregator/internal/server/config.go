@@ -63,8 +63,9 @@ type Config struct {
 	// runtime.GOMAXPROCS(0) at each batch).
 	Workers int
 	// AuditTrials, when positive (at least 10), audits every announced
-	// shuffle configuration in the background (package liveaudit) with
-	// that many trials per hypothesis and phase, and shows the audited
+	// configuration in the background (package liveaudit) with that many
+	// trials per hypothesis and phase (secure summation:
+	// audit.SecAggTrials), and shows the audited
 	// lower bound next to the charge in /api/status, /api/rounds and the
 	// dashboard. 0: off.
 	AuditTrials int
