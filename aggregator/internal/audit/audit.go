@@ -145,6 +145,12 @@ type Result struct {
 	// EpsLower is the largest lower bound over the attacks.
 	EpsLower float64   `json:"eps_lower"`
 	Findings []Finding `json:"findings"`
+	// Ceiling is the largest bound any attack could show with these
+	// trials at Alpha; Detectable the smallest true ε of a
+	// Gaussian-shaped leak the run would have shown above the charge with
+	// probability >= 1/2 (0: none, Ceiling <= Charged). See power.go.
+	Ceiling    float64 `json:"ceiling"`
+	Detectable float64 `json:"detectable,omitempty"`
 }
 
 // Run audits one round of spec (RunContext without a deadline).
@@ -223,6 +229,8 @@ func RunContext(ctx context.Context, spec *roundspec.Spec, opts Options) (Result
 		return Result{}, errors.New("audit: the accountant has no proven bound for this spec")
 	}
 	res.Charged = rep.Rows[rep.Tightest].Epsilon
+	res.Ceiling = Ceiling(opts.Trials, opts.Alpha, opts.Delta)
+	res.Detectable, _ = Detectable(opts.Trials, opts.Alpha, opts.Delta, res.Charged)
 	return res, nil
 }
 

@@ -16,14 +16,20 @@ import (
 // Main is `aggregator audit`: it audits every announceable protocol and
 // randomizer (or the ones named: each protocol with the named randomizers
 // it announces, clip-laplace for APES and S-APES, the others for the FLAME
-// protocols) at a small scale and prints, for each (and
-// for SS-Topk, each choice of neighbouring datasets), the ε the ledger
-// would charge for one round and the largest lower bound the attacks
-// prove, attack by attack with -v.
+// protocols; secure summation with its discrete Gaussian) at a small scale
+// and prints, for each (and for SS-Topk, each choice of neighbouring
+// datasets; for secure summation one round and -secagg-rounds composed),
+// the ε the ledger would charge, the largest lower bound the attacks
+// prove (attack by attack with -v), the largest bound the run's trials
+// could show (ceiling) and the smallest Gaussian-shaped leak it would have
+// caught half the time (detectable, and its ratio to the charge; power.go).
+// Secure summation is audited at the model dimension -d with σ calibrated
+// as the aggregator does for -secagg-epsilon over -secagg-rounds (or
+// -sigma), every volunteer checking in.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	protos := fs.String("protocols", "ss-simple,ss-double,ss-topk,apes,s-apes", "protocols to audit")
+	protos := fs.String("protocols", "ss-simple,ss-double,ss-topk,apes,s-apes,secagg", "protocols to audit")
 	rzs := fs.String("randomizers", "laplace,rgb,gaussian,clip-laplace", "randomizers to audit (each protocol with those it announces: clip-laplace for apes and s-apes, the others for the ss- protocols)")
 	d := fs.Int("d", 24, "model dimension of the replica")
 	k := fs.Int("k", 4, "perturbed coordinates (ss-double, ss-topk; s-apes: kept values b)")
@@ -38,6 +44,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	realCrypto := fs.Bool("real-crypto", false, "seal and open every message with HPKE (slow)")
 	asJSON := fs.Bool("json", false, "JSON output")
 	verbose := fs.Bool("v", false, "every attack's rates and bound")
+	saTrials := fs.Int("secagg-trials", 200_000, "secagg: trials per hypothesis and phase")
+	saRounds := fs.Int("secagg-rounds", 5, "secagg: rounds the budget covers (sigma's calibration) and the composed audit's releases")
+	saEps := fs.Float64("secagg-epsilon", 4, "secagg: the budget of -secagg-rounds rounds at -delta that sigma is calibrated to (make run's)")
+	saSigma := fs.Float64("sigma", 0, "secagg: each server's sigma in grid units (0: calibrated from -secagg-epsilon)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -50,11 +60,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	protosSet := false
 	fs.Visit(func(f *flag.Flag) { protosSet = protosSet || f.Name == "protocols" })
 	var results []Result
+	var saResults []SecAggResult
 	for _, ps := range splitList(*protos) {
 		proto, err := wire.ParseProtocol(ps)
 		if err != nil {
 			fmt.Fprintln(stderr, "audit:", err)
 			return 2
+		}
+		if proto == wire.ProtocolSecAgg {
+			rs, err := secAggCLI(ctx, *d, *n, *saRounds, *saTrials, *saEps, *saSigma, *alpha, *delta, *seed)
+			if err != nil {
+				fmt.Fprintln(stderr, "audit: secagg:", err)
+				return 1
+			}
+			saResults = append(saResults, rs...)
+			continue
 		}
 		paired := 0
 		for _, rs := range splitList(*rzs) {
@@ -114,7 +134,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(results); err != nil {
+		if err := enc.Encode(struct {
+			Shuffle []Result       `json:"shuffle"`
+			SecAgg  []SecAggResult `json:"secagg"`
+		}{results, saResults}); err != nil {
 			return 1
 		}
 		return 0
@@ -127,15 +150,33 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s: each row's lower bound holds with probability >= %.4g if the charge is right (%d attacks, two one-sided bounds each)\n", which, 1-2*float64(na)**alpha, na)
 	}
+	if len(saResults) > 0 {
+		fmt.Fprintf(stdout, "secagg: d = %d, sigma = %.6g (each server), the relay's noise only (the ledger credits one server), canary +-C e_j (replace-one), %d trials per hypothesis and phase, one attack: each row holds with probability >= %.4g\n", *d, saResults[0].Sigma, *saTrials, 1-2**alpha)
+	}
+	fmt.Fprintln(stdout, "ceiling: the largest bound the trials can show; detectable: the smallest true eps of a Gaussian-shaped leak the run shows above the charge with probability >= 1/2 (x the charge; - if none: the charge is above the ceiling)")
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "protocol\trandomizer\tneighbours\tn_p\tcharged eps\taudited lower bound\tverdict")
+	fmt.Fprintln(tw, "protocol\trandomizer\tneighbours\tn_p\tcharged eps\taudited lower bound\tceiling\tdetectable\tverdict")
 	bad := false
+	for _, r := range saResults {
+		verdict := "ok"
+		if r.EpsLower > r.Charged {
+			verdict, bad = "LOWER BOUND ABOVE THE CHARGE", true
+		}
+		nb := string(NeighboursReplaceOne)
+		if r.Rounds > 1 {
+			nb = fmt.Sprintf("%s, %d rounds", nb, r.Rounds)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t-\t%.4g\t%.4g\t%.3g\t%s\t%s\n", wire.ProtocolSecAgg, wire.RandomizerDiscreteGaussian, nb, r.Charged, r.EpsLower, r.Ceiling, detectableText(r.Detectable, r.Charged), verdict)
+		if *verbose {
+			fmt.Fprintf(tw, "\t  %s\t\t\tTPR %.5f\tFPR %.5f\teps >= %.4g\n", SecAggAttack, r.TPR, r.FPR, r.EpsLower)
+		}
+	}
 	for _, r := range results {
 		verdict := "ok"
 		if r.EpsLower > r.Charged {
 			verdict, bad = "LOWER BOUND ABOVE THE CHARGE", true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.4g\t%.4g\t%s\n", r.Protocol, r.Random, r.Neighbours, r.NP, r.Charged, r.EpsLower, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.4g\t%.4g\t%.3g\t%s\t%s\n", r.Protocol, r.Random, r.Neighbours, r.NP, r.Charged, r.EpsLower, r.Ceiling, detectableText(r.Detectable, r.Charged), verdict)
 		if *verbose {
 			for _, f := range r.Findings {
 				fmt.Fprintf(tw, "\t  %s\t\t\tTPR %.4f\tFPR %.4f\teps >= %.4g\n", f.Attack, f.TPR, f.FPR, f.EpsLower)
@@ -147,6 +188,46 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// detectableText is a Detectable value and its ratio to the charge.
+func detectableText(d, charged float64) string {
+	if d == 0 || !(charged > 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g (%.2gx)", d, d/charged)
+}
+
+// secAggCLI audits secure summation for Main: one round against the
+// per-round charge and rounds rounds against the composed one (the latter
+// only when rounds > 1).
+func secAggCLI(ctx context.Context, d, n, rounds, trials int, eps, sigma, alpha, delta float64, seed uint64) ([]SecAggResult, error) {
+	if sigma == 0 {
+		var err error
+		if sigma, err = roundspec.CalibrateSigma(d, roundspec.Options{}, rounds, 1, eps, delta); err != nil {
+			return nil, err
+		}
+	}
+	p, _, err := roundspec.Build(d, n, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: sigma, CheckInP: 1})
+	if err != nil {
+		return nil, err
+	}
+	spec, err := roundspec.New(p)
+	if err != nil {
+		return nil, err
+	}
+	var out []SecAggResult
+	for _, r := range []int{1, rounds} {
+		if r == 1 && len(out) > 0 || r < 1 {
+			continue
+		}
+		res, err := RunSecAgg(ctx, spec, SecAggOptions{Volunteers: n, Trials: trials, Rounds: r, Alpha: alpha, Delta: delta, Seed: seed})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
 }
 
 // announces reports whether proto is announced with rz: Clip-Laplace for
