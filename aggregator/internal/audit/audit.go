@@ -25,6 +25,14 @@
 // bound over the attacks for the largest). It is an empirical lower bound
 // for the attacks implemented, never a proof of privacy; LowerBound is the
 // entry point for the live system (docs/privacy.md, "Audit").
+//
+// Secure summation (secagg.go) is audited too: the relay's discrete
+// Gaussian noise — the noise the ledger credits — drawn by its real
+// AddNoise path, against the replace-one canary pair ±C·e_j, with the
+// likelihood-ratio test on the canary's coordinate (RunSecAgg,
+// LowerBoundSecAgg). Every result states what its run could have caught
+// (power.go: Ceiling, Detectable), so that a bound below the charge is
+// read next to the smallest under-charge the run would have shown.
 package audit
 
 import (

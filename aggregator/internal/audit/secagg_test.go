@@ -194,6 +194,7 @@ func TestSecAggAuditBelowCharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	truth := gdpEpsilon(2*p.ClipUnits()/p.Sigma, res.Delta)
+	t.Logf("d %d, c = %.6g, sensitivity %.6g, sigma %.6g", p.Dim, p.ClipUnits(), p.Sensitivity(), p.Sigma)
 	t.Logf("one round: charged %.4f, Gaussian truth %.4f, audited %.4f (TPR %.5f, FPR %.5f), ceiling %.3f, detectable %.3f", res.Charged, truth, res.EpsLower, res.TPR, res.FPR, res.Ceiling, res.Detectable)
 	if res.Shift != 2*math.Round(p.ClipUnits()) || res.Servers != 1 || res.Sigma != p.Sigma {
 		t.Errorf("shift %v (want %v), servers %d, sigma %v", res.Shift, 2*math.Round(p.ClipUnits()), res.Servers, res.Sigma)
@@ -282,5 +283,29 @@ func TestLowerBoundSecAgg(t *testing.T) {
 	shuffle := small(t, wire.ProtocolSSDouble, wire.RandomizerLaplace, 4)
 	if _, err := LowerBoundSecAgg(context.Background(), shuffle, 30, 100, 1); err == nil {
 		t.Error("a shuffle spec accepted")
+	}
+}
+
+// BenchmarkLowerBoundSecAgg times the live secure-summation audit at make
+// run's configuration (d = 7,850, n = 200) with audit.SecAggTrials trials
+// per hypothesis and phase. Run: go test -run '^$' -bench LowerBoundSecAgg
+// -benchtime 1x ./aggregator/internal/audit/
+func BenchmarkLowerBoundSecAgg(b *testing.B) {
+	sigma, err := makeRunSigma()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _, err := roundspec.Build(7850, 200, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: sigma, CheckInP: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec, err := roundspec.New(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := LowerBoundSecAgg(context.Background(), spec, 200, SecAggTrials, 1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

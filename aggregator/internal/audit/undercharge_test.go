@@ -81,6 +81,7 @@ func TestAuditCatchesUndercharge(t *testing.T) {
 	}
 	const alpha, delta, margin = 1e-3, 1e-5, 0.9
 	spec := ssSimpleGaussian(t, 1)
+	t.Logf("the honest randomizer's unshuffled view: true eps %.3f", unshuffledTruth(t, spec, delta))
 	for _, k := range []float64{5, 2} {
 		// ε_l' with unshuffledTruth = k·charge (the charge is 1 here;
 		// checked below).
