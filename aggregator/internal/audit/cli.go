@@ -48,6 +48,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	saRounds := fs.Int("secagg-rounds", 5, "secagg: rounds the budget covers (sigma's calibration) and the composed audit's releases")
 	saEps := fs.Float64("secagg-epsilon", 4, "secagg: the budget of -secagg-rounds rounds at -delta that sigma is calibrated to (make run's)")
 	saSigma := fs.Float64("sigma", 0, "secagg: each server's sigma in grid units (0: calibrated from -secagg-epsilon)")
+	saBoth := fs.Bool("secagg-both", false, "secagg: also audit the release with both servers' noise (both honest; the ledger credits one)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -68,7 +69,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		if proto == wire.ProtocolSecAgg {
-			rs, err := secAggCLI(ctx, *d, *n, *saRounds, *saTrials, *saEps, *saSigma, *alpha, *delta, *seed)
+			rs, err := secAggCLI(ctx, *d, *n, *saRounds, *saTrials, *saEps, *saSigma, *alpha, *delta, *seed, *saBoth)
 			if err != nil {
 				fmt.Fprintln(stderr, "audit: secagg:", err)
 				return 1
@@ -166,6 +167,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if r.Rounds > 1 {
 			nb = fmt.Sprintf("%s, %d rounds", nb, r.Rounds)
 		}
+		if r.Servers > 1 {
+			nb += ", both servers' noise"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t-\t%.4g\t%.4g\t%.3g\t%s\t%s\n", wire.ProtocolSecAgg, wire.RandomizerDiscreteGaussian, nb, r.Charged, r.EpsLower, r.Ceiling, detectableText(r.Detectable, r.Charged), verdict)
 		if *verbose {
 			fmt.Fprintf(tw, "\t  %s\t\t\tTPR %.5f\tFPR %.5f\teps >= %.4g\n", SecAggAttack, r.TPR, r.FPR, r.EpsLower)
@@ -200,8 +204,8 @@ func detectableText(d, charged float64) string {
 
 // secAggCLI audits secure summation for Main: one round against the
 // per-round charge and rounds rounds against the composed one (the latter
-// only when rounds > 1).
-func secAggCLI(ctx context.Context, d, n, rounds, trials int, eps, sigma, alpha, delta float64, seed uint64) ([]SecAggResult, error) {
+// only when rounds > 1); with both, each also with both servers' noise.
+func secAggCLI(ctx context.Context, d, n, rounds, trials int, eps, sigma, alpha, delta float64, seed uint64, both bool) ([]SecAggResult, error) {
 	if sigma == 0 {
 		var err error
 		if sigma, err = roundspec.CalibrateSigma(d, roundspec.Options{}, rounds, 1, eps, delta); err != nil {
@@ -217,15 +221,21 @@ func secAggCLI(ctx context.Context, d, n, rounds, trials int, eps, sigma, alpha,
 		return nil, err
 	}
 	var out []SecAggResult
-	for _, r := range []int{1, rounds} {
-		if r == 1 && len(out) > 0 || r < 1 {
-			continue
+	servers := []bool{false}
+	if both {
+		servers = append(servers, true)
+	}
+	for _, b := range servers {
+		for i, r := range []int{1, rounds} {
+			if i > 0 && r <= 1 {
+				continue
+			}
+			res, err := RunSecAgg(ctx, spec, SecAggOptions{Volunteers: n, Trials: trials, Rounds: r, Alpha: alpha, Delta: delta, Seed: seed, BothServers: b})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, res)
 		}
-		res, err := RunSecAgg(ctx, spec, SecAggOptions{Volunteers: n, Trials: trials, Rounds: r, Alpha: alpha, Delta: delta, Seed: seed})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, res)
 	}
 	return out, nil
 }
