@@ -45,6 +45,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "JSON output")
 	verbose := fs.Bool("v", false, "every attack's rates and bound")
 	saTrials := fs.Int("secagg-trials", 200_000, "secagg: trials per hypothesis and phase")
+	detect := fs.Float64("detect", 0, "size each row's trials (overriding -trials and -secagg-trials) so that it catches, at least half the time, a Gaussian-shaped leak of this many times its charge (TrialsToDetect; 0: off)")
+	maxTrials := fs.Int("max-trials", 256_000, "with -detect: the most trials per hypothesis and phase a row may take (a row that would need more runs at this count)")
 	saRounds := fs.Int("secagg-rounds", 5, "secagg: rounds the budget covers (sigma's calibration) and the composed audit's releases")
 	saEps := fs.Float64("secagg-epsilon", 4, "secagg: the budget of -secagg-rounds rounds at -delta that sigma is calibrated to (make run's)")
 	saSigma := fs.Float64("sigma", 0, "secagg: each server's sigma in grid units (0: calibrated from -secagg-epsilon)")
@@ -69,7 +71,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		if proto == wire.ProtocolSecAgg {
-			rs, err := secAggCLI(ctx, *d, *n, *saRounds, *saTrials, *saEps, *saSigma, *alpha, *delta, *seed, *saBoth)
+			rs, err := secAggCLI(ctx, *d, *n, *saRounds, *saTrials, *saEps, *saSigma, *alpha, *delta, *seed, *saBoth, *detect, *maxTrials)
 			if err != nil {
 				fmt.Fprintln(stderr, "audit: secagg:", err)
 				return 1
@@ -119,7 +121,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				kinds = append(kinds, NeighboursIndexSet)
 			}
 			for _, kind := range kinds {
-				res, err := RunContext(ctx, spec, Options{Volunteers: *n, Trials: *trials, Alpha: *alpha, Delta: *delta, Seed: *seed, RealCrypto: *realCrypto, Neighbours: kind})
+				tr := *trials
+				if *detect > 0 {
+					// The charge first (a short run), then the trials
+					// that detect a detect-times under-charge.
+					pre, err := RunContext(ctx, spec, Options{Volunteers: *n, Trials: 10, Alpha: *alpha, Delta: *delta, Seed: *seed, Neighbours: kind})
+					if err != nil {
+						fmt.Fprintf(stderr, "audit: %v/%v/%s: %v\n", proto, rz, kind, err)
+						return 1
+					}
+					tr = trialsFor(*detect, pre.Charged, *alpha, *delta, *maxTrials)
+				}
+				res, err := RunContext(ctx, spec, Options{Volunteers: *n, Trials: tr, Alpha: *alpha, Delta: *delta, Seed: *seed, RealCrypto: *realCrypto, Neighbours: kind})
 				if err != nil {
 					fmt.Fprintf(stderr, "audit: %v/%v/%s: %v\n", proto, rz, kind, err)
 					return 1
@@ -143,7 +156,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stdout, "privacy audit: d = %d, k = %d, n = %d volunteers, n_p = %d, eps_l = %g, %d trials per hypothesis and phase, alpha = %g per bound, delta = %g\n", *d, *k, *n, *np, *epsL, *trials, *alpha, *delta)
+	trialsText := fmt.Sprintf("%d trials", *trials)
+	if *detect > 0 {
+		trialsText = fmt.Sprintf("trials sized per row to catch a %gx under-charge (at most %d; see the trials column)", *detect, *maxTrials)
+	}
+	fmt.Fprintf(stdout, "privacy audit: d = %d, k = %d, n = %d volunteers, n_p = %d, eps_l = %g, %s per hypothesis and phase, alpha = %g per bound, delta = %g\n", *d, *k, *n, *np, *epsL, trialsText, *alpha, *delta)
 	for _, na := range []int{len(attacks), len(attacks) + len(apesAttacks)} {
 		which := "ss- protocols"
 		if na > len(attacks) {
@@ -156,7 +173,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "ceiling: the largest bound the trials can show; detectable: the smallest true eps of a Gaussian-shaped leak the run shows above the charge with probability >= 1/2 (x the charge; - if none: the charge is above the ceiling)")
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "protocol\trandomizer\tneighbours\tn_p\tcharged eps\taudited lower bound\tceiling\tdetectable\tverdict")
+	fmt.Fprintln(tw, "protocol\trandomizer\tneighbours\tn_p\ttrials\tcharged eps\taudited lower bound\tceiling\tdetectable\tverdict")
 	bad := false
 	for _, r := range saResults {
 		verdict := "ok"
@@ -170,9 +187,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if r.Servers > 1 {
 			nb += ", both servers' noise"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t-\t%.4g\t%.4g\t%.3g\t%s\t%s\n", wire.ProtocolSecAgg, wire.RandomizerDiscreteGaussian, nb, r.Charged, r.EpsLower, r.Ceiling, detectableText(r.Detectable, r.Charged), verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t-\t%d\t%.4g\t%.4g\t%.3g\t%s\t%s\n", wire.ProtocolSecAgg, wire.RandomizerDiscreteGaussian, nb, r.Trials, r.Charged, r.EpsLower, r.Ceiling, detectableText(r.Detectable, r.Charged), verdict)
 		if *verbose {
-			fmt.Fprintf(tw, "\t  %s\t\t\tTPR %.5f\tFPR %.5f\teps >= %.4g\n", SecAggAttack, r.TPR, r.FPR, r.EpsLower)
+			fmt.Fprintf(tw, "\t  %s\t\t\t\tTPR %.5f\tFPR %.5f\teps >= %.4g\n", SecAggAttack, r.TPR, r.FPR, r.EpsLower)
 		}
 	}
 	for _, r := range results {
@@ -180,10 +197,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if r.EpsLower > r.Charged {
 			verdict, bad = "LOWER BOUND ABOVE THE CHARGE", true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.4g\t%.4g\t%.3g\t%s\t%s\n", r.Protocol, r.Random, r.Neighbours, r.NP, r.Charged, r.EpsLower, r.Ceiling, detectableText(r.Detectable, r.Charged), verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.4g\t%.4g\t%.3g\t%s\t%s\n", r.Protocol, r.Random, r.Neighbours, r.NP, r.Trials, r.Charged, r.EpsLower, r.Ceiling, detectableText(r.Detectable, r.Charged), verdict)
 		if *verbose {
 			for _, f := range r.Findings {
-				fmt.Fprintf(tw, "\t  %s\t\t\tTPR %.4f\tFPR %.4f\teps >= %.4g\n", f.Attack, f.TPR, f.FPR, f.EpsLower)
+				fmt.Fprintf(tw, "\t  %s\t\t\t\tTPR %.4f\tFPR %.4f\teps >= %.4g\n", f.Attack, f.TPR, f.FPR, f.EpsLower)
 			}
 		}
 	}
@@ -192,6 +209,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// trialsFor is TrialsToDetect, or maxTrials when that does not suffice.
+func trialsFor(factor, charged, alpha, delta float64, maxTrials int) int {
+	if t, ok := TrialsToDetect(factor, charged, alpha, delta, maxTrials); ok {
+		return t
+	}
+	return maxTrials
 }
 
 // detectableText is a Detectable value and its ratio to the charge.
@@ -205,7 +230,7 @@ func detectableText(d, charged float64) string {
 // secAggCLI audits secure summation for Main: one round against the
 // per-round charge and rounds rounds against the composed one (the latter
 // only when rounds > 1); with both, each also with both servers' noise.
-func secAggCLI(ctx context.Context, d, n, rounds, trials int, eps, sigma, alpha, delta float64, seed uint64, both bool) ([]SecAggResult, error) {
+func secAggCLI(ctx context.Context, d, n, rounds, trials int, eps, sigma, alpha, delta float64, seed uint64, both bool, detect float64, maxTrials int) ([]SecAggResult, error) {
 	if sigma == 0 {
 		var err error
 		if sigma, err = roundspec.CalibrateSigma(d, roundspec.Options{}, rounds, 1, eps, delta); err != nil {
@@ -230,7 +255,15 @@ func secAggCLI(ctx context.Context, d, n, rounds, trials int, eps, sigma, alpha,
 			if i > 0 && r <= 1 {
 				continue
 			}
-			res, err := RunSecAgg(ctx, spec, SecAggOptions{Volunteers: n, Trials: trials, Rounds: r, Alpha: alpha, Delta: delta, Seed: seed, BothServers: b})
+			tr := trials
+			if detect > 0 {
+				charged, err := secAggCharge(spec, n, r, delta)
+				if err != nil {
+					return nil, err
+				}
+				tr = trialsFor(detect, charged, alpha, delta, maxTrials)
+			}
+			res, err := RunSecAgg(ctx, spec, SecAggOptions{Volunteers: n, Trials: tr, Rounds: r, Alpha: alpha, Delta: delta, Seed: seed, BothServers: b})
 			if err != nil {
 				return nil, err
 			}

@@ -161,3 +161,17 @@ func gdpEpsilon(mu, delta float64) float64 {
 	}
 	return hi
 }
+
+// TrialsToDetect returns the smallest trial count on the grid 500·2^i, at
+// most maxTrials, with which a run detects (Detectable) every
+// Gaussian-shaped leak of true ε at least factor·charged: the trials an
+// audit needs to catch a factor-times under-charge at least half the
+// time. False when maxTrials do not suffice.
+func TrialsToDetect(factor, charged, alpha, delta float64, maxTrials int) (int, bool) {
+	for t := 500; t <= maxTrials; t *= 2 {
+		if d, ok := Detectable(t, alpha, delta, charged); ok && d <= factor*charged {
+			return t, true
+		}
+	}
+	return 0, false
+}

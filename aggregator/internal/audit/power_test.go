@@ -99,3 +99,23 @@ type randSource struct{ s noise.Source }
 
 func (r randSource) Uint64() uint64 { return r.s.Uint64() }
 func (r randSource) Seed(uint64)    {}
+
+// TestTrialsToDetect: the trials returned detect a factor-times
+// under-charge and half of them do not (the smallest on the grid); a cap
+// below what is needed reports false.
+func TestTrialsToDetect(t *testing.T) {
+	const alpha, delta = 1e-3, 1e-5
+	tr, ok := TrialsToDetect(2, 1, alpha, delta, 1<<20)
+	if !ok {
+		t.Fatal("no trial count up to 2^20 detects a 2x under-charge of 1")
+	}
+	d, _ := Detectable(tr, alpha, delta, 1)
+	d2, ok2 := Detectable(tr/2, alpha, delta, 1)
+	t.Logf("2x of a charge of 1: %d trials (detectable %.3f; half of them %.3f)", tr, d, d2)
+	if d > 2 || (tr > 500 && ok2 && d2 <= 2) {
+		t.Errorf("%d trials: detectable %v, at half %v", tr, d, d2)
+	}
+	if _, ok := TrialsToDetect(2, 1, alpha, delta, tr/2); ok {
+		t.Error("a cap below the need reported enough")
+	}
+}
