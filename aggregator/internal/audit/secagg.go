@@ -51,7 +51,8 @@ import (
 // the sum of the R centred coordinates is the statistic (sufficient for
 // the Gaussian shift). Hence each trial needs, per round, one coordinate
 // of the relay's noise, and one relay noise vector of dimension d serves
-// d trials (its coordinates are independent). The VDAF's unsharded sum is
+// d trials (its coordinates are independent; below noiseDim coordinates
+// the noise round is widened, see noiseDim). The VDAF's unsharded sum is
 // exactly Σ q_i + K_relay + K_leader (TestSecAggPathMatchesVDAF runs the
 // real Shard, Prepare, Combine, Finish, AddNoise and Unshard on a small d
 // and checks equality with this path on the same seeds); what the VDAF
