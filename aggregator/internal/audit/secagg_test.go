@@ -319,6 +319,9 @@ func BenchmarkLowerBoundSecAgg(b *testing.B) {
 // its charge (2,000 trials, Alpha = 1e-3, σ = 1,500 at d = 64: charge
 // about 3.1 per round; fixed seed). The JSON form carries the same rows.
 func TestMainSecAgg(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the audit tier runs without -short")
+	}
 	args := []string{"-protocols", "secagg", "-d", "64", "-n", "10", "-secagg-trials", "2000", "-secagg-rounds", "2", "-secagg-both", "-sigma", "1500", "-alpha", "1e-3"}
 	var out, errs strings.Builder
 	if code := Main(context.Background(), args, &out, &errs); code != 0 {
