@@ -59,7 +59,7 @@ func Detectable(trials int, alpha, delta, charged float64) (float64, bool) {
 	if trials < 1 || !(charged >= 0) || Ceiling(trials, alpha, delta) <= charged {
 		return 0, false
 	}
-	caught := func(mu float64) bool { b, _ := bestGuaranteed(mu, trials, alpha, delta); return b > charged }
+	caught := func(mu float64) bool { b, _ := bestGuaranteed(mu, trials, alpha, delta, charged); return b > charged }
 	lo, hi := 0.0, 1.0
 	for !caught(hi) {
 		lo, hi = hi, 2*hi
@@ -80,8 +80,9 @@ func Detectable(trials int, alpha, delta, charged float64) (float64, bool) {
 
 // bestGuaranteed is the largest, over thresholds t on a grid of step 0.05
 // in [−2, μ + 9], of guaranteed(μ, t): the bound a μ-GDP pair shows with
-// probability at least 1/2 at the best threshold, and that threshold.
-func bestGuaranteed(mu float64, trials int, alpha, delta float64) (best, thr float64) {
+// probability at least 1/2 at the best threshold, and that threshold. It
+// stops at the first threshold whose bound exceeds stop (+Inf: never).
+func bestGuaranteed(mu float64, trials int, alpha, delta, stop float64) (best, thr float64) {
 	for i := 0; ; i++ {
 		t := -2 + 0.05*float64(i)
 		if t > mu+9 {
@@ -89,6 +90,9 @@ func bestGuaranteed(mu float64, trials int, alpha, delta float64) (best, thr flo
 		}
 		if g := guaranteed(mu, t, trials, alpha, delta); g > best {
 			best, thr = g, t
+			if best > stop {
+				return best, thr
+			}
 		}
 	}
 }
@@ -99,7 +103,10 @@ func guaranteed(mu, t float64, trials int, alpha, delta float64) float64 {
 	fpr := normalSurvival(t)
 	tpr := normalSurvival(t - mu)
 	a := binomialQuantile(trials, tpr, 1-q) // P[TP >= a] >= q
-	b := binomialQuantile(trials, fpr, q)   // P[FP <= b] >= q
+	if a == 0 {
+		return 0
+	}
+	b := binomialQuantile(trials, fpr, q) // P[FP <= b] >= q
 	return epsLower(a, b, trials, alpha, delta)
 }
 

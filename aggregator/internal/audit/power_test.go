@@ -62,11 +62,11 @@ func TestDetectableMeansHalfTheTime(t *testing.T) {
 		}
 	}
 	mu := hi
-	g, thr := bestGuaranteed(mu, trials, alpha, delta)
+	g, thr := bestGuaranteed(mu, trials, alpha, delta, math.Inf(1))
 	if !(g > charged) {
 		t.Fatalf("at mu %v the guaranteed bound %v is not above %v", mu, g, charged)
 	}
-	if g2, _ := bestGuaranteed(0.8*mu, trials, alpha, delta); g2 > charged {
+	if g2, _ := bestGuaranteed(0.8*mu, trials, alpha, delta, math.Inf(1)); g2 > charged {
 		t.Errorf("at 0.8 mu the guaranteed bound %v is already above %v: Detectable is not the smallest", g2, charged)
 	}
 	src := noise.NewSeeded(4)

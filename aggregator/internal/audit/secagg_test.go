@@ -264,22 +264,26 @@ func TestSecAggAuditComposed(t *testing.T) {
 // it could have caught.
 func TestLowerBoundSecAgg(t *testing.T) {
 	spec := makeRunSecAgg(t, 30)
-	b, err := LowerBoundSecAgg(context.Background(), spec, 30, 20_000, 5)
+	trials := 20_000
+	if testing.Short() {
+		trials = 5000
+	}
+	b, err := LowerBoundSecAgg(context.Background(), spec, 30, trials, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := LowerBoundSecAgg(context.Background(), spec, 30, 20_000, 5)
+	again, err := LowerBoundSecAgg(context.Background(), spec, 30, trials, 5)
 	if err != nil || again != b {
 		t.Fatalf("not reproducible: %+v, then %+v (%v)", b, again, err)
 	}
 	t.Logf("%+v", b)
-	if b.Neighbours != NeighboursReplaceOne || b.Confidence != BoundConfidence || b.Trials != 20_000 || b.Mechanism == "" ||
+	if b.Neighbours != NeighboursReplaceOne || b.Confidence != BoundConfidence || b.Trials != trials || b.Mechanism == "" ||
 		(b.Lower > 0) != (b.Attack == SecAggAttack) || b.Lower > b.Charged || !(b.DetectableFactor > 1) || !(b.Ceiling > b.Charged) {
 		t.Errorf("%+v", b)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := LowerBoundSecAgg(ctx, spec, 30, 20_000, 5); err == nil {
+	if _, err := LowerBoundSecAgg(ctx, spec, 30, trials, 5); err == nil {
 		t.Error("a cancelled context did not stop it")
 	}
 	shuffle := small(t, wire.ProtocolSSDouble, wire.RandomizerLaplace, 4)
