@@ -173,10 +173,10 @@ func TestRowErrors(t *testing.T) {
 func TestFileErrors(t *testing.T) {
 	tk := mustParse(t, survey)
 	for in, want := range map[string]string{
-		"":                               "empty",
-		"age,weather,transport\n1,sun,x": "no column 'distance'",
+		"":                                     "empty",
+		"age,weather,transport\n1,sun,x":       "no column 'distance'",
 		"age,age,distance,weather,transport\n": "twice",
-		"\"unterminated\n":                      "header row",
+		"\"unterminated\n":                     "header row",
 	} {
 		_, err := tk.ParseCSV([]byte(in))
 		if !errors.Is(err, ErrData) || !strings.Contains(err.Error(), want) {
