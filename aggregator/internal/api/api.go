@@ -62,6 +62,14 @@ type Status struct {
 	// Accuracy and Loss on the held-out test set after the last ok round.
 	Accuracy *float64 `json:"accuracy"`
 	Loss     *float64 `json:"loss"`
+	// AccuracySource says where Accuracy comes from: "public_holdout"
+	// (the task's public test data) or "none" (the task has none, so
+	// accuracy cannot be shown: computing it on volunteers' data would be
+	// a release; docs/tasks.md).
+	AccuracySource string `json:"accuracy_source"`
+	// Task names the task being learned (task.Task.Name) and its title.
+	Task      string `json:"task,omitempty"`
+	TaskTitle string `json:"task_title,omitempty"`
 	// Epsilon is the ledger's spent epsilon at TargetDelta (the tightest
 	// valid method without caveat, named by Method).
 	Epsilon       float64 `json:"epsilon"`

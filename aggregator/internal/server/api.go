@@ -43,7 +43,8 @@ func (s *Server) Status() api.Status {
 	st := api.Status{Round: s.st.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
 		Fingerprint: s.fp, Running: s.stopped == "", Stopped: s.stopped, Params: s.st.Params,
 		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass,
-		RejectedBatches: maps.Clone(s.rejected), Audit: s.currentAuditLocked()}
+		RejectedBatches: maps.Clone(s.rejected), Audit: s.currentAuditLocked(),
+		AccuracySource: s.accuracySource(), Task: s.cfg.Task, TaskTitle: s.cfg.TaskTitle}
 	if s.st.Open != nil {
 		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
 	}
@@ -57,6 +58,15 @@ func (s *Server) Status() api.Status {
 		}
 	}
 	return st
+}
+
+// accuracySource is api.Status.AccuracySource: "public_holdout" when
+// there is a test set to evaluate on, "none" otherwise.
+func (s *Server) accuracySource() string {
+	if s.cfg.Test.Len() > 0 {
+		return "public_holdout"
+	}
+	return "none"
 }
 
 // Rounds returns a copy of the round history.
