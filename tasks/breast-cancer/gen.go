@@ -10,9 +10,10 @@
 // a fixed stratified split (dataset.StratifiedSplit, seed
 // dataset.DefaultSplitSeed) puts 20% of the rows in holdout.csv. The
 // declared range of every feature is [0, M] with M the data set's maximum
-// rounded up to two significant digits: every feature is a non-negative
-// measurement, and the data set is public. (A real study declares its
-// ranges from domain knowledge before any data is seen.)
+// rounded up to two significant digits, scaled to [-1, 1] ("symmetric"):
+// every feature is a non-negative measurement, and the data set is public.
+// (A real study declares its ranges from domain knowledge before any data
+// is seen.)
 package main
 
 import (
@@ -107,14 +108,15 @@ func main() {
 	write("holdout.csv", test)
 
 	type feature struct {
-		Name string  `json:"name"`
-		Type string  `json:"type"`
-		Min  float64 `json:"min"`
-		Max  float64 `json:"max"`
+		Name  string  `json:"name"`
+		Type  string  `json:"type"`
+		Scale string  `json:"scale"`
+		Min   float64 `json:"min"`
+		Max   float64 `json:"max"`
 	}
 	var fs []feature
 	for j := range 30 {
-		fs = append(fs, feature{Name: header[j], Type: "numeric", Min: 0, Max: ceil2(hi[j])})
+		fs = append(fs, feature{Name: header[j], Type: "numeric", Scale: "symmetric", Min: 0, Max: ceil2(hi[j])})
 	}
 	type label struct {
 		Name    string   `json:"name"`
@@ -150,7 +152,7 @@ func main() {
 		Features:   fs,
 		Label:      label{Name: "diagnosis", Classes: classes},
 		Model:      map[string]string{"type": "logreg"},
-		Privacy:    privacy{Protocol: "secagg", Epsilon: 4, Delta: 1e-5, Rounds: 5},
+		Privacy:    privacy{Protocol: "secagg", Epsilon: 4, Delta: 1e-5, Rounds: 10},
 		Holdout:    "holdout.csv",
 		Simulation: "train.csv",
 	}
@@ -160,7 +162,7 @@ func main() {
 	}
 	// One feature per line keeps the file readable.
 	s := string(b)
-	s = strings.NewReplacer("{\n      \"name\"", "{\"name\"", ",\n      \"type\"", ", \"type\"", ",\n      \"min\"", ", \"min\"", ",\n      \"max\"", ", \"max\"", "\n    }", "}").Replace(s)
+	s = strings.NewReplacer("{\n      \"name\"", "{\"name\"", ",\n      \"type\"", ", \"type\"", ",\n      \"scale\"", ", \"scale\"", ",\n      \"min\"", ", \"min\"", ",\n      \"max\"", ", \"max\"", "\n    }", "}").Replace(s)
 	if err := os.WriteFile("task.json", []byte(s+"\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestDigitsIsTodaysPipeline(t *testing.T) {
 }
 
 // TestBreastCancer: the shipped tabular task loads its simulation rows and
-// holdout, encoded into [0,1] by its declared ranges, and deals the rows
+// holdout, encoded into [-1,1] by its declared ranges (scale "symmetric"), and deals the rows
 // to volunteers disjointly.
 func TestBreastCancer(t *testing.T) {
 	tk, dir, err := task.Load("../../../tasks/breast-cancer/task.json")
@@ -59,8 +59,8 @@ func TestBreastCancer(t *testing.T) {
 		t.Fatalf("%d train and %d holdout rows", s.Train.Len(), s.Test.Len())
 	}
 	for _, v := range slices.Concat(s.Train.X, s.Test.X) {
-		if v < 0 || v > 1 {
-			t.Fatalf("encoded value %v outside [0,1]", v)
+		if v < -1 || v > 1 {
+			t.Fatalf("encoded value %v outside [-1,1]", v)
 		}
 	}
 	shares, err := Shares(s, 100, 1)
