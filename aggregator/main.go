@@ -120,7 +120,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	buckets := fs.Int("buckets", 0, "rgb buckets b")
 	minBatch := fs.Int("min-batch", 0, fmt.Sprintf("fewest reports for a round (default %d)", params.DefaultMinBatch))
 	quota := fs.Int("quota", 0, "close a round early at this many reports (0: none; ss-simple: n_p; secagg: 2 x -expected-n)")
-	epsL := fs.Float64("epsl", params.DefaultEpsL, "local budget eps_l of one report (apes, s-apes: the largest a volunteer may choose)")
+	epsL := fs.Float64("epsl", 0, fmt.Sprintf("local budget eps_l of one report (apes, s-apes: the largest a volunteer may choose; default %g per coordinate of the default k = d/50: %g at d = 7850)", roundspec.DefaultCoordinateEpsilon, params.DefaultEpsL))
 	deltaL := fs.Float64("deltal", 0, "local delta of one report (gaussian)")
 	clip := fs.Float64("clip", params.DefaultClip, fmt.Sprintf("clipping bound C (secagg: the update's L2 clip, default %g)", roundspec.DefaultSecAggClip))
 	checkIn := fs.Float64("checkin-p", 1, "check-in probability p")
