@@ -227,7 +227,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv, err := server.New(server.Config{
 		Params: rp, RelayURL: *relay, Token: tok, StateDir: *stateDir, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
-		ExpectedN: *expected, ServerLR: lr, Test: test, Task: tk.Name, TaskTitle: tk.Title, Workers: *workers, AuditTrials: *auditTrials, Logger: log,
+		ExpectedN: *expected, ServerLR: lr, Test: test, Task: tk, Workers: *workers, AuditTrials: *auditTrials, Logger: log,
 		Web: server.WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass, Simulated: *simulated},
 	})
 	if err != nil {

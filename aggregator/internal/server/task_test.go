@@ -2,10 +2,13 @@ package server
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 // TestAccuracySource: with a public holdout the round's accuracy is shown
@@ -18,7 +21,7 @@ func TestAccuracySource(t *testing.T) {
 		want    string
 	}{{true, "public_holdout"}, {false, "none"}} {
 		h := newHarness(t, t.TempDir(), newFakeRelay(t), func(cfg *Config) {
-			cfg.Task, cfg.TaskTitle = "survey", "A survey"
+			cfg.Task = testTask(t)
 			if !c.holdout {
 				var err error
 				if cfg.Test, err = logreg.ShapeOnly(cfg.Test.Shape()); err != nil {
@@ -45,12 +48,56 @@ func TestAccuracySource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.RoundsOK != 1 || st.AccuracySource != c.want || st.Task != "survey" || (st.Accuracy != nil) != c.holdout || (st.Loss != nil) != c.holdout {
+		if st.RoundsOK != 1 || st.AccuracySource != c.want || st.Task != "tiny" || (st.Accuracy != nil) != c.holdout || (st.Loss != nil) != c.holdout {
 			t.Errorf("holdout %v: status %+v", c.holdout, st)
 		}
 		if m := h.srv.Model(); !c.holdout && allZero(m) {
 			t.Error("the round did not update the model")
 		}
+	}
+}
+
+// testTask is a task of testSet's shape (3 features, 2 classes).
+func testTask(t *testing.T) *task.Task {
+	t.Helper()
+	tk, err := task.Parse([]byte(`{"version": 1, "name": "tiny", "title": "Tiny", "consent": "Yes.", "source": "form",
+		"features": [{"name": "x", "type": "numeric", "min": -1, "max": 1, "count": 3}],
+		"label": {"name": "y", "classes": ["a", "b"]}, "model": {"type": "logreg"}, "holdout": "secret/path.csv"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// TestTaskEndpoint: GET /api/task serves the public definition without
+// the operator's file paths, and 404 without a task; a task whose model
+// differs from the test set's is refused.
+func TestTaskEndpoint(t *testing.T) {
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), func(cfg *Config) { cfg.Task = testTask(t) })
+	resp, err := http.Get(h.http.URL + "/api/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	back, err := task.Parse(body)
+	if err != nil || back.Name != "tiny" || back.D() != 8 || back.Holdout != "" || strings.Contains(string(body), "secret") {
+		t.Fatalf("served %s: %v", body, err)
+	}
+	h2 := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
+	if resp, err := http.Get(h2.http.URL + "/api/task"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("no task: %v %v", resp.Status, err)
+	}
+	cfg := h.cfg
+	cfg.StateDir = t.TempDir()
+	cfg.Task, _ = task.Parse([]byte(strings.Replace(`{"version": 1, "name": "t", "title": "T", "consent": "Yes.", "source": "form",
+		"features": [{"name": "x", "type": "numeric", "min": -1, "max": 1, "count": 4}],
+		"label": {"name": "y", "classes": ["a", "b"]}, "model": {"type": "logreg"}}`, "\n", " ", -1)))
+	if _, err := New(cfg); err == nil {
+		t.Fatal("a task of 4 features with a test set of 3 accepted")
 	}
 }
 
