@@ -133,6 +133,7 @@ type handlers struct {
 //	GET  /api/rounds every round: status, accuracy, loss, epsilon by every method, n, n_p, check-in rate
 //	GET  /api/key    public keys and fingerprint
 //	GET  /api/model  current model parameters
+//	GET  /api/task   the public task definition (registered by the server, not here)
 //	GET  /healthz    "ok"
 func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
 	h := &handlers{b: b, log: log, tokenSum: sha256.Sum256([]byte(token))}
