@@ -32,10 +32,11 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/audit"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
-	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/task"
+	"github.com/blanket-fl/blanket/shared/task/taskdata"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -119,7 +120,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	buckets := fs.Int("buckets", 0, "rgb buckets b")
 	minBatch := fs.Int("min-batch", 0, fmt.Sprintf("fewest reports for a round (default %d)", params.DefaultMinBatch))
 	quota := fs.Int("quota", 0, "close a round early at this many reports (0: none; ss-simple: n_p; secagg: 2 x -expected-n)")
-	epsL := fs.Float64("epsl", params.DefaultEpsL, "local budget eps_l of one report (apes, s-apes: the largest a volunteer may choose)")
+	epsL := fs.Float64("epsl", 0, fmt.Sprintf("local budget eps_l of one report (apes, s-apes: the largest a volunteer may choose; default %g per coordinate of the default k = d/50: %g at d = 7850)", roundspec.DefaultCoordinateEpsilon, params.DefaultEpsL))
 	deltaL := fs.Float64("deltal", 0, "local delta of one report (gaussian)")
 	clip := fs.Float64("clip", params.DefaultClip, fmt.Sprintf("clipping bound C (secagg: the update's L2 clip, default %g)", roundspec.DefaultSecAggClip))
 	checkIn := fs.Float64("checkin-p", 1, "check-in probability p")
@@ -127,7 +128,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sigma := fs.Float64("sigma", 0, "secagg: each server's discrete Gaussian sigma in grid units (0: the smallest with which -rounds rounds at the check-in rate fit -epsilon/-delta)")
 	bits := fs.Int("bits", roundspec.DefaultBits, "secagg: bits per quantized entry")
 	serverLR := fs.Float64("server-lr", 0, "server learning rate (default d/k for ss-topk as FLAME's code, 1 otherwise)")
-	data := fs.String("data", sample.Name, "test data set: "+strings.Join(sample.Names(), ", "))
+	taskFile := fs.String("task", "", "task definition file (docs/tasks.md; default: the built-in digits task); its suggested privacy parameters are the defaults of -protocol, -epsilon, -delta and -rounds")
+	data := fs.String("data", sample.Name, "the digits task's data set: "+strings.Join(sample.Names(), ", "))
 	dataDir := fs.String("data-dir", "", "data directory for on-disk data sets")
 	workers := fs.Int("workers", 0, "decryption goroutines (0: GOMAXPROCS)")
 	auditTrials := fs.Int("audit-trials", 0, "audit each announced configuration in the background with this many trials per hypothesis (>= 10; about 50-100 is useful for the shuffle protocols, one core for minutes at d = 7850; secure summation always runs 200,000 cheap trials) and show the audited lower bound on epsilon next to the charge (0: off)")
@@ -190,13 +192,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		wasm = m
 	}
-	test, err := loadTest(*data, *dataDir)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	tk, test, accSource, err := loadTask(*taskFile, *data, *dataDir, set["data"])
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	d := test.Shape().NumParams()
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *taskFile != "" {
+		suggest(tk.Privacy, set, protocol, epsilon, delta, rounds)
+	}
+	d := tk.D()
+	log.Info("task", "name", tk.Name, "d", d, "features", tk.Inputs(), "classes", len(tk.Label.Classes), "accuracy_source", accSource)
 	pf := params.Choice{
 		Protocol: *protocol, Randomizer: *rz, K: *k, L: *l, Width: *width, NP: *np, Buckets: *buckets,
 		MinBatch: *minBatch, Quota: *quota, EpsL: *epsL, DeltaL: *deltaL, Clip: *clip, CheckIn: *checkIn,
@@ -221,7 +227,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	srv, err := server.New(server.Config{
 		Params: rp, RelayURL: *relay, Token: tok, StateDir: *stateDir, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
-		ExpectedN: *expected, ServerLR: lr, Test: test, Workers: *workers, AuditTrials: *auditTrials, Logger: log,
+		ExpectedN: *expected, ServerLR: lr, Test: test, Task: tk, Workers: *workers, AuditTrials: *auditTrials, Logger: log,
 		Web: server.WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass, Simulated: *simulated},
 	})
 	if err != nil {
@@ -280,25 +286,49 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// loadTest loads the named data set and returns its test part
-// standardized with statistics of its train part (exactly as the clients
-// standardize their share of the train part).
-func loadTest(name, dir string) (logreg.Dataset, error) {
-	train, test, err := sample.Open(name, dir)
+// loadTask loads the task definition (task.Load: "" is the built-in
+// digits task) and its public holdout (taskdata.Holdout): for the digits,
+// the named data set's test part standardized with statistics of its
+// public train part, exactly as the volunteers standardize their share;
+// for a task without public test data, the model's shape only, and
+// accuracy source "none". dataSet says -data was given: it chooses the
+// built-in task's data set and is refused for any other task.
+func loadTask(path, data, dataDir string, dataSet bool) (*task.Task, logreg.Dataset, string, error) {
+	tk, dir, err := task.Load(path)
 	if err != nil {
-		return logreg.Dataset{}, fmt.Errorf("open data set %q: %w", name, err)
+		return nil, logreg.Dataset{}, "", err
 	}
-	z, err := dataset.FitStandardizer(train)
+	name := ""
+	if dataSet {
+		if tk.Source != task.SourceBuiltin {
+			return nil, logreg.Dataset{}, "", fmt.Errorf("-data chooses a built-in task's data set; task %q brings its own (its holdout)", tk.Name)
+		}
+		name = data
+	}
+	sets, err := taskdata.Open(tk, dir, name, dataDir)
 	if err != nil {
-		return logreg.Dataset{}, fmt.Errorf("standardize: %w", err)
+		return nil, logreg.Dataset{}, "", err
 	}
-	if test, err = z.Apply(test); err != nil {
-		return logreg.Dataset{}, fmt.Errorf("standardize test set: %w", err)
-	}
-	shape := logreg.Shape{Features: test.Features, Classes: test.Classes}
-	ds, err := logreg.NewDataset(shape, test.X, test.Y)
+	test, src, err := taskdata.Holdout(tk, sets)
 	if err != nil {
-		return logreg.Dataset{}, fmt.Errorf("test set: %w", err)
+		return nil, logreg.Dataset{}, "", err
 	}
-	return ds, nil
+	return tk, test, src, nil
+}
+
+// suggest applies a task's suggested privacy parameters to the flags the
+// operator did not set.
+func suggest(p task.Privacy, set map[string]bool, protocol *string, epsilon, delta *float64, rounds *int) {
+	if p.Protocol != "" && !set["protocol"] {
+		*protocol = p.Protocol
+	}
+	if p.Epsilon > 0 && !set["epsilon"] {
+		*epsilon = p.Epsilon
+	}
+	if p.Delta > 0 && !set["delta"] {
+		*delta = p.Delta
+	}
+	if p.Rounds > 0 && !set["rounds"] {
+		*rounds = p.Rounds
+	}
 }

@@ -33,6 +33,8 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/task"
+	"github.com/blanket-fl/blanket/shared/task/taskdata"
 )
 
 func main() {
@@ -53,6 +55,11 @@ type options struct {
 	host, publicURL           string
 	lan, resume, verbose      bool
 	paused                    bool
+	// taskFile is -task (docs/tasks.md; "" the built-in digits), tk the
+	// task and sets its public data.
+	taskFile string
+	tk       *task.Task
+	sets     *taskdata.Sets
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -73,7 +80,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.publicURL, "public-url", "", "join link for the QR code and the dashboard, if students reach the relay by another name or port")
 	fs.BoolVar(&o.paused, "paused", false, "wait for Start on the operator page before the first round (the default with -clients 0)")
 	fs.BoolVar(&o.verbose, "v", false, "show the relay's and the aggregator's logs")
+	fs.StringVar(&o.taskFile, "task", "", "task definition file (docs/tasks.md; default: the built-in digits); the simulated volunteers share its simulation rows, and its suggested privacy parameters are the defaults of -protocol, -epsilon and -rounds")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.loadTask(fs); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -84,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	switch {
 	case o.clients < 0:
 		return o, fmt.Errorf("-clients must be >= 0, got %d", o.clients)
-	case o.clients > 8000:
+	case o.taskFile == "" && o.clients > 8000:
 		return o, fmt.Errorf("-clients must be at most 8000 (the embedded digits hold 8,000 training examples), got %d", o.clients)
 	case o.students < 1 && o.clients == 0:
 		return o, errors.New("-clients 0 needs -students >= 1: with no simulated volunteers, the rounds are sized for the students")
@@ -141,6 +152,59 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// loadTask reads -task and applies its suggestions to the flags not set:
+// its protocol, epsilon and rounds; a task without simulation rows runs
+// with real volunteers only (-clients 0) unless -clients says otherwise,
+// which is then an error.
+func (o *options) loadTask(fs *flag.FlagSet) error {
+	if o.taskFile == "" {
+		return nil
+	}
+	tk, dir, err := task.Load(o.taskFile)
+	if err != nil {
+		return err
+	}
+	sets, err := taskdata.Open(tk, dir, "", "")
+	if err != nil {
+		return err
+	}
+	o.tk, o.sets = tk, sets
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	p := tk.Privacy
+	if p.Protocol != "" && !set["protocol"] {
+		o.protocol = p.Protocol
+	}
+	if p.Epsilon > 0 && !set["epsilon"] {
+		o.epsilon = p.Epsilon
+	}
+	if p.Rounds > 0 && !set["rounds"] {
+		o.rounds = p.Rounds
+	}
+	if tk.Source == task.SourceBuiltin {
+		return nil
+	}
+	rows := 0
+	if sets.Train != nil {
+		rows = sets.Train.Len()
+	}
+	switch {
+	case rows == 0 && !set["clients"]:
+		o.clients = 0 // real volunteers only: the task ships no data
+	case o.clients > rows:
+		return fmt.Errorf("-clients %d: task %q has %d simulation rows, at most one simulated volunteer per row", o.clients, tk.Name, rows)
+	}
+	return nil
+}
+
+// dataName says what the simulated volunteers train on.
+func (o options) dataName() string {
+	if o.tk == nil || o.tk.Source == task.SourceBuiltin {
+		return "the embedded digits"
+	}
+	return fmt.Sprintf("task %q's simulation rows", o.tk.Name)
+}
+
 // aggregatorArgs sizes the rounds: n is the simulated volunteers, or the
 // students expected when there are none; the minimum batch is at most
 // half of them (at least 3, so no round ever averages one or two
@@ -153,6 +217,9 @@ func (o options) aggregatorArgs() []string {
 	args := []string{"-protocol", o.protocol, "-rounds", strconv.Itoa(o.rounds), "-expected-n", strconv.Itoa(n),
 		"-round-timeout", o.roundTime.String(), "-batch-grace", "30s", "-simulated", strconv.Itoa(o.clients),
 		"-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)}
+	if o.taskFile != "" {
+		args = append(args, "-task", o.taskFile)
+	}
 	if o.protocol == "secagg" {
 		// Every connected volunteer takes part (no amplification by
 		// check-in claimed: the relay sees who sends shares).
@@ -348,7 +415,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "paused: press Start on the operator page when the students have joined.")
 	}
 	if o.clients > 0 {
-		fmt.Fprintf(stdout, "%d simulated volunteers on the embedded digits, protocol %s, %d rounds; Ctrl-C to stop\n\n", o.clients, o.protocol, o.rounds)
+		fmt.Fprintf(stdout, "%d simulated volunteers on %s, protocol %s, %d rounds; Ctrl-C to stop\n\n", o.clients, o.dataName(), o.protocol, o.rounds)
 	} else {
 		fmt.Fprintf(stdout, "no simulated volunteers: real students only (rounds sized for %d), protocol %s, %d rounds; Ctrl-C to stop\n\n", o.students, o.protocol, o.rounds)
 	}
@@ -358,10 +425,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cohortDone := make(chan error, 1)
 	if o.clients > 0 {
 		go func() {
-			_, err := cohort.Run(cctx, cohort.Config{
+			cc := cohort.Config{
 				Relay: cl.WebSocketURL(), Key: key, Clients: o.clients, PerUser: 8000 / o.clients,
 				Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler),
-			})
+			}
+			if o.taskFile != "" && o.tk.Source != task.SourceBuiltin {
+				if cc.Shares, err = taskdata.Shares(o.sets, o.clients, cc.Seed); err != nil {
+					cohortDone <- err
+					return
+				}
+				cc.PerUser = 1
+			}
+			_, err := cohort.Run(cctx, cc)
 			cohortDone <- err
 		}()
 		if !o.paused {

@@ -75,3 +75,29 @@ func TestPassword(t *testing.T) {
 		t.Errorf("passwords %q, %q", a, b)
 	}
 }
+
+// TestTaskFlag: -task passes the file to the aggregator and takes the
+// task's suggested protocol, epsilon and rounds unless a flag sets them;
+// a task without simulation rows runs with real volunteers only, and more
+// simulated volunteers than rows is refused.
+func TestTaskFlag(t *testing.T) {
+	bc := "../../tasks/breast-cancer/task.json"
+	o, err := parseFlags([]string{"-task", bc, "-epsilon", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(o.aggregatorArgs(), " ")
+	if !strings.Contains(args, "-task "+bc) || !strings.Contains(args, "-rounds 10") || !strings.Contains(args, "-epsilon 1") || o.clients != 400 {
+		t.Errorf("args %s, clients %d", args, o.clients)
+	}
+	o, err = parseFlags([]string{"-task", "../../tasks/class-survey/task.json"}, io.Discard)
+	if err != nil || o.clients != 0 || !o.paused {
+		t.Errorf("survey: clients %d paused %v: %v", o.clients, o.paused, err)
+	}
+	if _, err := parseFlags([]string{"-task", bc, "-clients", "500"}, io.Discard); err == nil {
+		t.Error("500 simulated volunteers for 456 rows accepted")
+	}
+	if _, err := parseFlags([]string{"-task", "../../tasks/class-survey/task.json", "-clients", "5"}, io.Discard); err == nil {
+		t.Error("simulated volunteers without simulation rows accepted")
+	}
+}

@@ -185,3 +185,14 @@ func (d Dataset) check() error {
 	}
 	return nil
 }
+
+// ShapeOnly returns a Dataset of no examples that carries s: a model's
+// shape where there is nothing to evaluate on (a task without a public
+// holdout). Accuracy and Loss refuse it (it is empty), so nothing is ever
+// computed on it.
+func ShapeOnly(s Shape) (Dataset, error) {
+	if err := s.Validate(); err != nil {
+		return Dataset{}, err
+	}
+	return Dataset{shape: s}, nil
+}

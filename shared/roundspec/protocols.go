@@ -59,7 +59,8 @@ type Options struct {
 	Buckets int // R_{γ,b}'s b (required for rgb)
 	// MinBatch (default min(20, n)), Quota (default none).
 	MinBatch, Quota int
-	// EpsL (default 78.5: FLAME's 0.5 per coordinate at k = 157), DeltaL
+	// EpsL (default DefaultEpsLFor(d): FLAME's 0.5 per coordinate at the
+	// default k, 78.5 at d = 7850 where k = 157), DeltaL
 	// (Gaussian only; default 1e-6), Clip (default 0.01, FLAME's C),
 	// CheckInP (default 1).
 	EpsL, DeltaL, Clip, CheckInP float64
@@ -77,12 +78,16 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultEpsL     = 78.5
-	DefaultClip     = 0.01
-	DefaultBetaInv  = 50
-	DefaultNPRatio  = 3
-	DefaultMinBatch = 20
-	DefaultDeltaL   = 1e-6
+	// DefaultEpsL is DefaultEpsLFor(7850), the digits' default.
+	DefaultEpsL = 78.5
+	// DefaultCoordinateEpsilon is FLAME's budget per perturbed
+	// coordinate (Section 6: eps_l = 78.5 over k = 157).
+	DefaultCoordinateEpsilon = 0.5
+	DefaultClip              = 0.01
+	DefaultBetaInv           = 50
+	DefaultNPRatio           = 3
+	DefaultMinBatch          = 20
+	DefaultDeltaL            = 1e-6
 	// Secure summation's defaults, tuned on the embedded digits for a
 	// live class of about 230 volunteers (docs/experiments.md, "Secure
 	// summation"): 10 bits per entry (Δ within 1% of the clip norm), an
@@ -149,7 +154,7 @@ func Build(d, n int, o Options) (wire.Params, float64, error) {
 		}
 		return p, lr, nil
 	}
-	p.EpsL = orF(o.EpsL, DefaultEpsL)
+	p.EpsL = orF(o.EpsL, DefaultEpsLFor(d))
 	p.Clip = orF(o.Clip, DefaultClip)
 	if p.Randomizer == wire.RandomizerGaussian {
 		p.DeltaL = orF(o.DeltaL, DefaultDeltaL)
@@ -172,6 +177,15 @@ func orF(v, def float64) float64 {
 		return def
 	}
 	return v
+}
+
+// DefaultEpsLFor is the default local budget of one report for a model of
+// d parameters: DefaultCoordinateEpsilon per coordinate of the default k
+// (chooseK: round(d/50), at least 1), so that a task of any d starts from
+// FLAME's per-coordinate budget; 78.5 at d = 7850 (DefaultEpsL), 0.5 for
+// d < 75.
+func DefaultEpsLFor(d int) float64 {
+	return DefaultCoordinateEpsilon * float64(chooseK(d, Options{}))
 }
 
 // chooseK is o.K, or round(Beta·d), or round(d/50), within [1, d-1].

@@ -57,68 +57,7 @@ func announceable(t *testing.T) []wire.Params {
 func TestPartiesAgree(t *testing.T) {
 	for _, p := range announceable(t) {
 		name := p.Protocol.String() + "/" + p.Randomizer.String()
-		spec, err := New(p)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		enc, err := spec.Encoder(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel := spec.Release(1, 30, int(p.NP))
-		if err := rel.Validate(); err != nil {
-			t.Fatalf("%s: release: %v", name, err)
-		}
-		if enc.CoordinateEpsilon() != rel.Eps0 || rel.Eps0 != spec.Blanket().Epsilon() || rel.Eps0 != p.PerCoordinateEpsilon() {
-			t.Errorf("%s: encoder %v, release %v, randomizer %v, announced %v per coordinate", name,
-				enc.CoordinateEpsilon(), rel.Eps0, spec.Blanket().Epsilon(), p.PerCoordinateEpsilon())
-		}
-		if math.Abs(enc.Epsilon()-p.EpsL) > 1e-9*p.EpsL || math.Abs(enc.Delta()-p.DeltaL) > 1e-15 {
-			t.Errorf("%s: report (%v, %v)-LDP, announced (%v, %v)", name, enc.Epsilon(), enc.Delta(), p.EpsL, p.DeltaL)
-		}
-		if sh := enc.Shape(); sh.Width != 1 || sh.Messages != p.Messages() {
-			t.Errorf("%s: shape %+v, announced %d messages", name, sh, p.Messages())
-		}
-		wantRel := map[wire.Protocol]string{wire.ProtocolSSSimple: privacy.ProtocolSSSimple, wire.ProtocolSSDouble: privacy.ProtocolSSDouble, wire.ProtocolSSTopk: privacy.ProtocolSSTopk,
-			wire.ProtocolAPES: privacy.ProtocolAPES, wire.ProtocolSAPES: privacy.ProtocolLocal} // S-APES: its local guarantee (docs/privacy.md)
-		if rel.Protocol != wantRel[p.Protocol] || rel.Randomizer != p.Randomizer.String() {
-			t.Errorf("%s: release %s/%s", name, rel.Protocol, rel.Randomizer)
-		}
-		src := noise.NewSeeded(uint64(p.Protocol)*10 + uint64(p.Randomizer))
-		var all []mechanism.Message
-		for i := range 30 {
-			x := make([]float64, p.D)
-			for j := range x {
-				x[j] = []float64{-1e300, 1e300, 0, 5e-324}[(i+j)%4] // clipped to [-C, C]
-			}
-			msgs, err := enc.Encode(x, src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, msgs...)
-		}
-		b, _, err := spec.Shuffle(all, src)
-		if err != nil {
-			t.Fatalf("%s: relay: %v", name, err)
-		}
-		counts := make([]int, p.Columns())
-		for _, m := range b.Messages {
-			if len(m.Indices) != 1 || len(m.Values) != 1 {
-				t.Fatalf("%s: a message of width %d", name, len(m.Indices))
-			}
-			counts[m.Indices[0]]++
-			if !spec.Admissible(m.Values[0]) {
-				t.Fatalf("%s: value %v not admissible at the aggregator", name, m.Values[0])
-			}
-		}
-		for j, c := range counts {
-			if c != b.NP {
-				t.Fatalf("%s: dimension %d has %d messages, batch n_p %d", name, j, c, b.NP)
-			}
-		}
-		if p.Protocol == wire.ProtocolSSTopk && b.NP != int(p.NP) {
-			t.Errorf("%s: ss-topk's n_p moved from %d to %d", name, p.NP, b.NP)
-		}
+		spec := checkAgree(t, name, p)
 		switch {
 		case p.Protocol.IsAPES():
 			checkAPESUnbiased(t, name, spec)
@@ -126,6 +65,76 @@ func TestPartiesAgree(t *testing.T) {
 			checkUnbiased(t, name, spec)
 		}
 	}
+}
+
+// checkAgree is TestPartiesAgree's agreement of the encoder, the relay,
+// the aggregator and the ledger for one announceable shuffle parameter
+// set (without the unbiasedness check), and returns the spec.
+func checkAgree(t *testing.T, name string, p wire.Params) *Spec {
+	t.Helper()
+	spec, err := New(p)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	enc, err := spec.Encoder(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := spec.Release(1, 30, int(p.NP))
+	if err := rel.Validate(); err != nil {
+		t.Fatalf("%s: release: %v", name, err)
+	}
+	if enc.CoordinateEpsilon() != rel.Eps0 || rel.Eps0 != spec.Blanket().Epsilon() || rel.Eps0 != p.PerCoordinateEpsilon() {
+		t.Errorf("%s: encoder %v, release %v, randomizer %v, announced %v per coordinate", name,
+			enc.CoordinateEpsilon(), rel.Eps0, spec.Blanket().Epsilon(), p.PerCoordinateEpsilon())
+	}
+	if math.Abs(enc.Epsilon()-p.EpsL) > 1e-9*p.EpsL || math.Abs(enc.Delta()-p.DeltaL) > 1e-15 {
+		t.Errorf("%s: report (%v, %v)-LDP, announced (%v, %v)", name, enc.Epsilon(), enc.Delta(), p.EpsL, p.DeltaL)
+	}
+	if sh := enc.Shape(); sh.Width != 1 || sh.Messages != p.Messages() {
+		t.Errorf("%s: shape %+v, announced %d messages", name, sh, p.Messages())
+	}
+	wantRel := map[wire.Protocol]string{wire.ProtocolSSSimple: privacy.ProtocolSSSimple, wire.ProtocolSSDouble: privacy.ProtocolSSDouble, wire.ProtocolSSTopk: privacy.ProtocolSSTopk,
+		wire.ProtocolAPES: privacy.ProtocolAPES, wire.ProtocolSAPES: privacy.ProtocolLocal} // S-APES: its local guarantee (docs/privacy.md)
+	if rel.Protocol != wantRel[p.Protocol] || rel.Randomizer != p.Randomizer.String() {
+		t.Errorf("%s: release %s/%s", name, rel.Protocol, rel.Randomizer)
+	}
+	src := noise.NewSeeded(uint64(p.Protocol)*10 + uint64(p.Randomizer))
+	var all []mechanism.Message
+	for i := range 30 {
+		x := make([]float64, p.D)
+		for j := range x {
+			x[j] = []float64{-1e300, 1e300, 0, 5e-324}[(i+j)%4] // clipped to [-C, C]
+		}
+		msgs, err := enc.Encode(x, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, msgs...)
+	}
+	b, _, err := spec.Shuffle(all, src)
+	if err != nil {
+		t.Fatalf("%s: relay: %v", name, err)
+	}
+	counts := make([]int, p.Columns())
+	for _, m := range b.Messages {
+		if len(m.Indices) != 1 || len(m.Values) != 1 {
+			t.Fatalf("%s: a message of width %d", name, len(m.Indices))
+		}
+		counts[m.Indices[0]]++
+		if !spec.Admissible(m.Values[0]) {
+			t.Fatalf("%s: value %v not admissible at the aggregator", name, m.Values[0])
+		}
+	}
+	for j, c := range counts {
+		if c != b.NP {
+			t.Fatalf("%s: dimension %d has %d messages, batch n_p %d", name, j, c, b.NP)
+		}
+	}
+	if p.Protocol == wire.ProtocolSSTopk && b.NP != int(p.NP) {
+		t.Errorf("%s: ss-topk's n_p moved from %d to %d", name, p.NP, b.NP)
+	}
+	return spec
 }
 
 func checkUnbiased(t *testing.T, name string, spec *Spec) {

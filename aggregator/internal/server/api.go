@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"maps"
 	"net/http"
 	"slices"
@@ -17,7 +18,28 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	api.Register(mux, s, s.cfg.Token, s.log)
 	s.registerWeb(mux)
+	mux.HandleFunc("GET /api/task", s.serveTask)
 	return mux
+}
+
+// serveTask is GET /api/task: the public task definition (title, consent
+// text, features with their declared ranges or categories, label, model,
+// suggested privacy parameters) as JSON, without the operator's file
+// paths; 404 when the server was given no task.
+func (s *Server) serveTask(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Task == nil {
+		http.NotFound(w, r)
+		return
+	}
+	t := *s.cfg.Task
+	t.Holdout, t.Simulation = "", ""
+	b, err := json.MarshalIndent(&t, "", " ")
+	if err != nil {
+		http.Error(w, "task: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
 }
 
 // BodyLimits bounds the relay's request bodies for the current round
@@ -43,7 +65,11 @@ func (s *Server) Status() api.Status {
 	st := api.Status{Round: s.st.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
 		Fingerprint: s.fp, Running: s.stopped == "", Stopped: s.stopped, Params: s.st.Params,
 		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass,
-		RejectedBatches: maps.Clone(s.rejected), Audit: s.currentAuditLocked()}
+		RejectedBatches: maps.Clone(s.rejected), Audit: s.currentAuditLocked(),
+		AccuracySource: s.accuracySource()}
+	if s.cfg.Task != nil {
+		st.Task, st.TaskTitle = s.cfg.Task.Name, s.cfg.Task.Title
+	}
 	if s.st.Open != nil {
 		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
 	}
@@ -57,6 +83,15 @@ func (s *Server) Status() api.Status {
 		}
 	}
 	return st
+}
+
+// accuracySource is api.Status.AccuracySource: "public_holdout" when
+// there is a test set to evaluate on, "none" otherwise.
+func (s *Server) accuracySource() string {
+	if s.cfg.Test.Len() > 0 {
+		return "public_holdout"
+	}
+	return "none"
 }
 
 // Rounds returns a copy of the round history.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -57,8 +58,15 @@ type Config struct {
 	// the model (default 1; FLAME's code uses d/k for SS-Topk).
 	ServerLR float64
 	// Test is the held-out test set the model is evaluated on every round
-	// (standardized like the clients' data).
+	// (standardized like the clients' data). A task without public test
+	// data gives a Dataset of no examples carrying the model's shape
+	// (logreg.ShapeOnly): no accuracy is computed and /api/status says
+	// accuracy_source "none".
 	Test logreg.Dataset
+	// Task is the task being learned (optional): its name and title are
+	// in /api/status and its public definition at GET /api/task, for the
+	// pages (consent text, questions, classes).
+	Task *task.Task
 	// Workers is the number of decryption goroutines (default
 	// runtime.GOMAXPROCS(0) at each batch).
 	Workers int
@@ -91,8 +99,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if err := cfg.Params.Validate(); err != nil {
 		return cfg, fmt.Errorf("server: params: %w", err)
 	}
-	if err := cfg.Test.Shape().Validate(); err != nil || cfg.Test.Len() == 0 {
-		return cfg, errors.New("server: a non-empty test set is required")
+	if err := cfg.Test.Shape().Validate(); err != nil {
+		return cfg, errors.New("server: a test set, or the model's shape (logreg.ShapeOnly), is required")
+	}
+	if cfg.Task != nil && cfg.Task.Shape() != cfg.Test.Shape() {
+		return cfg, fmt.Errorf("server: the task's model is %+v but the test set's %+v", cfg.Task.Shape(), cfg.Test.Shape())
 	}
 	if got := cfg.Test.Shape().NumParams(); got != int(cfg.Params.D) {
 		return cfg, fmt.Errorf("server: params d = %d but the test set's model has %d parameters", cfg.Params.D, got)

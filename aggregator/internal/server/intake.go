@@ -154,12 +154,14 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) 
 	} else {
 		reply.Status = wire.BatchStatusOK
 		rec.Status = checkpoint.StatusOK
-		acc, aerr := logreg.Accuracy(model, s.cfg.Test)
-		loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
-		if aerr == nil && lerr == nil {
-			rec.Accuracy, rec.Loss = accounting.FinitePtr(acc), accounting.FinitePtr(loss)
-		} else {
-			s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
+		if s.cfg.Test.Len() > 0 { // no public holdout: nothing is evaluated
+			acc, aerr := logreg.Accuracy(model, s.cfg.Test)
+			loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
+			if aerr == nil && lerr == nil {
+				rec.Accuracy, rec.Loss = accounting.FinitePtr(acc), accounting.FinitePtr(loss)
+			} else {
+				s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
+			}
 		}
 	}
 	s.fillEpsilon(&rec)

@@ -43,6 +43,10 @@ type Config struct {
 	// default) and DataDir where other datasets live (see sample.Open).
 	Dataset string
 	DataDir string
+	// Shares, if set, are the volunteers' data (one per client, e.g. a
+	// task's simulation rows dealt by taskdata.Shares); Dataset, DataDir
+	// and PerUser are then unused.
+	Shares []logreg.Dataset
 	// Seed fixes the partition of the examples among volunteers.
 	Seed uint64
 	// SeededNoise derives each volunteer's randomness (coin, training,
@@ -160,10 +164,16 @@ func Run(ctx context.Context, cfg Config) ([]RoundSummary, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	shares, err := LoadShares(cfg.Dataset, cfg.DataDir, cfg.Clients, cfg.PerUser, cfg.Seed)
-	if err != nil {
-		return nil, err
+	shares := cfg.Shares
+	if shares == nil {
+		var err error
+		if shares, err = LoadShares(cfg.Dataset, cfg.DataDir, cfg.Clients, cfg.PerUser, cfg.Seed); err != nil {
+			return nil, err
+		}
+	} else if len(shares) != cfg.Clients {
+		return nil, fmt.Errorf("cohort: %d shares for %d clients", len(shares), cfg.Clients)
 	}
+	var err error
 	col := newCollector(cfg.Out)
 	clients := make([]*client.Client, cfg.Clients)
 	for i := range clients {

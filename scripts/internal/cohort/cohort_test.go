@@ -269,6 +269,7 @@ func TestConfigValidated(t *testing.T) {
 		"no clients": func(c *Config) { c.Clients = 0 },
 		"no data":    func(c *Config) { c.PerUser = -1 },
 		"too many":   func(c *Config) { c.Clients, c.PerUser = 9000, 1 },
+		"shares":     func(c *Config) { c.Shares = make([]logreg.Dataset, 3) }, // 3 shares for 2 clients
 	} {
 		cfg := good
 		mut(&cfg)

@@ -1,0 +1,274 @@
+package task
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blanket-fl/blanket/shared/logreg"
+)
+
+const survey = `{
+  "version": 1,
+  "name": "class-survey",
+  "title": "How do we get to school?",
+  "consent": "Your answers stay on your phone.",
+  "source": "form",
+  "features": [
+    {"name": "age", "type": "numeric", "min": 0, "max": 120},
+    {"name": "distance", "type": "numeric", "min": 0, "max": 50, "scale": "symmetric"},
+    {"name": "weather", "type": "categorical", "categories": ["sun", "rain", "snow"]}
+  ],
+  "label": {"name": "transport", "classes": ["walk", "bike", "bus", "car"]},
+  "model": {"type": "logreg"},
+  "privacy": {"protocol": "secagg", "epsilon": 4, "delta": 1e-5, "rounds": 5}
+}`
+
+func mustParse(t *testing.T, s string) *Task {
+	t.Helper()
+	tk, err := Parse([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// TestShape: d follows from the schema, logreg's layout (F + 1)·C with a
+// numeric feature one column and a categorical one column per category.
+func TestShape(t *testing.T) {
+	tk := mustParse(t, survey)
+	if got, want := tk.Shape(), (logreg.Shape{Features: 1 + 1 + 3, Classes: 4}); got != want {
+		t.Fatalf("shape %+v, want %+v", got, want)
+	}
+	if tk.D() != (5+1)*4 {
+		t.Fatalf("d = %d, want 24", tk.D())
+	}
+	if got := strings.Join(tk.Columns(), ","); got != "age,distance,weather,transport" {
+		t.Fatalf("columns %s", got)
+	}
+}
+
+// TestDigits: the built-in task is today's pipeline: 784 pixels in [0,1]
+// as pixel_0..pixel_783, 10 classes, d = 7850, the embedded data set with
+// its public standardization.
+func TestDigits(t *testing.T) {
+	tk, err := Digits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Shape() != logreg.MNIST || tk.D() != logreg.MNISTParams {
+		t.Fatalf("digits shape %+v (d %d), want %+v", tk.Shape(), tk.D(), logreg.MNIST)
+	}
+	if tk.Source != SourceBuiltin || tk.Dataset != "mnist-sample" || tk.Preprocess != PreprocessPublicStandardize {
+		t.Fatalf("digits source %q dataset %q preprocess %q", tk.Source, tk.Dataset, tk.Preprocess)
+	}
+	cols := tk.Columns()
+	if cols[0] != "pixel_0" || cols[783] != "pixel_783" || cols[784] != "digit" {
+		t.Fatalf("columns %v ... %v", cols[:2], cols[783:])
+	}
+	for _, p := range []string{"", DigitsName} {
+		l, dir, err := Load(p)
+		if err != nil || dir != "" || l.D() != tk.D() {
+			t.Fatalf("Load(%q) = %v, %q, %v", p, l, dir, err)
+		}
+	}
+}
+
+// TestEncodeByDeclaredRange: the encoding is the declared min-max map and
+// one-hot, and one row's vector does not depend on any other row (the
+// privacy guarantee of the package doc: no statistic of the data).
+func TestEncodeByDeclaredRange(t *testing.T) {
+	tk := mustParse(t, survey)
+	csv1 := "transport,age,weather,distance,extra\nbus,30,rain,25,secret\n"
+	csv2 := "age,distance,weather,transport\n120,0,snow,car\n30,25,rain,bus\n0,50,sun,walk\n"
+	p1, err := tk.ParseCSV([]byte(csv1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := tk.ParseCSV([]byte(csv2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.Skipped != 0 || p2.Skipped != 0 || p1.Set.Len() != 1 || p2.Set.Len() != 3 {
+		t.Fatalf("parsed %d (%v) and %d (%v)", p1.Set.Len(), p1.Errors, p2.Set.Len(), p2.Errors)
+	}
+	if len(p1.Ignored) != 1 || p1.Ignored[0] != "extra" {
+		t.Fatalf("ignored %v", p1.Ignored)
+	}
+	want := []float32{0.25, 0, 0, 1, 0} // 30/120; 25/50 -> 0 on [-1,1]; rain
+	for j, w := range want {
+		if p1.Set.Row(0)[j] != w || p2.Set.Row(1)[j] != w {
+			t.Fatalf("row %v and %v, want %v", p1.Set.Row(0), p2.Set.Row(1), want)
+		}
+	}
+	if p1.Set.Y[0] != 2 || p2.Set.Y[0] != 3 || p2.Set.Y[2] != 0 {
+		t.Fatalf("labels %v %v", p1.Set.Y, p2.Set.Y)
+	}
+	if r := p2.Set.Row(0); r[0] != 1 || r[1] != -1 || r[4] != 1 {
+		t.Fatalf("extremes encode to %v", r)
+	}
+	if r := p2.Set.Row(2); r[0] != 0 || r[1] != 1 || r[2] != 1 {
+		t.Fatalf("extremes encode to %v", r)
+	}
+	x, y, err := tk.EncodeAnswers(map[string]string{"age": "30", "distance": "25", "weather": "rain", "transport": "bus"})
+	if err != nil || y != 2 {
+		t.Fatal(y, err)
+	}
+	for j := range want {
+		if x[j] != want[j] {
+			t.Fatalf("form %v, want %v", x, want)
+		}
+	}
+}
+
+// TestRowErrors: a bad row is skipped with an error naming its row (as a
+// spreadsheet numbers it), its column and the declared range or
+// categories; good rows are kept.
+func TestRowErrors(t *testing.T) {
+	tk := mustParse(t, survey)
+	in := "age,distance,weather,transport\n" +
+		"30,1,sun,walk\n" + // row 2
+		"212,1,sun,walk\n" + // row 3
+		"30,1,fog,walk\n" +
+		"thirty,1,sun,walk\n" +
+		"30,1,sun,plane\n" +
+		"30,,sun,walk\n" +
+		"30,1,sun\n" +
+		"NaN,1,sun,walk\n" +
+		"31,2,snow,car\n"
+	p, err := tk.ParseCSV([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"row 3, column 'age': 212 is outside the declared range 0–120",
+		`row 4, column 'weather': "fog" is not one of the declared categories ("sun", "rain", "snow")`,
+		`row 5, column 'age': "thirty" is not a number`,
+		`row 6, column 'transport': "plane" is not one of the declared classes ("walk", "bike", "bus", "car")`,
+		"row 7, column 'distance': is empty (every column needs a value)",
+		"row 8: has 3 values, the header 4",
+		`row 9, column 'age': "NaN" is not a number`,
+	}
+	if p.Skipped != len(want) || len(p.Errors) != len(want) || p.Set.Len() != 2 {
+		t.Fatalf("skipped %d, kept %d: %v", p.Skipped, p.Set.Len(), p.Errors)
+	}
+	for i, w := range want {
+		if p.Errors[i].Error() != w {
+			t.Errorf("error %d: %q\nwant      %q", i, p.Errors[i].Error(), w)
+		}
+	}
+	if _, _, err := tk.EncodeAnswers(map[string]string{"age": "30", "distance": "1", "weather": "sun"}); err == nil ||
+		err.Error() != "row 1, column 'transport': is not answered" {
+		t.Errorf("unanswered: %v", err)
+	}
+	if _, _, err := tk.EncodeAnswers(map[string]string{"age": "30", "distance": "1", "weather": "sun", "transport": "bus", "name": "x"}); err == nil {
+		t.Error("an unknown answer was accepted")
+	}
+}
+
+// TestFileErrors: a file that cannot be used names what is missing.
+func TestFileErrors(t *testing.T) {
+	tk := mustParse(t, survey)
+	for in, want := range map[string]string{
+		"":                                     "empty",
+		"age,weather,transport\n1,sun,x":       "no column 'distance'",
+		"age,age,distance,weather,transport\n": "twice",
+		"\"unterminated\n":                     "header row",
+	} {
+		_, err := tk.ParseCSV([]byte(in))
+		if !errors.Is(err, ErrData) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want ErrData mentioning %q", in, err, want)
+		}
+	}
+	big := make([]byte, MaxCSVBytes+1)
+	if _, err := tk.ParseCSV(big); !errors.Is(err, ErrData) {
+		t.Errorf("oversize: %v", err)
+	}
+}
+
+// TestDefinitionErrors: every invalid definition is refused with the
+// field (and, for JSON errors, the line) named.
+func TestDefinitionErrors(t *testing.T) {
+	cases := map[string]struct{ old, new, want string }{
+		"unknown field":   {`"model": {"type": "logreg"}`, `"model": {"type": "logreg", "layers": 2}`, `line 13: unknown field "layers"`},
+		"wrong type":      {`"min": 0, "max": 120`, `"min": "0", "max": 120`, `line 8: field "features.min"`},
+		"syntax":          {`"title"`, `title`, "line 4"},
+		"no range":        {`"min": 0, "max": 120`, `"max": 120`, `features[0] ("age"): a numeric feature declares its range`},
+		"empty range":     {`"min": 0, "max": 120`, `"min": 5, "max": 5`, `features[0] ("age"): min 5 must be below max 5`},
+		"bad scale":       {`"scale": "symmetric"`, `"scale": "zscore"`, `features[1] ("distance").scale`},
+		"one category":    {`["sun", "rain", "snow"]`, `["sun"]`, `features[2] ("weather").categories`},
+		"dup category":    {`["sun", "rain", "snow"]`, `["sun", "rain", "sun"]`, `categories[2]: "sun" is declared twice`},
+		"dup name":        {`"name": "distance"`, `"name": "age"`, `name "age" is also features[0]`},
+		"label is input":  {`"name": "transport"`, `"name": "age"`, `label: name "age"`},
+		"one class":       {`["walk", "bike", "bus", "car"]`, `["walk"]`, `label.classes`},
+		"model":           {`"type": "logreg"`, `"type": "mlp"`, `model.type`},
+		"source":          {`"source": "form"`, `"source": "sql"`, `field source`},
+		"standardize":     {`"source": "form"`, `"source": "form", "preprocess": "public-standardize"`, `field preprocess`},
+		"builtin no data": {`"source": "form"`, `"source": "builtin"`, `field dataset`},
+		"protocol":        {`"protocol": "secagg"`, `"protocol": "magic"`, `privacy.protocol`},
+		"delta":           {`"delta": 1e-5`, `"delta": 2`, `privacy.delta`},
+		"version":         {`"version": 1`, `"version": 2`, `field version`},
+		"name":            {`"name": "class-survey"`, `"name": "Class Survey"`, `field name`},
+		"consent":         {`"consent": "Your answers stay on your phone."`, `"consent": " "`, `field consent`},
+		"trailing":        {`"rounds": 5}` + "\n}", `"rounds": 5}` + "\n} {}", `data after the definition`},
+		"duplicate":       {`"version": 1,`, `"version": 1, "version": 1,`, ``},
+	}
+	for name, c := range cases {
+		if !strings.Contains(survey, c.old) {
+			t.Fatalf("%s: %q not in the survey", name, c.old)
+		}
+		_, err := Parse([]byte(strings.Replace(survey, c.old, c.new, 1)))
+		if c.want == "" { // accepted (encoding/json keeps the last duplicate)
+			continue
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant ErrInvalid mentioning %q", name, err, c.want)
+		}
+	}
+}
+
+// TestShippedTasks: every task file under tasks/ decodes, and the files
+// it names exist.
+func TestShippedTasks(t *testing.T) {
+	files, err := filepath.Glob("../../tasks/*/task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("found %d task files under tasks/, want the tabular example and the survey", len(files))
+	}
+	for _, f := range files {
+		tk, dir, err := Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{tk.Holdout, tk.Simulation} {
+			if p == "" {
+				continue
+			}
+			b, err := os.ReadFile(Path(dir, p))
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			parsed, err := tk.ParseCSV(b)
+			if err != nil || parsed.Skipped != 0 || parsed.Set == nil {
+				t.Fatalf("%s: %s: %v (%d rows skipped: %v)", f, p, err, parsed.Skipped, parsed.Errors)
+			}
+		}
+	}
+}
+
+// TestSymmetricExtremes: min maps to -1 and max to +1 exactly, and the
+// midpoint to 0, for a range far from the origin.
+func TestSymmetricExtremes(t *testing.T) {
+	tk := mustParse(t, strings.Replace(survey, `"min": 0, "max": 50`, `"min": 1000, "max": 1002`, 1))
+	for v, want := range map[string]float32{"1000": -1, "1001": 0, "1002": 1} {
+		x, _, err := tk.EncodeAnswers(map[string]string{"age": "1", "distance": v, "weather": "sun", "transport": "car"})
+		if err != nil || x[1] != want || math.IsNaN(float64(x[1])) {
+			t.Errorf("distance %s -> %v (%v), want %v", v, x, err, want)
+		}
+	}
+}

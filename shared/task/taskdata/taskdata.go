@@ -1,0 +1,161 @@
+// Package taskdata loads the public data a task definition names, for the
+// programs that simulate volunteers or evaluate on a public holdout (the
+// aggregator, make run's cohort, the experiment runner): a built-in data
+// set's training and test parts, or a task's "simulation" and "holdout"
+// CSV files encoded by the task's declared ranges. It is separate from
+// package task so that the browser client, which only encodes its own
+// volunteer's rows, does not link the embedded digits.
+package taskdata
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/blanket-fl/blanket/shared/dataset"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/task"
+)
+
+// Source says where the aggregator's accuracy comes from (the
+// accuracy_source of /api/status).
+const (
+	// AccuracyHoldout: a public holdout (the task's holdout file or the
+	// built-in data set's test part).
+	AccuracyHoldout = "public_holdout"
+	// AccuracyNone: the task has no public test data, so no accuracy is
+	// shown (computing one on volunteers' data would be a release).
+	AccuracyNone = "none"
+)
+
+// Sets are a task's public data, as the parties use them.
+type Sets struct {
+	// Train is dealt to simulated volunteers (nil if the task has none);
+	// Test is the public holdout (nil if none).
+	Train, Test *dataset.Set
+	// Standardizer is the built-in data set's public standardization
+	// (preprocess "public-standardize"), already applied to Train and
+	// Test; nil otherwise.
+	Standardizer *dataset.Standardizer
+}
+
+// Open loads t's public data. dir is the task file's directory (task.Load)
+// and dataName, dataDir override a built-in task's data set and its
+// directory (the -data and -data-dir flags; "" keeps the task's). For a
+// built-in task with preprocess "public-standardize" both parts are
+// standardized with dataset.FitStandardizer of the public training part
+// (exactly client.StandardizeSplit, so that this is the digits pipeline
+// bit for bit). A CSV file with any row the task refuses is an error (the
+// operator's public files must be clean); the error names the row.
+func Open(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
+	if t.Source == task.SourceBuiltin {
+		name := t.Dataset
+		if dataName != "" {
+			name = dataName
+		}
+		train, test, err := sample.Open(name, dataDir)
+		if err != nil {
+			return nil, fmt.Errorf("taskdata: data set %q: %w", name, err)
+		}
+		if sh := t.Shape(); train.Features != sh.Features || train.Classes != sh.Classes {
+			return nil, fmt.Errorf("taskdata: data set %q has %d features and %d classes, task %q declares %d and %d",
+				name, train.Features, train.Classes, t.Name, sh.Features, sh.Classes)
+		}
+		s := &Sets{Train: train, Test: test}
+		if t.Preprocess == task.PreprocessPublicStandardize {
+			if s.Standardizer, err = dataset.FitStandardizer(train); err != nil {
+				return nil, fmt.Errorf("taskdata: standardize: %w", err)
+			}
+			if s.Train, err = s.Standardizer.Apply(train); err != nil {
+				return nil, fmt.Errorf("taskdata: standardize train: %w", err)
+			}
+			if s.Test, err = s.Standardizer.Apply(test); err != nil {
+				return nil, fmt.Errorf("taskdata: standardize test: %w", err)
+			}
+		}
+		return s, nil
+	}
+	s := &Sets{}
+	var err error
+	if s.Train, err = ReadCSV(t, task.Path(dir, t.Simulation)); err != nil {
+		return nil, err
+	}
+	if s.Test, err = ReadCSV(t, task.Path(dir, t.Holdout)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ReadCSV reads and encodes a public CSV file of t ("" gives nil): every
+// row must be valid.
+func ReadCSV(t *task.Task, path string) (*dataset.Set, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("taskdata: %w", err)
+	}
+	p, err := t.ParseCSV(b)
+	if err != nil {
+		return nil, fmt.Errorf("taskdata: %s: %w", path, err)
+	}
+	if p.Skipped > 0 {
+		return nil, fmt.Errorf("taskdata: %s: %d rows refused, the first: %w", path, p.Skipped, p.Errors[0])
+	}
+	if p.Set == nil {
+		return nil, fmt.Errorf("taskdata: %s has no rows", path)
+	}
+	return p.Set, nil
+}
+
+// Holdout returns the aggregator's evaluation set and where its accuracy
+// comes from: the public test part as a logreg.Dataset
+// (AccuracyHoldout), or, without one, a Dataset of no examples that only
+// carries the model's shape (AccuracyNone; logreg.Accuracy refuses it, so
+// no accuracy is ever computed).
+func Holdout(t *task.Task, s *Sets) (logreg.Dataset, string, error) {
+	if s.Test == nil {
+		ds, err := logreg.ShapeOnly(t.Shape())
+		return ds, AccuracyNone, err
+	}
+	ds, err := logreg.NewDataset(t.Shape(), s.Test.X, s.Test.Y)
+	if err != nil {
+		return logreg.Dataset{}, "", fmt.Errorf("taskdata: holdout: %w", err)
+	}
+	return ds, AccuracyHoldout, nil
+}
+
+// ErrNoTrain is returned by Shares for a task without simulation data.
+var ErrNoTrain = errors.New("taskdata: the task has no simulation data for simulated volunteers")
+
+// Shares deals the simulation rows to clients simulated volunteers, IID
+// and deterministically from seed (dataset.PartitionIID: every row to
+// exactly one volunteer, share sizes differing by at most one). It fails
+// if there are fewer rows than volunteers.
+func Shares(s *Sets, clients int, seed uint64) ([]logreg.Dataset, error) {
+	if s.Train == nil {
+		return nil, ErrNoTrain
+	}
+	if clients < 1 || clients > s.Train.Len() {
+		return nil, fmt.Errorf("taskdata: %d simulated volunteers for %d rows of simulation data (at most one volunteer per row)", clients, s.Train.Len())
+	}
+	parts, err := dataset.PartitionIID(s.Train.Len(), clients, noise.NewSeeded(seed))
+	if err != nil {
+		return nil, fmt.Errorf("taskdata: %w", err)
+	}
+	sh := logreg.Shape{Features: s.Train.Features, Classes: s.Train.Classes}
+	out := make([]logreg.Dataset, clients)
+	for i, idx := range parts {
+		sub, err := s.Train.Subset(idx)
+		if err != nil {
+			return nil, fmt.Errorf("taskdata: volunteer %d: %w", i, err)
+		}
+		if out[i], err = logreg.NewDataset(sh, sub.X, sub.Y); err != nil {
+			return nil, fmt.Errorf("taskdata: volunteer %d: %w", i, err)
+		}
+	}
+	return out, nil
+}

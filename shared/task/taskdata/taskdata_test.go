@@ -1,0 +1,106 @@
+package taskdata
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/blanket-fl/blanket/shared/client"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/task"
+)
+
+// TestDigitsIsTodaysPipeline: the built-in task's data are, bit for bit,
+// what the volunteers and the aggregator used before tasks existed
+// (client.StandardizeSplit of sample.TrainTest).
+func TestDigitsIsTodaysPipeline(t *testing.T) {
+	tk, dir, err := task.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(tk, dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, test, err := sample.TrainTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTrain, wantTest, _, err := client.StandardizeSplit(train, test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Train.X, wantTrain.X) || !slices.Equal(s.Train.Y, wantTrain.Y) ||
+		!slices.Equal(s.Test.X, wantTest.X) || !slices.Equal(s.Test.Y, wantTest.Y) {
+		t.Fatal("the digits task's data differ from the standardized embedded split")
+	}
+	ds, src, err := Holdout(tk, s)
+	if err != nil || src != AccuracyHoldout || ds.Len() != wantTest.Len() || ds.Shape() != logreg.MNIST {
+		t.Fatalf("holdout %d rows of %+v from %q: %v", ds.Len(), ds.Shape(), src, err)
+	}
+}
+
+// TestBreastCancer: the shipped tabular task loads its simulation rows and
+// holdout, encoded into [-1,1] by its declared ranges (scale "symmetric"), and deals the rows
+// to volunteers disjointly.
+func TestBreastCancer(t *testing.T) {
+	tk, dir, err := task.Load("../../../tasks/breast-cancer/task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.D() != (30+1)*2 {
+		t.Fatalf("d = %d, want 62", tk.D())
+	}
+	s, err := Open(tk, dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Train.Len() != 456 || s.Test.Len() != 113 || s.Standardizer != nil {
+		t.Fatalf("%d train and %d holdout rows", s.Train.Len(), s.Test.Len())
+	}
+	for _, v := range slices.Concat(s.Train.X, s.Test.X) {
+		if v < -1 || v > 1 {
+			t.Fatalf("encoded value %v outside [-1,1]", v)
+		}
+	}
+	shares, err := Shares(s, 100, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range shares {
+		if d.Len() < 4 || d.Len() > 5 {
+			t.Fatalf("a share of %d rows (456 over 100)", d.Len())
+		}
+		n += d.Len()
+	}
+	if n != 456 {
+		t.Fatalf("%d rows dealt, want 456", n)
+	}
+	if _, err := Shares(s, 457, 1); err == nil {
+		t.Fatal("457 volunteers for 456 rows accepted")
+	}
+}
+
+// TestNoHoldout: a task without public test data evaluates on nothing:
+// its holdout carries the shape only and accuracy cannot be computed.
+func TestNoHoldout(t *testing.T) {
+	tk, dir, err := task.Load("../../../tasks/class-survey/task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(tk, dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, src, err := Holdout(tk, s)
+	if err != nil || src != AccuracyNone || ds.Len() != 0 || ds.Shape() != tk.Shape() {
+		t.Fatalf("holdout %d rows of %+v from %q: %v", ds.Len(), ds.Shape(), src, err)
+	}
+	if _, err := logreg.Accuracy(make([]float64, tk.D()), ds); err == nil {
+		t.Fatal("an accuracy was computed on no data")
+	}
+	if _, err := Shares(s, 10, 1); err != ErrNoTrain {
+		t.Fatalf("shares of a survey: %v", err)
+	}
+}
