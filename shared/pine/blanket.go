@@ -9,8 +9,7 @@ import (
 // Blanket's choices (docs/pine.md gives the numbers at d = 7850):
 const (
 	// blanketGridBits: the clip C spans [2^15, 2^16) fixed-point units,
-	// so rounding adds at most sqrt(d)/2 units (0.07% of C at d = 7850)
-	// (0.14% of C at d = 7850) and each wraparound check costs
+	// so rounding adds at most sqrt(d)/2 units (0.14% of C at d = 7850) and each wraparound check costs
 	// bitlen(2*wr_check_bound - 1) + 1 = 21 field elements.
 	blanketGridBits = 16
 	// blanketWrChecks of blanketWrChecks must pass: a wrapping gradient
