@@ -1,5 +1,7 @@
 package pine
 
+import "math/bits"
+
 // The two PINE validity circuits (draft-chen-cfrg-vdaf-pine, Section 4.2
 // "The FLP Circuit"; reference poc/vdaf_pine_poc/flp_pine.py): normEqCircuit
 // (PineValidNormEquality) checks that the squared norm computed from the
@@ -164,26 +166,48 @@ func (c mainCircuit) eval(meas, jr []fp, numShares int, g caller) (fp, error) {
 // runWrChecks computes the num_wr_checks dot products of the gradient
 // (share) with {-1, 0, 1} vectors drawn two bits at a time from the
 // wraparound XOF (draft Section 4.1.3): 00 -> -1, 01 and 10 -> 0, 11 -> 1,
-// four entries per byte, a fresh byte for each check's first entry.
+// four entries per byte from the low bits up, a fresh byte for each
+// check's first entry.
+//
+// Implementation: for each pair of entries a table of the 16 possible
+// signed sums (one per nibble of the XOF byte) is built once; each check
+// then adds one table entry per nibble into a 128-bit accumulator of
+// Montgomery representatives (addition commutes with the Montgomery map)
+// and reduces once.
 func (p *Pine) runWrChecks(dst, grad []fp, x *xof) {
 	d := p.cfg.Dimension
-	buf := make([]byte, (d+3)/4)
+	nbytes := (d + 3) / 4
+	pairs := 2 * nbytes
+	tab := make([]fp, 16*pairs)
+	signOf := [4]int{0, 1, 1, 2}
+	for pr := range pairs {
+		var a, b fp
+		if k := 2 * pr; k < d {
+			a = grad[k]
+		}
+		if k := 2*pr + 1; k < d {
+			b = grad[k]
+		}
+		var na, nb fp
+		na.Sub(&na, &a)
+		nb.Sub(&nb, &b)
+		sa := [3]fp{na, {}, a}
+		sb := [3]fp{nb, {}, b}
+		t := tab[16*pr : 16*pr+16]
+		for n := range 16 {
+			t[n].Add(&sa[signOf[n&3]], &sb[signOf[n>>2]])
+		}
+	}
+	buf := make([]byte, nbytes)
 	for c := range dst {
 		x.read(buf)
-		var pos, neg fp
-		for j := 0; j < d; j += 4 {
-			b := buf[j/4]
-			for k := j; k < j+4 && k < d; k++ {
-				switch b & 3 {
-				case 0:
-					neg.AddAssign(&grad[k])
-				case 3:
-					pos.AddAssign(&grad[k])
-				}
-				b >>= 2
-			}
+		var hi, lo, carry uint64
+		for i, b := range buf {
+			lo, carry = bits.Add64(lo, tab[32*i+int(b&15)][0], 0)
+			hi += carry
+			lo, carry = bits.Add64(lo, tab[32*i+16+int(b>>4)][0], 0)
+			hi += carry
 		}
-		pos.SubAssign(&neg)
-		dst[c] = pos
+		dst[c] = fp{bits.Rem64(hi, lo, modulus)}
 	}
 }
