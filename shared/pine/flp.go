@@ -284,7 +284,6 @@ func (f *flpParams) query(meas, proof, queryRand, jointRand []fp, numShares int)
 	}
 	out := make([]fp, 0, f.verifierLen)
 	out = append(out, v)
-	coef := make(fp64.Vec, 0)
 	for i := range g {
 		if r.k[i] != f.c.gadgetCalls()[i] {
 			return nil, errFlpCalls
@@ -294,10 +293,15 @@ func (f *flpParams) query(meas, proof, queryRand, jointRand []fp, numShares int)
 		if tp := pow(t, uint64(p)); tp.IsOne() {
 			return nil, errEvalPoint
 		}
-		coef = append(coef[:0], make([]fp, p)...)
+		w := baryWeights(t, p, r.k[i]+1)
 		for j := range a {
-			interp(coef, r.wires[i][j*p:(j+1)*p], p)
-			out = append(out, horner(coef, &t))
+			wire := r.wires[i][j*p : j*p+len(w)]
+			var acc, m fp
+			for k := range w {
+				m.Mul(&wire[k], &w[k])
+				acc.AddAssign(&m)
+			}
+			out = append(out, acc)
 		}
 		out = append(out, horner(polys[i], &t))
 	}
@@ -323,4 +327,41 @@ func (f *flpParams) decide(verifier []fp) bool {
 		off++
 	}
 	return true
+}
+
+// baryWeights returns the first n Lagrange basis values L_k(t) for the
+// nodes alpha^k, k < p, alpha the p-th root of unity (t^p != 1):
+// L_k(t) = (t^p - 1) alpha^k / (p (t - alpha^k)). The wire polynomial at t
+// is then sum_k wire[k] L_k(t) (only the first calls+1 wire values are
+// non-zero), which equals interpolating and evaluating.
+func baryWeights(t fp, p, n int) []fp {
+	var alpha fp
+	alpha.SetRootOfUnityTwoN(log2(p))
+	c := pow(t, uint64(p))
+	one := fpOne()
+	c.SubAssign(&one)
+	var pinv fp
+	pinv.InvTwoN(log2(p))
+	c.MulAssign(&pinv)
+	w := make([]fp, n)
+	ak := make([]fp, n)
+	prefix := make([]fp, n)
+	acc := fpOne()
+	a := fpOne()
+	for k := range n {
+		ak[k] = a
+		w[k].Sub(&t, &a) // t - alpha^k, non-zero since t^p != 1
+		prefix[k] = acc
+		acc.MulAssign(&w[k])
+		a.MulAssign(&alpha)
+	}
+	accInv := inv(acc)
+	for k := n - 1; k >= 0; k-- {
+		var dinv fp
+		dinv.Mul(&accInv, &prefix[k]) // 1/(t - alpha^k)
+		accInv.MulAssign(&w[k])
+		w[k].Mul(&dinv, &ak[k])
+		w[k].MulAssign(&c)
+	}
+	return w
 }
