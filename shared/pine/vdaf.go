@@ -241,8 +241,6 @@ var errWrRetry = errors.New("pine: too few wraparound checks passed")
 // cheat lets the attack tests deviate from the honest client; nil in
 // production.
 type cheat struct {
-	// gradient replaces the encoded gradient (skipping the float encoding).
-	gradient []fp
 	// normBits writes the 2*numBitsSqNorm norm bits instead of the honest
 	// encoding (which refuses an out-of-range norm).
 	normBits func(p *Pine, grad []fp, dst []fp)
@@ -251,6 +249,11 @@ type cheat struct {
 	lieWr bool
 	// ignoreWrCount shards even with too few successes (honest bits).
 	ignoreWrCount bool
+	// editBits edits the encoded measurement after the wraparound
+	// checks, before the verification joint randomness and the proofs
+	// (only entries from gradNormLen on: the wraparound joint randomness
+	// already covers the others).
+	editBits func(p *Pine, meas []fp)
 	// tamper edits the leader's measurement and proof shares last.
 	tamper func(leaderMeas, leaderProofs []fp)
 	// wrPassed receives the number of passed checks.
@@ -334,6 +337,9 @@ func (p *Pine) shard(grad []fp, nonce, rand []byte, ch *cheat) (public, leader, 
 	}
 	if passed < p.cfg.NumWrSuccesses && (ch == nil || !(ch.lieWr || ch.ignoreWrCount)) {
 		return nil, nil, nil, errWrRetry
+	}
+	if ch != nil && ch.editBits != nil {
+		ch.editBits(p, meas[:p.measLen])
 	}
 	for i := p.gradNormLen; i < p.measLen; i++ {
 		leaderMeas[i].Sub(&meas[i], &helperMeas[i])
