@@ -22,11 +22,12 @@ var testVK = []byte("0123456789abcdef0123456789abcdef")
 // and returns the two output shares, or the rejection.
 func prepBoth(p *Pine, nonce []byte, pub, lead, help []byte) ([2]OutShare, error) {
 	var outs [2]OutShare
-	s0, p0, err := p.PrepInit(testVK, 0, nonce, pub, lead)
+	v := p.NewVerifier() // reused for both: exercises the scratch reuse
+	s0, p0, err := v.PrepInit(testVK, 0, nonce, pub, lead)
 	if err != nil {
 		return outs, err
 	}
-	s1, p1, err := p.PrepInit(testVK, 1, nonce, pub, help)
+	s1, p1, err := v.PrepInit(testVK, 1, nonce, pub, help)
 	if err != nil {
 		return outs, err
 	}
@@ -424,10 +425,10 @@ func TestAttackMismatchedShares(t *testing.T) {
 		t.Fatalf("short nonce: %v", err)
 	}
 	// The prep message of another report.
-	s0, p0, _ := p.PrepInit(testVK, 0, nonce, pub, l)
-	_, p1, _ := p.PrepInit(testVK, 1, nonce, pub, h)
-	t0, q0, _ := p.PrepInit(testVK, 0, nonce, pub2, l2)
-	_, q1, _ := p.PrepInit(testVK, 1, nonce, pub2, h2)
+	s0, p0, _ := p.NewVerifier().PrepInit(testVK, 0, nonce, pub, l)
+	_, p1, _ := p.NewVerifier().PrepInit(testVK, 1, nonce, pub, h)
+	t0, q0, _ := p.NewVerifier().PrepInit(testVK, 0, nonce, pub2, l2)
+	_, q1, _ := p.NewVerifier().PrepInit(testVK, 1, nonce, pub2, h2)
 	m2, err := p.PrepSharesToPrep(q0, q1)
 	if err != nil {
 		t.Fatal(err)
@@ -539,7 +540,7 @@ func TestHonestCheckRate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.runWrChecks(res, g, x)
+		p.runWrChecks(res, g, x, nil, nil)
 		for i := range res {
 			v := signed(&res[i])
 			if v%128 != 0 {

@@ -116,14 +116,15 @@ func BenchmarkPrep(b *testing.B) {
 			b.Fatal(err)
 		}
 		aggs := [2]*AggShare{p.NewAggShare(), p.NewAggShare()}
+		lv, hv := p.NewVerifier(), p.NewVerifier()
 		var clk benchclock.Clock
 		clk.Start()
 		for b.Loop() {
-			s0, p0, err := p.PrepInit(benchVK, 0, nonce[:], pub, l)
+			s0, p0, err := lv.PrepInit(benchVK, 0, nonce[:], pub, l)
 			if err != nil {
 				b.Fatal(err)
 			}
-			s1, p1, err := p.PrepInit(benchVK, 1, nonce[:], pub, h)
+			s1, p1, err := hv.PrepInit(benchVK, 1, nonce[:], pub, h)
 			if err != nil {
 				b.Fatal(err)
 			}

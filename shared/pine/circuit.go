@@ -174,11 +174,11 @@ func (c mainCircuit) eval(meas, jr []fp, numShares int, g caller) (fp, error) {
 // then adds one table entry per nibble into a 128-bit accumulator of
 // Montgomery representatives (addition commutes with the Montgomery map)
 // and reduces once.
-func (p *Pine) runWrChecks(dst, grad []fp, x *xof) {
+func (p *Pine) runWrChecks(dst, grad []fp, x *xof, ar *arena, buf []byte) []byte {
 	d := p.cfg.Dimension
 	nbytes := (d + 3) / 4
 	pairs := 2 * nbytes
-	tab := make([]fp, 16*pairs)
+	tab := ar.get(16 * pairs)
 	signOf := [4]int{0, 1, 1, 2}
 	for pr := range pairs {
 		var a, b fp
@@ -198,7 +198,10 @@ func (p *Pine) runWrChecks(dst, grad []fp, x *xof) {
 			t[n].Add(&sa[signOf[n&3]], &sb[signOf[n>>2]])
 		}
 	}
-	buf := make([]byte, nbytes)
+	if cap(buf) < nbytes {
+		buf = make([]byte, nbytes)
+	}
+	buf = buf[:nbytes]
 	for c := range dst {
 		x.read(buf)
 		var hi, lo, carry uint64
@@ -210,4 +213,5 @@ func (p *Pine) runWrChecks(dst, grad []fp, x *xof) {
 		}
 		dst[c] = fp{bits.Rem64(hi, lo, modulus)}
 	}
+	return buf
 }

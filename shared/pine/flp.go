@@ -92,14 +92,16 @@ func nextPow2(n int) int {
 // flpParams gives the lengths of Section 7.3.2 for a circuit.
 type flpParams struct {
 	c                     circuit
+	g                     []gadget
+	calls                 []int
 	p                     []int // P_i
 	proveRand, queryRand  int
 	proofLen, verifierLen int
 }
 
 func newFlp(c circuit) (*flpParams, error) {
-	f := &flpParams{c: c, verifierLen: 1}
 	g, calls := c.gadgets(), c.gadgetCalls()
+	f := &flpParams{c: c, verifierLen: 1, g: g, calls: calls}
 	if len(g) != len(calls) || len(g) == 0 {
 		return nil, errors.New("pine: flp: gadgets and gadget calls differ")
 	}
@@ -144,17 +146,17 @@ type proveCaller struct {
 	k     []int
 }
 
-func newWires(f *flpParams) ([][]fp, []int) {
-	g := f.c.gadgets()
+func newWires(f *flpParams, ar *arena) ([][]fp, []int) {
+	g := f.g
 	w := make([][]fp, len(g))
 	for i := range g {
-		w[i] = make([]fp, g[i].arity()*f.p[i])
+		w[i] = ar.get(g[i].arity() * f.p[i])
 	}
 	return w, make([]int, len(g))
 }
 
 func (r *proveCaller) call(i int, in []fp) (fp, error) {
-	g := r.f.c.gadgets()[i]
+	g := r.f.g[i]
 	if len(in) != g.arity() {
 		return fp{}, errFlpLength
 	}
@@ -175,8 +177,8 @@ func (f *flpParams) prove(meas, proveRand, jointRand []fp) ([]fp, error) {
 		return nil, errFlpLength
 	}
 	r := &proveCaller{f: f}
-	r.wires, r.k = newWires(f)
-	g := f.c.gadgets()
+	r.wires, r.k = newWires(f, nil)
+	g := f.g
 	off := 0
 	for i := range g {
 		for j := range g[i].arity() {
@@ -189,7 +191,7 @@ func (f *flpParams) prove(meas, proveRand, jointRand []fp) ([]fp, error) {
 	}
 	proof := make([]fp, 0, f.proofLen)
 	for i := range g {
-		if r.k[i] != f.c.gadgetCalls()[i] {
+		if r.k[i] != f.calls[i] {
 			return nil, errFlpCalls
 		}
 		p, a, d := f.p[i], g[i].arity(), g[i].degree()
@@ -225,7 +227,7 @@ type queryCaller struct {
 }
 
 func (r *queryCaller) call(i int, in []fp) (fp, error) {
-	g := r.f.c.gadgets()[i]
+	g := r.f.g[i]
 	if len(in) != g.arity() {
 		return fp{}, errFlpLength
 	}
@@ -251,13 +253,13 @@ func horner(c []fp, t *fp) fp {
 
 // query is Flp.query on shares of the measurement and proof; the verifier
 // share is [v] || x_1 || [y_1] || ... || x_H || [y_H].
-func (f *flpParams) query(meas, proof, queryRand, jointRand []fp, numShares int) ([]fp, error) {
+func (f *flpParams) query(meas, proof, queryRand, jointRand []fp, numShares int, ar *arena) ([]fp, error) {
 	if len(meas) != f.c.measLen() || len(proof) != f.proofLen || len(queryRand) != f.queryRand || len(jointRand) != f.c.jointRandLen() {
 		return nil, errFlpLength
 	}
-	g := f.c.gadgets()
+	g := f.g
 	r := &queryCaller{proveCaller: proveCaller{f: f}}
-	r.wires, r.k = newWires(f)
+	r.wires, r.k = newWires(f, ar)
 	r.outs = make([][]fp, len(g))
 	polys := make([][]fp, len(g))
 	off := 0
@@ -271,11 +273,11 @@ func (f *flpParams) query(meas, proof, queryRand, jointRand []fp, numShares int)
 		polys[i] = proof[off : off+polyLen]
 		off += polyLen
 		// Values at the P-th roots: reduce modulo x^P - 1, then NTT.
-		red := make(fp64.Vec, p)
+		red := fp64.Vec(ar.get(p))
 		for m := range polys[i] {
 			red[m%p].AddAssign(&polys[i][m])
 		}
-		r.outs[i] = make([]fp, p)
+		r.outs[i] = ar.get(p)
 		evalAt(r.outs[i], red, p)
 	}
 	v, err := f.c.eval(meas, jointRand, numShares, r)
@@ -285,7 +287,7 @@ func (f *flpParams) query(meas, proof, queryRand, jointRand []fp, numShares int)
 	out := make([]fp, 0, f.verifierLen)
 	out = append(out, v)
 	for i := range g {
-		if r.k[i] != f.c.gadgetCalls()[i] {
+		if r.k[i] != f.calls[i] {
 			return nil, errFlpCalls
 		}
 		p, a := f.p[i], g[i].arity()
@@ -293,7 +295,7 @@ func (f *flpParams) query(meas, proof, queryRand, jointRand []fp, numShares int)
 		if tp := pow(t, uint64(p)); tp.IsOne() {
 			return nil, errEvalPoint
 		}
-		w := baryWeights(t, p, r.k[i]+1)
+		w := baryWeights(t, p, r.k[i]+1, ar)
 		for j := range a {
 			wire := r.wires[i][j*p : j*p+len(w)]
 			var acc, m fp
@@ -317,7 +319,7 @@ func (f *flpParams) decide(verifier []fp) bool {
 		return false
 	}
 	off := 1
-	for _, g := range f.c.gadgets() {
+	for _, g := range f.g {
 		x := verifier[off : off+g.arity()]
 		off += g.arity()
 		z := g.eval(x)
@@ -334,7 +336,7 @@ func (f *flpParams) decide(verifier []fp) bool {
 // L_k(t) = (t^p - 1) alpha^k / (p (t - alpha^k)). The wire polynomial at t
 // is then sum_k wire[k] L_k(t) (only the first calls+1 wire values are
 // non-zero), which equals interpolating and evaluating.
-func baryWeights(t fp, p, n int) []fp {
+func baryWeights(t fp, p, n int, ar *arena) []fp {
 	var alpha fp
 	alpha.SetRootOfUnityTwoN(log2(p))
 	c := pow(t, uint64(p))
@@ -343,9 +345,9 @@ func baryWeights(t fp, p, n int) []fp {
 	var pinv fp
 	pinv.InvTwoN(log2(p))
 	c.MulAssign(&pinv)
-	w := make([]fp, n)
-	ak := make([]fp, n)
-	prefix := make([]fp, n)
+	w := ar.get(n)
+	ak := ar.get(n)
+	prefix := ar.get(n)
 	acc := fpOne()
 	a := fpOne()
 	for k := range n {

@@ -38,7 +38,7 @@ func FuzzPrepInit(f *testing.F) {
 	f.Add(pub[:5], l[:9], uint8(0))
 	f.Fuzz(func(t *testing.T, pubIn, share []byte, agg uint8) {
 		a := int(agg % 2)
-		st, ps, err := p.PrepInit(testVK, a, nonce, pubIn, share)
+		st, ps, err := p.NewVerifier().PrepInit(testVK, a, nonce, pubIn, share)
 		if err != nil {
 			if st != nil || ps != nil {
 				t.Fatal("state or prep share returned with an error")
@@ -53,11 +53,11 @@ func FuzzPrepInit(f *testing.F) {
 
 func FuzzPrepSharesToPrep(f *testing.F) {
 	p, nonce, pub, l, h := fuzzPine(f)
-	s0, p0, err := p.PrepInit(testVK, 0, nonce, pub, l)
+	s0, p0, err := p.NewVerifier().PrepInit(testVK, 0, nonce, pub, l)
 	if err != nil {
 		f.Fatal(err)
 	}
-	_, p1, err := p.PrepInit(testVK, 1, nonce, pub, h)
+	_, p1, err := p.NewVerifier().PrepInit(testVK, 1, nonce, pub, h)
 	if err != nil {
 		f.Fatal(err)
 	}

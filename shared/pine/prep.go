@@ -15,13 +15,28 @@ type PrepState struct {
 	measLen, agg int
 }
 
+// Verifier runs PrepInit for one aggregator, one report at a time, reusing
+// its scratch memory between reports (about 600 KB at d = 7850). It is not
+// safe for concurrent use: create one per goroutine.
+type Verifier struct {
+	p  *Pine
+	ar arena
+	wb []byte
+}
+
+// NewVerifier returns a Verifier for p.
+func (p *Pine) NewVerifier() *Verifier { return &Verifier{p: p} }
+
 // PrepInit is the reference's prep_init for aggregator aggID (0 leader,
 // 1 helper): it expands the helper's seeds, recomputes its joint
 // randomness part and the corrected joint randomness seeds, runs the
 // wraparound checks on its share of the gradient and queries every proof.
 // It returns the state for PrepNext and the prep share to send to the
 // other aggregator (the leader combines both with PrepSharesToPrep).
-func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputShare []byte) (*PrepState, []byte, error) {
+func (vf *Verifier) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputShare []byte) (*PrepState, []byte, error) {
+	p := vf.p
+	ar := &vf.ar
+	ar.reset()
 	if len(verifyKey) != verifyKeySize {
 		return nil, nil, fmt.Errorf("pine: verify key must be %d bytes", verifyKeySize)
 	}
@@ -34,7 +49,7 @@ func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputSh
 	if len(publicShare) != publicSize {
 		return nil, nil, reject(RejectMalformed, fmt.Errorf("pine: public share of %d bytes, want %d", len(publicShare), publicSize))
 	}
-	meas := make([]fp, p.flpMeasLen)
+	meas := ar.get(p.flpMeasLen)
 	var proofs []fp
 	var wrBlind, vfBlind []byte
 	if aggID == 0 {
@@ -46,7 +61,7 @@ func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputSh
 		if err := decodeVec(meas[:p.measLen], inputShare[:nm]); err != nil {
 			return nil, nil, reject(RejectMalformed, err)
 		}
-		proofs = make([]fp, p.proofsLen())
+		proofs = ar.get(p.proofsLen())
 		if err := decodeVec(proofs, inputShare[nm:nm+np]); err != nil {
 			return nil, nil, reject(RejectMalformed, err)
 		}
@@ -59,8 +74,8 @@ func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputSh
 		if err := expandVec(meas[:p.measLen], inputShare[:seedSize], p.dst(usageMeasShare), []byte{1}); err != nil {
 			return nil, nil, err
 		}
-		var err error
-		if proofs, err = p.helperProofs(inputShare[seedSize : 2*seedSize]); err != nil {
+		proofs = ar.get(p.proofsLen())
+		if err := p.helperProofs(proofs, inputShare[seedSize:2*seedSize]); err != nil {
 			return nil, nil, err
 		}
 		wrBlind = inputShare[2*seedSize : 3*seedSize]
@@ -83,7 +98,7 @@ func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputSh
 	if err != nil {
 		return nil, nil, err
 	}
-	p.runWrChecks(meas[p.measLen:], meas[:p.cfg.Dimension], wx)
+	vf.wb = p.runWrChecks(meas[p.measLen:], meas[:p.cfg.Dimension], wx, ar, vf.wb)
 
 	vfOwn, err := p.jointRandPart(vfBlind, usageJointRandPart, agg, nonce, meas[:p.measLen])
 	if err != nil {
@@ -99,13 +114,13 @@ func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputSh
 		return nil, nil, err
 	}
 	pne, pm := p.cfg.ProofsNormEquality, p.cfg.Proofs
-	qr := make([]fp, p.flpNE.queryRand*pne+p.flp.queryRand*pm)
+	qr := ar.get(p.flpNE.queryRand*pne + p.flp.queryRand*pm)
 	if err := expandVec(qr, verifyKey, p.dst(usageQueryRand), []byte{byte(pne), byte(pm)}, nonce); err != nil {
 		return nil, nil, err
 	}
 	prep := make([]byte, 0, p.PrepShareSize())
 	for range pne {
-		v, err := p.flpNE.query(meas, proofs[:p.flpNE.proofLen], qr[:p.flpNE.queryRand], nil, 2)
+		v, err := p.flpNE.query(meas, proofs[:p.flpNE.proofLen], qr[:p.flpNE.queryRand], nil, 2, ar)
 		if err != nil {
 			return nil, nil, queryErr(err)
 		}
@@ -113,7 +128,7 @@ func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputSh
 		prep = appendVec(prep, v)
 	}
 	for k := range pm {
-		v, err := p.flp.query(meas, proofs[:p.flp.proofLen], qr[:p.flp.queryRand], jr[3*k:3*k+3], 2)
+		v, err := p.flp.query(meas, proofs[:p.flp.proofLen], qr[:p.flp.queryRand], jr[3*k:3*k+3], 2, ar)
 		if err != nil {
 			return nil, nil, queryErr(err)
 		}
@@ -121,7 +136,7 @@ func (p *Pine) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, inputSh
 		prep = appendVec(prep, v)
 	}
 	prep = append(append(prep, wrOwn[:]...), vfOwn[:]...)
-	st.out = meas[:p.cfg.Dimension:p.cfg.Dimension]
+	st.out = append([]fp(nil), meas[:p.cfg.Dimension]...)
 	return st, prep, nil
 }
 

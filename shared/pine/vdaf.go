@@ -223,11 +223,9 @@ func (p *Pine) vfJointRands(seed []byte) ([]fp, error) {
 	return out, err
 }
 
-func (p *Pine) helperProofs(seed []byte) ([]fp, error) {
-	out := make([]fp, p.proofsLen())
-	err := expandVec(out, seed, p.dst(usageProofShare),
+func (p *Pine) helperProofs(dst []fp, seed []byte) error {
+	return expandVec(dst, seed, p.dst(usageProofShare),
 		[]byte{byte(p.cfg.ProofsNormEquality), byte(p.cfg.Proofs), 1})
-	return out, err
 }
 
 func (p *Pine) wrXof(seed []byte) (*xof, error) {
@@ -330,7 +328,7 @@ func (p *Pine) shard(grad []fp, nonce, rand []byte, ch *cheat) (public, leader, 
 		return nil, nil, nil, err
 	}
 	wrResults := meas[p.measLen:]
-	p.runWrChecks(wrResults, grad, wx)
+	p.runWrChecks(wrResults, grad, wx, nil, nil)
 	passed := p.encodeWrChecks(meas[d+2*nb:p.measLen], wrResults, ch != nil && ch.lieWr)
 	if ch != nil && ch.wrPassed != nil {
 		*ch.wrPassed = passed
@@ -382,8 +380,8 @@ func (p *Pine) shard(grad []fp, nonce, rand []byte, ch *cheat) (public, leader, 
 		proveRands = proveRands[p.flp.proveRand:]
 		proofs = append(proofs, pr...)
 	}
-	hp, err := p.helperProofs(kHProof)
-	if err != nil {
+	hp := make([]fp, p.proofsLen())
+	if err := p.helperProofs(hp, kHProof); err != nil {
 		return nil, nil, nil, err
 	}
 	for i := range proofs {
@@ -448,4 +446,32 @@ func (p *Pine) encodeWrChecks(dst, results []fp, lie bool) int {
 		dst[i*(nw+1)+nw] = g
 	}
 	return passed
+}
+
+// arena hands out zeroed scratch slices for one report; after the first
+// report it holds enough for the next ones (a nil arena allocates).
+type arena struct {
+	buf       []fp
+	off, used int
+}
+
+func (a *arena) get(n int) []fp {
+	if a == nil {
+		return make([]fp, n)
+	}
+	a.used += n
+	if a.off+n > len(a.buf) {
+		return make([]fp, n)
+	}
+	s := a.buf[a.off : a.off+n : a.off+n]
+	a.off += n
+	clear(s)
+	return s
+}
+
+func (a *arena) reset() {
+	if a.used > len(a.buf) {
+		a.buf = make([]fp, a.used)
+	}
+	a.off, a.used = 0, 0
 }

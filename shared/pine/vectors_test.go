@@ -121,6 +121,7 @@ func TestVectors(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			v, p := loadVector(t, f)
 			aggs := [2]*AggShare{p.NewAggShare(), p.NewAggShare()}
+			vers := [2]*Verifier{p.NewVerifier(), p.NewVerifier()} // reused across reports
 			for i, pr := range v.Prep {
 				grad, err := p.encodeField(pr.Measurement)
 				if err != nil {
@@ -136,7 +137,7 @@ func TestVectors(t *testing.T) {
 				var st [2]*PrepState
 				var ps [2][]byte
 				for a := range 2 {
-					st[a], ps[a], err = p.PrepInit(v.VerifyKey, a, pr.Nonce, pr.PublicShare, pr.InputShares[a])
+					st[a], ps[a], err = vers[a].PrepInit(v.VerifyKey, a, pr.Nonce, pr.PublicShare, pr.InputShares[a])
 					if err != nil {
 						t.Fatalf("report %d agg %d: prep init: %v", i, a, err)
 					}
