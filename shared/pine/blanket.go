@@ -17,7 +17,7 @@ const (
 	// at most 2^-100 per sharding attempt (the reference's default).
 	blanketWrChecks = 100
 	// blanketProofs: Field64 with joint randomness needs PROOFS >= 3
-	// (VDAF-11 Section 9.7); the norm-equality circuit has no joint
+	// (VDAF-11 Section 9.6); the norm-equality circuit has no joint
 	// randomness and 2 proofs put its per-report error below 2^-64.
 	blanketProofs, blanketProofsNormEq = 3, 2
 	// blanketAlpha is the reference's ALPHA.

@@ -56,7 +56,7 @@
 //     offline: P[Binomial(NumWrChecks, 1/2) >= NumWrSuccesses] (2^-100 for
 //     100 of 100) plus ((bit_checked_len + NumWrChecks + 3)/q)^Proofs for
 //     the random linear combinations of the main circuit (2^-158 with 3
-//     proofs, as VDAF-11 Section 9.7 requires for Field64 with joint
+//     proofs, as VDAF-11 Section 9.6 requires for Field64 with joint
 //     randomness).
 //
 // # Honest clients

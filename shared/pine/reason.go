@@ -29,7 +29,7 @@ const (
 	// not match the input shares).
 	RejectJointRand
 	// RejectEvalPoint: the query randomness hit a root of unity
-	// (probability about 2^-58 per report; VDAF-11 Section 7.3.3.2).
+	// (probability below 2^-55 per report; VDAF-11 Section 7.3.3.2).
 	RejectEvalPoint
 	numReasons
 )
