@@ -2,6 +2,7 @@ package pine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -123,11 +124,11 @@ func TestVectors(t *testing.T) {
 			aggs := [2]*AggShare{p.NewAggShare(), p.NewAggShare()}
 			vers := [2]*Verifier{p.NewVerifier(), p.NewVerifier()} // reused across reports
 			for i, pr := range v.Prep {
-				grad, err := p.encodeField(pr.Measurement)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pub, lead, help, err := p.shard(grad, pr.Nonce, pr.Rand, nil)
+				// The public Shard, fed the vector's rand through its
+				// Source (little-endian words), must give the same bytes.
+				var nonce [16]byte
+				copy(nonce[:], pr.Nonce)
+				pub, lead, help, err := p.Shard(pr.Measurement, nonce, &bytesSource{b: pr.Rand})
 				if err != nil {
 					t.Fatalf("report %d: shard: %v", i, err)
 				}
@@ -182,4 +183,16 @@ func TestVectors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bytesSource replays b as little-endian 64-bit words.
+type bytesSource struct{ b []byte }
+
+func (s *bytesSource) Uint64() uint64 {
+	if len(s.b) < 8 {
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(s.b)
+	s.b = s.b[8:]
+	return v
 }
