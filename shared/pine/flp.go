@@ -199,10 +199,38 @@ func (f *flpParams) prove(meas, proveRand, jointRand []fp) ([]fp, error) {
 		n := nextPow2(polyLen)
 		ext := make(fp64.Vec, a*n)
 		coef := make(fp64.Vec, p)
+		tw := make(fp64.Vec, p)
+		cosetVals := make(fp64.Vec, p)
+		// Values of each wire polynomial at the n-th roots w_n^(s*k + c)
+		// (s = n/p): coset c = 0 is the recorded wire itself; coset c is
+		// the size-p NTT of coef_l * w_n^(c*l).
+		s := n / p
+		var wn fp
+		wn.SetRootOfUnityTwoN(log2(n))
 		for j := range a {
-			proof = append(proof, r.wires[i][j*p])
-			interp(coef, r.wires[i][j*p:(j+1)*p], p)
-			evalAt(ext[j*n:(j+1)*n], coef, n)
+			wire := r.wires[i][j*p : (j+1)*p]
+			proof = append(proof, wire[0])
+			e := ext[j*n : (j+1)*n]
+			for k := range p {
+				e[s*k] = wire[k]
+			}
+			if s == 1 {
+				continue
+			}
+			interp(coef, wire, p)
+			shift := wn
+			for c := 1; c < s; c++ {
+				pw := fpOne()
+				for l := range p {
+					tw[l].Mul(&coef[l], &pw)
+					pw.MulAssign(&shift)
+				}
+				evalAt(cosetVals, tw, p)
+				for k := range p {
+					e[s*k+c] = cosetVals[k]
+				}
+				shift.MulAssign(&wn)
+			}
 		}
 		vals := make(fp64.Vec, n)
 		in := make([]fp, a)

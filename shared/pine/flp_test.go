@@ -9,8 +9,9 @@ import (
 // A toy validity circuit with two gadgets of different degrees exercises
 // the generic FLP beyond PINE's circuits: meas[0..n) must be bits
 // (ParallelSum(Mul, 3), joint randomness reduction as in SumVec) and
-// meas[n] must be in {0, 1, 2} (x(x-1)(x-2), a degree-3 gadget, so the
-// gadget polynomial needs 4P evaluation points).
+// meas[n..n+3) must be in {0, 1, 2} (x(x-1)(x-2), a degree-3 gadget
+// called 3 times: P = 4 and the gadget polynomial needs 4P evaluation
+// points, three cosets beyond the recorded wires).
 type cubic struct{}
 
 func (cubic) arity() int  { return 1 }
@@ -30,8 +31,8 @@ type toyCircuit struct{ n int }
 func (c toyCircuit) gadgets() []gadget {
 	return []gadget{parallelSum{mulGadget{}, 3}, cubic{}}
 }
-func (c toyCircuit) gadgetCalls() []int { return []int{chunks(c.n, 3), 1} }
-func (c toyCircuit) measLen() int       { return c.n + 1 }
+func (c toyCircuit) gadgetCalls() []int { return []int{chunks(c.n, 3), 3} }
+func (c toyCircuit) measLen() int       { return c.n + 3 }
 func (c toyCircuit) jointRandLen() int  { return 1 }
 func (c toyCircuit) eval(meas, jr []fp, numShares int, g caller) (fp, error) {
 	sharesInv := inv(fpU(uint64(numShares)))
@@ -51,11 +52,16 @@ func (c toyCircuit) eval(meas, jr []fp, numShares int, g caller) (fp, error) {
 	// The cubic gadget's constants are inside the gadget: feed the
 	// reconstructed-linear input; with shares the gadget output is only
 	// correct on the sum, which is what the FLP checks.
-	z, err := g.call(1, []fp{meas[c.n]})
-	if err != nil {
-		return fp{}, err
+	r = jr[0]
+	for k := range 3 {
+		z, err := g.call(1, []fp{meas[c.n+k]})
+		if err != nil {
+			return fp{}, err
+		}
+		z.MulAssign(&r)
+		out.AddAssign(&z)
+		r.MulAssign(&jr[0])
 	}
-	out.AddAssign(&z)
 	return out, nil
 }
 
@@ -116,11 +122,11 @@ func TestFlpTwoGadgets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		valid := make([]fp, n+1)
+		valid := make([]fp, n+3)
 		for i := range n {
 			valid[i] = fpU(src.Uint64() & 1)
 		}
-		valid[n] = fpU(2)
+		valid[n], valid[n+1], valid[n+2] = fpU(2), fpU(0), fpU(1)
 		if !runToy(t, f, valid, src, false) {
 			t.Fatalf("n %d: valid input rejected", n)
 		}
@@ -128,7 +134,7 @@ func TestFlpTwoGadgets(t *testing.T) {
 			t.Fatalf("n %d: corrupted proof accepted", n)
 		}
 		bad := append([]fp(nil), valid...)
-		bad[n] = fpU(3)
+		bad[n+1] = fpU(3)
 		if runToy(t, f, bad, src, false) {
 			t.Fatalf("n %d: value 3 accepted by the cubic gadget", n)
 		}
