@@ -9,10 +9,9 @@ import (
 // PrepState is one aggregator's state for one report between PrepInit and
 // PrepNext.
 type PrepState struct {
-	out          []fp
-	wrSeed       [seedSize]byte
-	vfSeed       [seedSize]byte
-	measLen, agg int
+	out    []fp
+	wrSeed [seedSize]byte
+	vfSeed [seedSize]byte
 }
 
 // Verifier runs PrepInit for one aggregator, one report at a time, reusing
@@ -82,7 +81,7 @@ func (vf *Verifier) PrepInit(verifyKey []byte, aggID int, nonce, publicShare, in
 		vfBlind = inputShare[3*seedSize:]
 	}
 	agg := byte(aggID)
-	st := &PrepState{measLen: p.cfg.Dimension, agg: aggID}
+	st := &PrepState{}
 
 	// Wraparound joint randomness: own part replaces the public one.
 	wrOwn, err := p.jointRandPart(wrBlind, usageWrJointPart, agg, nonce, meas[:p.gradNormLen])

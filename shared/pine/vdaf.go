@@ -75,7 +75,8 @@ const (
 
 // Pine is one PINE instance with two aggregators: the leader (aggregator 0)
 // receives its measurement and proof shares in full, the helper
-// (aggregator 1) receives four 32-byte seeds.
+// (aggregator 1) receives four 32-byte seeds. A Pine is immutable and safe
+// for concurrent use (a Verifier is not).
 type Pine struct {
 	cfg Config
 
