@@ -563,3 +563,36 @@ func ExampleReason() {
 	fmt.Println(RejectNormEquality, RejectInvalidProof)
 	// Output: norm equality failed invalid proof
 }
+
+// TestShardRetries: with alpha = 0.5 the honest gradient of
+// TestHonestCheckRate passes each check with probability 0.84, so all 4
+// required checks pass in about half the attempts; Shard must re-shard
+// until they do (64 failures in a row: probability about 2^-64) and the
+// report must then be accepted. 20 reports.
+func TestShardRetries(t *testing.T) {
+	const d = 100
+	p, err := New(Config{
+		Dimension: d, NumFracBits: 10, L2NormBound: 1024,
+		ChunkLength: 8, ChunkLengthNormEquality: 8, Proofs: 3, ProofsNormEquality: 2,
+		NumWrChecks: 4, NumWrSuccesses: 4, Alpha: 0.5, ID: Pine64HmacSha256Aes128ID,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float64, d)
+	for i := range 64 {
+		x[i] = 0.125 // 128 units
+	}
+	src := noise.NewSeeded(37)
+	for i := range 20 {
+		var nonce [16]byte
+		copy(nonce[:], nonceOf(i))
+		pub, l, h, err := p.Shard(x, nonce, src)
+		if err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+		if _, err := prepBoth(p, nonce[:], pub, l, h); err != nil {
+			t.Fatalf("report %d rejected: %v", i, err)
+		}
+	}
+}
