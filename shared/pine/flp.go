@@ -11,8 +11,8 @@ import (
 // The fully linear proof (FLP) of draft-irtf-cfrg-vdaf-11, Section 7.3
 // ("The FLP of BBCGGI19"), over Field64, for validity circuits with any
 // number of gadgets and one output (EVAL_OUTPUT_LEN = 1, the case of both
-// PINE circuits; larger outputs are reduced with query randomness as in
-// Section 7.3.3.2).
+// PINE circuits: the output is the verifier's v without reduction and the
+// query randomness is one element per gadget).
 //
 // Wire polynomials are interpolated on the powers of alpha_i, the
 // P_i-th root of unity gen^(2^32 / P_i) of Field64 (Section 7.3.3), with
