@@ -1,7 +1,6 @@
-//go:build !linux
+//go:build !linux && !js
 
 package pine
 
-// processCPU is unavailable here (js/wasm runs on one thread, so wall
-// time is the CPU time); 0 means "not measured".
+// processCPU is not measured here; 0 means "not measured".
 func processCPU() float64 { return 0 }
