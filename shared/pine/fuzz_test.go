@@ -129,3 +129,31 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNew: any configuration is either refused or gives an instance that
+// shards and prepares a zero gradient without panicking.
+func FuzzNew(f *testing.F) {
+	f.Add(uint8(8), uint8(4), uint64(32), uint16(5), uint16(3), uint8(2), uint8(1), uint16(8), uint16(8), 8.7)
+	f.Add(uint8(1), uint8(0), uint64(1), uint16(1), uint16(1), uint8(1), uint8(1), uint16(1), uint16(1), 0.5)
+	f.Fuzz(func(t *testing.T, d, fb uint8, b uint64, ch, chne uint16, pr, prne uint8, wr, ws uint16, alpha float64) {
+		cfg := Config{
+			Dimension: int(d % 65), NumFracBits: int(fb), L2NormBound: b,
+			ChunkLength: int(ch % 1000), ChunkLengthNormEquality: int(chne % 1000),
+			Proofs: int(pr % 8), ProofsNormEquality: int(prne % 8),
+			NumWrChecks: int(wr % 300), NumWrSuccesses: int(ws % 300), Alpha: alpha,
+			ID: Pine64HmacSha256Aes128ID,
+		}
+		p, err := New(cfg)
+		if err != nil {
+			return
+		}
+		var n [16]byte
+		pub, l, h, err := p.Shard(make([]float64, cfg.Dimension), n, noise.NewSeeded(1))
+		if err != nil {
+			return // e.g. alpha too small for the zero vector's checks: never, but allowed
+		}
+		if _, err := prepBoth(p, n[:], pub, l, h); err != nil {
+			t.Fatalf("zero gradient rejected: %v", err)
+		}
+	})
+}
