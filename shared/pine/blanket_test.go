@@ -78,8 +78,12 @@ func TestEncodeWorstRounding(t *testing.T) {
 		if math.Sqrt(sq) > p.Sensitivity() {
 			t.Fatalf("encoded norm %v above the sensitivity %v", math.Sqrt(sq), p.Sensitivity())
 		}
-		if _, _, _, err := p.Shard(x, [16]byte{}, noise.NewSeeded(1)); err != nil {
+		pub, l, h, err := p.Shard(x, [16]byte{}, noise.NewSeeded(1))
+		if err != nil {
 			t.Fatalf("d %d: Shard: %v", d, err)
+		}
+		if _, err := prepBoth(p, make([]byte, nonceSize), pub, l, h); err != nil {
+			t.Fatalf("d %d: worst-case rounding rejected: %v", d, err)
 		}
 	}
 	p := mustBlanket(t, 4)
