@@ -9,8 +9,9 @@ import (
 // Blanket's choices (docs/pine.md gives the numbers at d = 7850):
 const (
 	// blanketGridBits: the clip C spans [2^15, 2^16) fixed-point units,
-	// so rounding adds at most sqrt(d)/2 units (0.14% of C at d = 7850) and each wraparound check costs
-	// bitlen(2*wr_check_bound - 1) + 1 = 21 field elements.
+	// so rounding adds at most sqrt(d)/2 units (0.14% of C at d = 7850),
+	// and each wraparound check costs bitlen(2*wr_check_bound - 1) + 1 =
+	// 21 field elements.
 	blanketGridBits = 16
 	// blanketWrChecks of blanketWrChecks must pass: a wrapping gradient
 	// passes one check with probability at most 1/2 (draft Section 3), so
