@@ -596,3 +596,57 @@ func TestShardRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentVerifiers: one Pine shared by goroutines, one Verifier
+// each (run with -race to check the claim that a Pine is safe for
+// concurrent use).
+func TestConcurrentVerifiers(t *testing.T) {
+	p := mustBlanket(t, 64)
+	type rep struct{ pub, l, h, nonce []byte }
+	reps := make([]rep, 8)
+	src := noise.NewSeeded(43)
+	for i := range reps {
+		g, _ := scaledGradient(p, src, 0.8)
+		pub, l, h, err := p.shard(g, nonceOf(i), randFrom(src), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps[i] = rep{pub, l, h, nonceOf(i)}
+	}
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			lv, hv := p.NewVerifier(), p.NewVerifier()
+			for i := w; i < len(reps); i += 2 {
+				r := reps[i]
+				s0, p0, err := lv.PrepInit(testVK, 0, r.nonce, r.pub, r.l)
+				if err != nil {
+					errs <- err
+					return
+				}
+				s1, p1, err := hv.PrepInit(testVK, 1, r.nonce, r.pub, r.h)
+				if err != nil {
+					errs <- err
+					return
+				}
+				msg, err := p.PrepSharesToPrep(p0, p1)
+				if err == nil {
+					_, err = p.PrepNext(s0, msg)
+				}
+				if err == nil {
+					_, err = p.PrepNext(s1, msg)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
