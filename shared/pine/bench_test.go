@@ -189,3 +189,63 @@ func reportProcessCPU(b *testing.B, cpu0 float64) {
 		b.ReportMetric(cpu*1e9/float64(b.N), "proc-cpu-ns/op")
 	}
 }
+
+// BenchmarkShardParts splits the volunteer's cost at d = 7850 into its
+// parts, for profiling under js where pprof is unavailable: the XOF
+// output sharding draws (290 KB: helper share, wraparound vectors,
+// proof share), HMAC-SHA256 over both shares (the joint randomness
+// parts, 290 KB), the five proofs, and the 100 wraparound dot products
+// (including their 196 KB of XOF output).
+func BenchmarkShardParts(b *testing.B) {
+	p := benchPine(b)
+	g, err := p.encodeField(benchUpdate(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, f func()) {
+		cpu0 := processCPU()
+		var clk benchclock.Clock
+		clk.Start()
+		for b.Loop() {
+			f()
+		}
+		clk.Report(b)
+		reportProcessCPU(b, cpu0)
+	}
+	b.Run("xof-290KB", func(b *testing.B) {
+		buf := make([]byte, 290_000)
+		run(b, func() {
+			x, _ := newXof(make([]byte, seedSize), []byte("bench"))
+			x.read(buf)
+		})
+	})
+	b.Run("hmac-290KB", func(b *testing.B) {
+		v := make([]fp, 290_000/elemSize)
+		run(b, func() {
+			m := newMac(make([]byte, seedSize), []byte("bench"))
+			macVec(m, v)
+			_, _ = xofFromMac(m)
+		})
+	})
+	b.Run("proofs", func(b *testing.B) {
+		meas := make([]fp, p.flpMeasLen)
+		copy(meas, g)
+		pr := make([]fp, max(p.flpNE.proveRand, p.flp.proveRand))
+		jr := make([]fp, 3)
+		run(b, func() {
+			for range p.cfg.ProofsNormEquality {
+				_, _ = p.flpNE.prove(meas, pr[:p.flpNE.proveRand], nil)
+			}
+			for range p.cfg.Proofs {
+				_, _ = p.flp.prove(meas, pr[:p.flp.proveRand], jr)
+			}
+		})
+	})
+	b.Run("wr-checks", func(b *testing.B) {
+		res := make([]fp, p.cfg.NumWrChecks)
+		run(b, func() {
+			x, _ := newXof(make([]byte, seedSize), []byte("bench"))
+			p.runWrChecks(res, g, x, nil, nil)
+		})
+	})
+}
