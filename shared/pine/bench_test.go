@@ -195,7 +195,7 @@ func reportProcessCPU(b *testing.B, cpu0 float64) {
 // output sharding draws (290 KB: helper share, wraparound vectors,
 // proof share), HMAC-SHA256 over both shares (the joint randomness
 // parts, 290 KB), the five proofs, and the 100 wraparound dot products
-// (including their 196 KB of XOF output).
+// (including their 196 KB of XOF output, also part of the 290 KB).
 func BenchmarkShardParts(b *testing.B) {
 	p := benchPine(b)
 	g, err := p.encodeField(benchUpdate(1))
