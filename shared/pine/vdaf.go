@@ -263,7 +263,7 @@ type cheat struct {
 // and splits it into the public share, the leader's input share and the
 // helper's input share. The randomness (224 bytes, and again after each
 // wraparound retry) is drawn from src: noise.Secure() in production.
-func (p *Pine) Shard(measurement []float64, nonce [nonceSize]byte, src noise.Source) (public, leader, helper []byte, err error) {
+func (p *Pine) Shard(measurement []float64, nonce [16]byte, src noise.Source) (public, leader, helper []byte, err error) {
 	grad, err := p.encodeField(measurement)
 	if err != nil {
 		return nil, nil, nil, err
