@@ -309,6 +309,7 @@ type slot struct {
 	single  *amplify.Mixture
 	invMu2  float64
 	checkIn bool
+	partial bool // secure aggregation: some round had check-in rate < 1
 }
 
 // newSlots lays out the rows the first release calls for, in Account's
