@@ -10,15 +10,18 @@ import (
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
-// gaussianDouble is the release of `-protocol ss-double -randomizer
-// gaussian -deltal 1e-5` at the defaults (d = 7850, k = 157, n = 200,
-// n_p = 20): eps0 = 78.5/157, delta0 = 1e-5/157. No shuffle method covers
-// an (eps0, delta0)-LDP randomizer with delta0 > 0, and the local row's
-// delta is round·1e-5: at the target delta 1e-5 round 1 is certified and
-// round 2 is not.
-func gaussianDouble(round int) privacy.Release {
-	return privacy.Release{Round: round, Protocol: privacy.ProtocolSSDouble, Randomizer: privacy.RandomizerGaussian,
-		Eps0: 0.5, Delta0: 1e-5 / 157, D: 7850, K: 157, N: 200, NP: 20}
+// gaussianTopk is an SS-Topk release with the Gaussian randomizer whose
+// local delta is the target 1e-5 (k·l = 314 coordinates at delta0 =
+// 1e-5/314): no shuffle method covers an (eps0, delta0)-LDP randomizer
+// with delta0 > 0, the exact local Gaussian row does not cover SS-Topk
+// (its index sets depend on the data), and the local row's delta is
+// round·1e-5, so at the target delta 1e-5 round 1 is certified and round
+// 2 is not. (SS-Double at -deltal 1e-5, which made the aggregator exit
+// after round 1, is now certified by the local Gaussian row:
+// privacy.TestLocalGaussianRow.)
+func gaussianTopk(round int) privacy.Release {
+	return privacy.Release{Round: round, Protocol: privacy.ProtocolSSTopk, Randomizer: privacy.RandomizerGaussian,
+		Eps0: 0.25, Delta0: 1e-5 / 314, D: 7850, K: 157, L: 2, N: 200, NP: 20}
 }
 
 // TestNoProvenMethodIsRefused: a round that no valid proven method
@@ -26,8 +29,8 @@ func gaussianDouble(round int) privacy.Release {
 // *ledger.BudgetError, ErrBudgetExhausted, not ErrComposer), through the
 // ledger's Session and through the Composer around an Accountant alike;
 // nothing is charged and the ledger keeps answering. (The aggregator used
-// to exit after round 1 of this configuration: "composer failed: round
-// 2: no valid proven accounting method".)
+// to exit on such a round: "composer failed: round 2: no valid proven
+// accounting method".)
 func TestNoProvenMethodIsRefused(t *testing.T) {
 	for _, a := range []*Accounting{New(nil), New(privacy.Account)} {
 		o, err := a.LedgerOptions(1e6, 1e-5)
@@ -38,13 +41,13 @@ func TestNoProvenMethodIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Charge(gaussianDouble(1)); err != nil {
+		if err := l.Charge(gaussianTopk(1)); err != nil {
 			t.Fatalf("session %v: round 1: %v", o.Session != nil, err)
 		}
 		spent, _, _ := l.Spent()
 		for _, check := range []func() error{
-			func() error { _, err := l.CanCharge(gaussianDouble(2)); return err },
-			func() error { return l.Charge(gaussianDouble(2)) },
+			func() error { _, err := l.CanCharge(gaussianTopk(2)); return err },
+			func() error { return l.Charge(gaussianTopk(2)) },
 		} {
 			err := check()
 			var be *ledger.BudgetError

@@ -13,17 +13,19 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// TestUncertifiedRoundRefusedServerUp: with the Gaussian randomizer at a
-// delta_l close to the target delta (as the operator's `-randomizer
-// gaussian -deltal 1e-5` at -delta 1e-5), round 1 is certified (the local
-// row, the only valid one for (eps0, delta0)-LDP reports) and round 2 is
-// certified by no method: the server refuses it
-// like the end of the budget (no announcement, "privacy budget" in the
-// status) and stays up: its round loop returns no error (Run's nil is
-// "no further rounds", after which the process keeps serving the API)
-// and the API answers. (Before, the loop returned "composer failed: round 2:
-// no valid proven accounting method" and the process exited.)
-func TestUncertifiedRoundRefusedServerUp(t *testing.T) {
+// TestGaussianNearTargetDelta: with the Gaussian randomizer at a delta_l
+// close to the target delta (as the operator's `-randomizer gaussian
+// -deltal 1e-5` at -delta 1e-5; the target here is 1.5 times round 1's
+// local delta, so basic composition of the local guarantees certifies one
+// round and no more), SS-Simple and SS-Double run 5 charged rounds (the
+// exact composition of their Gaussian reports certifies every round),
+// and SS-Topk, which no method covers past round 1, is refused like the
+// end of the budget (no announcement, "privacy budget" in the status)
+// while the server stays up: its round loop returns no error (Run's nil
+// is "no further rounds", after which the process keeps serving the API)
+// and the API answers. (Before, the loop returned "composer failed: round
+// 2: no valid proven accounting method" and the process exited.)
+func TestGaussianNearTargetDelta(t *testing.T) {
 	for _, proto := range []wire.Protocol{wire.ProtocolSSSimple, wire.ProtocolSSDouble, wire.ProtocolSSTopk} {
 		o := roundspec.Options{Protocol: proto, Randomizer: wire.RandomizerGaussian, K: 2, L: 2, NP: 4, EpsL: 2,
 			DeltaL: 1e-5, Clip: 0.5, MinBatch: 2}
@@ -31,9 +33,6 @@ func TestUncertifiedRoundRefusedServerUp(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", proto, err)
 		}
-		// The target delta: 1.5 times round 1's local delta (SS-Topk's
-		// local row counts both index sets), so that round 1 fits and two
-		// rounds do not.
 		spec, err := roundspec.New(p)
 		if err != nil {
 			t.Fatal(err)
@@ -45,10 +44,23 @@ func TestUncertifiedRoundRefusedServerUp(t *testing.T) {
 		h := newHarness(t, t.TempDir(), newFakeRelay(t), func(c *Config) {
 			c.Params, c.Accountant, c.TargetEpsilon, c.TargetDelta, c.ExpectedN = p, nil, 1e6, 1.5*one.Delta, 4
 		})
-		a := h.relay.next(t)
-		rep := h.sendBatch(makeBatch(t, h.srv.PublicKey(), p, batchSpec{round: a.Round, reports: 4, value: constValue(0.75), np: max(p.NP, 4)}))
-		if rep.Status != wire.BatchStatusOK {
-			t.Fatalf("%v round 1: reply %+v", proto, rep)
+		charged := 5
+		if proto == wire.ProtocolSSTopk {
+			charged = 1
+		}
+		prev := 0.0
+		for r := uint64(1); r <= uint64(charged); r++ {
+			a := h.relay.next(t)
+			rep := h.sendBatch(makeBatch(t, h.srv.PublicKey(), p, batchSpec{round: a.Round, reports: 4, value: constValue(0.75), np: max(p.NP, 4)}))
+			st := h.srv.Status()
+			if rep.Status != wire.BatchStatusOK || a.Round != r || !(st.Epsilon > prev) {
+				t.Fatalf("%v round %d: reply %+v, epsilon %v after %v", proto, a.Round, rep, st.Epsilon, prev)
+			}
+			prev = st.Epsilon
+		}
+		if proto != wire.ProtocolSSTopk {
+			h.stop()
+			continue
 		}
 		h.relay.none(t, 300*time.Millisecond)
 		deadline := time.Now().Add(10 * time.Second)
