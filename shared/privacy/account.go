@@ -82,7 +82,9 @@ type Report struct {
 //     when they exceed the target δ;
 //   - central Gaussian (dp-gaussian releases): exact, by PLD and by RDP;
 //   - the local model (no amplification): basic composition of the local
-//     guarantees.
+//     guarantees, and for SS-Simple and SS-Double with the Gaussian
+//     randomizer the exact composition of the Gaussian reports
+//     (accountLocalGaussian).
 //
 // Consecutive identical releases (apart from Round) are composed by
 // squaring, so T identical rounds cost O(log T) convolutions.
@@ -107,6 +109,7 @@ func Account(releases []Release, delta float64) (Report, error) {
 	rep.Rows = append(rep.Rows, accountGaussian(runs, delta)...)
 	rep.Rows = append(rep.Rows, accountSecAgg(runs, delta)...)
 	rep.Rows = append(rep.Rows, accountLocal(runs))
+	rep.Rows = append(rep.Rows, accountLocalGaussian(runs, delta)...)
 	finishRows(rep.Rows)
 	rep.Tightest, rep.TightestAny = tightest(rep.Rows, delta)
 	return rep, nil

@@ -49,11 +49,31 @@ import (
 //     Theorem 21) and the optimal conversion of Asoodeh et al. (2021), both
 //     proven (rdpEpsilon).
 //
-// Replace-one (a volunteer's data changed, participation unchanged) is not
-// what the rows state: it is two add/remove steps, so by group privacy an
-// (ε, δ) add/remove guarantee gives (2ε, (1 + e^ε)·δ) for replace-one
-// (Dwork and Roth 2014, Theorem 2.2 generalized to approximate DP;
-// secAggReplaceOne).
+// What is released is the noisy sum AND the exact count of accepted
+// reports (the batch carries it). Steps 1-4 bound the noisy sum alone
+// (SecAggEpsilon). Under add/remove the count moves with the volunteer:
+// at q = 1 it always differs by one (no add/remove guarantee at all), and
+// at q < 1 Zhu-Wang's theorem needs the base mechanism of the sampled set
+// to be private, which M(S) = (Σ_S x + Z, |S|) is not (|S| and |S| + 1 are
+// told apart). So no add/remove row is a guarantee of what Blanket
+// releases: the row is reported not applicable, with that reason.
+//
+// Replace-one (a volunteer's data changed, participation unchanged, what
+// the ledger charges): the count's law is the same in both datasets.
+//
+//	(b) Always: given the sampled set (same law in both), the count is
+//	    the same and the sums differ by at most 2Δ, so by joint convexity
+//	    the 2Δ curve without amplification bounds the pair
+//	    (secAggReplaceCurve).
+//	(c) Only when every round has q = 1: the count is the constant n in
+//	    both datasets, so the release is a post-processing of the noisy
+//	    sum, whose add/remove guarantee (ε, δ) gives (2ε, (1 + e^ε)·δ) for
+//	    replace-one by group privacy (Dwork and Roth 2014, Theorem 2.2
+//	    generalized to approximate DP; secAggReplaceOne). At q < 1 this
+//	    route is not a guarantee: with no other volunteer, the count is 1
+//	    exactly when the target took part, and then the sum is x + Z
+//	    against x' + Z, un-amplified; the amplified add/remove ε of the sum
+//	    is far below that pair's.
 //
 // A PLD route is not offered: the privacy loss of the multivariate
 // discrete Gaussian under a shift v depends on v's direction on the
@@ -124,11 +144,15 @@ func secAggReplaceCurve(r Release) []float64 {
 
 // accountSecAgg is the rows of secure-aggregation releases (every run must
 // be one; nil otherwise): replace-one first (what the ledger charges, as
-// for every other protocol), then add/remove, shown with a caveat so it is
-// never chosen.
+// for every other protocol), then add/remove, not applicable (the released
+// count is not covered; see the comment above).
 func accountSecAgg(runs []run, delta float64) []AccountRow {
 	if !allProtocol(runs, ProtocolSecAgg) {
 		return nil
+	}
+	full := true // every round at check-in rate 1: route (c) applies
+	for _, u := range runs {
+		full = full && u.r.CheckInRate == 1
 	}
 	orders := rdpOrders()
 	total := make([]float64, len(orders))
@@ -146,14 +170,20 @@ func accountSecAgg(runs []run, delta float64) []AccountRow {
 		}
 	}
 	rounds := totalRounds(runs)
-	ar := secAggRow(total, err, rounds, delta)
-	ar.Caveat = secAggAddRemoveCaveat
-	return []AccountRow{secAggReplaceRow(total, total2, err, rounds, delta), ar}
+	return []AccountRow{secAggReplaceRow(total, total2, err, rounds, delta, full), secAggAddRemoveRow(rounds)}
 }
 
-// secAggAddRemoveCaveat keeps the add/remove row out of the ledger's
-// choice: Blanket charges every protocol for replacing one volunteer.
-const secAggAddRemoveCaveat = "add/remove one volunteer under Poisson check-in; the ledger charges replace-one, the relation of every other protocol"
+// errSecAggAddRemove is why no add/remove row is a guarantee of a secure
+// summation release.
+var errSecAggAddRemove = outside("add/remove one volunteer: the release includes the exact count of accepted reports, " +
+	"which adding the volunteer changes (at check-in rate 1 always: no add/remove guarantee); the add/remove proof " +
+	"(Zhu-Wang Thm 6) covers the noisy sum, not the count; the ledger charges replace-one, under which the count's law does not change")
+
+// secAggAddRemoveRow is the add/remove row: not applicable
+// (errSecAggAddRemove).
+func secAggAddRemoveRow(rounds int) AccountRow {
+	return secAggRow(nil, errSecAggAddRemove, rounds, 0.5)
+}
 
 func secAggRow(total []float64, err error, rounds int, delta float64) AccountRow {
 	method := "RDP discrete Gaussian secure aggregation, Poisson check-in (add/remove)"
@@ -168,14 +198,16 @@ func secAggRow(total []float64, err error, rounds int, delta float64) AccountRow
 		Family: FamilySecAggDGauss, Amplification: AmplificationPoisson, Composition: CompositionRDP}
 }
 
-// secAggReplaceRow is the replace-one guarantee of the composed rounds: the
-// smaller of (a) group privacy on the add/remove curve — (2ε', (1 +
+// secAggReplaceRow is the replace-one guarantee of the composed rounds:
+// (b) the 2Δ curve without amplification (secAggReplaceCurve), and, only
+// when full (every round at check-in rate 1), the smaller of it and (c)
+// group privacy on the noisy sum's add/remove curve — (2ε', (1 +
 // e^{ε'})δ') from an add/remove (ε', δ') with δ' chosen so that the total δ
 // is at most delta (a fixed point: δ' = delta/(1 + e^{ε'(δ')}), reached from
-// above since ε'(δ') decreases in δ') — and (b) the 2Δ curve without
-// amplification (secAggReplaceCurve). Both are proven upper bounds, so the
-// smaller is one.
-func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta float64) AccountRow {
+// above since ε'(δ') decreases in δ'). Both are proven upper bounds where
+// they are used (see the comment at the top of this file), so the smaller
+// is one.
+func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta float64, full bool) AccountRow {
 	method := "RDP discrete Gaussian secure aggregation (replace-one)"
 	if rounds > 1 {
 		method += ", composed over rounds"
@@ -189,7 +221,7 @@ func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta floa
 		if e, err2 := conv(total2, delta); err2 == nil {
 			eps = e
 		}
-		if e, err2 := conv(total, delta/2); err2 == nil {
+		if e, err2 := conv(total, delta/2); full && err2 == nil {
 			for range 200 {
 				d := delta / (1 + math.Exp(e))
 				e2, err3 := conv(total, d)
@@ -214,7 +246,7 @@ func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta floa
 }
 
 func secaggSlots() []slot {
-	return []slot{{kind: slotSecAggReplace}, {kind: slotSecAgg, caveat: secAggAddRemoveCaveat}}
+	return []slot{{kind: slotSecAggReplace}, {kind: slotSecAgg}}
 }
 
 func (sl *slot) addSecAgg(r Release, count int) error {
@@ -226,6 +258,7 @@ func (sl *slot) addSecAgg(r Release, count int) error {
 		return err
 	}
 	sl.curve = addCurve(sl.curve, c.Eps, float64(count))
+	sl.partial = sl.partial || r.CheckInRate != 1
 	if sl.kind == slotSecAggReplace {
 		sl.curve2 = addCurve(sl.curve2, secAggReplaceCurve(r), float64(count))
 	}
@@ -234,9 +267,9 @@ func (sl *slot) addSecAgg(r Release, count int) error {
 
 func (sl slot) secAggRow(s *Session) AccountRow {
 	if sl.kind == slotSecAggReplace {
-		return secAggReplaceRow(sl.curve, sl.curve2, sl.err, s.rounds, s.delta)
+		return secAggReplaceRow(sl.curve, sl.curve2, sl.err, s.rounds, s.delta, !sl.partial)
 	}
-	return secAggRow(sl.curve, sl.err, s.rounds, s.delta)
+	return secAggAddRemoveRow(s.rounds)
 }
 
 // SecAggReplaceOneEpsilon is SecAggEpsilon for replacing one volunteer's
@@ -263,7 +296,7 @@ func SecAggReplaceOneEpsilon(sigma, sensitivity, q float64, rounds int, delta fl
 		c.Eps[j] *= float64(rounds)
 		c2[j] *= float64(rounds)
 	}
-	row := secAggReplaceRow(c.Eps, c2, nil, rounds, delta)
+	row := secAggReplaceRow(c.Eps, c2, nil, rounds, delta, q == 1)
 	if !row.Valid {
 		return 0, fmt.Errorf("secagg: %s", row.Reason)
 	}
@@ -326,13 +359,16 @@ func calibrateSigma(targetEps, sensitivity float64, eps func(sigma float64) (flo
 	return hi, nil
 }
 
-// SecAggEpsilon returns the central ε at δ = delta of `rounds` identical
-// secure-aggregation rounds with per-server discrete Gaussian noise sigma
-// (integer units), L2 sensitivity sensitivity (integer units) and check-in
-// rate q ∈ (0, 1], under add/remove one volunteer with Poisson check-in
-// (see the secure-aggregation comment in this file: CKS'20 Prop. 5,
-// Zhu-Wang'19 Thm 6, RDP composition, Balle et al./Asoodeh et al.
-// conversion). An uncertifiable result is an error.
+// SecAggEpsilon returns the central ε at δ = delta of the NOISY SUM ALONE
+// of `rounds` identical secure-aggregation rounds with per-server discrete
+// Gaussian noise sigma (integer units), L2 sensitivity sensitivity
+// (integer units) and check-in rate q ∈ (0, 1], under add/remove one
+// volunteer with Poisson check-in (see the secure-aggregation comment in
+// this file: CKS'20 Prop. 5, Zhu-Wang'19 Thm 6, RDP composition, Balle et
+// al./Asoodeh et al. conversion). It is not a guarantee of what Blanket
+// releases, which also carries the exact count of accepted reports (the
+// add/remove row is not applicable); SecAggReplaceOneEpsilon is. An
+// uncertifiable result is an error.
 func SecAggEpsilon(sigma, sensitivity, q float64, rounds int, delta float64) (float64, error) {
 	r := Release{Round: 1, Protocol: ProtocolSecAgg, Randomizer: RandomizerDiscreteGaussian, D: 1, N: 1,
 		SecAggSigma: sigma, SecAggSensitivity: sensitivity, CheckInRate: q}

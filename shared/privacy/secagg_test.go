@@ -176,11 +176,13 @@ func TestCalibrateSecAggSigma(t *testing.T) {
 
 // TestSecAggReplaceOneCharged: Account's tightest proven row for secure
 // aggregation is the replace-one row (the relation of every other
-// protocol), never smaller than the add/remove row, which is shown with a
-// caveat and never chosen; the replace-one row is the better of group
-// privacy and the doubled sensitivity without amplification, so at q = 1 it
-// is at most the 2Δ curve's ε; CalibrateSecAggSigmaReplaceOne's σ meets
-// its target and 1% less noise does not.
+// protocol); the add/remove row is not applicable (the released count of
+// accepted reports is not covered), so no add/remove ε is shown; the
+// replace-one row is never below the noisy sum's add/remove ε
+// (SecAggEpsilon), at q = 1 it is at most the 2Δ curve's ε (group privacy
+// may do better), and at q < 1 it is exactly the 2Δ curve's ε without
+// amplification; CalibrateSecAggSigmaReplaceOne's σ meets its target and
+// 1% less noise does not.
 func TestSecAggReplaceOneCharged(t *testing.T) {
 	for _, q := range []float64{1, 0.1} {
 		rels := []Release{secAggRelease(1, 300, 138, q), secAggRelease(2, 300, 138, q)}
@@ -198,11 +200,22 @@ func TestSecAggReplaceOneCharged(t *testing.T) {
 				ar = &rep.Rows[i]
 			}
 		}
-		if !strings.Contains(rpl.Method, "replace-one") || ar == nil || ar.Caveat == "" || !ar.Valid {
+		if !strings.Contains(rpl.Method, "replace-one") || ar == nil || ar.Valid || !strings.Contains(ar.Reason, "count of accepted reports") {
 			t.Fatalf("q = %v: tightest %q, add/remove row %+v", q, rpl.Method, ar)
 		}
-		if rpl.Epsilon < ar.Epsilon {
-			t.Errorf("q = %v: replace-one %v below add/remove %v", q, rpl.Epsilon, ar.Epsilon)
+		sum, err := SecAggEpsilon(300, 138, q, 2, 1e-5)
+		if err != nil || rpl.Epsilon < sum {
+			t.Errorf("q = %v: replace-one %v below the noisy sum's add/remove %v (%v)", q, rpl.Epsilon, sum, err)
+		}
+		noAmp, err := rdpEpsilon(rdp.Curve{Orders: rdpOrders(), Eps: addCurve(secAggReplaceCurve(rels[0]), secAggReplaceCurve(rels[1]), 1)}, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q == 1 && rpl.Epsilon > noAmp {
+			t.Errorf("q = 1: replace-one %v above the 2Δ curve's %v", rpl.Epsilon, noAmp)
+		}
+		if q < 1 && rpl.Epsilon != noAmp {
+			t.Errorf("q = %v: replace-one %v, want the 2Δ curve's %v without amplification", q, rpl.Epsilon, noAmp)
 		}
 		if e, err := SecAggReplaceOneEpsilon(300, 138, q, 2, 1e-5); err != nil || math.Abs(e-rpl.Epsilon) > 1e-9*e {
 			t.Errorf("q = %v: SecAggReplaceOneEpsilon %v (%v), Account %v", q, e, err, rpl.Epsilon)

@@ -62,7 +62,8 @@ type Session struct {
 	slots  []slot
 	closed bool // whether the first release enabled closed forms
 	local  struct{ eps, delta float64 }
-	noLoc  bool // a central Gaussian release has no local guarantee
+	lgauss localGauss // the local Gaussian row (account_gaussian.go)
+	noLoc  bool       // a central Gaussian release has no local guarantee
 	report Report
 	caches *sessionCaches
 }
@@ -114,7 +115,7 @@ func (s *Session) WithRounds(rel Release, count int) (*Session, Report, error) {
 		return nil, Report{}, invalid("round %d does not follow the last added round %d", rel.Round, s.last)
 	}
 	rel.PersonalEps = slices.Clone(rel.PersonalEps)
-	n := &Session{delta: s.delta, rounds: s.rounds + count, last: rel.Round + count - 1, caches: s.caches, closed: s.closed, local: s.local, noLoc: s.noLoc}
+	n := &Session{delta: s.delta, rounds: s.rounds + count, last: rel.Round + count - 1, caches: s.caches, closed: s.closed, local: s.local, lgauss: s.lgauss, noLoc: s.noLoc}
 	// Runs: copy-on-write (the receiver's slice is never written).
 	n.runs = make([]run, len(s.runs), len(s.runs)+1)
 	copy(n.runs, s.runs)
@@ -130,6 +131,7 @@ func (s *Session) WithRounds(rel Release, count int) (*Session, Report, error) {
 		n.slots = slices.Clone(s.slots)
 	}
 	// Local model.
+	n.lgauss = n.lgauss.add(rel, count)
 	if rel.Protocol == ProtocolCentralGaussian || rel.Protocol == ProtocolSecAgg {
 		n.noLoc = true
 	} else {
@@ -178,7 +180,7 @@ func (s *Session) WithAll(rels []Release) (*Session, Report, error) {
 		}
 		last, any = r.Round, true
 	}
-	n := &Session{delta: s.delta, rounds: s.rounds + len(rels), last: last, caches: s.caches, closed: s.closed, local: s.local, noLoc: s.noLoc}
+	n := &Session{delta: s.delta, rounds: s.rounds + len(rels), last: last, caches: s.caches, closed: s.closed, local: s.local, lgauss: s.lgauss, noLoc: s.noLoc}
 	n.runs = make([]run, len(s.runs), len(s.runs)+len(rels))
 	copy(n.runs, s.runs)
 	for _, r := range rels {
@@ -188,6 +190,7 @@ func (s *Session) WithAll(rels []Release) (*Session, Report, error) {
 		} else {
 			n.runs = append(n.runs, run{r: r, count: 1})
 		}
+		n.lgauss = n.lgauss.add(r, 1)
 		if r.Protocol == ProtocolCentralGaussian || r.Protocol == ProtocolSecAgg {
 			n.noLoc = true
 		} else {
@@ -271,6 +274,9 @@ func (s *Session) buildReport() Report {
 	} else {
 		rep.Rows = append(rep.Rows, localRow(s.local.eps, s.local.delta))
 	}
+	if s.rounds > 0 {
+		rep.Rows = append(rep.Rows, s.lgauss.rows(s.delta)...)
+	}
 	finishRows(rep.Rows)
 	rep.Tightest, rep.TightestAny = tightest(rep.Rows, s.delta)
 	return rep
@@ -309,6 +315,7 @@ type slot struct {
 	single  *amplify.Mixture
 	invMu2  float64
 	checkIn bool
+	partial bool // secure aggregation: some round had check-in rate < 1
 }
 
 // newSlots lays out the rows the first release calls for, in Account's

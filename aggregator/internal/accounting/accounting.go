@@ -64,7 +64,8 @@ func (a *Accounting) Report(l *ledger.Ledger, delta float64) (privacy.Report, er
 // Composer is the ledger's Composer for a non-nil Accountant: the epsilon
 // of the report's tightest valid method without a caveat
 // (privacy.Report.Tightest). Caveated rows are never used to admit a
-// round.
+// round; without a valid proven row the answer is +Inf
+// (ledger.NoProvenMethod), which the ledger refuses as past the budget.
 func (a *Accounting) Composer() ledger.Composer {
 	return func(releases []privacy.Release, delta float64) (float64, string, error) {
 		rep, err := a.fn(releases, delta)
@@ -72,7 +73,11 @@ func (a *Accounting) Composer() ledger.Composer {
 			return 0, "", err
 		}
 		if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
-			return 0, "", errors.New("accounting: no valid accounting method without caveat applies to these releases")
+			// No valid proven row at delta: the ledger refuses the round
+			// as past the budget (a *ledger.BudgetError), not as a
+			// composer failure, so the server stops announcing instead of
+			// exiting.
+			return math.Inf(1), ledger.NoProvenMethod, nil
 		}
 		row := rep.Rows[rep.Tightest]
 		return row.Epsilon, row.Method, nil

@@ -41,13 +41,20 @@ func State(stopped string, paused bool) string {
 	return "running"
 }
 
-// Rounds is the round history as the dashboard lists it.
+// Rounds is the round history as the dashboard lists it. Only the
+// methods that apply, with a proven or caveated ε, are listed: a row the
+// accountant reports not applicable (for example secure summation's
+// add/remove row, which the released count of accepted reports voids;
+// docs/secagg.md) is not shown at all.
 func Rounds(history []checkpoint.RoundRecord) []console.RoundView {
 	out := make([]console.RoundView, len(history))
 	for i, r := range history {
 		v := console.RoundView{Round: r.Round, Status: r.Status, Accuracy: r.Accuracy, Loss: r.Loss, N: r.N, NP: r.NP,
 			CheckedIn: r.CheckedIn, Population: r.Population, CheckInRate: r.CheckInRate}
 		for _, e := range r.Epsilon {
+			if !e.Valid || e.Epsilon == nil {
+				continue
+			}
 			v.Epsilon = append(v.Epsilon, console.EpsilonView{Method: e.Method, Epsilon: e.Epsilon, Tightest: e.Tightest, Caveated: e.Caveated})
 		}
 		out[i] = v

@@ -2,12 +2,15 @@ package dashboard
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -59,7 +62,7 @@ func TestStateRoundsPending(t *testing.T) {
 	}
 	eps := 1.5
 	v := Rounds([]checkpoint.RoundRecord{{Round: 4, Status: checkpoint.StatusOK, N: 7, NP: 20,
-		Epsilon: []accounting.EpsilonRow{{Method: "pld", Epsilon: &eps, Tightest: true}}}})
+		Epsilon: []accounting.EpsilonRow{{Method: "pld", Epsilon: &eps, Valid: true, Tightest: true}}}})
 	if len(v) != 1 || v[0].Round != 4 || v[0].N != 7 || len(v[0].Epsilon) != 1 || *v[0].Epsilon[0].Epsilon != 1.5 || !v[0].Epsilon[0].Tightest {
 		t.Errorf("rounds %+v", v)
 	}
@@ -95,3 +98,64 @@ func TestProtocolDefaultsEveryProtocol(t *testing.T) {
 }
 
 var errTest = errors.New("no sigma in this test")
+
+// TestSecAggAddRemoveNotShown: two secure-summation rounds charged through
+// the aggregator's accounting (the ledger's privacy.Session), at check-in
+// rate 1 (where adding a volunteer always changes the released count) and
+// 0.5 (where the add/remove proof covers the sum, not the count): the
+// served rows mark the add/remove row not applicable (no ε), the charged
+// row is replace-one, and the dashboard lists only rows with an ε, so no
+// add/remove ε is shown.
+func TestSecAggAddRemoveNotShown(t *testing.T) {
+	for _, q := range []float64{1, 0.5} {
+		a := accounting.New(nil)
+		o, err := a.LedgerOptions(1e6, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.jsonl"), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var history []checkpoint.RoundRecord
+		for r := 1; r <= 2; r++ {
+			rel := privacy.Release{Round: r, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
+				D: 100, N: 50, SecAggSigma: 300, SecAggSensitivity: 138, CheckInRate: q}
+			if err := l.Charge(rel); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := a.Report(l, 1e-5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := accounting.RowsOf(rep)
+			found := false
+			for _, row := range rows {
+				if strings.Contains(row.Method, "add/remove") {
+					found = true
+					if row.Valid || row.Epsilon != nil || row.Tightest {
+						t.Fatalf("q = %v round %d: add/remove row served as %+v", q, r, row)
+					}
+				}
+				if row.Tightest && !strings.Contains(row.Method, "replace-one") {
+					t.Fatalf("q = %v round %d: charged row %q", q, r, row.Method)
+				}
+			}
+			if !found {
+				t.Fatalf("q = %v: no add/remove row to say why it does not apply", q)
+			}
+			history = append(history, checkpoint.RoundRecord{Round: r, Status: checkpoint.StatusOK, Epsilon: rows})
+		}
+		l.Close()
+		for _, v := range Rounds(history) {
+			if len(v.Epsilon) == 0 {
+				t.Fatalf("q = %v round %d: no ε shown", q, v.Round)
+			}
+			for _, e := range v.Epsilon {
+				if strings.Contains(e.Method, "add/remove") || e.Epsilon == nil {
+					t.Errorf("q = %v round %d: shown %+v", q, v.Round, e)
+				}
+			}
+		}
+	}
+}

@@ -1,8 +1,9 @@
 // Package events fans the aggregator's server-sent events (docs/web.md:
 // the dashboard's live "status" and "round" events) out to the open
 // streams, bounded: publishing never blocks (a stream whose buffer is full
-// is dropped), at most a maximum of anonymous streams are open at once, a
-// few per client address, and the operator has a reserve of its own.
+// is dropped), at most a maximum of anonymous streams are open at once,
+// shared fairly between client addresses, and the operator has a reserve
+// of its own.
 package events
 
 import (
@@ -22,15 +23,24 @@ type Event struct {
 // with the current status).
 const subscriberBuffer = 32
 
-// Per-client limits of the /events streams: one network address may hold
-// maxStreamsPerClient streams (a few tabs), and the operator (a request
-// with the operator's session) may open operatorReserve streams beyond the
-// global maximum, so that anonymous streams can never lock the teacher
-// out of the live dashboard.
+// Limits of the /events streams. The anonymous streams (at most the
+// broker's max) are shared fairly between client addresses: one address
+// may hold up to perClient(max) of them (three quarters: a classroom
+// behind one NAT, or a few tabs each), and when they are all taken a
+// stream from an address holding fewer than the largest holder minus one
+// takes the largest holder's newest stream (which ends; its EventSource
+// retries in 5 s and is admitted only if it is then short of its share).
+// So anonymous streams from A addresses end at max/A each, give or take
+// one, and no set of addresses can lock a new one out unless there are max
+// of them. The operator (a request with the operator's session) has
+// operatorReserve streams beyond max that are never taken.
 const (
-	maxStreamsPerClient = 4
-	operatorReserve     = 8
+	operatorReserve = 8
 )
+
+// perClient is the most anonymous streams one address may hold with n
+// in all: three quarters of n (at least 1).
+func perClient(n int) int { return max(1, n-n/4) }
 
 // Errors of Subscribe (the handler answers 503 with their text).
 var (
@@ -39,27 +49,37 @@ var (
 	ErrClosed             = errors.New("the server is shutting down")
 )
 
+// stream is one open stream.
+type stream struct {
+	client   string
+	seq      uint64 // opening order
+	operator bool
+}
+
 // Broker fans events out to the /events streams: publishing never blocks
 // (a stream whose buffer is full is dropped), at most max anonymous
-// streams are open at once, maxStreamsPerClient per client address, and
-// up to operatorReserve more for the operator.
+// streams are open at once, shared fairly between client addresses (see
+// perClient), and up to operatorReserve more for the operator.
 type Broker struct {
 	mu       sync.Mutex
-	subs     map[chan Event]string // stream -> client address
-	byClient map[string]int
-	anon     int // streams not opened by the operator
+	subs     map[chan Event]stream
+	byClient map[string]int // anonymous streams per client address
+	anon     int            // streams not opened by the operator
 	max      int
+	seq      uint64
 	closed   bool
-	operator map[chan Event]bool
 }
 
 // New returns a broker allowing max anonymous streams.
 func New(max int) *Broker {
-	return &Broker{subs: map[chan Event]string{}, byClient: map[string]int{}, operator: map[chan Event]bool{}, max: max}
+	return &Broker{subs: map[chan Event]stream{}, byClient: map[string]int{}, max: max}
 }
 
 // Subscribe opens a stream for client (its network address). Operator
-// streams have their own operatorReserve and no per-client limit.
+// streams have their own operatorReserve and no per-client limit. When
+// the anonymous streams are all taken, an anonymous client holding at
+// least two fewer than the largest holder takes that holder's newest
+// stream (which is closed: its handler ends).
 func (b *Broker) Subscribe(client string, operator bool) (chan Event, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -69,37 +89,63 @@ func (b *Broker) Subscribe(client string, operator bool) (chan Event, error) {
 	switch {
 	case operator && len(b.subs)-b.anon >= operatorReserve:
 		return nil, ErrTooManySubscribers
-	case !operator && b.anon >= b.max:
-		return nil, ErrTooManySubscribers
-	case !operator && b.byClient[client] >= maxStreamsPerClient:
+	case !operator && b.byClient[client] >= perClient(b.max):
 		return nil, ErrTooManyFromClient
+	case !operator && b.anon >= b.max:
+		victim, ok := b.largest(client)
+		if !ok {
+			return nil, ErrTooManySubscribers
+		}
+		close(victim)
+		b.drop(victim)
 	}
 	ch := make(chan Event, subscriberBuffer)
-	b.subs[ch] = client
-	b.byClient[client]++
-	if operator {
-		b.operator[ch] = true
-	} else {
+	b.seq++
+	b.subs[ch] = stream{client: client, seq: b.seq, operator: operator}
+	if !operator {
+		b.byClient[client]++
 		b.anon++
 	}
 	return ch, nil
 }
 
+// largest returns the newest anonymous stream of the address holding the
+// most, if that address holds at least two more than client; the caller
+// holds mu.
+func (b *Broker) largest(client string) (chan Event, bool) {
+	top, n := "", 0
+	for c, k := range b.byClient {
+		if k > n || (k == n && c < top) {
+			top, n = c, k
+		}
+	}
+	if n < b.byClient[client]+2 {
+		return nil, false
+	}
+	var victim chan Event
+	var seq uint64
+	for ch, st := range b.subs {
+		if !st.operator && st.client == top && st.seq >= seq {
+			victim, seq = ch, st.seq
+		}
+	}
+	return victim, victim != nil
+}
+
 // drop removes ch from the counts; the caller holds mu.
 func (b *Broker) drop(ch chan Event) {
-	client, ok := b.subs[ch]
+	st, ok := b.subs[ch]
 	if !ok {
 		return
 	}
 	delete(b.subs, ch)
-	if b.byClient[client]--; b.byClient[client] <= 0 {
-		delete(b.byClient, client)
+	if st.operator {
+		return
 	}
-	if b.operator[ch] {
-		delete(b.operator, ch)
-	} else {
-		b.anon--
+	if b.byClient[st.client]--; b.byClient[st.client] <= 0 {
+		delete(b.byClient, st.client)
 	}
+	b.anon--
 }
 
 // Unsubscribe removes ch (a no-op if publish or close already dropped it).

@@ -148,8 +148,8 @@ func (sp secaggParams) withDefaults() secaggParams {
 
 // secaggClaim is the run's privacy under both relations.
 type secaggClaim struct {
-	// AddRemove is privacy.Account's tightest row for the run's releases
-	// at δ (add/remove one volunteer, Poisson check-in at rate q).
+	// AddRemove is privacy.Account's add/remove row for the run's
+	// releases at δ: NaN, not applicable (addRemoveEps).
 	AddRemove float64
 	// ReplaceOne is the smaller of the two replace-one routes of
 	// secaggReplaceOne, at total δ.
@@ -198,16 +198,21 @@ func secaggReplaceOne(rs []privacy.Release, delta float64) (float64, string, err
 	return tightestEps(rs, delta)
 }
 
-// addRemoveEps is the add/remove-one-volunteer guarantee of secure
-// summation under Poisson check-in at δ = delta: privacy.Account's
-// add/remove row (shown with a caveat, never charged).
+// addRemoveEps is privacy.Account's add/remove row for secure summation
+// at δ = delta: NaN with the row's reason when it is not applicable, as it
+// is for every secure-summation release (the released exact count of
+// accepted reports is not covered; shared/privacy/secagg.go), so no
+// add/remove ε is claimed.
 func addRemoveEps(rs []privacy.Release, delta float64) (float64, string, error) {
 	rep, err := privacy.Account(rs, delta)
 	if err != nil {
 		return 0, "", err
 	}
 	for _, row := range rep.Rows {
-		if row.Family == privacy.FamilySecAggDGauss && strings.Contains(row.Method, "(add/remove)") && row.Valid {
+		if row.Family == privacy.FamilySecAggDGauss && strings.Contains(row.Method, "(add/remove)") {
+			if !row.Valid {
+				return math.NaN(), row.Method + ": " + row.Reason, nil
+			}
 			return row.Epsilon, row.Method, nil
 		}
 	}
@@ -303,6 +308,10 @@ func secaggMethod(sp secaggParams, d, worldUsers int, table string) (*method, er
 		c, err := claimSecAgg(secaggReleases(p, sp.Q, parts), sp.Delta)
 		if err != nil {
 			return claimResult{PerEpoch: math.NaN(), Total: math.NaN(), Delta: math.NaN(), Accountant: err.Error()}
+		}
+		if math.IsNaN(c.AddRemove) { // not applicable: no add/remove ε is claimed
+			return claimResult{PerEpoch: math.NaN(), Total: c.ReplaceOne, Delta: sp.Delta,
+				Accountant: fmt.Sprintf("replace-one: %s; %s", c.Route, c.Method)}
 		}
 		return claimResult{PerEpoch: math.NaN(), Total: c.ReplaceOne, Delta: sp.Delta, AddRemove: c.AddRemove,
 			Accountant: fmt.Sprintf("replace-one: %s; add/remove %.4g: %s", c.Route, c.AddRemove, c.Method)}

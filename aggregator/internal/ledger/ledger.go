@@ -37,14 +37,22 @@ var (
 	ErrLocked = errors.New("ledger: file is locked by another process")
 	// ErrUnknownRound: SpentBy was given a round the ledger never charged.
 	ErrUnknownRound = errors.New("ledger: unknown round")
-	// ErrComposer: the Composer failed or returned an invalid epsilon, or
-	// the Session had no valid proven method (every such charge is
-	// refused: nothing that cannot be certified is released).
+	// ErrComposer: the Composer or the Session failed, or returned an
+	// invalid epsilon (every such charge is refused: nothing that cannot
+	// be certified is released). A round that no valid proven method
+	// certifies at the target delta is a *BudgetError (NoProvenMethod),
+	// not an ErrComposer: it is refused the same way, and the caller stays
+	// up as at the end of the budget.
 	ErrComposer = errors.New("ledger: composer failed")
 	// ErrRollback: the ledger file is shorter than, or diverges from, a
 	// head recorded earlier (Verify): records were deleted or rewritten.
 	ErrRollback = errors.New("ledger: file is behind or diverges from the recorded head")
 )
+
+// NoProvenMethod is the Method of a *BudgetError whose round no valid,
+// proven accounting method certifies at the target delta (its WouldBe is
+// +Inf).
+const NoProvenMethod = "no proven accounting method within the target delta"
 
 // BudgetError is the error of a refused charge. It matches
 // ErrBudgetExhausted under errors.Is.
@@ -285,15 +293,22 @@ func (l *Ledger) compose(releases []privacy.Release) (float64, string, error) {
 // of the report's Tightest row (valid, proven, certified: see
 // privacy.Report), raised to the epsilon already charged if numerics put
 // it below (the charged epsilon never decreases; a larger upper bound is
-// still an upper bound). A report without a Tightest row is an
-// ErrComposer error. Caller holds l.mu.
+// still an upper bound). A report without a Tightest row gives +Inf
+// (NoProvenMethod), which checkNext refuses as a *BudgetError. Caller
+// holds l.mu.
 func (l *Ledger) next(rel privacy.Release) (float64, string, *privacy.Session, privacy.Report, error) {
 	s, rep, err := l.session.With(rel)
 	if err != nil {
 		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: round %d: %w", ErrComposer, rel.Round, err)
 	}
 	if rep.Tightest < 0 || rep.Tightest >= len(rep.Rows) {
-		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: round %d: no valid proven accounting method", ErrComposer, rel.Round)
+		// Nothing certifies the composition at the target delta (for
+		// example a Gaussian randomizer's local rows, whose delta grows by
+		// delta_l every round, once they pass it): the round cannot be
+		// released, exactly as a round past the target epsilon. An
+		// infinite epsilon makes checkNext refuse it with a *BudgetError,
+		// so callers stop announcing rounds instead of failing.
+		return math.Inf(1), NoProvenMethod, nil, privacy.Report{}, nil
 	}
 	row := rep.Rows[rep.Tightest]
 	eps := row.Epsilon

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
@@ -218,17 +221,32 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
 	}
-	if !s.auth.CheckToken(strings.TrimSpace(r.PostFormValue("password"))) {
-		s.log.Warn("operator login refused", "remote", r.RemoteAddr)
+	// Limited per client address (operator.Limiter): an address out of
+	// attempts gets 429 and the page says when to try again.
+	if ok, wait := s.auth.Guess(r, strings.TrimSpace(r.PostFormValue("password"))); !ok {
 		d := s.OperatorData(false)
-		d.Error = "Wrong password. It was printed where the demo was started (make run)."
+		code := http.StatusForbidden
+		if wait > 0 {
+			s.log.Warn("operator login refused: too many attempts", "remote", r.RemoteAddr, "retry_after", wait)
+			d.Error = operator.TooManyAttempts(wait)
+			code = http.StatusTooManyRequests
+			w.Header().Set("Retry-After", retryAfter(wait))
+		} else {
+			s.log.Warn("operator login refused", "remote", r.RemoteAddr)
+			d.Error = "Wrong password. It was printed where the demo was started (make run)."
+		}
 		operatorHeaders(w)
-		renderPage(w, r, http.StatusForbidden, console.Operator(d))
+		renderPage(w, r, code, console.Operator(d))
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: operator.CookieName, Value: s.auth.SessionValue(), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/operator?done=login", http.StatusSeeOther)
+}
+
+// retryAfter is a Retry-After value: wait in whole seconds, rounded up.
+func retryAfter(wait time.Duration) string {
+	return strconv.Itoa(max(1, int(math.Ceil(wait.Seconds()))))
 }
 
 // operatorMessages are the outcomes named by /operator?done=...
@@ -272,10 +290,15 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if ok, why := s.auth.Allowed(r); !ok {
+	if ok, why, wait := s.auth.AllowedWait(r); !ok {
 		s.log.Warn("operator request refused", "action", action, "reason", why, "remote", r.RemoteAddr,
 			"origin", r.Header.Get("Origin"), "referer", r.Header.Get("Referer"))
-		http.Error(w, why, http.StatusForbidden)
+		code := http.StatusForbidden
+		if wait > 0 {
+			code = http.StatusTooManyRequests
+			w.Header().Set("Retry-After", retryAfter(wait))
+		}
+		http.Error(w, why, code)
 		return
 	}
 	var err error

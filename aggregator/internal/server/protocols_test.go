@@ -9,7 +9,7 @@ import (
 )
 
 // TestEveryProtocolRandomizerRuns: every protocol and randomizer the
-// aggregator can announce runs several rounds end to end with the real
+// aggregator can announce runs five charged rounds end to end with the real
 // accountant (privacy.Account): each batch is charged, decrypted and
 // applied, and the charged epsilon is finite and grows every round. (An
 // earlier build crashed on ss-double with the gaussian randomizer after
@@ -37,7 +37,7 @@ func TestEveryProtocolRandomizerRuns(t *testing.T) {
 				c.Params, c.Accountant, c.TargetEpsilon, c.ExpectedN = p, nil, 1e6, 4
 			})
 			prev := 0.0
-			for r := uint64(1); r <= 3; r++ {
+			for r := uint64(1); r <= 5; r++ {
 				a := h.relay.next(t)
 				if a.Round != r || a.Params != p {
 					t.Fatalf("%s: announcement %d with %+v", name, a.Round, a.Params)

@@ -78,7 +78,7 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	ob.Remove(c.Num, outbox.OpenRound)
 	rep.Outcome = "pending"
 	rep.TargetNP, rep.RealizedNP, rep.Raised = st.TargetNP, st.RealizedNP, st.Raised
-	rep.Overflowed, rep.Dummies, rep.Messages = st.Overflowed, st.DummyMessages, len(batch.Messages)
+	rep.Messages = len(batch.Messages) // padding statistics stay in the log (RoundReport)
 	s.m.setLast(rep)
 	if st.Raised {
 		s.log.Warn("n_p raised to pad the round", "round", c.Num, "target_np", st.TargetNP,

@@ -100,7 +100,7 @@ func TestJSONSnakeCase(t *testing.T) {
 		Rejected:  map[string]uint64{ReasonOversized: 1, ReasonText: 1},
 		Delivered: map[string]uint64{"accepted": 1},
 		LastRound: &RoundReport{Round: 1, Outcome: "forwarded", Reason: "deadline", TargetNP: 1, RealizedNP: 2,
-			Raised: true, Overflowed: 1, Dummies: 1, Messages: 1},
+			Raised: true, Messages: 1},
 		SecAgg: SecAggStats{Rounds: map[string]uint64{SecAggFailed: 1}, Dropped: map[string]uint64{DropUnopened: 1},
 			Rejected: map[string]uint64{"x": 1}},
 	}

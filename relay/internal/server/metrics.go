@@ -95,7 +95,14 @@ func (m *metrics) secAggReject(reason string) {
 	m.mu.Unlock()
 }
 
-// RoundReport describes the last closed round.
+// RoundReport describes the last closed round. /metrics is served to
+// anyone, so it holds only what the aggregator's view of the round already
+// holds (the batch header: reports, check-ins, population, n_p, message
+// count) and the outcome. The padding statistics (dummies, dimensions
+// truncated or raised past n_p) are not here: for SS-Topk they are a
+// function of the volunteers' top-k sets, whose truncation count
+// docs/privacy.md says is never sent (neighbouring datasets moved the
+// dummy count by 0.75 sd a round). They stay in the relay's own log.
 type RoundReport struct {
 	Round      uint64 `json:"round"`
 	Outcome    string `json:"outcome"` // "pending", "forwarded", "aborted", or the aggregator's "obsolete" / "invalid" for a dropped batch; secure summation also "refused", "superseded", "failed" (secagg.go)
@@ -108,9 +115,8 @@ type RoundReport struct {
 	TargetNP    int     `json:"target_np,omitempty"`
 	RealizedNP  int     `json:"realized_np,omitempty"`
 	Raised      bool    `json:"raised,omitempty"`
-	Overflowed  int     `json:"overflowed_dims,omitempty"`
-	Dummies     int     `json:"dummies,omitempty"`
-	Messages    int     `json:"messages,omitempty"`
+	// Messages is the batch's message count, d·n_p/width.
+	Messages int `json:"messages,omitempty"`
 }
 
 // Snapshot is the JSON document served at GET /metrics.

@@ -322,14 +322,7 @@ func (s *Server) recover() (uint64, bool, error) {
 
 // Handler returns the relay's HTTP routes.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ws", s.handleWS)
-	mux.HandleFunc("POST /v1/rounds", s.handleRounds)
-	mux.HandleFunc("GET /v1/helper-key", s.handleHelperKey)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /metrics", s.handleMetrics)
-	s.registerWeb(mux)
-	return mux
+	return s.mux() // web.go: every route, in one table
 }
 
 // Run forwards closed rounds, delivers the outbox and pings clients until

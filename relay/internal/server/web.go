@@ -87,20 +87,48 @@ func (s *Server) currentKey() ([]byte, string) {
 	return s.web.keyJSON, s.web.key.Fingerprint()
 }
 
-// registerWeb adds the volunteers' routes: GET / (the join page),
-// /static/, /blanket.wasm, /api/wasm, /api/key, /digits.idx.gz,
-// /labels.idx.gz and /standardizer.bin (all a volunteer learning from its
-// own drawings needs of the digits: 12.5 KB instead of 1.59 MB).
-func (s *Server) registerWeb(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", s.handleJoin)
-	mux.Handle("GET /static/", web.Static())
-	mux.Handle("GET /blanket.wasm", s.cfg.Wasm)
-	mux.Handle("GET /api/wasm", s.cfg.Wasm.InfoHandler())
-	mux.HandleFunc("GET /api/key", s.handleKey)
-	mux.HandleFunc("GET /api/round", s.handleRound)
-	mux.Handle("GET /digits.idx.gz", sampleFile(sample.ImagesGz))
-	mux.Handle("GET /labels.idx.gz", sampleFile(sample.LabelsGz))
-	mux.Handle("GET /standardizer.bin", standardizerFile())
+// route is one pattern of the relay's mux. Every route is in routes, and
+// TestPublishedAllowList checks each against what it may publish: the
+// relay's answers carry nothing about the volunteers' data beyond what the
+// aggregator's own view (the batch: n, n_p, sizes) already holds
+// (docs/privacy.md, "What the relay publishes").
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// routes returns every route of the relay: the volunteers' websocket, the
+// aggregator's announcements and helper key, health and counters, and the
+// volunteers' web routes: GET / (the join page), /static/, /blanket.wasm,
+// /api/wasm, /api/key, /api/round, /digits.idx.gz, /labels.idx.gz and
+// /standardizer.bin (all a volunteer learning from its own drawings needs
+// of the digits: 12.5 KB instead of 1.59 MB).
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /ws", http.HandlerFunc(s.handleWS)},
+		{"POST /v1/rounds", http.HandlerFunc(s.handleRounds)},
+		{"GET /v1/helper-key", http.HandlerFunc(s.handleHelperKey)},
+		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })},
+		{"GET /metrics", http.HandlerFunc(s.handleMetrics)},
+		{"GET /{$}", http.HandlerFunc(s.handleJoin)},
+		{"GET /static/", web.Static()},
+		{"GET /blanket.wasm", s.cfg.Wasm},
+		{"GET /api/wasm", s.cfg.Wasm.InfoHandler()},
+		{"GET /api/key", http.HandlerFunc(s.handleKey)},
+		{"GET /api/round", http.HandlerFunc(s.handleRound)},
+		{"GET /digits.idx.gz", sampleFile(sample.ImagesGz)},
+		{"GET /labels.idx.gz", sampleFile(sample.LabelsGz)},
+		{"GET /standardizer.bin", standardizerFile()},
+	}
+}
+
+// mux registers every route.
+func (s *Server) mux() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, r := range s.routes() {
+		mux.Handle(r.pattern, r.handler)
+	}
+	return mux
 }
 
 // standardizerFile serves the standardizer fitted on the training part of

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// The relay serves anyone who can reach it; the aggregator (the adversary
+// of docs/privacy.md) is one of them. Its view of a round must stay the
+// batch: so everything the relay publishes is either fixed by the binary
+// and the keys, or one of the fields below, each of which the aggregator's
+// view already holds or which depends on how many volunteers connect and
+// send, never on what they send. A new route or field fails
+// TestPublishedRoutesAllowListed or TestPublishedFieldsAllowListed until it
+// is added here with its reason.
+
+// Sources of a published field.
+const (
+	fromBatch      = "the batch header or abort the aggregator receives (reports, check-ins, population, n_p, messages)"
+	fromAggregator = "the aggregator's own announcements, answers and status"
+	fromTransport  = "counts of frames, connections and deliveries: how many volunteers connect and send, never their values or dimension indices"
+)
+
+// publishedRoutes is every route of the relay's mux and what it answers.
+var publishedRoutes = map[string]string{
+	"GET /ws":               "the volunteer's own websocket: the aggregator's announcements and acks of the volunteer's own frames",
+	"POST /v1/rounds":       "takes the aggregator's announcement (bearer token); answers a status code",
+	"GET /v1/helper-key":    "the relay's public secure-summation key (bearer token)",
+	"GET /healthz":          "a constant",
+	"GET /metrics":          "JSON: publishedFields[\"metrics\"]",
+	"GET /{$}":              "the join page: the aggregator's key fingerprint and the wasm module's hash",
+	"GET /static/":          "assets embedded in the binary",
+	"GET /blanket.wasm":     "the wasm module",
+	"GET /api/wasm":         "the wasm module's hash and size",
+	"GET /api/key":          "the aggregator's public key as the relay fetched it",
+	"GET /api/round":        "JSON: publishedFields[\"api/round\"]",
+	"GET /digits.idx.gz":    "sample digits embedded in the binary",
+	"GET /labels.idx.gz":    "sample labels embedded in the binary",
+	"GET /standardizer.bin": "the standardizer of the embedded digits",
+}
+
+// publishedFields lists, per JSON document, every field path (maps: "*")
+// and where the aggregator already has it.
+var publishedFields = map[string]map[string]string{
+	"metrics": {
+		"received":                 fromTransport,
+		"accepted.*":               fromTransport,
+		"rejected.*":               fromTransport,
+		"reports_complete":         fromBatch,
+		"partial_discarded":        fromTransport,
+		"timeouts":                 fromTransport,
+		"connections":              fromTransport,
+		"connections_total":        fromTransport,
+		"origin_rejected":          fromTransport,
+		"rounds_opened":            fromAggregator,
+		"rounds_forwarded":         fromBatch,
+		"rounds_aborted":           fromBatch,
+		"send_attempts":            fromTransport,
+		"send_failures":            fromTransport,
+		"delivered.*":              fromAggregator,
+		"pending":                  fromTransport,
+		"last_round.round":         fromBatch,
+		"last_round.outcome":       fromAggregator,
+		"last_round.reason":        fromBatch,
+		"last_round.population":    fromBatch,
+		"last_round.checked_in":    fromBatch,
+		"last_round.check_in_rate": fromBatch,
+		"last_round.reports":       fromBatch,
+		"last_round.target_np":     fromAggregator,
+		"last_round.realized_np":   fromBatch,
+		"last_round.raised":        fromBatch,
+		"last_round.messages":      fromBatch,
+		"secagg.rounds.*":          fromAggregator,
+		"secagg.dropped.*":         fromTransport,
+		"secagg.rejected.*":        fromAggregator,
+		"secagg.aggregated":        fromAggregator,
+		"secagg.attempts":          fromTransport,
+		"secagg.failures":          fromTransport,
+	},
+	"api/round": {
+		"reachable":  fromAggregator,
+		"round":      fromAggregator,
+		"open_round": fromAggregator,
+		"deadline":   fromAggregator,
+		"paused":     fromAggregator,
+		"stopped":    fromAggregator,
+		"volunteers": fromTransport,
+		"now":        "the relay's clock",
+	},
+}
+
+// publishedTypes are the Go types of the JSON documents.
+var publishedTypes = map[string]reflect.Type{
+	"metrics":   reflect.TypeFor[Snapshot](),
+	"api/round": reflect.TypeFor[RoundInfo](),
+}
+
+// jsonPaths returns the JSON field paths of type t (maps as "*", pointers
+// followed; time.Time is a leaf).
+func jsonPaths(t reflect.Type, prefix string, out map[string]bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		out[prefix] = true
+	case t.Kind() == reflect.Map:
+		jsonPaths(t.Elem(), join(prefix, "*"), out)
+	case t.Kind() == reflect.Struct:
+		for f := range t.Fields() {
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			jsonPaths(f.Type, join(prefix, name), out)
+		}
+	default:
+		out[prefix] = true
+	}
+}
+
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// TestPublishedRoutesAllowListed: the relay's mux is exactly its route
+// table, and every route of the table is allow-listed with what it
+// publishes (and no allow-listed route is gone).
+func TestPublishedRoutesAllowListed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, &fakeAgg{}, "")
+		defer h.close()
+		var got []string
+		for _, r := range h.srv.routes() {
+			got = append(got, r.pattern)
+			if publishedRoutes[r.pattern] == "" {
+				t.Errorf("route %q is served but not in publishedRoutes: say what it publishes", r.pattern)
+			}
+		}
+		if want := slices.Sorted(maps.Keys(publishedRoutes)); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+			t.Errorf("routes %v, allow-listed %v", slices.Sorted(slices.Values(got)), want)
+		}
+		// The mux the relay serves is the table: every pattern routes to
+		// a handler (a method or path outside it is a 404 or 405).
+		mux := h.srv.mux()
+		for _, r := range h.srv.routes() {
+			method, path, _ := strings.Cut(r.pattern, " ")
+			path = strings.TrimSuffix(path, "{$}")
+			req, _ := http.NewRequest(method, path, nil)
+			if _, pat := mux.Handler(req); pat != r.pattern {
+				t.Errorf("%s %s routes to %q", method, path, pat)
+			}
+		}
+		req, _ := http.NewRequest(http.MethodGet, "/not-a-route", nil)
+		if _, pat := mux.Handler(req); pat != "" && pat != "GET /{$}" {
+			t.Errorf("/not-a-route routes to %q", pat)
+		}
+	})
+}
+
+// TestPublishedFieldsAllowListed: every JSON field the relay serves (GET
+// /metrics with its last round and secure-summation counters, GET
+// /api/round) is allow-listed with its source, and none of the padding
+// statistics (dummies, truncated dimensions) is among them.
+func TestPublishedFieldsAllowListed(t *testing.T) {
+	for doc, typ := range publishedTypes {
+		paths := map[string]bool{}
+		jsonPaths(typ, "", paths)
+		allowed := publishedFields[doc]
+		for p := range paths {
+			if allowed[p] == "" {
+				t.Errorf("%s: field %q is published but not allow-listed: is it in the aggregator's view?", doc, p)
+			}
+		}
+		for p := range allowed {
+			if !paths[p] {
+				t.Errorf("%s: allow-listed field %q is gone: remove it", doc, p)
+			}
+		}
+		for p := range paths {
+			if strings.Contains(p, "dumm") || strings.Contains(p, "overflow") || strings.Contains(p, "truncat") {
+				t.Errorf("%s: padding statistic %q is published", doc, p)
+			}
+		}
+	}
+}
+
+// liveKeys checks every key of a decoded JSON document against allowed.
+func liveKeys(t *testing.T, doc string, v any, prefix string, allowed map[string]string) {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		if allowed[prefix] == "" {
+			t.Errorf("%s: %q served, not allow-listed", doc, prefix)
+		}
+		return
+	}
+	for k, sub := range m {
+		p := join(prefix, k)
+		if _, isMap := allowed[join(prefix, "*")]; isMap {
+			p = join(prefix, "*")
+		}
+		liveKeys(t, doc, sub, p, allowed)
+	}
+}
+
+// TestMetricsSameForNeighbours: two SS-Topk rounds whose volunteers differ
+// only in their top-k index sets (one with three volunteers on dimensions
+// 0 and 1 at n_p = 2, which truncates both dimensions; one with disjoint
+// sets, which truncates nothing) pad with different numbers of dummies,
+// yet every byte the relay publishes about them, GET /metrics and GET
+// /api/round, is the same, and every key served is allow-listed. (The
+// relay used to publish the dummy count and the truncated dimensions.)
+func TestMetricsSameForNeighbours(t *testing.T) {
+	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace,
+		D: 8, K: 2, L: 1, Width: 1, NP: 2, MinBatch: 2, Quota: 3, EpsL: 2, Clip: 1, CheckInP: 1}
+	run := func(idx [][]uint32) (docs map[string][]byte, real int) {
+		synctest.Test(t, func(t *testing.T) {
+			agg := &fakeAgg{}
+			h := newHarness(t, agg, "")
+			defer h.close()
+			clients := make([]*tclient, len(idx))
+			for i := range clients {
+				clients[i] = h.mustDial()
+			}
+			synctest.Wait()
+			if st := h.announce(1, p, time.Minute); st != http.StatusOK {
+				t.Fatalf("announce: HTTP %d", st)
+			}
+			for i, c := range clients {
+				c.announcement()
+				h.participate(c, 1, p, idx[i], 0.25)
+			}
+			synctest.Wait()
+			batches, _ := agg.snapshot()
+			if len(batches) != 1 {
+				t.Fatalf("%d batches", len(batches))
+			}
+			b, err := wire.ParseBatch(batches[0], p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range b.Messages {
+				if v, err := h.key.OpenValues(1, m.Sealed, nil); err == nil && v[0] == 0.25 {
+					real++
+				}
+			}
+			docs = map[string][]byte{}
+			for doc := range publishedTypes {
+				resp, err := h.httpClient().Get("http://relay/" + doc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var v any
+				if err := json.Unmarshal(body, &v); err != nil {
+					t.Fatalf("%s: %v", doc, err)
+				}
+				liveKeys(t, doc, v, "", publishedFields[doc])
+				docs[doc] = body
+			}
+			for _, c := range clients {
+				c.ws.Close()
+			}
+		})
+		return docs, real
+	}
+	a, realA := run([][]uint32{{0, 1}, {0, 1}, {0, 1}})
+	b, realB := run([][]uint32{{0, 1}, {2, 3}, {4, 5}})
+	if realA != 4 || realB != 6 {
+		t.Fatalf("real messages kept %d and %d, want 4 (truncated) and 6: the rounds do not differ in padding", realA, realB)
+	}
+	for doc := range publishedTypes {
+		if !bytes.Equal(a[doc], b[doc]) {
+			t.Errorf("%s differs between neighbouring rounds:\n%s\n%s", doc, a[doc], b[doc])
+		}
+	}
+}
