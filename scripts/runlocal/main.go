@@ -370,7 +370,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	printed, stoppedShown := 0, false
+	printed, stoppedShown, explained := 0, false, ""
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -407,6 +407,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			printed = r.Round
 			fmt.Fprintln(stdout, formatRound(r))
+			// Why a round was cancelled, in words, once per reason.
+			if a := st.LastAbort; a != nil && a.Round == r.Round && a.Message+a.Advice != explained {
+				explained = a.Message + a.Advice
+				fmt.Fprintf(stdout, "           %s\n", a.Message)
+				if a.Advice != "" {
+					fmt.Fprintf(stdout, "           what to do: %s\n", a.Advice)
+				}
+			}
 		}
 		if !st.Running && st.Stopped != "" && !stoppedShown {
 			stoppedShown = true
@@ -421,6 +429,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type status struct {
 	localrun.Status
 	NewClass bool `json:"new_class_requested"`
+	// LastAbort says why the latest round was cancelled, in words.
+	LastAbort *struct {
+		Round           int
+		Message, Advice string
+	} `json:"last_abort"`
 }
 
 func formatRound(r localrun.Round) string {

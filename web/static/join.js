@@ -386,6 +386,11 @@
   // relay, so it is the pin the relay cannot change. The key the relay
   // serves must match it.
   const linkFp = new URLSearchParams(location.hash.slice(1)).get("fp") || "";
+  // The short class code a student typed (http://relay/CODE, which the
+  // relay sends here as "#code=…"): the first characters of the key's
+  // fingerprint. A short pin: the key must start with it, and the page
+  // asks to compare the whole fingerprint with the projector.
+  const linkCode = (new URLSearchParams(location.hash.slice(1)).get("code") || "").toLowerCase();
 
   async function keyFingerprint() {
     if (linkFp) {
@@ -397,7 +402,14 @@
       fpEl.textContent = linkFp + " (from the class link)";
       return linkFp;
     }
-    return servedFingerprint();
+    const served = await servedFingerprint();
+    if (linkCode && served) {
+      if (!served.toLowerCase().startsWith(linkCode)) {
+        throw new Error("pinned key fingerprint mismatch: the class code is " + linkCode + ", this server gives out " + served);
+      }
+      fpEl.textContent = served + " (starts with the class code " + linkCode + "; compare all of it with the teacher's screen)";
+    }
+    return served;
   }
 
   async function servedFingerprint() {
