@@ -100,6 +100,7 @@
   function setProtocol(p) {
     if (!p || p === cls.protocol) return;
     cls.protocol = p;
+    $("eps-field").dataset.protocol = p;
     // A personal privacy level applies only where a volunteer's browser
     // adds its own noise: the shuffle protocols and APES, not secure
     // summation (the servers add the noise).
