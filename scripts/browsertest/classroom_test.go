@@ -218,8 +218,8 @@ func TestClassroom(t *testing.T) {
 	cl, err := localrun.Start(ctx, bins, localrun.Options{
 		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost, OperatorToken: password, NewClass: true,
 		RelayArgs: []string{"-wasm", wasmPath},
-		AggregatorArgs: []string{"-wasm", wasmPath, "-expected-n", "6", "-quota", "0", "-round-timeout", "25s",
-			"-min-batch", "3", "-paused", "-rounds", "2"},
+		AggregatorArgs: []string{"-wasm", wasmPath, "-protocol", "secagg", "-epsilon", "4", "-check-in", "1",
+			"-expected-n", "6", "-quota", "0", "-round-timeout", "25s", "-min-batch", "3", "-paused", "-rounds", "2"},
 		Stdout: logs, Stderr: logs,
 	})
 	if err != nil {
@@ -368,7 +368,7 @@ func TestClassroom(t *testing.T) {
 		!strings.Contains(note, "only 1 of the 1 connected volunteers") || !strings.Contains(note, "at least 3") || !strings.Contains(note, "What to do:") {
 		t.Errorf("the dashboard's note on the cancelled round: %q (%v)", note, err)
 	}
-	if err := waitFor(ph, `document.getElementById("status").dataset.state === "cancelled" && /only 1 update arrived in 25 s/.test(document.getElementById("status").textContent)`,
+	if err := waitFor(ph, `document.getElementById("my-note").dataset.state === "cancelled" && document.getElementById("my-note").dataset.round === "1" && /only 1 update arrived in 25 s/.test(document.getElementById("my-note").textContent)`,
 		joinStateJS, 60*time.Second); err != nil {
 		t.Error(err)
 	}
@@ -579,9 +579,12 @@ func isPaused(ctx context.Context, cl *localrun.Cluster) bool {
 // 404 in the browser's log).
 func checkIcon(t *testing.T, tb *tab) {
 	t.Helper()
-	v, err := eval[[]any](tb, `(async () => [!!document.querySelector('link[rel="icon"]'), (await fetch("/favicon.ico")).status])()`)
-	if err != nil || len(v) != 2 || v[0] != true || v[1] != float64(200) {
-		t.Errorf("%s: icon link and /favicon.ico status: %v (%v)", tb.name, v, err)
+	if _, err := eval[bool](tb, `(globalThis.__icon = 0, fetch("/favicon.ico").then((r) => { globalThis.__icon = r.status; }), true)`); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := waitFor(tb, `globalThis.__icon === 200 && document.querySelector('link[rel="icon"]')`, `String(globalThis.__icon)`, 10*time.Second); err != nil {
+		t.Errorf("%s: no icon: %v", tb.name, err)
 	}
 }
 

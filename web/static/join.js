@@ -118,6 +118,10 @@
     cls.epsilon = info.epsilon || 0;
     cls.target = info.target_epsilon || 0;
     cls.lastAbort = info.last_abort || null;
+    const a = cls.lastAbort;
+    if (a && cls.sent.has(a.round) && cls.protocol !== "secagg" && $("my-note").dataset.round !== String(a.round)) {
+      note(a.round, "cancelled", `Round ${a.round}: your update was not used: ${cancelledWhy(a.round, "the round was cancelled")}.`);
+    }
     const was = cls.stopped;
     cls.stopped = info.stopped || "";
     if (cls.stopped && !cls.finished) finish();
@@ -148,6 +152,15 @@
     cls.sent.clear();
     setRunning(false);
     if (api) setStatus("idle", "A new class has started: press Start to take part.");
+  }
+  // note says what became of this volunteer's update in round r (kept
+  // under the status while the next round runs).
+  function note(r, state, text) {
+    const el = $("my-note");
+    if (Number(el.dataset.round || 0) > r) return;
+    el.dataset.round = String(r);
+    el.dataset.state = state;
+    el.textContent = text;
   }
   // cancelledWhy says in words why round r had no sum.
   function cancelledWhy(r, why) {
@@ -350,11 +363,14 @@
       case "receipt":
         if (e.state === "included") {
           cls.included.add(e.round);
+          note(e.round, "included", `Round ${e.round}: your update is in the class's sum.`);
           if (e.round === cls.lastSent && ["sent", "waiting"].includes(phase())) {
             setStatus("sent", `Round ${e.round}: your update is in the class's sum. Waiting for the next round…`);
           }
-        } else if (e.state === "excluded" && e.round === cls.lastSent && ["sent", "waiting"].includes(phase())) {
-          setStatus("cancelled", `Round ${e.round}: your update was not used: ${cancelledWhy(e.round, e.why)}. Waiting for the next round…`);
+        } else if (e.state === "excluded") {
+          const text = `Round ${e.round}: your update was not used: ${cancelledWhy(e.round, e.why)}.`;
+          note(e.round, "cancelled", text);
+          if (e.round === cls.lastSent && ["sent", "waiting"].includes(phase())) setStatus("cancelled", `${text} Waiting for the next round…`);
         }
         showClass();
         break;
