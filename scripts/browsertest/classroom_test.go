@@ -646,6 +646,16 @@ func checkEnd(t *testing.T, ctx context.Context, cl *localrun.Cluster, ph, dash 
 		}
 	}
 	same("class accuracy", p.Acc, d[0])
+	// The class alone at ε = 4 learns little: when the model is no better
+	// than guessing, the projector says why next to the chart.
+	if acc, err := strconv.ParseFloat(d[0], 64); err == nil && acc < 0.2 {
+		if err := waitFor(dash, `/no better than guessing/.test((document.getElementById("chance-note") || {}).textContent || "")`,
+			`document.getElementById("charts").innerText.slice(0, 300)`, 20*time.Second); err != nil {
+			t.Error(err)
+		}
+	} else {
+		t.Logf("accuracy %s: above chance, no chance note expected", d[0])
+	}
 	same("the class's privacy spent", p.Cls, d[1])
 	if p.Anchor == "" || p.Anchor != d[2] {
 		t.Errorf("ε anchored differently: phone %q, projector %q", p.Anchor, d[2])

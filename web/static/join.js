@@ -120,7 +120,7 @@
     cls.lastAbort = info.last_abort || null;
     const a = cls.lastAbort;
     if (a && cls.sent.has(a.round) && cls.protocol !== "secagg" && $("my-note").dataset.round !== String(a.round)) {
-      note(a.round, "cancelled", `Round ${a.round}: your update was not used: ${cancelledWhy(a.round, "the round was cancelled")}.`);
+      myNote(a.round, "cancelled", `Round ${a.round}: your update was not used: ${cancelledWhy(a.round, "the round was cancelled")}.`);
     }
     const was = cls.stopped;
     cls.stopped = info.stopped || "";
@@ -155,7 +155,7 @@
   }
   // note says what became of this volunteer's update in round r (kept
   // under the status while the next round runs).
-  function note(r, state, text) {
+  function myNote(r, state, text) {
     const el = $("my-note");
     if (Number(el.dataset.round || 0) > r) return;
     el.dataset.round = String(r);
@@ -363,13 +363,13 @@
       case "receipt":
         if (e.state === "included") {
           cls.included.add(e.round);
-          note(e.round, "included", `Round ${e.round}: your update is in the class's sum.`);
+          myNote(e.round, "included", `Round ${e.round}: your update is in the class's sum.`);
           if (e.round === cls.lastSent && ["sent", "waiting"].includes(phase())) {
             setStatus("sent", `Round ${e.round}: your update is in the class's sum. Waiting for the next round…`);
           }
         } else if (e.state === "excluded") {
           const text = `Round ${e.round}: your update was not used: ${cancelledWhy(e.round, e.why)}.`;
-          note(e.round, "cancelled", text);
+          myNote(e.round, "cancelled", text);
           if (e.round === cls.lastSent && ["sent", "waiting"].includes(phase())) setStatus("cancelled", `${text} Waiting for the next round…`);
         }
         showClass();
