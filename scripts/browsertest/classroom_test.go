@@ -369,7 +369,7 @@ func TestClassroom(t *testing.T) {
 		t.Errorf("the dashboard's note on the cancelled round: %q (%v)", note, err)
 	}
 	if err := waitFor(ph, `document.getElementById("my-note").dataset.state === "cancelled" && document.getElementById("my-note").dataset.round === "1" && /only 1 update arrived in 25 s/.test(document.getElementById("my-note").textContent)`,
-		joinStateJS, 60*time.Second); err != nil {
+		phoneStateJS, 60*time.Second); err != nil {
 		t.Error(err)
 	}
 	if err := dash.screenshot(filepath.Join(artifacts, "classroom-dashboard-cancelled.png")); err != nil {
@@ -727,3 +727,8 @@ func tryModel(tb *tab) error {
 	at := func(x, y float64) [2]float64 { return [2]float64{box[0] + x*box[2], box[1] + y*box[3]} }
 	return tb.draw([][2]float64{at(0.5, 0.15), at(0.5, 0.35), at(0.5, 0.55), at(0.5, 0.85)})
 }
+
+// phoneStateJS is joinStateJS with the note under the status and an
+// error's technical text.
+const phoneStateJS = `JSON.stringify({ join: ` + joinStateJS + `, note: (document.getElementById("my-note") || {}).textContent,
+	error: document.getElementById("error-text").textContent, info: document.getElementById("round-info").textContent })`
