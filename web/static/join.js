@@ -233,7 +233,10 @@
     infoEl.textContent = text;
     infoEl.dataset.state = state;
     const p = phase();
-    if (p === "training") {
+    progressEl.hidden = cls.finished;
+    if (cls.finished) {
+      progressLabel.textContent = "Training is over";
+    } else if (p === "training") {
       progressLabel.textContent = "Training on your data";
     } else if (p === "sent") {
       progressLabel.textContent = "Your update for this round was sent";
