@@ -123,6 +123,18 @@ func (b *receiptBook) lookup(num uint64, id [32]byte, last uint64) (state, why s
 	return ReceiptExcluded, "your report did not pass the servers' check, or its share for the relay did not open"
 }
 
+// receiptWhy says in words why a secure-summation round that ended with
+// outcome had no sum.
+func receiptWhy(outcome string) string {
+	switch outcome {
+	case SecAggRefused:
+		return "the round had no sum: the class's privacy ledger refused it (" + outcome + ")"
+	case SecAggInvalid:
+		return "the round had no sum: the servers found the batch invalid (" + outcome + ")"
+	}
+	return "the round did not finish (" + outcome + ")"
+}
+
 // includedReceipts are the receipts of the reports in a secure-summation
 // batch's sum: digests[i] is report i's receipt, rejected the reports the
 // servers' joint check refused.

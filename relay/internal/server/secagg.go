@@ -233,7 +233,7 @@ func (s *Server) secAggEnd(num uint64, rep RoundReport, outcome, why string) {
 		s.log.Error("cannot remove the round marker", "round", num, "err", err)
 	}
 	s.m.secAggRound(outcome)
-	s.web.receipts.settle(num, nil, "the round ended without a sum: "+outcome) // classroom.go; no-op once settled
+	s.web.receipts.settle(num, nil, receiptWhy(outcome)) // classroom.go; no-op once settled
 	rep.Outcome, rep.Reason = outcome, why
 	s.m.setLast(rep)
 	if outcome == SecAggForwarded {
