@@ -370,7 +370,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	printed, stoppedShown, explained := 0, false, ""
+	printed, stoppedShown, advised := 0, false, ""
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -407,13 +407,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			printed = r.Round
 			fmt.Fprintln(stdout, formatRound(r))
-			// Why a round was cancelled, in words, once per reason.
-			if a := st.LastAbort; a != nil && a.Round == r.Round && a.Message+a.Advice != explained {
-				explained = a.Message + a.Advice
-				fmt.Fprintf(stdout, "           %s\n", a.Message)
-				if a.Advice != "" {
-					fmt.Fprintf(stdout, "           what to do: %s\n", a.Advice)
-				}
+			var lines []string
+			lines, advised = abortLines(st.LastAbort, r.Round, advised)
+			for _, l := range lines {
+				fmt.Fprintln(stdout, l)
 			}
 		}
 		if !st.Running && st.Stopped != "" && !stoppedShown {
@@ -430,10 +427,28 @@ type status struct {
 	localrun.Status
 	NewClass bool `json:"new_class_requested"`
 	// LastAbort says why the latest round was cancelled, in words.
-	LastAbort *struct {
-		Round           int
-		Message, Advice string
-	} `json:"last_abort"`
+	LastAbort *abortNote `json:"last_abort"`
+}
+
+// abortNote is the part of /api/status last_abort the terminal prints.
+type abortNote struct {
+	Round           int
+	Message, Advice string
+}
+
+// abortLines are the lines that say why round was cancelled, when a is
+// about it, and what to do, unless that advice is the last one printed
+// (advised): a streak of rounds cancelled for the same cause repeats the
+// numbers, not the advice. It also returns the advice now printed.
+func abortLines(a *abortNote, round int, advised string) ([]string, string) {
+	if a == nil || a.Round != round {
+		return nil, advised
+	}
+	lines := []string{"           " + a.Message}
+	if a.Advice != "" && a.Advice != advised {
+		lines = append(lines, "           what to do: "+a.Advice)
+	}
+	return lines, a.Advice
 }
 
 func formatRound(r localrun.Round) string {
