@@ -407,6 +407,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			printed = r.Round
 			fmt.Fprintln(stdout, formatRound(r))
+			if (r.Status == "aborted" || r.Status == "abandoned") && (st.LastAbort == nil || st.LastAbort.Round < r.Round) {
+				_ = cl.GetJSON(ctx, "/api/status", &st) // the status read before this round ended
+			}
 			var lines []string
 			lines, advised = abortLines(st.LastAbort, r.Round, advised)
 			for _, l := range lines {
