@@ -110,6 +110,7 @@
   function updateClass(info) {
     if (!info.reachable) return;
     setProtocol(info.protocol);
+    if (info.round < cls.round) forget(); // a new class: its own rounds and ledger
     if (info.round > 0 && !cls.epsAt.has(info.round)) cls.epsAt.set(info.round, info.epsilon || 0);
     const newRound = info.round !== cls.round;
     cls.round = info.round;
@@ -147,13 +148,20 @@
   // reopen: the teacher started a new class after the end.
   function reopen() {
     cls.finished = false;
-    cls.epsAt.clear();
-    cls.included.clear();
-    cls.sent.clear();
+    forget();
     setRunning(false);
     if (api) setStatus("idle", "A new class has started: press Start to take part.");
   }
-  // note says what became of this volunteer's update in round r (kept
+  // forget drops what the page knew of the rounds of a previous class.
+  function forget() {
+    cls.epsAt.clear();
+    cls.included.clear();
+    cls.sent.clear();
+    cls.lastSent = 0;
+    const n = $("my-note");
+    n.dataset.round = n.dataset.state = n.textContent = "";
+  }
+  // myNote says what became of this volunteer's update in round r (kept
   // under the status while the next round runs).
   function myNote(r, state, text) {
     const el = $("my-note");
