@@ -355,8 +355,13 @@ func TestClassroom(t *testing.T) {
 		t.Error(err)
 	}
 
-	// The teacher presses Start while only the phone is there: the round
-	// (minimum batch 3) is cancelled, and both pages say why in words.
+	// The teacher presses Start while only the phone is there (connected
+	// to the relay): the round (minimum batch 3) is cancelled, and both
+	// pages say why in words.
+	if err := waitFor(dash, `Number(document.getElementById("volunteers").dataset.value) >= 1`,
+		`document.querySelector(".dash-head").innerText`, 90*time.Second); err != nil {
+		t.Error(err)
+	}
 	if err := op.click("op-start"); err != nil {
 		t.Fatal(err)
 	}

@@ -119,9 +119,14 @@
     cls.epsilon = info.epsilon || 0;
     cls.target = info.target_epsilon || 0;
     cls.lastAbort = info.last_abort || null;
-    const a = cls.lastAbort;
-    if (a && cls.sent.has(a.round) && cls.protocol !== "secagg" && $("my-note").dataset.round !== String(a.round)) {
+    const a = cls.lastAbort, mn = $("my-note");
+    // A cancelled round this volunteer sent in: say why with the numbers
+    // (the relay's receipt may come before the status that has them; a
+    // shuffle protocol has no receipts at all).
+    if (a && cls.sent.has(a.round) && (cls.protocol !== "secagg" || (mn.dataset.state === "cancelled" && mn.dataset.round === String(a.round))) &&
+        mn.dataset.numbers !== String(a.round)) {
       myNote(a.round, "cancelled", `Round ${a.round}: your update was not used: ${cancelledWhy(a.round, "the round was cancelled")}.`);
+      mn.dataset.numbers = String(a.round);
     }
     const was = cls.stopped;
     cls.stopped = info.stopped || "";
