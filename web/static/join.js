@@ -164,7 +164,7 @@
     cls.sent.clear();
     cls.lastSent = 0;
     const n = $("my-note");
-    n.dataset.round = n.dataset.state = n.textContent = "";
+    n.dataset.round = n.dataset.state = n.dataset.numbers = n.textContent = "";
   }
   // myNote says what became of this volunteer's update in round r (kept
   // under the status while the next round runs).
