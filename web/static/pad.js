@@ -185,7 +185,8 @@
       guess.dataset.value = String(best);
       guess.dataset.confidence = String(p[best]);
       guess.textContent = model.rounds_ok > 0
-        ? `The class model thinks this is a ${best} (${Math.round(100 * p[best])} % sure).`
+        ? `The class model thinks this is a ${best} (${Math.round(100 * p[best])} % sure)` +
+          (model.accuracy != null && model.accuracy < 0.2 ? ", but it is no better than guessing: too few updates for this much privacy." : ".")
         : `The class model has not learned anything yet, so its guess (${best}) is random.`;
       [...bars.children].forEach((li, c) => {
         li.querySelector(".bar span").style.width = `${(100 * p[c]).toFixed(1)}%`;
