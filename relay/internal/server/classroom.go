@@ -239,19 +239,25 @@ func (s *Server) handlePredictor(w http.ResponseWriter, r *http.Request) {
 	info := s.roundInfo(r.Context())
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Cache-Control", "no-store")
+	h.Set("Cache-Control", "no-cache") // revalidate: 304 while the model is the same
 	if !info.Reachable {
 		http.Error(w, "the aggregator is not reachable", http.StatusServiceUnavailable)
 		return
 	}
-	body, gz, err := s.predictor(r.Context(), info)
+	body, gz, version, err := s.predictor(r.Context(), info)
 	if err != nil {
 		s.log.Debug("no predictor", "err", err)
 		http.Error(w, "the model is not available", http.StatusServiceUnavailable)
 		return
 	}
-	h.Set("Content-Type", "application/json")
 	h.Set("Vary", "Accept-Encoding")
+	etag := `"` + version + `"`
+	h.Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", "application/json")
 	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 		h.Set("Content-Encoding", "gzip")
 		w.Write(gz)
@@ -262,27 +268,27 @@ func (s *Server) handlePredictor(w http.ResponseWriter, r *http.Request) {
 
 // predictor returns the cached Predictor JSON for the aggregator's model
 // as info describes it, fetching the model when it changed.
-func (s *Server) predictor(ctx context.Context, info RoundInfo) (body, gz []byte, err error) {
+func (s *Server) predictor(ctx context.Context, info RoundInfo) (body, gz []byte, version string, err error) {
 	pc := &s.web.predictor
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	version := fmt.Sprintf("%d.%d.%d", info.Round, info.ModelResets, info.RoundsOK)
+	version = fmt.Sprintf("%d.%d.%d", info.Round, info.ModelResets, info.RoundsOK)
 	if pc.version == version && pc.body != nil {
-		return pc.body, pc.gz, nil
+		return pc.body, pc.gz, version, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.Aggregator, "/")+"/api/model", nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("model request: %w", err)
+		return nil, nil, "", fmt.Errorf("model request: %w", err)
 	}
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("model request: %w", err)
+		return nil, nil, "", fmt.Errorf("model request: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("model request: HTTP %s", resp.Status)
+		return nil, nil, "", fmt.Errorf("model request: HTTP %s", resp.Status)
 	}
 	var m struct {
 		Round    int       `json:"round"`
@@ -291,27 +297,27 @@ func (s *Server) predictor(ctx context.Context, info RoundInfo) (body, gz []byte
 		Params   []float64 `json:"params"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&m); err != nil {
-		return nil, nil, fmt.Errorf("model: %w", err)
+		return nil, nil, "", fmt.Errorf("model: %w", err)
 	}
 	z, err := sampleStandardizer()
 	if err != nil {
-		return nil, nil, fmt.Errorf("standardizer: %w", err)
+		return nil, nil, "", fmt.Errorf("standardizer: %w", err)
 	}
 	wts, bias, err := foldPredictor(m.Params, m.Features, m.Classes, z)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	body, err = json.Marshal(Predictor{Round: m.Round, RoundsOK: info.RoundsOK, Accuracy: info.Accuracy,
 		Features: m.Features, Classes: m.Classes, Weights: wts, Bias: bias})
 	if err != nil {
-		return nil, nil, fmt.Errorf("predictor: %w", err)
+		return nil, nil, "", fmt.Errorf("predictor: %w", err)
 	}
 	var zb bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestSpeed) // a valid level: no error
 	zw.Write(body)
 	zw.Close()
 	pc.version, pc.body, pc.gz = version, body, zb.Bytes()
-	return body, pc.gz, nil
+	return body, pc.gz, version, nil
 }
 
 // secAggReceipt is the receipt of a Shares report's helper share.

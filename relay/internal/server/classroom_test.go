@@ -201,6 +201,12 @@ func TestWebPredictor(t *testing.T) {
 		if agg.models != 1 {
 			t.Errorf("%d model fetches for an unchanged model, want 1", agg.models)
 		}
+		resp, _ := w.get("/api/predictor", nil)
+		if etag := resp.Header.Get("ETag"); etag == "" {
+			t.Error("no ETag")
+		} else if again, b := w.get("/api/predictor", map[string]string{"If-None-Match": etag}); again.StatusCode != http.StatusNotModified || len(b) != 0 {
+			t.Errorf("revalidating an unchanged model: HTTP %d, %d bytes", again.StatusCode, len(b))
+		}
 		_, b := w.get("/api/round", nil)
 		var info RoundInfo
 		if json.Unmarshal(b, &info) != nil || info.Protocol != "secagg" || info.Accuracy == nil || *info.Accuracy != 0.5 || info.RoundsOK != 2 {
