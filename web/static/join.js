@@ -425,9 +425,22 @@
   // asks to compare the whole fingerprint with the projector.
   const linkCode = (new URLSearchParams(location.hash.slice(1)).get("code") || "").toLowerCase();
 
+  // readyFingerprint waits up to 30 s for the relay to have the
+  // aggregator's key (a relay started just before the aggregator fetches
+  // it with backoff): "" if it still has none.
+  async function readyFingerprint() {
+    for (let i = 0; i < 30; i++) {
+      const fp = await servedFingerprint();
+      if (fp) return fp;
+      setStatus("connecting", "The class server is still starting: waiting for it…");
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    return "";
+  }
+
   async function keyFingerprint() {
     if (linkFp) {
-      const served = await servedFingerprint();
+      const served = await readyFingerprint();
       if (served && served !== linkFp) {
         throw new Error("pinned key fingerprint mismatch: the class link names " + linkFp + ", this server gives out " + served);
       }
@@ -435,7 +448,7 @@
       fpEl.textContent = linkFp + " (from the class link)";
       return linkFp;
     }
-    const served = await servedFingerprint();
+    const served = await readyFingerprint();
     if (linkCode && served) {
       if (!served.toLowerCase().startsWith(linkCode)) {
         throw new Error("pinned key fingerprint mismatch: the class code is " + linkCode + ", this server gives out " + served);
