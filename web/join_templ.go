@@ -109,7 +109,7 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</select> <button type=\"button\" id=\"add-drawing\">Add drawing</button> <button type=\"button\" id=\"clear-drawing\">Clear</button></div><p id=\"drawings\" aria-live=\"polite\" data-value=\"0\">No drawings yet.</p><div id=\"drawing-previews\" class=\"previews\" aria-label=\"Your drawings\"></div><div class=\"row\"><button type=\"button\" id=\"undo-drawing\" disabled>Undo last drawing</button></div></fieldset><div class=\"field\"><label for=\"eps-level\">Your privacy level (optional)</label> <select id=\"eps-level\" name=\"eps-level\" aria-describedby=\"eps-help\"><option value=\"0\" selected>As announced by the teacher</option> ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</select> <button type=\"button\" id=\"add-drawing\">Add drawing</button> <button type=\"button\" id=\"clear-drawing\">Clear</button></div><p id=\"drawings\" aria-live=\"polite\" data-value=\"0\">No drawings yet.</p><div id=\"drawing-previews\" class=\"previews\" aria-label=\"Your drawings\"></div><div class=\"row\"><button type=\"button\" id=\"undo-drawing\" disabled>Undo last drawing</button></div></fieldset><div class=\"field\" id=\"eps-field\" hidden><label for=\"eps-level\">Your privacy level (optional)</label> <select id=\"eps-level\" name=\"eps-level\" aria-describedby=\"eps-help\"><option value=\"0\" selected>As announced by the teacher</option> ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -145,7 +145,7 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</select><p id=\"eps-help\" class=\"hint\">Shuffle protocols only: a smaller ε adds noise to your own messages; nobody else's changes.</p></div><div class=\"buttons\"><button type=\"submit\" id=\"start\" class=\"primary\" disabled>Start</button> <button type=\"button\" id=\"stop\" disabled>Stop</button></div><div id=\"live\" class=\"live\" aria-labelledby=\"status-h\"><h2 id=\"status-h\" class=\"sr-only\">Status</h2><p id=\"status\" data-state=\"idle\" role=\"status\" aria-live=\"polite\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</select><p id=\"eps-help\" class=\"hint\">The teacher runs a shuffle protocol: a smaller ε adds noise to your own messages; nobody else's changes.</p></div><div class=\"buttons\"><button type=\"submit\" id=\"start\" class=\"primary\" disabled>Start</button> <button type=\"button\" id=\"stop\" disabled>Stop</button></div><div id=\"live\" class=\"live\" aria-labelledby=\"status-h\"><h2 id=\"status-h\" class=\"sr-only\">Status</h2><p id=\"status\" data-state=\"idle\" role=\"status\" aria-live=\"polite\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -160,128 +160,136 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</p><p id=\"round-info\" class=\"hint\" aria-live=\"off\"></p><label for=\"progress\" id=\"progress-label\">Training this round</label> <progress id=\"progress\" max=\"1\" value=\"0\">0%</progress> <details id=\"error-details\" hidden><summary>Technical details</summary> <code id=\"error-text\"></code></details></div></form><section aria-labelledby=\"facts-h\"><h2 id=\"facts-h\">What you have sent</h2><dl class=\"facts\"><dt>Sent so far</dt><dd id=\"sent\" data-messages=\"0\" data-bytes=\"0\">Nothing yet.</dd><dt>Your privacy spent (ε)</dt><dd><span id=\"my-epsilon\" data-value=\"0\">0 (nothing sent yet)</span> <span id=\"eps-meaning\" class=\"hint\">ε measures how much your messages could reveal about you: 0 is nothing at all, and the smaller it is, the less anyone could tell whether your data was used.</span></dd><dt>Rounds you joined</dt><dd id=\"rounds-joined\" data-value=\"0\">0</dd></dl></section><section aria-labelledby=\"check-h\"><h2 id=\"check-h\">Check before you trust</h2><p>Compare this fingerprint with the one on the teacher’s screen. If they differ, do not join: your messages would be sealed to someone else.</p><dl class=\"facts\"><dt>Aggregator key fingerprint</dt>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</p><p id=\"round-info\" class=\"hint\" aria-live=\"off\"></p><p id=\"my-note\" class=\"hint\" aria-live=\"polite\" data-state=\"\" data-round=\"\"></p><label for=\"progress\" id=\"progress-label\">Training this round</label> <progress id=\"progress\" max=\"1\" value=\"0\">0%</progress> <details id=\"error-details\" hidden><summary>Technical details</summary> <code id=\"error-text\"></code></details></div></form><section id=\"results\" aria-labelledby=\"results-h\"><h2 id=\"results-h\">What the class made, and your part in it</h2><dl class=\"facts\"><dt>Class model</dt><dd id=\"class-accuracy\" data-value=\"\">No round has updated the model yet.</dd><dt>Your update was in</dt><dd id=\"rounds-joined\" data-value=\"0\" data-rounds=\"\">no round yet</dd><dt>Sent so far</dt><dd id=\"sent\" data-messages=\"0\" data-bytes=\"0\">Nothing yet.</dd><dt>Your privacy spent (ε)</dt><dd><span id=\"my-epsilon\" data-value=\"0\">0: no update of yours has been used yet</span> <span id=\"class-epsilon\" class=\"hint block\" data-value=\"\" data-target=\"\"></span> <span id=\"eps-meaning\" class=\"hint block\">ε measures how much what the class sees could reveal about any one student: the smaller, the less.</span> <span id=\"local-epsilon\" class=\"hint block\" data-value=\"\" hidden></span></dd></dl></section><section id=\"try-section\" aria-labelledby=\"try-h\"><h2 id=\"try-h\">Draw a digit, see the class model’s guess</h2>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = TryModel("try", "/api/predictor").Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</section><section aria-labelledby=\"check-h\"><h2 id=\"check-h\">Check before you trust</h2><p>Compare this fingerprint with the one on the teacher’s screen. If they differ, do not join: your messages would be sealed to someone else.</p><dl class=\"facts\"><dt>Aggregator key fingerprint</dt>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if d.Fingerprint != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<dd><code id=\"fingerprint\" data-value=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<dd><code id=\"fingerprint\" data-value=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 190, Col: 58}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 198, Col: 58}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var8 string
 				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 190, Col: 76}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 198, Col: 76}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</code></dd>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</code></dd>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<dd><code id=\"fingerprint\" data-value=\"\">not known yet (the relay has not reached the aggregator)</code></dd>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<dd><code id=\"fingerprint\" data-value=\"\">not known yet (the relay has not reached the aggregator)</code></dd>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<dt>Client module SHA-256</dt>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<dt>Client module SHA-256</dt>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if d.Wasm != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<dd><code id=\"wasm-sha256\" data-value=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<dd><code id=\"wasm-sha256\" data-value=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 197, Col: 57}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 205, Col: 57}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 197, Col: 77}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 205, Col: 77}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</code> <span class=\"hint\">(")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "</code> <span class=\"hint\">(")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var11 string
 				templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.Size()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 199, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 207, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, " bytes, ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, " bytes, ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var12 string
 				templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.GzipSize()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 199, Col: 80}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 207, Col: 80}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, " compressed)</span></dd>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, " compressed)</span></dd>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<dd><code id=\"wasm-sha256\" data-value=\"\">none: no client module configured</code></dd>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<dd><code id=\"wasm-sha256\" data-value=\"\">none: no client module configured</code></dd>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</dl></section><script src=\"/static/wasm_exec.js\" defer></script> <script src=\"/static/join.js\" defer data-wasm=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</dl></section><script src=\"/static/wasm_exec.js\" defer></script> <script src=\"/static/pad.js\" defer></script> <script src=\"/static/join.js\" defer data-wasm=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var13 string
 			templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatBool(d.Wasm != nil))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 208, Col: 83}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 217, Col: 83}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "\" id=\"join-script\"></script>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "\" id=\"join-script\"></script>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -176,7 +176,7 @@ func TestLayoutChildren(t *testing.T) {
 // has its own place, and ε is explained in one sentence.
 func TestJoinPageStatusNextToStart(t *testing.T) {
 	page := renderJoin(t, JoinData{Wasm: testModule(t)})
-	order := []string{`id="source-shard"`, `id="eps-level"`, `id="start"`, `id="stop"`, `id="status"`, `id="round-info"`, `id="progress"`, `id="facts-h"`, `id="check-h"`}
+	order := []string{`id="source-shard"`, `id="eps-level"`, `id="start"`, `id="stop"`, `id="status"`, `id="round-info"`, `id="progress"`, `id="results-h"`, `id="try-canvas"`, `id="check-h"`}
 	last := -1
 	for _, id := range order {
 		i := strings.Index(page, id)
@@ -189,8 +189,13 @@ func TestJoinPageStatusNextToStart(t *testing.T) {
 		t.Error("no hidden place for an error's technical details")
 	}
 	meaning := element(page, "eps-meaning")
-	if meaning == "" || !strings.Contains(page, "the less anyone could tell whether your data was used") {
+	if meaning == "" || !strings.Contains(page, "ε measures how much what the class sees could reveal about any one student") {
 		t.Error("ε is not explained in plain words")
+	}
+	// The personal privacy level is offered only once the page knows the
+	// protocol uses it (join.js shows it for the shuffle protocols).
+	if !strings.Contains(page, `id="eps-field" hidden`) {
+		t.Error("the privacy level is shown before the page knows the protocol")
 	}
 	for _, l := range epsLevels {
 		if len(l.label) > 34 {

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,7 +206,7 @@ func TestClassroom(t *testing.T) {
 	bins, wasmPath := buildAll(t, root)
 	t.Logf("built after %v", time.Since(start).Round(time.Millisecond))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	logPath := filepath.Join(artifacts, "classroom-servers.log")
 	logs, err := os.Create(logPath)
@@ -216,8 +218,8 @@ func TestClassroom(t *testing.T) {
 	cl, err := localrun.Start(ctx, bins, localrun.Options{
 		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost, OperatorToken: password, NewClass: true,
 		RelayArgs: []string{"-wasm", wasmPath},
-		AggregatorArgs: []string{"-wasm", wasmPath, "-expected-n", "6", "-quota", "0", "-round-timeout", "25s",
-			"-min-batch", "3", "-paused"},
+		AggregatorArgs: []string{"-wasm", wasmPath, "-protocol", "secagg", "-epsilon", "4", "-check-in", "1",
+			"-expected-n", "6", "-quota", "0", "-round-timeout", "25s", "-min-batch", "3", "-paused", "-rounds", "2"},
 		Stdout: logs, Stderr: logs,
 	})
 	if err != nil {
@@ -277,6 +279,22 @@ func TestClassroom(t *testing.T) {
 		t.Errorf("accuracy chart is %v px wide on a %v px screen, want the full width", top[1], top[2])
 	}
 	noOverflow(t, dash, "the dashboard at 1920 px")
+	// The short join link beside the QR code: the relay's address and the
+	// class code (the first characters of the key's fingerprint).
+	short, err := eval[[]string](dash, `[document.getElementById("join-short").dataset.value, document.getElementById("join-code").dataset.value]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.TrimSuffix(cl.JoinURL(), "/") + "/" + served.Fingerprint[:4]; short[0] != want || short[1] != served.Fingerprint[:4] {
+		t.Errorf("short join link %q (code %q), want %q", short[0], short[1], want)
+	}
+	if len(short[0]) > 40 {
+		t.Errorf("the short join link %q has %d characters", short[0], len(short[0]))
+	}
+	if sb, err := eval[[]float64](dash, `(() => { const r = document.getElementById("join-short").getBoundingClientRect(); return [r.bottom, r.width]; })()`); err != nil || sb[0] > projH || sb[1] == 0 {
+		t.Errorf("the short join link is not on the projector's screen: %v (%v)", sb, err)
+	}
+	checkIcon(t, dash)
 
 	// The operator logs in (the password printed at start); Enter in a
 	// field applies the configuration and never presses Start.
@@ -312,6 +330,13 @@ func TestClassroom(t *testing.T) {
 		t.Fatal(err)
 	}
 	noOverflow(t, ph, "the join page at 390 px")
+	checkIcon(t, ph)
+	// Secure summation (the default): the personal privacy level does
+	// nothing, so it is not offered.
+	if err := waitFor(ph, `document.getElementById("eps-field").dataset.protocol === "secagg" && document.getElementById("eps-field").hidden`,
+		`document.getElementById("eps-field").outerHTML.slice(0, 200)`, 20*time.Second); err != nil {
+		t.Error(err)
+	}
 	checkContrast(t, ph, "light", []string{"start", "status"}, nil)
 	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-ready.png")); err != nil {
 		t.Error(err)
@@ -330,6 +355,35 @@ func TestClassroom(t *testing.T) {
 		t.Error(err)
 	}
 
+	// The teacher presses Start while only the phone is there (connected
+	// to the relay): the round (minimum batch 3) is cancelled, and both
+	// pages say why in words.
+	if err := waitFor(dash, `Number(document.getElementById("volunteers").dataset.value) >= 1`,
+		`document.querySelector(".dash-head").innerText`, 90*time.Second); err != nil {
+		t.Error(err)
+	}
+	if err := op.click("op-start"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(dash, `!document.getElementById("round-note").hidden && document.getElementById("round-note").dataset.round === "1"`,
+		`document.getElementById("summary").innerText`, 90*time.Second); err != nil {
+		t.Error(err)
+	}
+	if note, err := eval[string](dash, `document.getElementById("round-note").textContent`); err != nil ||
+		!strings.Contains(note, "only 1 of the 1 connected volunteers") || !strings.Contains(note, "at least 3") || !strings.Contains(note, "What to do:") {
+		t.Errorf("the dashboard's note on the cancelled round: %q (%v)", note, err)
+	}
+	if err := waitFor(ph, `document.getElementById("my-note").dataset.state === "cancelled" && document.getElementById("my-note").dataset.round === "1" && /only 1 update arrived in 25 s/.test(document.getElementById("my-note").textContent)`,
+		phoneStateJS, 60*time.Second); err != nil {
+		t.Error(err)
+	}
+	if err := dash.screenshot(filepath.Join(artifacts, "classroom-dashboard-cancelled.png")); err != nil {
+		t.Error(err)
+	}
+	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-cancelled.png")); err != nil {
+		t.Error(err)
+	}
+
 	// Volunteers to fill the rounds besides the phone (min batch 3).
 	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
 	if err != nil {
@@ -344,10 +398,7 @@ func TestClassroom(t *testing.T) {
 	}()
 	t.Cleanup(func() { ccancel(); <-cohortDone })
 
-	// The teacher presses Start: the phone counts the open round down.
-	if err := op.click("op-start"); err != nil {
-		t.Fatal(err)
-	}
+	// The phone counts the open round down.
 	if err := waitFor(ph, `/Round \d+ is (open: it closes in \d+ s|closing)/.test(document.getElementById("round-info").textContent)`,
 		`document.getElementById("live").innerText`, 30*time.Second); err != nil {
 		t.Error(err)
@@ -387,9 +438,12 @@ func TestClassroom(t *testing.T) {
 
 	// A laptop (1280x800) joins with its own drawings: previews, undo,
 	// and the status on screen after Start.
-	lap := b.open(t, "laptop", joinURL, chromedp.EmulateViewport(1280, 800))
+	lap := b.open(t, "laptop", short[0], chromedp.EmulateViewport(1280, 800))
 	if err := waitFor(lap, `!document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
 		t.Fatal(err)
+	}
+	if h, err := eval[string](lap, `location.hash`); err != nil || h != "#code="+served.Fingerprint[:4] {
+		t.Errorf("the short link leads to %q (%v), want the join page with #code=%s", h, err, served.Fingerprint[:4])
 	}
 	if err := drawDigits(lap); err != nil {
 		t.Fatal(err)
@@ -416,6 +470,11 @@ func TestClassroom(t *testing.T) {
 	if err := lap.screenshot(filepath.Join(artifacts, "classroom-laptop-drawings.png")); err != nil {
 		t.Error(err)
 	}
+
+	// The end (-rounds 2): the phone says training is finished with the
+	// class's accuracy, Stop is off, and every figure the phone shows is
+	// the projector's.
+	checkEnd(t, ctx, cl, ph, dash, artifacts)
 
 	// Dark mode.
 	for _, tb := range []*tab{ph, dash} {
@@ -520,3 +579,161 @@ func isPaused(ctx context.Context, cl *localrun.Cluster) bool {
 	}
 	return cl.GetJSON(ctx, "/api/status", &s) == nil && s.Paused
 }
+
+// checkIcon asserts the page names an icon and /favicon.ico is served (no
+// 404 in the browser's log).
+func checkIcon(t *testing.T, tb *tab) {
+	t.Helper()
+	if _, err := eval[bool](tb, `(globalThis.__icon = 0, fetch("/favicon.ico").then((r) => { globalThis.__icon = r.status; }), true)`); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := waitFor(tb, `globalThis.__icon === 200 && document.querySelector('link[rel="icon"]')`, `String(globalThis.__icon)`, 10*time.Second); err != nil {
+		t.Errorf("%s: no icon: %v", tb.name, err)
+	}
+}
+
+// checkEnd waits for the end of training and compares the phone with the
+// projector: the final accuracy, the class's privacy total, the sentence
+// that anchors ε, and the phone's own figure (what the ledger charged up
+// to the last round with its update, from /api/rounds); then both try the
+// class model on a drawing.
+func checkEnd(t *testing.T, ctx context.Context, cl *localrun.Cluster, ph, dash *tab, artifacts string) {
+	t.Helper()
+	if err := waitFor(ph, `document.getElementById("status").dataset.state === "finished"`, joinStateJS, 3*time.Minute); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := waitFor(dash, `document.getElementById("state").dataset.state === "stopped"`, `document.querySelector(".dash-head").innerText`, 30*time.Second); err != nil {
+		t.Error(err)
+	}
+	final, err := eval[string](dash, `document.getElementById("round").dataset.value`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The receipt of the last round may follow the end by a few seconds.
+	if err := waitFor(ph, `document.getElementById("my-epsilon").dataset.round === "`+final+`"`, joinStateJS, 30*time.Second); err != nil {
+		t.Logf("the phone's update is not in the last round's sum: %v", err)
+	}
+	raw, err := eval[string](ph, `JSON.stringify((() => { const $ = (id) => document.getElementById(id); return {
+		stop: $("stop").disabled, start: $("start").disabled, status: $("status").textContent,
+		acc: $("class-accuracy").dataset.value, my: $("my-epsilon").dataset.value, myRound: $("my-epsilon").dataset.round || "",
+		rounds: $("rounds-joined").dataset.rounds, cls: $("class-epsilon").dataset.value, anchor: $("eps-meaning").textContent.trim() }; })())`)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var p struct {
+		Stop, Start                      bool
+		Status, Acc, My, MyRound, Rounds string
+		Cls, Anchor                      string
+	}
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		t.Fatal(err)
+	}
+	d, err := eval[[]string](dash, `[document.getElementById("accuracy").dataset.value, document.getElementById("epsilon").dataset.value,
+		document.getElementById("eps-anchor").textContent.trim(), document.getElementById("round").dataset.value]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("phone at the end: %+v; dashboard: accuracy %s, epsilon %s, round %s", p, d[0], d[1], d[3])
+	if !p.Stop || !p.Start {
+		t.Errorf("after training: Stop disabled %v, Start disabled %v; want both", p.Stop, p.Start)
+	}
+	if !strings.Contains(p.Status, "Training is finished") || !strings.Contains(p.Status, "% of the test digits") {
+		t.Errorf("the phone's final status: %q", p.Status)
+	}
+	same := func(what, a, b string) {
+		x, errA := strconv.ParseFloat(a, 64)
+		y, errB := strconv.ParseFloat(b, 64)
+		if errA != nil || errB != nil || math.Abs(x-y) > 1e-12*max(1, math.Abs(y)) {
+			t.Errorf("%s: the phone shows %q, the projector %q", what, a, b)
+		}
+	}
+	same("class accuracy", p.Acc, d[0])
+	// The class alone at ε = 4 learns little: when the model is no better
+	// than guessing, the projector says why next to the chart.
+	if acc, err := strconv.ParseFloat(d[0], 64); err == nil && acc < 0.2 {
+		if err := waitFor(dash, `/no better than guessing/.test((document.getElementById("chance-note") || {}).textContent || "")`,
+			`document.getElementById("charts").innerText.slice(0, 300)`, 20*time.Second); err != nil {
+			t.Error(err)
+		}
+	} else {
+		t.Logf("accuracy %s: above chance, no chance note expected", d[0])
+	}
+	same("the class's privacy spent", p.Cls, d[1])
+	if p.Anchor == "" || p.Anchor != d[2] {
+		t.Errorf("ε anchored differently: phone %q, projector %q", p.Anchor, d[2])
+	}
+	// The phone's own figure: the ledger's total up to the last round its
+	// update was in (the projector's figure when that is the last round).
+	var rs struct {
+		Rounds []struct {
+			Round           int      `json:"round"`
+			EpsilonTightest *float64 `json:"epsilon_tightest"`
+		} `json:"rounds"`
+	}
+	if err := cl.GetJSON(ctx, "/api/rounds", &rs); err != nil {
+		t.Fatal(err)
+	}
+	mine := strings.Split(p.Rounds, ",")
+	last, err := strconv.Atoi(mine[len(mine)-1])
+	if err != nil || p.MyRound != mine[len(mine)-1] {
+		t.Errorf("the phone's update was in rounds %q, its ε is for round %q", p.Rounds, p.MyRound)
+	} else {
+		ledger := 0.0
+		for _, r := range rs.Rounds {
+			if r.Round <= last && r.EpsilonTightest != nil {
+				ledger = *r.EpsilonTightest
+			}
+		}
+		same(fmt.Sprintf("ε up to round %d", last), p.My, strconv.FormatFloat(ledger, 'g', -1, 64))
+		if strconv.Itoa(last) == d[3] {
+			same("the phone's ε and the projector's", p.My, d[1])
+		}
+	}
+	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-finished.png")); err != nil {
+		t.Error(err)
+	}
+	// Draw a digit, see the class model's guess: on the phone and on the
+	// projector, from the model after the last round.
+	for _, tb := range []*tab{ph, dash} {
+		if err := tryModel(tb); err != nil {
+			t.Error(err)
+			continue
+		}
+		if err := waitFor(tb, `/^[0-9]$/.test(document.getElementById("try-guess").dataset.value) && document.getElementById("try-model").dataset.round === "`+d[3]+`"`,
+			`document.getElementById("try-box").innerText`, 20*time.Second); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-try.png")); err != nil {
+		t.Error(err)
+	}
+	if err := dash.screenshot(filepath.Join(artifacts, "classroom-dashboard-finished.png")); err != nil {
+		t.Error(err)
+	}
+}
+
+// tryModel draws a 1 on the page's #try-canvas.
+func tryModel(tb *tab) error {
+	box, err := eval[[]float64](tb, `(() => {
+		const c = document.getElementById("try-canvas");
+		c.scrollIntoView({ block: "center" });
+		const r = c.getBoundingClientRect();
+		return [r.left, r.top, r.width, r.height];
+	})()`)
+	if err != nil {
+		return err
+	}
+	if len(box) != 4 || box[2] < 50 || box[3] < 50 {
+		return fmt.Errorf("%s: try canvas box %v: not drawable", tb.name, box)
+	}
+	at := func(x, y float64) [2]float64 { return [2]float64{box[0] + x*box[2], box[1] + y*box[3]} }
+	return tb.draw([][2]float64{at(0.5, 0.15), at(0.5, 0.35), at(0.5, 0.55), at(0.5, 0.85)})
+}
+
+// phoneStateJS is joinStateJS with the note under the status and an
+// error's technical text.
+const phoneStateJS = `JSON.stringify({ join: ` + joinStateJS + `, note: (document.getElementById("my-note") || {}).textContent,
+	error: document.getElementById("error-text").textContent, info: document.getElementById("round-info").textContent })`

@@ -446,7 +446,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	printed, stoppedShown := 0, false
+	printed, stoppedShown, advised := 0, false, ""
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -483,6 +483,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			printed = r.Round
 			fmt.Fprintln(stdout, formatRound(r))
+			if (r.Status == "aborted" || r.Status == "abandoned") && (st.LastAbort == nil || st.LastAbort.Round < r.Round) {
+				_ = cl.GetJSON(ctx, "/api/status", &st) // the status read before this round ended
+			}
+			var lines []string
+			lines, advised = abortLines(st.LastAbort, r.Round, advised)
+			for _, l := range lines {
+				fmt.Fprintln(stdout, l)
+			}
 		}
 		if !st.Running && st.Stopped != "" && !stoppedShown {
 			stoppedShown = true
@@ -497,6 +505,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type status struct {
 	localrun.Status
 	NewClass bool `json:"new_class_requested"`
+	// LastAbort says why the latest round was cancelled, in words.
+	LastAbort *abortNote `json:"last_abort"`
+}
+
+// abortNote is the part of /api/status last_abort the terminal prints.
+type abortNote struct {
+	Round           int
+	Message, Advice string
+}
+
+// abortLines are the lines that say why round was cancelled, when a is
+// about it, and what to do, unless that advice is the last one printed
+// (advised): a streak of rounds cancelled for the same cause repeats the
+// numbers, not the advice. It also returns the advice now printed.
+func abortLines(a *abortNote, round int, advised string) ([]string, string) {
+	if a == nil || a.Round != round {
+		return nil, advised
+	}
+	lines := []string{"           " + a.Message}
+	if a.Advice != "" && a.Advice != advised {
+		lines = append(lines, "           what to do: "+a.Advice)
+	}
+	return lines, a.Advice
 }
 
 func formatRound(r localrun.Round) string {

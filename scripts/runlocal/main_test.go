@@ -101,3 +101,25 @@ func TestTaskFlag(t *testing.T) {
 		t.Error("simulated volunteers without simulation rows accepted")
 	}
 }
+
+// TestAbortLines: a cancelled round is explained in the terminal, with
+// what to do once for a streak of rounds cancelled for the same cause.
+func TestAbortLines(t *testing.T) {
+	a := &abortNote{Round: 3, Message: "Round 3 was cancelled: only 12 of the 400 connected volunteers sent an update within 30 s.",
+		Advice: "start with fewer (go run ./scripts/runlocal -clients 100)"}
+	lines, advised := abortLines(a, 3, "")
+	if len(lines) != 2 || !strings.Contains(lines[0], "only 12 of the 400") || !strings.Contains(lines[1], "what to do: start with fewer") {
+		t.Fatalf("lines %q", lines)
+	}
+	b := *a
+	b.Round, b.Message = 4, "Round 4 was cancelled: only 15 of the 400 connected volunteers sent an update within 30 s."
+	if again, _ := abortLines(&b, 4, advised); len(again) != 1 || !strings.Contains(again[0], "only 15") {
+		t.Errorf("the next round of the streak: %q, want its numbers without the advice again", again)
+	}
+	if other, _ := abortLines(a, 4, ""); other != nil {
+		t.Errorf("round 3's explanation printed for round 4: %q", other)
+	}
+	if none, _ := abortLines(nil, 3, ""); none != nil {
+		t.Errorf("lines without an abort: %q", none)
+	}
+}

@@ -52,6 +52,19 @@ type DashboardData struct {
 	Simulated int
 	// Audit is the live privacy audit of the current configuration.
 	Audit AuditView
+	// LastAbort says why the latest round ended without a model update
+	// and what to do (nil when a round updated the model since).
+	LastAbort *AbortNote
+	// Chance explains, when the accuracy is no better than guessing, why
+	// (the noise that protects each volunteer against too few updates);
+	// "" otherwise.
+	Chance string
+}
+
+// AbortNote is a cancelled round in words (api.Abort's message and advice).
+type AbortNote struct {
+	Round           int
+	Message, Advice string
 }
 
 // AuditView is the live privacy audit of a round configuration (the

@@ -549,3 +549,68 @@ func TestDashboardAudit(t *testing.T) {
 		t.Errorf("a running audit: the details line only")
 	}
 }
+
+// TestDashboardClassroom: beside the QR code the link to type (relay
+// address and class code); the sentence that anchors ε; a cancelled round
+// said in words with what to do, hidden when there is none; the chance
+// note inside the chart block; and "draw a digit" wired to the relay's
+// predictor.
+func TestDashboardClassroom(t *testing.T) {
+	d := sampleDashboard()
+	d.TargetEpsilon = 4
+	d.LastAbort = &AbortNote{Round: 5, Message: "Round 5 was cancelled: only 12 of the 400 connected volunteers sent an update.",
+		Advice: "start with fewer (-clients 100)"}
+	d.Chance = "The model is no better than guessing."
+	page := renderDashboard(t, d)
+	if got := dataValue(t, page, "join-short"); got != "http://127.0.0.1:8081/abcd" {
+		t.Errorf("#join-short = %q", got)
+	}
+	if !strings.Contains(page, ">127.0.0.1:8081/abcd<") || dataValue(t, page, "join-code") != "abcd" {
+		t.Error("the short link is not shown without its scheme, or the code is missing")
+	}
+	if !strings.Contains(upTo(page, "eps-anchor", "</span>"), "e^4 ≈ 55 times") {
+		t.Errorf("ε anchor: %q", upTo(page, "eps-anchor", "</span>"))
+	}
+	note := upTo(page, "round-note", "</p>")
+	if !strings.Contains(note, "only 12 of the 400") || !strings.Contains(note, "What to do: start with fewer (-clients 100)") ||
+		strings.Contains(openTag(page, "round-note"), "hidden") {
+		t.Errorf("round note: %q (%s)", note, openTag(page, "round-note"))
+	}
+	charts := upTo(page, "charts", `id="weights-h"`)
+	if !strings.Contains(charts, `id="chance-note"`) || !strings.Contains(charts, "no better than guessing") {
+		t.Error("the chance note is not in the chart block (refreshed every round)")
+	}
+	if !strings.Contains(page, `data-predictor="http://127.0.0.1:8081/api/predictor"`) || !strings.Contains(page, `id="try-canvas"`) ||
+		!strings.Contains(page, `src="/static/pad.js"`) {
+		t.Error("draw-a-digit is missing or not wired to the relay's predictor")
+	}
+	d.LastAbort, d.Chance = nil, ""
+	page = renderDashboard(t, d)
+	if !strings.Contains(openTag(page, "round-note"), "hidden") || strings.Contains(page, `id="chance-note"`) {
+		t.Error("a round note or chance note without a cancelled round or a model at chance")
+	}
+}
+
+// openTag is the opening tag of the element with id.
+func openTag(page, id string) string {
+	i := strings.Index(page, `id="`+id+`"`)
+	if i < 0 {
+		return ""
+	}
+	start := strings.LastIndex(page[:i], "<")
+	end := strings.Index(page[i:], ">")
+	return page[start : i+end+1]
+}
+
+// upTo is the page from the element with id up to the next end.
+func upTo(page, id, end string) string {
+	i := strings.Index(page, `id="`+id+`"`)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(page[i:], end)
+	if j < 0 {
+		return page[i:]
+	}
+	return page[i : i+j]
+}

@@ -58,6 +58,22 @@
     const target = Number($("target").dataset.value);
     if (target > 0) $("privacy-meter").value = Math.min(1, Math.max(0, v / target));
   }
+  // roundNote says why the latest round was cancelled and what to do
+  // (the aggregator's last_abort, in words), or nothing once a round
+  // updated the model again.
+  function roundNote(a) {
+    const el = $("round-note");
+    if (!el) return;
+    el.hidden = !a;
+    el.dataset.round = a ? String(a.round) : "";
+    el.textContent = a ? a.message : "";
+    if (a && a.advice) {
+      const b = document.createElement("strong");
+      b.className = "advice";
+      b.textContent = "What to do: " + a.advice;
+      el.append(" ", b);
+    }
+  }
   let deadline = 0, openRound = 0;
   function countdown() {
     const el = $("countdown");
@@ -101,6 +117,7 @@
       const st = $("state"), v = s.stopped ? "stopped" : (s.paused ? "paused" : "running");
       st.dataset.state = v;
       st.textContent = words[v] + (s.stopped ? ": " + s.stopped : "");
+      roundNote(s.last_abort);
       openRound = s.open_round || 0;
       deadline = s.deadline ? Date.parse(s.deadline) : 0;
       countdown();

@@ -18,6 +18,173 @@
   let given = 0;           // drawings handed to the client (cannot be undone)
   const totals = { messages: 0, bytes: 0 };
 
+  // ---- what the class made, and this volunteer's part in it ----
+  // From the relay's GET /api/round (the aggregator's public status) and
+  // the relay's receipts for this volunteer's own reports (the wasm
+  // client's "receipt" events). epsAt maps a finished round to the
+  // ledger's ε as first seen with it: the ledger's total up to that round,
+  // the same figure the projector shows.
+  const cls = {
+    protocol: "", accuracy: null, roundsOK: 0, epsilon: 0, target: 0, round: 0, stopped: "", lastAbort: null,
+    epsAt: new Map(), included: new Set(), sent: new Set(), lastSent: 0, finished: false,
+  };
+  const fmt = (v) => String(parseFloat(Number(v).toPrecision(4)));
+  // times and epsAnchor write what web.Times and web.EpsilonAnchor write
+  // on the projector (the same sentence on both screens).
+  function times(x) {
+    if (x < 10) return x.toFixed(1);
+    if (x < 1e4) return Math.round(x).toLocaleString("en-US");
+    if (x < 1e6) return (Math.round(x / 100) * 100).toLocaleString("en-US");
+    if (x < 1e9) return (x / 1e6).toFixed(1) + " million";
+    if (x < 1e12) return (x / 1e9).toFixed(1) + " billion";
+    return x.toPrecision(2);
+  }
+  function epsAnchor(eps) {
+    if (!(eps > 0) || !Number.isFinite(eps)) return "";
+    return `ε = ${fmt(eps)} means: anything the class sees (the model, its accuracy) is at most e^${fmt(eps)} ≈ ` +
+      `${times(Math.exp(eps))} times more likely, or less likely, because of any one student's data than without it.`;
+  }
+  const list = (rs) => rs.length <= 1 ? rs.join("") : rs.slice(0, -1).join(", ") + " and " + rs[rs.length - 1];
+  // myRounds: the rounds this volunteer's update was in (secure summation:
+  // the relay's receipts; a shuffle protocol: the rounds it sent in that
+  // were not cancelled, as the relay does not confirm single messages).
+  function myRounds() {
+    if (cls.protocol === "secagg" || cls.included.size) return [...cls.included].sort((a, b) => a - b);
+    return [...cls.sent].filter((r) => r <= cls.round && !(cls.lastAbort && cls.lastAbort.round === r)).sort((a, b) => a - b);
+  }
+  // ledgerAfter is the ledger's ε after round r: as first seen with r or
+  // a later round (the total only grows, so a later figure bounds it).
+  function ledgerAfter(r) {
+    let best;
+    for (const [k, v] of cls.epsAt) if (k >= r && (best === undefined || k < best[0])) best = [k, v];
+    return best ? best[1] : undefined;
+  }
+  function showClass() {
+    const acc = $("class-accuracy");
+    if (cls.accuracy === null || cls.accuracy === undefined) {
+      acc.dataset.value = "";
+      acc.textContent = "No round has updated the model yet.";
+    } else {
+      acc.dataset.value = String(cls.accuracy);
+      acc.textContent = `recognizes ${(100 * cls.accuracy).toFixed(1)} % of the test digits (after ${cls.roundsOK} round${cls.roundsOK === 1 ? "" : "s"})` +
+        (cls.accuracy < 0.2 ? ": no better than guessing. The noise that protects each of you is larger than what so few updates learned together; the projector says more." : ".");
+    }
+    const mine = myRounds(), rj = $("rounds-joined");
+    rj.dataset.value = String(mine.length);
+    rj.dataset.rounds = mine.join(",");
+    rj.textContent = mine.length === 0 ? "no round yet" :
+      (cls.protocol === "secagg" || cls.included.size ? `the class's sum of round${mine.length === 1 ? "" : "s"} ${list(mine)}` :
+        `the shuffled messages of round${mine.length === 1 ? "" : "s"} ${list(mine)}`);
+    const my = $("my-epsilon");
+    if (!mine.length) {
+      my.dataset.value = "0";
+      my.textContent = "0: no update of yours has been used yet";
+    } else {
+      const last = mine[mine.length - 1], e = ledgerAfter(last);
+      if (e === undefined) {
+        my.textContent = `waiting for the ledger's figure for round ${last}…`;
+      } else {
+        my.dataset.value = String(e);
+        my.dataset.round = String(last);
+        my.textContent = `ε = ${fmt(e)}: what the class's privacy ledger charged up to round ${last}, the last round with your update`;
+      }
+    }
+    const ce = $("class-epsilon");
+    if (cls.target > 0) {
+      ce.dataset.value = String(cls.epsilon);
+      ce.dataset.target = String(cls.target);
+      ce.textContent = `The whole class so far: ε = ${fmt(cls.epsilon)} of at most ${fmt(cls.target)} (the figure on the projector).`;
+      $("eps-meaning").textContent = epsAnchor(cls.target);
+    }
+  }
+  function setProtocol(p) {
+    if (!p || p === cls.protocol) return;
+    cls.protocol = p;
+    $("eps-field").dataset.protocol = p;
+    // A personal privacy level applies only where a volunteer's browser
+    // adds its own noise: the shuffle protocols and APES, not secure
+    // summation (the servers add the noise).
+    $("eps-field").hidden = p === "secagg";
+    if (p === "secagg") $("eps-level").value = "0";
+  }
+  function updateClass(info) {
+    if (!info.reachable) return;
+    setProtocol(info.protocol);
+    if (info.round < cls.round) forget(); // a new class: its own rounds and ledger
+    if (info.round > 0 && !cls.epsAt.has(info.round)) cls.epsAt.set(info.round, info.epsilon || 0);
+    const newRound = info.round !== cls.round;
+    cls.round = info.round;
+    cls.accuracy = info.accuracy;
+    cls.roundsOK = info.rounds_ok || 0;
+    cls.epsilon = info.epsilon || 0;
+    cls.target = info.target_epsilon || 0;
+    cls.lastAbort = info.last_abort || null;
+    const a = cls.lastAbort, mn = $("my-note");
+    // A cancelled round this volunteer sent in: say why with the numbers
+    // (the relay's receipt may come before the status that has them; a
+    // shuffle protocol has no receipts at all).
+    if (a && cls.sent.has(a.round) && (cls.protocol !== "secagg" || (mn.dataset.state === "cancelled" && mn.dataset.round === String(a.round))) &&
+        mn.dataset.numbers !== String(a.round)) {
+      myNote(a.round, "cancelled", `Round ${a.round}: your update was not used: ${cancelledWhy(a.round, "the round was cancelled")}.`);
+      mn.dataset.numbers = String(a.round);
+    }
+    const was = cls.stopped;
+    cls.stopped = info.stopped || "";
+    if (cls.stopped && !cls.finished) finish();
+    if (!cls.stopped && was) reopen();
+    if (newRound) document.dispatchEvent(new Event("blanket-round"));
+    showClass();
+  }
+  // finish is the end of training: nothing more to send, Stop off, the
+  // final accuracy in the status.
+  function finish() {
+    cls.finished = true;
+    if (api && running) {
+      try { api.stop(); } catch { /* already stopped */ }
+    }
+    running = false;
+    startBtn.disabled = true;
+    stopBtn.disabled = true;
+    const acc = cls.accuracy === null || cls.accuracy === undefined ? "" :
+      ` The class model recognizes ${(100 * cls.accuracy).toFixed(1)} % of the test digits.`;
+    setStatus("finished", `Training is finished (${cls.stopped}).${acc} Thank you for taking part! Try the model below: draw a digit.`);
+    progressEl.value = 0;
+  }
+  // reopen: the teacher started a new class after the end.
+  function reopen() {
+    cls.finished = false;
+    forget();
+    setRunning(false);
+    if (api) setStatus("idle", "A new class has started: press Start to take part.");
+  }
+  // forget drops what the page knew of the rounds of a previous class.
+  function forget() {
+    cls.epsAt.clear();
+    cls.included.clear();
+    cls.sent.clear();
+    cls.lastSent = 0;
+    const n = $("my-note");
+    n.dataset.round = n.dataset.state = n.dataset.numbers = n.textContent = "";
+  }
+  // myNote says what became of this volunteer's update in round r (kept
+  // under the status while the next round runs).
+  function myNote(r, state, text) {
+    const el = $("my-note");
+    if (Number(el.dataset.round || 0) > r) return;
+    el.dataset.round = String(r);
+    el.dataset.state = state;
+    el.textContent = text;
+  }
+  // cancelledWhy says in words why round r had no sum.
+  function cancelledWhy(r, why) {
+    const a = cls.lastAbort;
+    if (a && a.round === r && /min batch/.test(a.reason || "")) {
+      return `the round was cancelled: only ${a.received} update${a.received === 1 ? "" : "s"} arrived in ${Math.round(a.timeout)} s, ` +
+        `and a round needs at least ${a.min_batch}, so that no small sum gives anyone away`;
+    }
+    return why || "the round had no sum";
+  }
+
   const errText = (e) => (e && e.message) || String(e);
   // friendly turns a Go or browser error into words for a student; the
   // original stays under "Technical details".
@@ -46,8 +213,8 @@
   }
   function setRunning(on) {
     running = on;
-    startBtn.disabled = on || !api;
-    stopBtn.disabled = !on;
+    startBtn.disabled = on || !api || cls.finished;
+    stopBtn.disabled = !on || cls.finished;
     for (const el of form.querySelectorAll("input[name=source], #eps-level")) el.disabled = on;
     if (on) pollRound();
   }
@@ -79,7 +246,10 @@
     infoEl.textContent = text;
     infoEl.dataset.state = state;
     const p = phase();
-    if (p === "training") {
+    progressEl.hidden = cls.finished;
+    if (cls.finished) {
+      progressLabel.textContent = "Training is over";
+    } else if (p === "training") {
       progressLabel.textContent = "Training on your data";
     } else if (p === "sent") {
       progressLabel.textContent = "Your update for this round was sent";
@@ -105,6 +275,7 @@
         round.deadline = dl;
         round.paused = !!info.paused;
         round.stopped = info.stopped || "";
+        updateClass(info);
       }
     } catch { /* the status line says so when the connection drops */ }
     showRound();
@@ -143,7 +314,8 @@
     if (!globalThis.blanket) await ready;
     api = globalThis.blanket;
     setRunning(false);
-    setStatus("idle", "Ready. Read the text above, make your choices, then press Start.");
+    if (cls.finished) finish();
+    else setStatus("idle", "Ready. Read the text above, make your choices, then press Start.");
     api.onEvent(onEvent); // after "Ready": the client may report at once
     pollRound();
   }
@@ -151,6 +323,8 @@
   function onEvent(e) {
     const round = e.round ? `Round ${e.round}: ` : "";
     if (e.round && e.kind === "announcement") pollRound();
+    if (e.protocol) setProtocol(e.protocol);
+    if (cls.finished && !["receipt", "privacy", "sent", "ack"].includes(e.kind)) return;
     switch (e.kind) {
       case "connected":
         setStatus("waiting", "Connected to the relay. Waiting for the next round…");
@@ -177,6 +351,8 @@
       case "sent":
         progressEl.value = 1;
         // messages and bytes are this round's; the page shows the totals.
+        cls.sent.add(e.round);
+        cls.lastSent = e.round;
         totals.messages += e.messages || 0;
         totals.bytes += e.bytes || 0;
         sentEl.dataset.messages = totals.messages;
@@ -190,14 +366,29 @@
           : `${round}your noisy, sealed update was sent. Waiting for the next round…`);
         break;
       case "privacy":
-        if (Number.isFinite(e.epsilon)) {
-          epsEl.dataset.value = e.epsilon;
-          epsEl.textContent = `ε = ${e.epsilon.toPrecision(3)}`;
+        // The client's own count: every round it sent in, whether or not
+        // the round's sum used it, each at the local guarantee of a
+        // report. Shown only where the browser adds its own noise.
+        if (Number.isFinite(e.epsilon) && cls.protocol && cls.protocol !== "secagg") {
+          const le = $("local-epsilon");
+          le.hidden = false;
+          le.dataset.value = String(e.epsilon);
+          le.textContent = `Even without the shuffle, your own noisy messages alone are ε = ${e.epsilon.toPrecision(3)}-private over the ${e.rounds} round${e.rounds === 1 ? "" : "s"} you sent in.`;
         }
-        if (Number.isFinite(e.rounds)) {
-          roundsEl.dataset.value = e.rounds;
-          roundsEl.textContent = String(e.rounds);
+        break;
+      case "receipt":
+        if (e.state === "included") {
+          cls.included.add(e.round);
+          myNote(e.round, "included", `Round ${e.round}: your update is in the class's sum.`);
+          if (e.round === cls.lastSent && ["sent", "waiting"].includes(phase())) {
+            setStatus("sent", `Round ${e.round}: your update is in the class's sum. Waiting for the next round…`);
+          }
+        } else if (e.state === "excluded") {
+          const text = `Round ${e.round}: your update was not used: ${cancelledWhy(e.round, e.why)}.`;
+          myNote(e.round, "cancelled", text);
+          if (e.round === cls.lastSent && ["sent", "waiting"].includes(phase())) setStatus("cancelled", `${text} Waiting for the next round…`);
         }
+        showClass();
         break;
       case "ack":
         if (e.error) setError(round, e.error);
@@ -209,6 +400,7 @@
         setError(`${round}nothing was sent. `, e.error);
         break;
       case "stopped":
+        if (cls.finished) break;
         setRunning(false);
         setStatus("idle", "Stopped. Nothing more is sent.");
         break;
@@ -227,10 +419,28 @@
   // relay, so it is the pin the relay cannot change. The key the relay
   // serves must match it.
   const linkFp = new URLSearchParams(location.hash.slice(1)).get("fp") || "";
+  // The short class code a student typed (http://relay/CODE, which the
+  // relay sends here as "#code=…"): the first characters of the key's
+  // fingerprint. A short pin: the key must start with it, and the page
+  // asks to compare the whole fingerprint with the projector.
+  const linkCode = (new URLSearchParams(location.hash.slice(1)).get("code") || "").toLowerCase();
+
+  // readyFingerprint waits up to 30 s for the relay to have the
+  // aggregator's key (a relay started just before the aggregator fetches
+  // it with backoff): "" if it still has none.
+  async function readyFingerprint() {
+    for (let i = 0; i < 30; i++) {
+      const fp = await servedFingerprint();
+      if (fp) return fp;
+      setStatus("connecting", "The class server is still starting: waiting for it…");
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    return "";
+  }
 
   async function keyFingerprint() {
     if (linkFp) {
-      const served = await servedFingerprint();
+      const served = await readyFingerprint();
       if (served && served !== linkFp) {
         throw new Error("pinned key fingerprint mismatch: the class link names " + linkFp + ", this server gives out " + served);
       }
@@ -238,7 +448,14 @@
       fpEl.textContent = linkFp + " (from the class link)";
       return linkFp;
     }
-    return servedFingerprint();
+    const served = await readyFingerprint();
+    if (linkCode && served) {
+      if (!served.toLowerCase().startsWith(linkCode)) {
+        throw new Error("pinned key fingerprint mismatch: the class code is " + linkCode + ", this server gives out " + served);
+      }
+      fpEl.textContent = served + " (starts with the class code " + linkCode + "; compare all of it with the teacher's screen)";
+    }
+    return served;
   }
 
   async function servedFingerprint() {
@@ -259,7 +476,7 @@
 
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    if (!api || running) return;
+    if (!api || running || cls.finished) return;
     const source = form.querySelector("input[name=source]:checked").value;
     if (source === "drawings" && drawn.length + given === 0) {
       setStatus("error", "Add at least one drawing first, or choose the sample digits.");
@@ -306,132 +523,10 @@
     startBtn.focus();
   });
 
-  // ---- drawing: pointer or keyboard on a 280x280 canvas, 28x28 out ----
-  const cv = $("canvas"), view = cv.getContext("2d");
-  const S = cv.width, N = 28, cell = S / N;
-  const ink = document.createElement("canvas");
-  ink.width = ink.height = S;
-  const ic = ink.getContext("2d", { willReadFrequently: true });
-  ic.lineCap = ic.lineJoin = "round";
-  ic.lineWidth = 2.2 * cell;
-  ic.strokeStyle = ic.fillStyle = "#000";
-  const cursor = { x: 13, y: 13, pen: false, shown: false };
-
-  function render() {
-    view.clearRect(0, 0, S, S);
-    view.drawImage(ink, 0, 0);
-    if (cursor.shown) {
-      view.strokeStyle = cursor.pen ? "#b42318" : "#0b5cad";
-      view.lineWidth = 2;
-      view.strokeRect(cursor.x * cell + 1, cursor.y * cell + 1, cell - 2, cell - 2);
-    }
-  }
-  function dot(x, y) {
-    ic.beginPath();
-    ic.arc(x, y, ic.lineWidth / 2, 0, 2 * Math.PI);
-    ic.fill();
-  }
-  function stroke(a, b) {
-    ic.beginPath();
-    ic.moveTo(a[0], a[1]);
-    ic.lineTo(b[0], b[1]);
-    ic.stroke();
-  }
-  function clearInk() {
-    ic.clearRect(0, 0, S, S);
-    render();
-  }
-  const pos = (ev) => {
-    const r = cv.getBoundingClientRect();
-    return [(ev.clientX - r.left) * S / r.width, (ev.clientY - r.top) * S / r.height];
-  };
-  let last = null;
-  cv.addEventListener("pointerdown", (ev) => {
-    ev.preventDefault();
-    cv.setPointerCapture(ev.pointerId);
-    last = pos(ev);
-    dot(last[0], last[1]);
-    render();
-  });
-  cv.addEventListener("pointermove", (ev) => {
-    if (!last) return;
-    const p = pos(ev);
-    stroke(last, p);
-    last = p;
-    render();
-  });
-  for (const t of ["pointerup", "pointercancel", "lostpointercapture"]) cv.addEventListener(t, () => { last = null; });
-
-  cv.addEventListener("focus", () => { cursor.shown = true; render(); });
-  cv.addEventListener("blur", () => { cursor.shown = false; render(); });
-  cv.addEventListener("keydown", (ev) => {
-    const moves = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
-    const paint = () => dot((cursor.x + 0.5) * cell, (cursor.y + 0.5) * cell);
-    if (moves[ev.key]) {
-      const [dx, dy] = moves[ev.key];
-      cursor.x = Math.min(N - 1, Math.max(0, cursor.x + dx));
-      cursor.y = Math.min(N - 1, Math.max(0, cursor.y + dy));
-      if (cursor.pen) paint();
-    } else if (ev.key === " ") {
-      cursor.pen = !cursor.pen; // Space: pen down (paints while moving) / pen up
-      if (cursor.pen) paint();
-    } else if (ev.key === "Delete" || ev.key === "Backspace") {
-      clearInk();
-    } else {
-      return;
-    }
-    ev.preventDefault();
-    cv.setAttribute("aria-label", `Drawing area, 28 by 28 squares: at column ${cursor.x + 1}, row ${cursor.y + 1}, pen ${cursor.pen ? "down" : "up"}`);
-    render();
-  });
-
-  // pixels turns the ink into a Float32Array(784) in [0,1], like an MNIST
-  // digit: the ink's bounding box scaled (area average) into 20x20, then
-  // shifted so its centre of mass is at the centre of the 28x28 image.
-  // It returns null if nothing is drawn.
-  function pixels() {
-    const src = ic.getImageData(0, 0, S, S).data;
-    let x0 = S, y0 = S, x1 = -1, y1 = -1;
-    for (let y = 0; y < S; y++) {
-      for (let x = 0; x < S; x++) {
-        if (src[(y * S + x) * 4 + 3] > 0) {
-          if (x < x0) x0 = x;
-          if (x > x1) x1 = x;
-          if (y < y0) y0 = y;
-          if (y > y1) y1 = y;
-        }
-      }
-    }
-    if (x1 < 0) return null;
-    const scale = 20 / Math.max(x1 - x0 + 1, y1 - y0 + 1);
-    const ox = (N - (x1 - x0 + 1) * scale) / 2, oy = (N - (y1 - y0 + 1) * scale) / 2;
-    const small = new Float32Array(N * N);
-    for (let y = y0; y <= y1; y++) {
-      const ty = Math.min(N - 1, Math.floor(oy + (y - y0 + 0.5) * scale));
-      for (let x = x0; x <= x1; x++) {
-        const a = src[(y * S + x) * 4 + 3];
-        if (a === 0) continue;
-        const tx = Math.min(N - 1, Math.floor(ox + (x - x0 + 0.5) * scale));
-        small[ty * N + tx] += (a / 255) * scale * scale; // each source pixel covers scale^2 of a target pixel
-      }
-    }
-    let m = 0, mx = 0, my = 0;
-    for (let i = 0; i < N * N; i++) {
-      small[i] = Math.min(1, small[i]);
-      m += small[i];
-      mx += small[i] * (i % N);
-      my += small[i] * Math.floor(i / N);
-    }
-    const dx = Math.round((N - 1) / 2 - mx / m), dy = Math.round((N - 1) / 2 - my / m);
-    const out = new Float32Array(N * N);
-    for (let y = 0; y < N; y++) {
-      for (let x = 0; x < N; x++) {
-        const sx = x - dx, sy = y - dy;
-        if (sx >= 0 && sx < N && sy >= 0 && sy < N) out[y * N + x] = small[sy * N + sx];
-      }
-    }
-    return out;
-  }
+  // ---- drawing: pointer or keyboard on a 280x280 canvas, 28x28 out (pad.js) ----
+  const pad = BlanketPad.attach($("canvas"));
+  const pixels = () => pad.pixels(), clearInk = () => pad.clear();
+  const N = 28;
 
   // Drawings stay in this page until Start (or until the client is
   // running), so the last ones can be undone; each has a small preview.
@@ -496,7 +591,6 @@
   });
   $("clear-drawing").addEventListener("click", clearInk);
 
-  render();
   load().catch((e) => {
     setRunning(false);
     startBtn.disabled = true;

@@ -95,6 +95,33 @@ type Status struct {
 	// per-round charge, or why there is none).
 	Audit  *liveaudit.Status `json:"audit,omitempty"`
 	Params checkpoint.Params `json:"params"`
+	// LastAbort is the latest round that ended without a model update
+	// because the relay aborted it or nothing arrived in time, when no
+	// round updated the model since (nil otherwise): why, in numbers and
+	// in words, for the dashboard and the terminal.
+	LastAbort *Abort `json:"last_abort,omitempty"`
+}
+
+// Abort says why a round ended without updating the model.
+type Abort struct {
+	Round int `json:"round"`
+	// Status is the round's (checkpoint.StatusAborted or
+	// StatusAbandoned) and Reason the record's detail ("below min batch",
+	// "relay restart", ...).
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+	// Received is the complete reports the relay had at the deadline,
+	// CheckedIn the volunteers that checked in, Expected those connected
+	// when the round was announced, MinBatch the reports a round needs.
+	Received  int `json:"received"`
+	CheckedIn int `json:"checked_in"`
+	Expected  int `json:"expected"`
+	MinBatch  int `json:"min_batch"`
+	// Timeout is the round's time limit in seconds.
+	Timeout float64 `json:"timeout"`
+	// Message says what happened and Advice what to do, in plain words.
+	Message string `json:"message"`
+	Advice  string `json:"advice,omitempty"`
 }
 
 // RoundRow is one round of GET /api/rounds: its record and the live

@@ -8,6 +8,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -82,6 +83,9 @@ func (s *Server) Status() api.Status {
 			st.Epsilon, st.Method = *r.EpsilonTightest, r.Method
 		}
 	}
+	if r, ok := dashboard.LastAbort(s.st.History); ok {
+		st.LastAbort = s.abortView(r)
+	}
 	return st
 }
 
@@ -92,6 +96,19 @@ func (s *Server) accuracySource() string {
 		return "public_holdout"
 	}
 	return "none"
+}
+
+// abortView is the last_abort of /api/status for record r, with the
+// words of dashboard.ExplainAbort.
+func (s *Server) abortView(r checkpoint.RoundRecord) *api.Abort {
+	a := dashboard.AbortFacts{Round: r.Round, Status: r.Status, Reason: r.Detail, Received: r.N, CheckedIn: r.CheckedIn,
+		Expected: r.Population, MinBatch: int(s.rounds().params.MinBatch), Simulated: s.cfg.Web.Simulated}
+	if !r.Deadline.IsZero() && r.Deadline.After(r.AnnouncedAt) {
+		a.Timeout = r.Deadline.Sub(r.AnnouncedAt)
+	}
+	msg, advice := dashboard.ExplainAbort(a)
+	return &api.Abort{Round: a.Round, Status: a.Status, Reason: a.Reason, Received: a.Received, CheckedIn: a.CheckedIn,
+		Expected: a.Expected, MinBatch: a.MinBatch, Timeout: a.Timeout.Seconds(), Message: msg, Advice: advice}
 }
 
 // Rounds returns a copy of the round history.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,6 +347,22 @@ func TestAbort(t *testing.T) {
 	rec := h.srv.Rounds()[0]
 	if rec.Status != checkpoint.StatusAborted || rec.Population != 9 || rec.Accuracy != nil {
 		t.Fatalf("record %+v", rec)
+	}
+	// /api/status says why, in numbers and in words, for the pages.
+	var st struct {
+		LastAbort *struct {
+			Round, Received, Expected int
+			MinBatch                  int `json:"min_batch"`
+			Reason, Message, Advice   string
+			Timeout                   float64
+		} `json:"last_abort"`
+	}
+	if code, body := get(t, h.http.URL+"/api/status"); code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+		t.Fatalf("status: HTTP %d %s", code, body)
+	}
+	if a := st.LastAbort; a == nil || a.Round != 1 || a.Received != 1 || a.Expected != 9 || a.Reason != "below min batch" ||
+		a.MinBatch != int(testParams().MinBatch) || a.Timeout <= 0 || !strings.Contains(a.Message, "only 1 of the 9 connected volunteers") || a.Advice == "" {
+		t.Errorf("last_abort %+v", a)
 	}
 	// A batch for the aborted round is not processed.
 	r := h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))

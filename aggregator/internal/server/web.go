@@ -142,6 +142,7 @@ func (s *Server) registerWeb(mux *http.ServeMux) {
 	mux.HandleFunc("GET /operator", s.serveOperator)
 	mux.HandleFunc("POST /operator/{action}", s.serveOperatorAction) // start, pause, reset, config, newclass, login
 	mux.Handle("GET /static/", web.Static())
+	mux.Handle("GET /favicon.ico", web.Icon())
 	mux.Handle("GET /blanket.wasm", s.cfg.Web.Wasm)
 	mux.Handle("GET /api/wasm", s.cfg.Web.Wasm.InfoHandler())
 }
@@ -239,6 +240,12 @@ func (s *Server) DashboardData() console.DashboardData {
 	s.mu.RUnlock()
 	cfg := s.cfg
 	sh := cfg.Test.Shape()
+	var note *console.AbortNote
+	if a := st.LastAbort; a != nil {
+		note = &console.AbortNote{Round: a.Round, Message: a.Message, Advice: a.Advice}
+	}
+	chance := dashboard.ExplainChance(dashboard.ChanceFacts{Accuracy: st.Accuracy, Classes: sh.Classes,
+		Reports: dashboard.MeanReports(rounds), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated})
 	return console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
@@ -246,7 +253,7 @@ func (s *Server) DashboardData() console.DashboardData {
 		Model:       console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
 		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
-		Rounds: dashboard.Rounds(rounds), Audit: auditView(st.Audit),
+		Rounds: dashboard.Rounds(rounds), Audit: auditView(st.Audit), LastAbort: note, Chance: chance,
 	}
 }
 

@@ -48,6 +48,10 @@ var publishedRoutes = map[string]string{
 	"GET /digits.idx.gz":    "sample digits embedded in the binary",
 	"GET /labels.idx.gz":    "sample labels embedded in the binary",
 	"GET /standardizer.bin": "the standardizer of the embedded digits",
+	"GET /{code}":           "the join page for the short join code (a prefix of the aggregator key's fingerprint)",
+	"GET /favicon.ico":      "an icon embedded in the binary",
+	"GET /api/receipt":      "whether the report with this receipt (a hash only its volunteer and the relay know) went into a round's sum: the aggregator's own verdict on it",
+	"GET /api/predictor":    "the public model after the latest round, as the aggregator publishes it",
 }
 
 // publishedFields lists, per JSON document, every field path (maps: "*")
@@ -97,6 +101,18 @@ var publishedFields = map[string]map[string]string{
 		"stopped":    fromAggregator,
 		"volunteers": fromTransport,
 		"now":        "the relay's clock",
+		// The class's progress, copied from the aggregator's public /api/status.
+		"accuracy":             fromAggregator,
+		"rounds_ok":            fromAggregator,
+		"epsilon":              fromAggregator,
+		"target_epsilon":       fromAggregator,
+		"protocol":             fromAggregator,
+		"model_resets":         fromAggregator,
+		"last_abort.round":     fromAggregator,
+		"last_abort.reason":    fromAggregator,
+		"last_abort.received":  fromAggregator,
+		"last_abort.min_batch": fromAggregator,
+		"last_abort.timeout":   fromAggregator,
 	},
 }
 
@@ -171,7 +187,9 @@ func TestPublishedRoutesAllowListed(t *testing.T) {
 				t.Errorf("%s %s routes to %q", method, path, pat)
 			}
 		}
-		req, _ := http.NewRequest(http.MethodGet, "/not-a-route", nil)
+		// One path segment is a join code (GET /{code} answers 404 itself
+		// for a wrong one); two are no route.
+		req, _ := http.NewRequest(http.MethodGet, "/not/a-route", nil)
 		if _, pat := mux.Handler(req); pat != "" && pat != "GET /{$}" {
 			t.Errorf("/not-a-route routes to %q", pat)
 		}

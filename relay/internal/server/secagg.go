@@ -79,6 +79,7 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 		return
 	}
 	abort := func(reason uint8, why string) {
+		s.web.receipts.settle(c.Num, nil, "the round was cancelled: "+why) // classroom.go
 		if e, ok := s.abortRound(c, rep, reason, why); ok {
 			s.sender.Enqueue(e)
 		}
@@ -99,12 +100,14 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	want := sr.HelperShareSize()
 	leaders := make([][]byte, 0, len(shares))
 	helpers := make([][]byte, 0, len(shares))
+	receipts := make([][32]byte, 0, len(shares)) // classroom.go: the volunteers' receipts, in batch order
 	for _, r := range shares {
 		h, err := s.cfg.HelperKey.OpenHelperShare(c.Num, r.Helper, want)
 		if err != nil {
 			continue
 		}
 		leaders, helpers = append(leaders, r.Leader), append(helpers, h)
+		receipts = append(receipts, secAggReceipt(r.Helper))
 	}
 	if dropped := len(shares) - len(helpers); dropped > 0 {
 		s.m.secAggDrop(DropUnopened, dropped)
@@ -217,6 +220,7 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 		s.secAggEnd(c.Num, rep, out.String(), why)
 		return
 	}
+	s.web.receipts.settle(c.Num, includedReceipts(receipts, rejected), "") // classroom.go
 	s.m.secAggAggregated.Add(uint64(agg.Count()))
 	s.m.roundsForwarded.Add(1)
 	s.secAggEnd(c.Num, rep, SecAggForwarded, out.String())
@@ -229,6 +233,7 @@ func (s *Server) secAggEnd(num uint64, rep RoundReport, outcome, why string) {
 		s.log.Error("cannot remove the round marker", "round", num, "err", err)
 	}
 	s.m.secAggRound(outcome)
+	s.web.receipts.settle(num, nil, receiptWhy(outcome)) // classroom.go; no-op once settled
 	rep.Outcome, rep.Reason = outcome, why
 	s.m.setLast(rep)
 	if outcome == SecAggForwarded {

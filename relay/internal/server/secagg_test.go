@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -431,6 +432,25 @@ func TestSecAggRound(t *testing.T) {
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
 			t.Errorf("outbox not empty: %v", l)
 		}
+		// The receipts (classroom.go): each honest volunteer's report is in
+		// the sum, the reports dropped or rejected before it are not.
+		receipt := func(f []byte) [32]byte {
+			_, helper, ok := wire.SharesHelper(f)
+			if !ok {
+				t.Fatal("not a Shares frame")
+			}
+			return wire.ReportReceipt(helper)
+		}
+		for i, f := range honest {
+			if st, why := h.srv.web.receipts.lookup(round, receipt(f), round); st != ReceiptIncluded {
+				t.Errorf("honest report %d: receipt %s (%s)", i, st, why)
+			}
+		}
+		for name, f := range map[string][]byte{"altered helper share": bad, "leader share rejected": badLead} {
+			if st, _ := h.srv.web.receipts.lookup(round, receipt(f), round); st != ReceiptExcluded {
+				t.Errorf("%s: receipt %s, want excluded", name, st)
+			}
+		}
 		for _, c := range clients {
 			c.ws.Close()
 		}
@@ -562,8 +582,14 @@ func TestSecAggRoundEnds(t *testing.T) {
 			c.ws.Close()
 		}
 
+		// Receipts (classroom.go): a refused round had no sum.
+		if st, why := h.srv.web.receipts.lookup(1, [32]byte{}, 1); st != ReceiptExcluded || !strings.Contains(why, SecAggRefused) {
+			t.Errorf("refused round: receipt %s (%q)", st, why)
+		}
+
 		clients = h.openSecAggRound(2, p, 2)
-		clients[0].sendShares(h.volunteerShares(spec, 2, 2, pub, x, 10))
+		kept := h.volunteerShares(spec, 2, 2, pub, x, 10)
+		clients[0].sendShares(kept)
 		clients[1].sendShares(h.volunteerShares(spec, 2, 1, pub, x, 11)) // helper share sealed for round 1
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -578,6 +604,11 @@ func TestSecAggRoundEnds(t *testing.T) {
 		checkCounters(t, s)
 		if s.SecAgg.Dropped[DropUnopened] != 1 || s.RoundsAborted != 1 || s.LastRound.Outcome != "aborted" {
 			t.Fatalf("metrics %+v last %+v", s.SecAgg, s.LastRound)
+		}
+		// The volunteer whose report was kept learns the round was cancelled, and why.
+		_, helper, _ := wire.SharesHelper(kept)
+		if st, why := h.srv.web.receipts.lookup(2, wire.ReportReceipt(helper), 2); st != ReceiptExcluded || !strings.Contains(why, "below minimum batch") {
+			t.Errorf("cancelled round: receipt %s (%q)", st, why)
 		}
 		for _, c := range clients {
 			c.ws.Close()

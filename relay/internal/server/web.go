@@ -45,6 +45,11 @@ type webState struct {
 	roundMu   sync.Mutex
 	round     RoundInfo
 	roundTime time.Time
+
+	// receipts and predictor serve GET /api/receipt and GET
+	// /api/predictor (classroom.go).
+	receipts  receiptBook
+	predictor predictorCache
 }
 
 // roundTTL is how long the relay reuses the aggregator's status for GET
@@ -74,6 +79,32 @@ type RoundInfo struct {
 	Volunteers int64 `json:"volunteers"`
 	// Now is the relay's clock, so a page can correct its own.
 	Now time.Time `json:"now"`
+
+	// What the class made so far, from the aggregator's public status:
+	// the test accuracy after the last model update (nil before), the
+	// rounds that updated the model, the privacy the ledger charged in
+	// all (Epsilon, the dashboard's figure) against TargetEpsilon, the
+	// running protocol ("secagg", "ss-topk", ...: the join page offers
+	// a personal privacy level only where it applies), the model resets
+	// and why the latest round was cancelled (nil if a round updated the
+	// model since).
+	Accuracy      *float64        `json:"accuracy"`
+	RoundsOK      int             `json:"rounds_ok"`
+	Epsilon       float64         `json:"epsilon"`
+	TargetEpsilon float64         `json:"target_epsilon"`
+	Protocol      string          `json:"protocol,omitempty"`
+	ModelResets   int             `json:"model_resets"`
+	LastAbort     *RoundAbortNote `json:"last_abort,omitempty"`
+}
+
+// RoundAbortNote is the part of the aggregator's last_abort a volunteer's
+// page shows: which round was cancelled and why, in numbers.
+type RoundAbortNote struct {
+	Round    int     `json:"round"`
+	Reason   string  `json:"reason"`
+	Received int     `json:"received"`
+	MinBatch int     `json:"min_batch"`
+	Timeout  float64 `json:"timeout"`
 }
 
 // currentKey returns the key's JSON and fingerprint ("" and nil while
@@ -119,6 +150,11 @@ func (s *Server) routes() []route {
 		{"GET /digits.idx.gz", sampleFile(sample.ImagesGz)},
 		{"GET /labels.idx.gz", sampleFile(sample.LabelsGz)},
 		{"GET /standardizer.bin", standardizerFile()},
+		// classroom.go: the short join code, the icon, receipts, the public model.
+		{"GET /{code}", http.HandlerFunc(s.handleCode)},
+		{"GET /favicon.ico", web.Icon()},
+		{"GET /api/receipt", http.HandlerFunc(s.handleReceipt)},
+		{"GET /api/predictor", http.HandlerFunc(s.handlePredictor)},
 	}
 }
 
@@ -238,12 +274,23 @@ func (s *Server) fetchRound(ctx context.Context) (RoundInfo, error) {
 		Deadline  time.Time `json:"deadline"`
 		Paused    bool      `json:"paused"`
 		Stopped   string    `json:"stopped"`
+		// classroom.go's part
+		Accuracy      *float64        `json:"accuracy"`
+		RoundsOK      int             `json:"rounds_ok"`
+		Epsilon       float64         `json:"epsilon"`
+		TargetEpsilon float64         `json:"target_epsilon"`
+		ModelResets   int             `json:"model_resets"`
+		LastAbort     *RoundAbortNote `json:"last_abort"`
+		Params        struct {
+			Protocol string `json:"protocol"`
+		} `json:"params"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, roundLimit)).Decode(&st); err != nil {
 		return RoundInfo{}, fmt.Errorf("aggregator status: %w", err)
 	}
 	return RoundInfo{Reachable: true, Round: st.Round, OpenRound: st.OpenRound, Deadline: st.Deadline,
-		Paused: st.Paused, Stopped: st.Stopped}, nil
+		Paused: st.Paused, Stopped: st.Stopped, Accuracy: st.Accuracy, RoundsOK: st.RoundsOK, Epsilon: st.Epsilon,
+		TargetEpsilon: st.TargetEpsilon, Protocol: st.Params.Protocol, ModelResets: st.ModelResets, LastAbort: st.LastAbort}, nil
 }
 
 // handleKey serves the aggregator's public key (JSON of envelope.PublicKey)

@@ -222,18 +222,7 @@ func fetchKey() (volunteer.KeyFields, error) {
 
 // emit hands r to every listener; a listener that throws does not stop the
 // client.
-func (a *app) emit(r volunteer.Record) {
-	a.mu.Lock()
-	ls := append([]js.Value(nil), a.listeners...)
-	a.mu.Unlock()
-	if len(ls) == 0 {
-		return
-	}
-	obj := js.ValueOf(r.Map())
-	for _, l := range ls {
-		_ = try(func() { l.Invoke(obj) })
-	}
-}
+func (a *app) emit(r volunteer.Record) { a.emitMap(r.Map()) }
 
 // onEvent(fn) registers a listener.
 func (a *app) onEvent(args []js.Value) any {
@@ -476,7 +465,7 @@ func (a *app) newClient(key envelope.PublicKey, d *volunteer.Digits, o volunteer
 		Train:            volunteer.Train(),
 		Source:           src,
 		PersonalFraction: o.EpsLevel,
-		OnEvent:          func(e client.Event) { a.emit(a.session.Record(e)) },
+		OnEvent:          a.clientEvent,
 	})
 }
 
@@ -488,7 +477,7 @@ func (a *app) run(ctx context.Context, cancel context.CancelFunc, c *client.Clie
 		if err != nil {
 			return nil, err
 		}
-		return volunteer.SkipDecided(t, floor), nil
+		return &receiptTransport{Transport: volunteer.SkipDecided(t, floor), a: a}, nil
 	}
 	err := c.RunWithReconnect(ctx, dial, client.DefaultBackoff())
 	a.session.Finish(c)

@@ -1,0 +1,146 @@
+package dashboard
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+)
+
+// AbortFacts is what the pages know about a round that ended without a
+// model update.
+type AbortFacts struct {
+	Round               int
+	Status, Reason      string
+	Received, CheckedIn int
+	Expected, MinBatch  int
+	Timeout             time.Duration
+	// Simulated is how many of the volunteers are simulated on this
+	// computer (make run's cohort), 0 if none.
+	Simulated int
+}
+
+// LastAbort returns the facts of the latest aborted or abandoned round in
+// history when no round updated the model after it (ok false otherwise).
+func LastAbort(history []checkpoint.RoundRecord) (checkpoint.RoundRecord, bool) {
+	for i := len(history) - 1; i >= 0; i-- {
+		switch history[i].Status {
+		case checkpoint.StatusAborted, checkpoint.StatusAbandoned:
+			return history[i], true
+		case checkpoint.StatusOK:
+			return checkpoint.RoundRecord{}, false
+		}
+	}
+	return checkpoint.RoundRecord{}, false
+}
+
+// ExplainAbort says in plain words why round a ended without a model
+// update (message) and what the teacher can do about it (advice), for the
+// dashboard and the terminal.
+func ExplainAbort(a AbortFacts) (message, advice string) {
+	secs := fmtSeconds(a.Timeout)
+	nothing := " Nothing was charged to the privacy budget."
+	switch {
+	case a.Status == checkpoint.StatusAbandoned:
+		message = fmt.Sprintf("Round %d was dropped: the relay sent neither the updates nor a reason within the time limit.", a.Round) + nothing
+		advice = "Check that the relay is still running (its terminal window, or the volunteers count above)."
+	case strings.Contains(a.Reason, "min batch"):
+		who := "volunteers"
+		if a.Expected > 0 {
+			who = fmt.Sprintf("of the %d connected volunteers", a.Expected)
+		}
+		message = fmt.Sprintf("Round %d was cancelled: only %d %s sent an update within %s, and a round needs at least %d "+
+			"(a small sum would say too much about each one).", a.Round, a.Received, who, secs, a.MinBatch) + nothing
+		switch {
+		case a.Simulated > 0 && a.Expected >= a.Simulated/2:
+			fewer := max(10, a.Simulated/4)
+			advice = fmt.Sprintf("This computer is probably too busy training %d simulated volunteers in %s: start with fewer "+
+				"(go run ./scripts/runlocal -clients %d), or give rounds more time (round timeout on the operator page).",
+				a.Simulated, secs, fewer)
+		case a.Expected < a.MinBatch:
+			advice = fmt.Sprintf("Fewer volunteers are connected (%d) than a round needs (%d): ask more students to open the join "+
+				"link and press Start, or lower the minimum batch on the operator page.", a.Expected, a.MinBatch)
+		default:
+			advice = "Ask the students to press Start and keep the page open until their update is sent, or give rounds more " +
+				"time (round timeout on the operator page)."
+		}
+	case strings.Contains(a.Reason, "relay restart"):
+		message = fmt.Sprintf("Round %d was cancelled because the relay restarted during it.", a.Round) + nothing
+		advice = "The next round starts by itself; the phones reconnect on their own."
+	default:
+		message = fmt.Sprintf("Round %d was cancelled by the relay (%s).", a.Round, a.Reason) + nothing
+		advice = "The next round starts by itself; if every round ends like this, look at the relay's output (-v)."
+	}
+	return message, advice
+}
+
+// fmtSeconds writes a round timeout as "30 s" or "2 min".
+func fmtSeconds(d time.Duration) string {
+	if d <= 0 {
+		return "the time limit"
+	}
+	if d >= 2*time.Minute && d%time.Minute == 0 {
+		return fmt.Sprintf("%d min", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%.0f s", math.Round(d.Seconds()))
+}
+
+// ChanceFacts is what the chance explanation needs.
+type ChanceFacts struct {
+	// Accuracy after the last model update and Classes the model's
+	// classes (chance is 1/Classes).
+	Accuracy *float64
+	Classes  int
+	// Reports is the mean number of updates summed per ok round,
+	// TargetEpsilon the run's privacy target, Simulated the simulated
+	// volunteers (0: the class alone).
+	Reports       float64
+	TargetEpsilon float64
+	Simulated     int
+}
+
+// ExplainChance says, when the model is no better than guessing (test
+// accuracy below twice chance), why in words: the noise that keeps the
+// whole run within the privacy target is the same however many volunteers
+// share it, so a few updates cannot rise above it. It returns "" while the
+// model does better or has no accuracy yet.
+func ExplainChance(c ChanceFacts) string {
+	if c.Accuracy == nil || c.Classes < 2 {
+		return ""
+	}
+	chance := 1 / float64(c.Classes)
+	if *c.Accuracy >= 2*chance {
+		return ""
+	}
+	s := fmt.Sprintf("The model is no better than guessing (%.0f %% is what picking one of %d digits at random scores). ",
+		100*chance, c.Classes)
+	s += fmt.Sprintf("To keep every volunteer's privacy within ε = %s, noise is added that hides any one of them; "+
+		"with about %.0f updates per round, it is larger than what they learned together. ",
+		strconv.FormatFloat(c.TargetEpsilon, 'g', 4, 64), c.Reports)
+	if c.Simulated > 0 {
+		s += "More volunteers (go run ./scripts/runlocal -clients 400) or a larger ε (-epsilon 50, less private) let it learn."
+	} else {
+		s += "This is the price of privacy for a small class: with 400 simulated volunteers (go run ./scripts/runlocal) or a " +
+			"larger ε (-epsilon 50, less private) it learns."
+	}
+	return s
+}
+
+// MeanReports is the mean number of updates per round that updated the
+// model (N of the ok rounds), 0 if none.
+func MeanReports(history []checkpoint.RoundRecord) float64 {
+	n, sum := 0, 0
+	for _, r := range history {
+		if r.Status == checkpoint.StatusOK {
+			n++
+			sum += r.N
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n)
+}

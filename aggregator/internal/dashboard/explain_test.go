@@ -1,0 +1,79 @@
+package dashboard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+)
+
+// TestExplainAbort: a round cancelled below the minimum batch is said in
+// numbers (received of expected, the time limit, the minimum), with advice
+// that fits the cause: a busy computer with simulated volunteers, too few
+// connected, or students who did not press Start.
+func TestExplainAbort(t *testing.T) {
+	base := AbortFacts{Round: 7, Status: checkpoint.StatusAborted, Reason: "below min batch", Received: 12, CheckedIn: 40,
+		Expected: 400, MinBatch: 200, Timeout: 30 * time.Second}
+	busy := base
+	busy.Simulated = 400
+	msg, adv := ExplainAbort(busy)
+	for _, want := range []string{"Round 7", "only 12 of the 400 connected volunteers", "within 30 s", "at least 200", "Nothing was charged"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if !strings.Contains(adv, "-clients 100") || !strings.Contains(adv, "busy") {
+		t.Errorf("advice for a busy computer: %q", adv)
+	}
+	few := base
+	few.Expected, few.Received = 4, 3
+	if _, adv := ExplainAbort(few); !strings.Contains(adv, "Fewer volunteers are connected (4) than a round needs (200)") {
+		t.Errorf("advice for too few connected: %q", adv)
+	}
+	idle := base
+	if _, adv := ExplainAbort(idle); !strings.Contains(adv, "press Start") {
+		t.Errorf("advice for a class that did not send: %q", adv)
+	}
+	ab := AbortFacts{Round: 3, Status: checkpoint.StatusAbandoned, Reason: "no batch"}
+	if msg, adv := ExplainAbort(ab); !strings.Contains(msg, "Round 3 was dropped") || !strings.Contains(adv, "relay") {
+		t.Errorf("abandoned: %q / %q", msg, adv)
+	}
+}
+
+// TestLastAbort: the latest cancelled round counts only while no round
+// updated the model after it.
+func TestLastAbort(t *testing.T) {
+	h := []checkpoint.RoundRecord{{Round: 1, Status: checkpoint.StatusOK}, {Round: 2, Status: checkpoint.StatusAborted}}
+	if r, ok := LastAbort(h); !ok || r.Round != 2 {
+		t.Errorf("LastAbort = %d, %v; want round 2", r.Round, ok)
+	}
+	h = append(h, checkpoint.RoundRecord{Round: 3, Status: checkpoint.StatusOK})
+	if _, ok := LastAbort(h); ok {
+		t.Error("LastAbort after an ok round")
+	}
+	if _, ok := LastAbort(nil); ok {
+		t.Error("LastAbort of no rounds")
+	}
+}
+
+// TestExplainChance: below twice chance the note says why; above it, or
+// without an accuracy, nothing.
+func TestExplainChance(t *testing.T) {
+	low, high := 0.09, 0.71
+	s := ExplainChance(ChanceFacts{Accuracy: &low, Classes: 10, Reports: 5, TargetEpsilon: 4})
+	for _, want := range []string{"no better than guessing", "10 %", "ε = 4", "about 5 updates", "-epsilon 50"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("chance note %q lacks %q", s, want)
+		}
+	}
+	if s := ExplainChance(ChanceFacts{Accuracy: &high, Classes: 10, Reports: 400, TargetEpsilon: 4}); s != "" {
+		t.Errorf("note at 71%%: %q", s)
+	}
+	if s := ExplainChance(ChanceFacts{Classes: 10}); s != "" {
+		t.Errorf("note without accuracy: %q", s)
+	}
+	if m := MeanReports([]checkpoint.RoundRecord{{Status: checkpoint.StatusOK, N: 4}, {Status: checkpoint.StatusAborted, N: 1}, {Status: checkpoint.StatusOK, N: 6}}); m != 5 {
+		t.Errorf("MeanReports = %v, want 5", m)
+	}
+}

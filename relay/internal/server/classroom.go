@@ -1,0 +1,315 @@
+package server
+
+// What the relay serves a classroom besides the join page (docs/web.md):
+// the short join code (GET /{code}), the page icon, a volunteer's receipt
+// for its own secure-summation report (GET /api/receipt), and the public
+// model ready to try on a drawing (GET /api/predictor).
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blanket-fl/blanket/shared/dataset"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
+	"github.com/blanket-fl/blanket/web"
+)
+
+// handleCode answers the short join code a student types after the
+// relay's address (the first characters of the aggregator key's
+// fingerprint, console.JoinCode): the join page, told to check that the
+// key it is given starts with the code (#code=…; a short pin, the whole
+// fingerprint is on the projector to compare). Any other code is a page
+// that says so.
+func (s *Server) handleCode(w http.ResponseWriter, r *http.Request) {
+	code := strings.ToLower(r.PathValue("code"))
+	_, fp := s.currentKey()
+	if len(code) != web.JoinCodeLen || fp == "" || code != web.JoinCodeOf(fp) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNotFound)
+		if fp == "" {
+			io.WriteString(w, "The class server is still starting: try again in a moment.\n")
+			return
+		}
+		fmt.Fprintf(w, "No class with the code %q here: check the code under the QR code on the teacher's screen.\n", r.PathValue("code"))
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, "/#code="+code, http.StatusSeeOther)
+}
+
+// receiptRounds is how many rounds of receipts the relay keeps.
+const receiptRounds = 64
+
+// Receipt states (GET /api/receipt).
+const (
+	ReceiptPending  = "pending"  // the round is not settled at the relay yet
+	ReceiptIncluded = "included" // the report is in the round's sum
+	ReceiptExcluded = "excluded" // it is not (Why says why)
+	ReceiptUnknown  = "unknown"  // not a round this relay process settled (too old, or before a restart)
+)
+
+// receiptBook keeps, for the last receiptRounds secure-summation rounds,
+// the receipts (wire.ReportReceipt) of the reports that went into the
+// round's sum, or why the round had no sum.
+type receiptBook struct {
+	mu     sync.Mutex
+	rounds map[uint64]*roundReceipts
+	newest uint64
+}
+
+type roundReceipts struct {
+	included map[[32]byte]struct{}
+	why      string // the round ended without a sum ("" when it had one)
+}
+
+// settle records round num's outcome: the receipts in its sum, or why it
+// had none (sum nil). A round settles once.
+func (b *receiptBook) settle(num uint64, sum map[[32]byte]struct{}, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rounds == nil {
+		b.rounds = make(map[uint64]*roundReceipts)
+	}
+	if _, done := b.rounds[num]; done {
+		return
+	}
+	b.rounds[num] = &roundReceipts{included: sum, why: why}
+	b.newest = max(b.newest, num)
+	for r := range b.rounds {
+		if r+receiptRounds <= b.newest {
+			delete(b.rounds, r)
+		}
+	}
+}
+
+// lookup answers whether receipt id is in round num's sum.
+func (b *receiptBook) lookup(num uint64, id [32]byte, last uint64) (state, why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rr, ok := b.rounds[num]
+	switch {
+	case !ok && num+receiptRounds > b.newest && num <= last:
+		return ReceiptPending, ""
+	case !ok:
+		return ReceiptUnknown, ""
+	case rr.included == nil:
+		return ReceiptExcluded, rr.why
+	}
+	if _, in := rr.included[id]; in {
+		return ReceiptIncluded, ""
+	}
+	return ReceiptExcluded, "your report did not pass the servers' check, or its share for the relay did not open"
+}
+
+// receiptWhy says in words why a secure-summation round that ended with
+// outcome had no sum.
+func receiptWhy(outcome string) string {
+	switch outcome {
+	case SecAggRefused:
+		return "the round had no sum: the class's privacy ledger refused it (" + outcome + ")"
+	case SecAggInvalid:
+		return "the round had no sum: the servers found the batch invalid (" + outcome + ")"
+	}
+	return "the round did not finish (" + outcome + ")"
+}
+
+// includedReceipts are the receipts of the reports in a secure-summation
+// batch's sum: digests[i] is report i's receipt, rejected the reports the
+// servers' joint check refused.
+func includedReceipts(digests [][32]byte, rejected []secagg.Rejection) map[[32]byte]struct{} {
+	out := make(map[[32]byte]struct{}, len(digests))
+	skip := make(map[int]bool, len(rejected))
+	for _, r := range rejected {
+		skip[r.Index] = true
+	}
+	for i, d := range digests {
+		if !skip[i] {
+			out[d] = struct{}{}
+		}
+	}
+	return out
+}
+
+// handleReceipt is GET /api/receipt?round=R&report=HEX: whether the
+// secure-summation report whose receipt (wire.ReportReceipt, 64 hex
+// digits) is HEX went into round R's sum. Only the volunteer that sent the
+// report knows its receipt (the relay knows who sent what anyway), so the
+// answer tells a volunteer about its own report and nobody about anyone
+// else's: {"round", "state": pending|included|excluded|unknown, "why"}.
+func (s *Server) handleReceipt(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	num, err := strconv.ParseUint(q.Get("round"), 10, 64)
+	raw, herr := hex.DecodeString(q.Get("report"))
+	if err != nil || num == 0 || herr != nil || len(raw) != 32 {
+		http.Error(w, "want ?round=N&report=<64 hex digits>", http.StatusBadRequest)
+		return
+	}
+	var id [32]byte
+	copy(id[:], raw)
+	state, why := s.web.receipts.lookup(num, id, s.rounds.LastRound())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(struct {
+		Round uint64 `json:"round"`
+		State string `json:"state"`
+		Why   string `json:"why,omitempty"`
+	}{num, state, why})
+}
+
+// predictorCache holds the last GET /api/predictor answer, made again when
+// the aggregator's model changes (a finished round or a reset).
+type predictorCache struct {
+	mu      sync.Mutex
+	version string
+	body    []byte // JSON
+	gz      []byte // the same, gzipped
+}
+
+// Predictor is the JSON of GET /api/predictor: the aggregator's public
+// model after round Round folded with the standardizer the volunteers use
+// (GET /standardizer.bin), so that a page guesses the digit of a drawing x
+// (784 pixels in [0,1], as the join page makes them) with
+// argmax_c Σ_j Weights[c·Features+j]·x_j + Bias[c].
+type Predictor struct {
+	Round    int       `json:"round"`
+	RoundsOK int       `json:"rounds_ok"`
+	Accuracy *float64  `json:"accuracy"`
+	Features int       `json:"features"`
+	Classes  int       `json:"classes"`
+	Weights  []float32 `json:"weights"`
+	Bias     []float64 `json:"bias"`
+}
+
+// sampleStandardizer is the standardizer of GET /standardizer.bin.
+var sampleStandardizer = sync.OnceValues(func() (*dataset.Standardizer, error) {
+	train, _, err := sample.TrainTest()
+	if err != nil {
+		return nil, err
+	}
+	return dataset.FitStandardizer(train)
+})
+
+// foldPredictor turns model parameters (logreg layout: C×F weights, then
+// C biases) over standardized inputs z_j = (x_j − Mean_j)/Std_j into
+// weights and biases over the raw pixels x: w'_cj = w_cj/Std_j and
+// b'_c = b_c − Σ_j w_cj·Mean_j/Std_j, the same logits.
+func foldPredictor(params []float64, features, classes int, z *dataset.Standardizer) ([]float32, []float64, error) {
+	if features < 1 || classes < 1 || len(params) != classes*features+classes || len(z.Mean) != features {
+		return nil, nil, fmt.Errorf("model of %d parameters for %d features, %d classes; standardizer of %d", len(params), features, classes, len(z.Mean))
+	}
+	w := make([]float32, classes*features)
+	b := make([]float64, classes)
+	for c := range classes {
+		bias := params[classes*features+c]
+		for j := range features {
+			v := params[c*features+j] / z.Std[j]
+			w[c*features+j] = float32(v)
+			bias -= v * z.Mean[j]
+		}
+		b[c] = bias
+	}
+	return w, b, nil
+}
+
+// handlePredictor serves Predictor (any origin may read it: the model is
+// public after every round, and the teacher's dashboard shows it too).
+func (s *Server) handlePredictor(w http.ResponseWriter, r *http.Request) {
+	info := s.roundInfo(r.Context())
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Cache-Control", "no-cache") // revalidate: 304 while the model is the same
+	if !info.Reachable {
+		http.Error(w, "the aggregator is not reachable", http.StatusServiceUnavailable)
+		return
+	}
+	body, gz, version, err := s.predictor(r.Context(), info)
+	if err != nil {
+		s.log.Debug("no predictor", "err", err)
+		http.Error(w, "the model is not available", http.StatusServiceUnavailable)
+		return
+	}
+	h.Set("Vary", "Accept-Encoding")
+	etag := `"` + version + `"`
+	h.Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		h.Set("Content-Encoding", "gzip")
+		w.Write(gz)
+		return
+	}
+	w.Write(body)
+}
+
+// predictor returns the cached Predictor JSON for the aggregator's model
+// as info describes it, fetching the model when it changed.
+func (s *Server) predictor(ctx context.Context, info RoundInfo) (body, gz []byte, version string, err error) {
+	pc := &s.web.predictor
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	version = fmt.Sprintf("%d.%d.%d", info.Round, info.ModelResets, info.RoundsOK)
+	if pc.version == version && pc.body != nil {
+		return pc.body, pc.gz, version, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.Aggregator, "/")+"/api/model", nil)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("model request: %w", err)
+	}
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("model request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, "", fmt.Errorf("model request: HTTP %s", resp.Status)
+	}
+	var m struct {
+		Round    int       `json:"round"`
+		Features int       `json:"features"`
+		Classes  int       `json:"classes"`
+		Params   []float64 `json:"params"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&m); err != nil {
+		return nil, nil, "", fmt.Errorf("model: %w", err)
+	}
+	z, err := sampleStandardizer()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("standardizer: %w", err)
+	}
+	wts, bias, err := foldPredictor(m.Params, m.Features, m.Classes, z)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	body, err = json.Marshal(Predictor{Round: m.Round, RoundsOK: info.RoundsOK, Accuracy: info.Accuracy,
+		Features: m.Features, Classes: m.Classes, Weights: wts, Bias: bias})
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("predictor: %w", err)
+	}
+	var zb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestSpeed) // a valid level: no error
+	zw.Write(body)
+	zw.Close()
+	pc.version, pc.body, pc.gz = version, body, zb.Bytes()
+	return body, pc.gz, version, nil
+}
+
+// secAggReceipt is the receipt of a Shares report's helper share.
+func secAggReceipt(helper []byte) [32]byte { return wire.ReportReceipt(helper) }

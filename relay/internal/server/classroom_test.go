@@ -1,0 +1,216 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blanket-fl/blanket/shared/dataset"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/web"
+)
+
+// TestWebJoinCode: the class code (the key fingerprint's first four
+// characters, any case) sends the phone to the join page with the code to
+// check; any other code, or a relay that does not know the key yet, is a
+// page that says so; /favicon.ico is the icon.
+func TestWebJoinCode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := pubKey(t, 1)
+		w := newWebRelay(t, &keyAgg{key: k}, nil, time.Minute)
+		defer w.close()
+		synctest.Wait()
+		code := web.JoinCodeOf(k.Fingerprint())
+		noFollow := &http.Client{Transport: w.hc.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noFollow.Get("http://relay/" + strings.ToUpper(code))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/#code="+code {
+			t.Errorf("GET /%s: HTTP %d, Location %q", strings.ToUpper(code), resp.StatusCode, resp.Header.Get("Location"))
+		}
+		other := "zzzz"
+		if resp, b := w.get("/"+other, nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "No class with the code") {
+			t.Errorf("GET /%s: HTTP %d %s", other, resp.StatusCode, b)
+		}
+		if resp, b := w.get("/favicon.ico", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "<svg") {
+			t.Errorf("favicon: HTTP %d", resp.StatusCode)
+		}
+	})
+}
+
+// TestReceipts: a settled round answers included for the receipts in its
+// sum and excluded (with why) for the others, including the reports the
+// servers' check rejected; a cancelled round answers excluded with its
+// reason; a round not settled yet is pending, and a forgotten one unknown.
+func TestReceipts(t *testing.T) {
+	var b receiptBook
+	id := func(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+	digests := [][32]byte{id("a"), id("b"), id("c")}
+	b.settle(5, includedReceipts(digests, []secagg.Rejection{{Index: 1}}), "")
+	b.settle(6, nil, "the round was cancelled: below minimum batch")
+	b.settle(5, nil, "late duplicate") // a round settles once
+	for _, c := range []struct {
+		round   uint64
+		id      [32]byte
+		state   string
+		whyPart string
+	}{
+		{5, id("a"), ReceiptIncluded, ""},
+		{5, id("c"), ReceiptIncluded, ""},
+		{5, id("b"), ReceiptExcluded, "check"},
+		{5, id("x"), ReceiptExcluded, "check"},
+		{6, id("a"), ReceiptExcluded, "below minimum batch"},
+		{7, id("a"), ReceiptPending, ""},
+		{9, id("a"), ReceiptUnknown, ""}, // never announced (last is 7)
+	} {
+		state, why := b.lookup(c.round, c.id, 7)
+		if state != c.state || !strings.Contains(why, c.whyPart) {
+			t.Errorf("round %d: %s (%q), want %s (%q)", c.round, state, why, c.state, c.whyPart)
+		}
+	}
+	for r := uint64(8); r < 8+receiptRounds; r++ {
+		b.settle(r, nil, "x")
+	}
+	if state, _ := b.lookup(5, id("a"), 100); state != ReceiptUnknown {
+		t.Errorf("a round %d rounds old: %s, want unknown", receiptRounds, state)
+	}
+}
+
+// TestWebReceipt: GET /api/receipt answers from the book and refuses
+// malformed questions.
+func TestWebReceipt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWebRelay(t, &keyAgg{key: pubKey(t, 1)}, nil, time.Minute)
+		defer w.close()
+		synctest.Wait()
+		d := sha256.Sum256([]byte("report"))
+		w.srv.web.receipts.settle(1, includedReceipts([][32]byte{d}, nil), "")
+		resp, b := w.get("/api/receipt?round=1&report="+hex.EncodeToString(d[:]), nil)
+		var got struct{ State string }
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil || got.State != ReceiptIncluded {
+			t.Errorf("HTTP %d %s", resp.StatusCode, b)
+		}
+		for _, q := range []string{"round=1", "round=0&report=" + hex.EncodeToString(d[:]), "round=1&report=abcd"} {
+			if resp, _ := w.get("/api/receipt?"+q, nil); resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("?%s: HTTP %d, want 400", q, resp.StatusCode)
+			}
+		}
+	})
+}
+
+// TestFoldPredictor: the folded weights over raw pixels give the logits
+// the model gives the standardized pixels (random model, random images;
+// seeded).
+func TestFoldPredictor(t *testing.T) {
+	const f, c = 6, 3
+	rng := rand.New(rand.NewChaCha8([32]byte{9}))
+	z := &dataset.Standardizer{Mean: make([]float64, f), Std: make([]float64, f)}
+	for j := range f {
+		z.Mean[j], z.Std[j] = rng.Float64(), 0.1+rng.Float64()
+	}
+	params := make([]float64, c*f+c)
+	for i := range params {
+		params[i] = rng.NormFloat64()
+	}
+	w, b, err := foldPredictor(params, f, c, z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		x := make([]float64, f)
+		for j := range x {
+			x[j] = rng.Float64()
+		}
+		for k := range c {
+			want, got := params[c*f+k], b[k]
+			for j := range f {
+				want += params[k*f+j] * (x[j] - z.Mean[j]) / z.Std[j]
+				got += float64(w[k*f+j]) * x[j]
+			}
+			if math.Abs(got-want) > 1e-5*(1+math.Abs(want)) {
+				t.Fatalf("class %d: folded logit %v, model %v", k, got, want)
+			}
+		}
+	}
+	if _, _, err := foldPredictor(params[1:], f, c, z); err == nil {
+		t.Error("a model of the wrong size was folded")
+	}
+}
+
+// predictorAgg serves /api/key, /api/status and /api/model.
+type predictorAgg struct {
+	statusAgg
+	models int
+}
+
+func (a *predictorAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/api/model" {
+		a.mu.Lock()
+		a.models++
+		a.mu.Unlock()
+		params := make([]float64, 7850)
+		params[7840+3] = 1 // the bias of digit 3: every guess is 3
+		json.NewEncoder(w).Encode(map[string]any{"round": 2, "features": 784, "classes": 10, "params": params})
+		return
+	}
+	a.statusAgg.ServeHTTP(w, r)
+}
+
+// TestWebPredictor: GET /api/predictor is the aggregator's model folded
+// for raw pixels, readable from the dashboard's origin, fetched again
+// only when the model changes.
+func TestWebPredictor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agg := &predictorAgg{statusAgg: statusAgg{keyAgg: keyAgg{key: pubKey(t, 1)},
+			status: `{"round": 2, "rounds_ok": 2, "accuracy": 0.5, "params": {"protocol": "secagg"}}`}}
+		w := newWebRelay(t, agg, nil, time.Minute)
+		defer w.close()
+		synctest.Wait()
+		var p Predictor
+		for range 3 {
+			resp, b := w.get("/api/predictor", nil)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Fatalf("HTTP %d %s", resp.StatusCode, b)
+			}
+			if err := json.Unmarshal(b, &p); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		if p.Round != 2 || p.RoundsOK != 2 || p.Features != 784 || p.Classes != 10 || len(p.Weights) != 7840 || len(p.Bias) != 10 {
+			t.Fatalf("predictor: round %d, ok %d, %dx%d, %d weights, %d biases", p.Round, p.RoundsOK, p.Features, p.Classes, len(p.Weights), len(p.Bias))
+		}
+		best := 0
+		for k := range p.Bias {
+			if p.Bias[k] > p.Bias[best] {
+				best = k
+			}
+		}
+		if best != 3 {
+			t.Errorf("the folded model guesses %d, want 3", best)
+		}
+		if agg.models != 1 {
+			t.Errorf("%d model fetches for an unchanged model, want 1", agg.models)
+		}
+		resp, _ := w.get("/api/predictor", nil)
+		if etag := resp.Header.Get("ETag"); etag == "" {
+			t.Error("no ETag")
+		} else if again, b := w.get("/api/predictor", map[string]string{"If-None-Match": etag}); again.StatusCode != http.StatusNotModified || len(b) != 0 {
+			t.Errorf("revalidating an unchanged model: HTTP %d, %d bytes", again.StatusCode, len(b))
+		}
+		_, b := w.get("/api/round", nil)
+		var info RoundInfo
+		if json.Unmarshal(b, &info) != nil || info.Protocol != "secagg" || info.Accuracy == nil || *info.Accuracy != 0.5 || info.RoundsOK != 2 {
+			t.Errorf("round info: %s", b)
+		}
+	})
+}
