@@ -20,7 +20,7 @@ import (
 // Options configure a simulation. The zero value is not valid; Main fills
 // them from flags with the papers' defaults scaled to the embedded digits.
 type Options struct {
-	Table     string   // "", "flame", "apes", "checkin" or "all"
+	Table     string   // "", "flame", "apes", "checkin", "secagg", "all", "equal-eps" or "robust"
 	Protocols []string // method ids; empty = the default for Table
 	Dataset   string
 	DataDir   string
