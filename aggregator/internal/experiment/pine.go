@@ -25,7 +25,8 @@ import (
 //     any proof that bounds the L2 norm must accept (it is an honest
 //     update's norm);
 //   - attackEdge: every entry at the edge of what the proof admits, with
-//     the opposite sign of u (an entry where u is 0 counts as positive).
+//     the opposite sign of u (where u_j = 0: B+1 under SumVec, -C under
+//     PINE).
 //     Under SumVec (range proof only) this is q_j = B+1 or -B, the edge of
 //     [0, 2^Bits) that the proof accepts (shared/secagg's
 //     TestProofBoundsEntriesNotNorm): L2 norm about 88 C at d = 7,850.
@@ -269,8 +270,8 @@ func pineSum(ctx context.Context, w *world, p *pine.Pine, clip, sigma float64, n
 }
 
 // edgeTamper turns the leader share of an honestly sharded update x into
-// a share of the edge vector t (t_j = -C sign(u_j), u_j = 0 counted
-// positive; L2 norm C sqrt(d)): it adds enc(t) - enc(x) to the leader's
+// a share of the edge vector t (t_j = -C sign(u_j), -C where u_j = 0;
+// L2 norm C sqrt(d)): it adds enc(t) - enc(x) to the leader's
 // share of the gradient (the first d Field64 elements), which a malicious
 // client can do to the bytes it sends. Everything else (the claimed norm,
 // the proofs, the joint randomness parts) stays as sharded for x.
