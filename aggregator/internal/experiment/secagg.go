@@ -41,6 +41,24 @@ type secaggParams struct {
 	ServerLR float64
 	Epochs   int  // local epochs (FLAME's SGD, batch 7, lr 0.1, L2 0.001)
 	Prio3    bool // run the real Prio3 pipeline (FLP proofs) instead of the fast path
+	// NoiseShares is how many servers add noise: 2 (0 means 2) is the
+	// protocol; 1 is the trusted-aggregator counterfactual (the same σ
+	// once), which measures what not trusting the aggregator costs. The
+	// accounting is the same (it never counts the second server's noise).
+	NoiseShares int
+	// Attack and Attackers: Attackers volunteers of the population mount
+	// Attack (attackFlip or attackEdge; see attackSpec) every round they
+	// check in. Simulation of poisoning only (the robust table).
+	Attack    string
+	Attackers int
+}
+
+// noiseShares is NoiseShares with its default.
+func (sp secaggParams) noiseShares() int {
+	if sp.NoiseShares == 1 {
+		return 1
+	}
+	return 2
 }
 
 // defaultSecAggParams are the tuned defaults of the simulation
@@ -166,12 +184,41 @@ type secaggClaim struct {
 // probability of each volunteer's coin, which is what Poisson subsampling
 // amplifies; the realized fraction is not a privacy parameter).
 func secaggReleases(p secagg.Params, q float64, participants []int) []privacy.Release {
+	return dgaussReleases(p.Sigma, p.Sensitivity(), p.Dim, q, participants)
+}
+
+// dgaussReleases are the releases of a secure-summation run with
+// per-server σ sigma and L2 sensitivity sens of one report (both in the
+// integer units the noise is added in: SumVec's grid or PINE's fixed
+// point), d coordinates, check-in rate q.
+func dgaussReleases(sigma, sens float64, d int, q float64, participants []int) []privacy.Release {
 	out := make([]privacy.Release, len(participants))
 	for i, n := range participants {
 		out[i] = privacy.Release{Round: i + 1, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
-			D: p.Dim, N: max(n, 1), SecAggSigma: p.Sigma, SecAggSensitivity: p.Sensitivity(), CheckInRate: q}
+			D: d, N: max(n, 1), SecAggSigma: sigma, SecAggSensitivity: sens, CheckInRate: q}
 	}
 	return out
+}
+
+// secaggClaimFunc is the claim of a secure-summation run (SumVec or
+// PINE): the run's releases (dgaussReleases) accounted by claimSecAgg.
+func secaggClaimFunc(sigma, sens float64, d int, sp secaggParams) func(*runResult) claimResult {
+	return func(run *runResult) claimResult {
+		parts := make([]int, len(run.Rounds))
+		for i, rec := range run.Rounds {
+			parts[i] = rec.Participants
+		}
+		c, err := claimSecAgg(dgaussReleases(sigma, sens, d, sp.Q, parts), sp.Delta)
+		if err != nil {
+			return claimResult{PerEpoch: math.NaN(), Total: math.NaN(), Delta: math.NaN(), Accountant: err.Error()}
+		}
+		if math.IsNaN(c.AddRemove) { // not applicable: no add/remove ε is claimed
+			return claimResult{PerEpoch: math.NaN(), Total: c.ReplaceOne, Delta: sp.Delta,
+				Accountant: fmt.Sprintf("replace-one: %s; add/remove: not applicable (privacy.Account: the exact count of accepted reports is released)", c.Route)}
+		}
+		return claimResult{PerEpoch: math.NaN(), Total: c.ReplaceOne, Delta: sp.Delta, AddRemove: c.AddRemove,
+			Accountant: fmt.Sprintf("replace-one: %s; add/remove %.4g: %s", c.Route, c.AddRemove, c.Method)}
+	}
 }
 
 // tightestEps is the ε of privacy.Account's tightest proven row.
@@ -275,9 +322,14 @@ func secaggMethod(sp secaggParams, d, worldUsers int, table string) (*method, er
 	if err != nil {
 		return nil, fmt.Errorf("secagg: %w", err)
 	}
-	path := "fast path (same quantization, integer sum, both servers' discrete Gaussian noise and unsharding; FLP proof skipped)"
+	path := "fast path (same quantization, integer sum, the servers' discrete Gaussian noise and unsharding; FLP proof skipped)"
 	if sp.Prio3 {
 		path = "real Prio3 pipeline (Shard, Prepare/Combine/Finish, AddNoise, Unshard)"
+	}
+	shares := sp.noiseShares()
+	atk := attackSpec{Kind: sp.Attack, Count: sp.Attackers, Pop: pop}
+	if sp.Prio3 && (shares != 2 || atk.Kind != attackNone) {
+		return nil, errors.New("secagg: the real Prio3 pipeline runs the protocol only (two noise shares, no attackers)")
 	}
 	target := "sigma given"
 	if sp.Sigma == 0 {
@@ -286,36 +338,23 @@ func secaggMethod(sp secaggParams, d, worldUsers int, table string) (*method, er
 	m := &method{
 		id: "secagg", name: "SecAgg", table: table, train: logreg.FLAMEConfig(sp.Epochs, 0.1), serverLR: sp.ServerLR,
 		checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
-		note: fmt.Sprintf("population %d (shards of %d users), check-in q = %.4g, L2 clip %g, %d bits (sensitivity %.1f units), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), server lr %g, %d local epochs; %s",
-			pop, worldUsers, sp.Q, sp.Clip, sp.Bits, p.Sensitivity(), p.Sigma, p.Sigma/p.Sensitivity(), target, sp.ServerLR, sp.Epochs, path),
+		note: fmt.Sprintf("population %d (shards of %d users), check-in q = %.4g, L2 clip %g, %d bits (sensitivity %.1f units), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), %s, server lr %g, %d local epochs; %s",
+			pop, worldUsers, sp.Q, sp.Clip, sp.Bits, p.Sensitivity(), p.Sigma, p.Sigma/p.Sensitivity(), target, noiseSharesNote(shares), sp.ServerLR, sp.Epochs, path),
 	}
 	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
-		sum := fastSecAggSum
+		var res *secagg.Result
+		var err error
 		if sp.Prio3 {
-			sum = prio3SecAggSum
+			res, err = prio3SecAggSum(ctx, w, p, uint64(in.round+1), in.users, in.updates)
+		} else {
+			res, err = fastSecAggSumWith(ctx, w, p, uint64(in.round+1), in.users, in.updates, shares, atk)
 		}
-		res, err := sum(ctx, w, p, uint64(in.round+1), in.users, in.updates)
 		if err != nil {
 			return roundOutput{}, err
 		}
 		return roundOutput{delta: res.Mean}, nil
 	}
-	m.claim = func(run *runResult) claimResult {
-		parts := make([]int, len(run.Rounds))
-		for i, rec := range run.Rounds {
-			parts[i] = rec.Participants
-		}
-		c, err := claimSecAgg(secaggReleases(p, sp.Q, parts), sp.Delta)
-		if err != nil {
-			return claimResult{PerEpoch: math.NaN(), Total: math.NaN(), Delta: math.NaN(), Accountant: err.Error()}
-		}
-		if math.IsNaN(c.AddRemove) { // not applicable: no add/remove ε is claimed
-			return claimResult{PerEpoch: math.NaN(), Total: c.ReplaceOne, Delta: sp.Delta,
-				Accountant: fmt.Sprintf("replace-one: %s; %s", c.Route, c.Method)}
-		}
-		return claimResult{PerEpoch: math.NaN(), Total: c.ReplaceOne, Delta: sp.Delta, AddRemove: c.AddRemove,
-			Accountant: fmt.Sprintf("replace-one: %s; add/remove %.4g: %s", c.Route, c.AddRemove, c.Method)}
-	}
+	m.claim = secaggClaimFunc(p.Sigma, p.Sensitivity(), p.Dim, sp)
 	return m, nil
 }
 
@@ -423,29 +462,58 @@ func prio3SecAggSum(ctx context.Context, w *world, p secagg.Params, round uint64
 // the field arithmetic. Each volunteer's update is quantized by
 // secagg.Quantize (the first draws of its Shard stream, so the same q);
 // the entries q_i + B are summed in int64; each server adds NoiseOffset +
-// K per coordinate with K drawn by the same discrete Gaussian sampler as
-// secagg's AddNoise (dgaussSampler, from the same stream, in coordinate
-// order); the offsets n·B + 2·NoiseOffset are removed and the mean is
-// Sum/(n·Scale), as Unshard does, which refuses a coordinate outside
-// [0, 2^62) before the offsets are removed (ErrNoiseOverflow) exactly as
-// this does. TestFastPathMatchesPrio3 checks equality of Count, Sum and
-// Mean on the same seeds. What it skips proves nothing about honest
-// volunteers' privacy (the proof only rejects malformed reports).
+// K per coordinate with K drawn by secagg.DiscreteGaussianNoise (the
+// sampler of secagg's AddNoise, from the same stream, in coordinate
+// order; the helper's first); the offsets n·B + 2·NoiseOffset are removed
+// and the mean is Sum/(n·Scale), as Unshard does, which refuses a
+// coordinate outside [0, 2^62) before the offsets are removed
+// (ErrNoiseOverflow) exactly as this does. TestFastPathMatchesPrio3
+// checks equality of Count, Sum and Mean on the same seeds. What it skips
+// proves nothing about honest volunteers' privacy (the proof only rejects
+// malformed reports).
 func fastSecAggSum(ctx context.Context, w *world, p secagg.Params, round uint64, users []int, updates [][]float64) (*secagg.Result, error) {
+	return fastSecAggSumWith(ctx, w, p, round, users, updates, 2, attackSpec{})
+}
+
+// fastSecAggSumWith is fastSecAggSum with noiseShares servers adding
+// noise (2, the protocol; 1, the leader only: the trusted-aggregator
+// counterfactual) and the malicious volunteers of atk: a flipping one
+// quantizes -u scaled to norm C (the report is honest-looking); an edge
+// one sends q_j = -B for u_j > 0 and B+1 otherwise, the edge of the
+// range [0, 2^Bits) that SumVec's proof accepts (shared/secagg's
+// TestProofBoundsEntriesNotNorm runs such a report through the real
+// pipeline: accepted and summed).
+func fastSecAggSumWith(ctx context.Context, w *world, p secagg.Params, round uint64, users []int, updates [][]float64, noiseShares int, atk attackSpec) (*secagg.Result, error) {
 	if len(updates) == 0 {
 		return nil, errors.New("secagg: no reports")
 	}
+	b := p.EntryBound()
 	qs := make([][]int64, len(updates))
 	err := w.forEach(ctx, len(updates), func(_, i int) error {
 		src := noise.NewSeeded(mix(w.seed, tagClient, round, uint64(users[i])))
+		x := updates[i]
+		bad := atk.is(users[i])
+		if bad && atk.Kind == attackEdge {
+			q := make([]int64, len(x))
+			for j, v := range x {
+				q[j] = b + 1
+				if v > 0 {
+					q[j] = -b
+				}
+			}
+			qs[i] = q
+			return nil
+		}
+		if bad {
+			x = flipped(x, p.Clip)
+		}
 		var err error
-		qs[i], err = secagg.Quantize(p, updates[i], src)
+		qs[i], err = secagg.Quantize(p, x, src)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("quantize: %w", err)
 	}
-	b := p.EntryBound()
 	total := make([]int64, p.Dim)
 	for _, q := range qs {
 		for j, v := range q {
@@ -455,15 +523,18 @@ func fastSecAggSum(ctx context.Context, w *world, p secagg.Params, round uint64,
 	lsrc, hsrc, _ := secaggStreams(w.seed, round)
 	shares := 0
 	if p.Sigma > 0 {
-		shares = 2
-		for _, src := range []noise.Source{hsrc, lsrc} {
-			g, err := newDGaussSampler(p.Sigma)
+		for k, src := range []noise.Source{hsrc, lsrc} {
+			if noiseShares == 1 && k == 0 {
+				continue
+			}
+			shares++
+			z, err := secagg.DiscreteGaussianNoise(p.Sigma, p.Dim, src)
 			if err != nil {
 				return nil, err
 			}
 			off := int64(p.NoiseOffset)
 			for j := range total {
-				total[j] += off + g.sample(src)
+				total[j] += off + z[j]
 			}
 		}
 	}
@@ -479,34 +550,4 @@ func fastSecAggSum(ctx context.Context, w *world, p secagg.Params, round uint64,
 		res.Mean[j] = float64(res.Sum[j]) / denom
 	}
 	return res, nil
-}
-
-// dgaussSampler is the discrete Gaussian N_Z(0, sigma^2) sampler of
-// shared/secagg (Canonne, Kamath and Steinke 2020, Algorithm 3: discrete
-// Laplace proposal with scale floor(sigma)+1, exact Bernoulli acceptance),
-// reproduced draw for draw so that the fast path adds the same noise as
-// secagg.AggregateShare.AddNoise on the same stream
-// (TestFastPathMatchesPrio3 fails if they diverge).
-type dgaussSampler struct {
-	s2, s2overT float64
-	lap         *noise.DiscreteLaplace
-}
-
-func newDGaussSampler(sigma float64) (*dgaussSampler, error) {
-	t := math.Floor(sigma) + 1
-	lap, err := noise.NewDiscreteLaplace(1 / t)
-	if err != nil {
-		return nil, err
-	}
-	return &dgaussSampler{s2: sigma * sigma, s2overT: sigma * sigma / t, lap: lap}, nil
-}
-
-func (g *dgaussSampler) sample(src noise.Source) int64 {
-	for {
-		y := g.lap.Sample(src)
-		d := math.Abs(float64(y)) - g.s2overT
-		if noise.Bernoulli(src, math.Exp(-d*d/(2*g.s2))) {
-			return y
-		}
-	}
 }

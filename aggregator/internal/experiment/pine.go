@@ -1,0 +1,375 @@
+package experiment
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/pine"
+	"github.com/blanket-fl/blanket/shared/secagg"
+)
+
+// Attacks a simulated malicious volunteer can mount on secure summation
+// (the robust table, docs/experiments.md): it trains honestly to learn its
+// update u and then sends, instead of it,
+//
+//   - attackFlip: -u scaled to L2 norm exactly C, the strongest update
+//     any proof that bounds the L2 norm must accept (it is an honest
+//     update's norm);
+//   - attackEdge: every entry at the edge of what the proof admits, with
+//     the opposite sign of u (where u_j = 0: B+1 under SumVec, -C under
+//     PINE).
+//     Under SumVec (range proof only) this is q_j = B+1 or -B, the edge of
+//     [0, 2^Bits) that the proof accepts (shared/secagg's
+//     TestProofBoundsEntriesNotNorm): L2 norm about 88 C at d = 7,850.
+//     Under PINE it is the same vector in model units, ±C per entry, put
+//     into the leader's gradient share of an honestly sharded flipped
+//     update (the client cannot make shared/pine's honest Shard encode a
+//     vector above the bound): PINE must reject it.
+const (
+	attackNone = ""
+	attackFlip = "flip"
+	attackEdge = "edge"
+)
+
+// attackSpec says which volunteers attack and how.
+type attackSpec struct {
+	Kind  string
+	Count int // malicious volunteers among the population
+	Pop   int
+}
+
+// is reports whether volunteer u is malicious: Count volunteers spread
+// evenly over the population (u = 0, Pop/Count, 2 Pop/Count, ...).
+func (a attackSpec) is(u int) bool {
+	if a.Kind == attackNone || a.Count <= 0 || a.Pop <= 0 {
+		return false
+	}
+	step := max(a.Pop/a.Count, 1)
+	return u%step == 0 && u/step < a.Count
+}
+
+// flipped returns -u scaled to L2 norm c (zero stays zero).
+func flipped(u []float64, c float64) []float64 {
+	n := 0.0
+	for _, v := range u {
+		n += v * v
+	}
+	out := make([]float64, len(u))
+	if n = math.Sqrt(n); n == 0 {
+		return out
+	}
+	for j, v := range u {
+		out[j] = -v * c / n
+	}
+	return out
+}
+
+// pineModulus is Field64's q = 2^64 - 2^32 + 1 (the field of shared/pine's
+// aggregate shares, which encode each element as 8 little-endian bytes in
+// [0, q)).
+const pineModulus = 1<<64 - 1<<32 + 1
+
+// fieldOf maps an integer with |k| < 2^63 to Field64.
+func fieldOf(k int64) uint64 {
+	if k >= 0 {
+		return uint64(k)
+	}
+	return pineModulus - uint64(-k)
+}
+
+// fieldAdd adds two elements of [0, q).
+func fieldAdd(x, y uint64) uint64 {
+	s, c := bits.Add64(x, y, 0)
+	if c == 1 { // x + y = s + 2^64 in [2^64, 2q): subtract q
+		return s + (1<<32 - 1)
+	}
+	if s >= pineModulus {
+		return s - pineModulus
+	}
+	return s
+}
+
+// addFieldNoise adds the integers k (as Field64 elements) to the encoded
+// aggregate share agg in place.
+func addFieldNoise(agg []byte, k []int64) error {
+	if len(agg) != 8*len(k) {
+		return fmt.Errorf("aggregate share of %d bytes for %d coordinates", len(agg), len(k))
+	}
+	for i, v := range k {
+		if v == math.MinInt64 {
+			return errors.New("noise draw out of range")
+		}
+		x := binary.LittleEndian.Uint64(agg[8*i:])
+		if x >= pineModulus {
+			return fmt.Errorf("aggregate share element %d not canonical", i)
+		}
+		binary.LittleEndian.PutUint64(agg[8*i:], fieldAdd(x, fieldOf(v)))
+	}
+	return nil
+}
+
+// pineResult is one round of PINE: the noisy mean of the accepted reports
+// in model units and what the servers rejected.
+type pineResult struct {
+	Mean     []float64
+	Sum      []float64 // noisy sum in model units
+	Accepted int
+	Rejected map[string]int // by pine.Reason
+}
+
+// pineSum runs one round of secure summation with PINE (shared/pine, the
+// real protocol): every volunteer clips its update to L2 norm clip, encodes
+// and shards it (Shard, with the nonce and randomness from its own seeded
+// stream); both servers prepare every report (PrepInit with their
+// aggregator id, the leader's PrepSharesToPrep, PrepNext; reports in
+// parallel, one Verifier per worker and server), accepted output shares
+// are folded into each server's AggShare; each server adds N_Z(0, sigma^2)
+// per coordinate (secagg.DiscreteGaussianNoise, the sampler of secagg's
+// AddNoise, on the same streams as the SumVec simulation) to its encoded
+// aggregate share as Field64 elements, and Unshard decodes the sum in
+// model units (each sum in (-q/2, q/2] divided by 2^NumFracBits).
+//
+// Privacy: any accepted report's encoded gradient has L2 norm at most
+// p.Sensitivity() fixed-point units (shared/pine, "What an accepted report
+// guarantees"), so the integer sum has that sensitivity under add/remove
+// of one report and each server's noise alone gives what
+// secaggReleases accounts with SecAggSensitivity = p.Sensitivity() and
+// SecAggSigma = sigma (both in fixed-point units). noiseShares is 2 (both
+// servers, the protocol) or 1 (the leader only: what a trusted aggregator
+// would add, the counterfactual of docs/experiments.md). An honest
+// report that is rejected is an error; malicious ones (atk) are counted by
+// reason.
+func pineSum(ctx context.Context, w *world, p *pine.Pine, clip, sigma float64, noiseShares int, round uint64, users []int, updates [][]float64, atk attackSpec) (*pineResult, error) {
+	n := len(updates)
+	if n == 0 {
+		return nil, errors.New("pine: no reports")
+	}
+	d := p.Config().Dimension
+	type report struct {
+		nonce                  [16]byte
+		public, leader, helper []byte
+	}
+	reps := make([]report, n)
+	err := w.forEach(ctx, n, func(_, i int) error {
+		src := noise.NewSeeded(mix(w.seed, tagClient, round, uint64(users[i])))
+		r := &reps[i]
+		for k := 0; k < 16; k += 8 {
+			binary.LittleEndian.PutUint64(r.nonce[k:], src.Uint64())
+		}
+		x := clipL2(updates[i], clip)
+		bad := atk.is(users[i])
+		if bad {
+			x = flipped(updates[i], clip)
+		}
+		var err error
+		if r.public, r.leader, r.helper, err = p.Shard(x, r.nonce, src); err != nil {
+			return fmt.Errorf("volunteer %d: shard: %w", users[i], err)
+		}
+		if bad && atk.Kind == attackEdge {
+			return edgeTamper(p, r.leader, x, updates[i], clip)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	lsrc, hsrc, ksrc := secaggStreams(w.seed, round)
+	vk := make([]byte, 32)
+	for k := 0; k < len(vk); k += 8 {
+		binary.LittleEndian.PutUint64(vk[k:], ksrc.Uint64())
+	}
+	leaderAgg, helperAgg := p.NewAggShare(), p.NewAggShare()
+	verifiers := make([][2]*pine.Verifier, w.workers)
+	for k := range verifiers {
+		verifiers[k] = [2]*pine.Verifier{p.NewVerifier(), p.NewVerifier()}
+	}
+	var mu sync.Mutex
+	rejected := map[string]int{}
+	err = w.forEach(ctx, n, func(worker, i int) error {
+		r := &reps[i]
+		prep := func() (pine.OutShare, pine.OutShare, error) {
+			var none pine.OutShare
+			stL, prepL, err := verifiers[worker][0].PrepInit(vk, 0, r.nonce[:], r.public, r.leader)
+			if err != nil {
+				return none, none, err
+			}
+			stH, prepH, err := verifiers[worker][1].PrepInit(vk, 1, r.nonce[:], r.public, r.helper)
+			if err != nil {
+				return none, none, err
+			}
+			msg, err := p.PrepSharesToPrep(prepL, prepH)
+			if err != nil {
+				return none, none, err
+			}
+			outL, err := p.PrepNext(stL, msg)
+			if err != nil {
+				return none, none, err
+			}
+			outH, err := p.PrepNext(stH, msg)
+			return outL, outH, err
+		}
+		outL, outH, err := prep()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			if !atk.is(users[i]) {
+				return fmt.Errorf("honest volunteer %d rejected: %w", users[i], err)
+			}
+			rejected[pine.ReasonOf(err).String()]++
+			return nil
+		}
+		if err := leaderAgg.Add(outL); err != nil {
+			return err
+		}
+		return helperAgg.Add(outH)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pine prepare: %w", err)
+	}
+	accepted := leaderAgg.Count()
+	if accepted == 0 || helperAgg.Count() != accepted {
+		return nil, fmt.Errorf("pine: %d reports accepted by the leader, %d by the helper", accepted, helperAgg.Count())
+	}
+	shares := [2][]byte{}
+	for k, a := range []*pine.AggShare{leaderAgg, helperAgg} {
+		if shares[k], err = a.MarshalBinary(); err != nil {
+			return nil, err
+		}
+	}
+	// The helper draws first, then the leader, as the SumVec simulation.
+	for k, src := range []noise.Source{hsrc, lsrc} {
+		if sigma == 0 || (noiseShares == 1 && k == 0) {
+			continue
+		}
+		z, err := secagg.DiscreteGaussianNoise(sigma, d, src)
+		if err != nil {
+			return nil, err
+		}
+		if err := addFieldNoise(shares[1-k], z); err != nil {
+			return nil, err
+		}
+	}
+	sum, err := p.Unshard(shares[0], shares[1])
+	if err != nil {
+		return nil, err
+	}
+	res := &pineResult{Sum: sum, Mean: make([]float64, d), Accepted: accepted, Rejected: rejected}
+	for j, v := range sum {
+		res.Mean[j] = v / float64(accepted)
+	}
+	return res, nil
+}
+
+// edgeTamper turns the leader share of an honestly sharded update x into
+// a share of the edge vector t (t_j = -C sign(u_j), -C where u_j = 0;
+// L2 norm C sqrt(d)): it adds enc(t) - enc(x) to the leader's
+// share of the gradient (the first d Field64 elements), which a malicious
+// client can do to the bytes it sends. Everything else (the claimed norm,
+// the proofs, the joint randomness parts) stays as sharded for x.
+func edgeTamper(p *pine.Pine, leader []byte, x, u []float64, clip float64) error {
+	ex, err := p.Encode(x)
+	if err != nil {
+		return err
+	}
+	scale := p.Scale()
+	k := make([]int64, len(u))
+	for j, v := range u {
+		t := -clip
+		if v < 0 {
+			t = clip
+		}
+		k[j] = int64(math.RoundToEven(t*scale)) - ex[j]
+	}
+	return addFieldNoise(leader[:8*len(k)], k)
+}
+
+// pineParams derives the PINE instance and the per-server σ (fixed-point
+// units) of a run: ForBlanket(d, Clip), σ given or calibrated to the
+// target at the sensitivity p.Sensitivity() (every accepted report,
+// rounding included) by calibrateSecAggSigma.
+func pineParams(sp secaggParams, d int) (*pine.Pine, float64, error) {
+	p, err := pine.ForBlanket(d, sp.Clip)
+	if err != nil {
+		return nil, 0, err
+	}
+	sigma := sp.Sigma
+	if sigma == 0 {
+		if sigma, err = calibrateSecAggSigma(sp.Relation, sp.Eps, sp.Delta, sp.Rounds, sp.Q, p.Sensitivity()); err != nil {
+			return nil, 0, fmt.Errorf("calibrate sigma: %w", err)
+		}
+		sigma = math.Max(1, sigma)
+	}
+	return p, sigma, nil
+}
+
+// pineMethod builds the "pine" method: secaggMethod's schedule and
+// accounting with PINE's proof (pineSum) instead of SumVec's.
+func pineMethod(sp secaggParams, d, worldUsers int, table string) (*method, error) {
+	pop := sp.Pop
+	if pop == 0 {
+		pop = worldUsers
+	}
+	if !(sp.Q > 0 && sp.Q <= 1) {
+		return nil, fmt.Errorf("pine: check-in rate %v outside (0, 1]", sp.Q)
+	}
+	if sp.Rounds < 1 || sp.Epochs < 1 || !(sp.ServerLR > 0) {
+		return nil, fmt.Errorf("pine: rounds %d, local epochs %d, server lr %v", sp.Rounds, sp.Epochs, sp.ServerLR)
+	}
+	p, sigma, err := pineParams(sp, d)
+	if err != nil {
+		return nil, fmt.Errorf("pine: %w", err)
+	}
+	sens := p.Sensitivity()
+	target := "sigma given"
+	if sp.Sigma == 0 {
+		target = fmt.Sprintf("sigma calibrated to eps %g (%s) at delta %g over %d rounds", sp.Eps, sp.Relation, sp.Delta, sp.Rounds)
+	}
+	shares := sp.noiseShares()
+	atk := attackSpec{Kind: sp.Attack, Count: sp.Attackers, Pop: pop}
+	m := &method{
+		id: "pine", name: "PINE", table: table, train: logreg.FLAMEConfig(sp.Epochs, 0.1), serverLR: sp.ServerLR,
+		checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
+		note: fmt.Sprintf("population %d (shards of %d users), check-in q = %.4g, L2 clip %g, PINE ForBlanket (num_frac_bits %d, l2_norm_bound %.0f units = sensitivity %.5f model units = %.5f C), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), %s, server lr %g, %d local epochs; real shared/pine pipeline (Shard, both servers' PrepInit/PrepSharesToPrep/PrepNext, AggShare, noise on each aggregate share, Unshard)",
+			pop, worldUsers, sp.Q, sp.Clip, p.Config().NumFracBits, sens, sens/p.Scale(), sens/p.Scale()/sp.Clip, sigma, sigma/sens, target, noiseSharesNote(shares), sp.ServerLR, sp.Epochs),
+	}
+	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
+		res, err := pineSum(ctx, w, p, sp.Clip, sigma, shares, uint64(in.round+1), in.users, in.updates, atk)
+		if err != nil {
+			return roundOutput{}, err
+		}
+		return roundOutput{delta: res.Mean, rejected: res.Rejected}, nil
+	}
+	m.claim = secaggClaimFunc(sigma, sens, d, sp)
+	return m, nil
+}
+
+// noiseSharesNote describes who adds noise.
+func noiseSharesNote(shares int) string {
+	if shares == 1 {
+		return "ONE server's noise only (the trusted-aggregator counterfactual, not the protocol)"
+	}
+	return "both servers add noise"
+}
+
+// fmtReasons prints rejection counts sorted by reason.
+func fmtReasons(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
