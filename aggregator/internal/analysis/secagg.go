@@ -78,11 +78,12 @@ type Decided struct {
 // Prepare opens one sealed leader share and decides its report with the
 // helper's 'P' entry (PrepInit, PrepSharesToPrep, PrepNext). It changes
 // nothing in l and is safe for concurrent use; a share that does not
-// open is rejected as malformed (it is counted by Fold).
+// open is rejected as of the wrong length (as the sealed bytes would be;
+// counted by Fold as unopened).
 func (l *SecAggLeader) Prepare(sealed []byte, helper secagg.Entry) Decided {
 	pt, err := l.key.OpenLeaderShare(l.round, sealed, l.r.LeaderShareSize())
 	if err != nil {
-		return Decided{m: secagg.Entry{Nonce: helper.Nonce, Reason: secagg.RejectMalformed}, unopened: true}
+		return Decided{m: secagg.Entry{Nonce: helper.Nonce, Reason: secagg.RejectWrongLength}, unopened: true}
 	}
 	own := l.eng.PrepInit(pt)
 	m, out := l.eng.Decide(own, helper)
@@ -235,19 +236,14 @@ func (l *SecAggLeader) Unshard(src noise.Source, helperMsg []byte) (*secagg.Resu
 	return l.r.Unshard(own, helperMsg)
 }
 
-// MarshalCharged encodes a charged leader's running aggregate, what a
-// restart needs to unshard the round (RestoreSecAggLeader). The caller
-// persists it durably before the relay can send its aggregate share.
-func (l *SecAggLeader) MarshalCharged() ([]byte, error) {
-	if l.state != secAggCharged {
-		return nil, fmt.Errorf("analysis: only a charged round is persisted: %w", secagg.ErrProtocol)
-	}
-	return l.agg.MarshalBinary()
-}
+// MarshalAggregate encodes the leader's running aggregate (the exact,
+// un-noised partial sum and its count), what a restart needs to unshard
+// a charged round (RestoreSecAggLeader). It never leaves the server.
+func (l *SecAggLeader) MarshalAggregate() ([]byte, error) { return l.agg.MarshalBinary() }
 
 // RestoreSecAggLeader returns the charged leader of round r from
-// MarshalCharged's bytes: the caller vouches that its release is in the
-// ledger.
+// MarshalAggregate's bytes: the caller vouches that the round's release
+// is in the ledger.
 func RestoreSecAggLeader(key *sealkey.PrivateKey, r *secagg.Round, eng secagg.Engine, charged []byte) (*SecAggLeader, error) {
 	l, err := NewSecAggLeader(key, r, eng)
 	if err != nil {
@@ -269,23 +265,37 @@ type SecAggBatch struct {
 
 // AnalyzeSecAgg prepares a whole secure-summation batch (the relay's
 // sealed leader shares and 'P' message) with l and charges it: the
-// counterpart of Analyze. Errors: a 'P' that does not combine
-// (secagg.ErrProtocol or secagg.ErrMalformed; nothing charged),
-// ErrBelowMinBatch (nothing charged), charge's error as is (nothing
-// released).
+// counterpart of Analyze. Between the two it calls persist with the 'M'
+// message and the running aggregate (MarshalAggregate), so that a restart
+// after the charge can resume the round (nil: nothing persisted).
+// Errors: a 'P' that does not combine (secagg.ErrProtocol or
+// secagg.ErrMalformed; nothing charged), ErrBelowMinBatch (nothing
+// charged), persist's or charge's error as is (nothing released).
 //
 // Guarantee: the 'M' message — with which the relay sends the noised
 // aggregate share that lets the aggregator unshard — is returned only
 // after charge returned nil for release(accepted).
 func AnalyzeSecAgg(l *SecAggLeader, b *wire.SecAggBatch, minBatch int, release func(int) privacy.Release,
-	charge func(privacy.Release) error, workers int) (SecAggBatch, error) {
+	persist func(msg, aggregate []byte) error, charge func(privacy.Release) error, workers int) (SecAggBatch, error) {
 	res := SecAggBatch{Batch: b}
 	msg, err := l.PrepareChunk(b.Leader, b.Prep, workers)
 	if err != nil {
 		l.state = secAggDone
 		return res, err
 	}
-	if err := l.Charge(minBatch, release, charge); err != nil {
+	err = l.Charge(minBatch, release, func(rel privacy.Release) error {
+		if persist != nil {
+			agg, err := l.MarshalAggregate()
+			if err != nil {
+				return err
+			}
+			if err := persist(msg, agg); err != nil {
+				return err
+			}
+		}
+		return charge(rel)
+	})
+	if err != nil {
 		return res, err
 	}
 	res.Msg = msg

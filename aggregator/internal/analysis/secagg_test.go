@@ -124,7 +124,7 @@ func TestSecAggNothingUnshardsBeforeCharge(t *testing.T) {
 	refused := errors.New("budget")
 	var charges []privacy.Release
 	l := saLeader(t, key, r)
-	res, err := AnalyzeSecAgg(l, b, 2, release, func(rel privacy.Release) error { charges = append(charges, rel); return refused }, 2)
+	res, err := AnalyzeSecAgg(l, b, 2, release, nil, func(rel privacy.Release) error { charges = append(charges, rel); return refused }, 2)
 	if !errors.Is(err, refused) || res.Msg != nil || len(charges) != 1 || charges[0].N != 4 {
 		t.Fatalf("refused charge: msg %d bytes, err %v, charges %+v", len(res.Msg), err, charges)
 	}
@@ -135,7 +135,7 @@ func TestSecAggNothingUnshardsBeforeCharge(t *testing.T) {
 
 	charges = nil
 	l = saLeader(t, key, r)
-	res, err = AnalyzeSecAgg(l, b, 5, release, func(rel privacy.Release) error { charges = append(charges, rel); return nil }, 2)
+	res, err = AnalyzeSecAgg(l, b, 5, release, nil, func(rel privacy.Release) error { charges = append(charges, rel); return nil }, 2)
 	if !errors.Is(err, ErrBelowMinBatch) || res.Msg != nil || len(charges) != 0 {
 		t.Fatalf("below min batch: msg %d bytes, err %v, %d charges", len(res.Msg), err, len(charges))
 	}
@@ -146,9 +146,6 @@ func TestSecAggNothingUnshardsBeforeCharge(t *testing.T) {
 	}
 	if _, err := l.Unshard(noise.NewSeeded(1), a); !errors.Is(err, secagg.ErrProtocol) {
 		t.Fatalf("unshard before the charge: %v", err)
-	}
-	if _, err := l.MarshalCharged(); err == nil {
-		t.Fatal("an uncharged leader persisted as charged")
 	}
 	if err := l.Charge(2, release, func(privacy.Release) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -208,7 +205,7 @@ func TestSecAggLeaderVerdicts(t *testing.T) {
 		}
 		ms = append(ms, got...)
 	}
-	want := []secagg.Reason{secagg.Accepted, secagg.RejectMalformed, secagg.Accepted, secagg.Accepted, secagg.Accepted, secagg.RejectDuplicateNonce}
+	want := []secagg.Reason{secagg.Accepted, secagg.RejectWrongLength, secagg.Accepted, secagg.Accepted, secagg.Accepted, secagg.RejectDuplicateNonce}
 	for i, m := range ms {
 		if m.Reason != want[i] {
 			t.Errorf("report %d: %v, want %v", i, m.Reason, want[i])
@@ -225,7 +222,7 @@ func TestSecAggLeaderVerdicts(t *testing.T) {
 	if err := l.Charge(2, release, func(privacy.Release) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	persisted, err := l.MarshalCharged()
+	persisted, err := l.MarshalAggregate()
 	if err != nil {
 		t.Fatal(err)
 	}
