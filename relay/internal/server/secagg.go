@@ -359,17 +359,8 @@ func (s *Server) secAggAttempt(ctx context.Context, path string, body io.Reader,
 	if err != nil {
 		return outbox.Retry, nil, "reading reply failed"
 	}
-	var out outbox.Outcome
-	switch resp.StatusCode {
-	case http.StatusOK:
-		out = outbox.Accepted
-	case http.StatusAlreadyReported:
-		out = outbox.Duplicate
-	case http.StatusConflict:
-		out = outbox.Obsolete
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		out = outbox.Invalid
-	default:
+	out := outbox.Classify(resp.StatusCode)
+	if out == outbox.Retry {
 		return outbox.Retry, nil, fmt.Sprintf("HTTP %d", resp.StatusCode)
 	}
 	if int64(len(reply)) > limit {
