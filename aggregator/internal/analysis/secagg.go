@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -283,21 +284,95 @@ func AnalyzeSecAgg(l *SecAggLeader, b *wire.SecAggBatch, minBatch int, release f
 		l.state = secAggDone
 		return res, err
 	}
-	err = l.Charge(minBatch, release, func(rel privacy.Release) error {
-		if persist != nil {
-			agg, err := l.MarshalAggregate()
-			if err != nil {
-				return err
-			}
-			if err := persist(msg, agg); err != nil {
-				return err
-			}
+	if err := ChargeSecAgg(l, minBatch, release, func(agg []byte) error {
+		if persist == nil {
+			return nil
 		}
-		return charge(rel)
-	})
-	if err != nil {
+		return persist(msg, agg)
+	}, charge); err != nil {
 		return res, err
 	}
 	res.Msg = msg
 	return res, nil
+}
+
+// ChargeSecAgg ends a round's collection (Charge) and, between the
+// minimum-batch check and the charge, calls persist with the running
+// aggregate (MarshalAggregate) so that a restart after the charge can
+// resume the round. Errors: ErrBelowMinBatch (nothing charged), persist's
+// or charge's error as is (nothing released).
+func ChargeSecAgg(l *SecAggLeader, minBatch int, release func(int) privacy.Release,
+	persist func(aggregate []byte) error, charge func(privacy.Release) error) error {
+	return l.Charge(minBatch, release, func(rel privacy.Release) error {
+		agg, err := l.MarshalAggregate()
+		if err != nil {
+			return err
+		}
+		if err := persist(agg); err != nil {
+			return err
+		}
+		return charge(rel)
+	})
+}
+
+// leaderState is MarshalState's content.
+type leaderState struct {
+	Aggregate []byte        `json:"aggregate"` // secagg.Aggregate.MarshalBinary
+	Reports   int           `json:"reports"`
+	Unopened  int           `json:"unopened"`
+	Rejected  map[uint8]int `json:"rejected"`
+	Nonces    []byte        `json:"nonces"` // 16 bytes each
+}
+
+// MarshalState encodes a collecting leader (running aggregate, counts and
+// the nonces seen) for the aggregator's state directory, so that a
+// restart in the middle of a streamed round resumes it
+// (RestoreCollecting). It never leaves the server.
+func (l *SecAggLeader) MarshalState() ([]byte, error) {
+	if l.state != secAggCollecting {
+		return nil, fmt.Errorf("analysis: only a collecting leader is persisted with its state: %w", secagg.ErrProtocol)
+	}
+	agg, err := l.agg.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	st := leaderState{Aggregate: agg, Reports: l.reports, Unopened: l.unopened, Rejected: make(map[uint8]int, len(l.rejected)),
+		Nonces: make([]byte, 0, 16*len(l.nonces))}
+	for k, v := range l.rejected {
+		st.Rejected[uint8(k)] = v
+	}
+	for n := range l.nonces {
+		st.Nonces = append(st.Nonces, n[:]...)
+	}
+	return json.Marshal(st)
+}
+
+// RestoreCollecting returns the collecting leader of round r from
+// MarshalState's bytes.
+func RestoreCollecting(key *sealkey.PrivateKey, r *secagg.Round, eng secagg.Engine, state []byte) (*SecAggLeader, error) {
+	l, err := NewSecAggLeader(key, r, eng)
+	if err != nil {
+		return nil, err
+	}
+	var st leaderState
+	if err := json.Unmarshal(state, &st); err != nil {
+		return nil, fmt.Errorf("analysis: leader state: %w", err)
+	}
+	if len(st.Nonces)%16 != 0 || st.Reports < 0 || st.Unopened < 0 || st.Unopened > st.Reports {
+		return nil, errors.New("analysis: leader state: inconsistent counts")
+	}
+	if l.agg, err = r.ParseAggregate(st.Aggregate); err != nil {
+		return nil, err
+	}
+	l.reports, l.unopened = st.Reports, st.Unopened
+	for k, v := range st.Rejected {
+		l.rejected[secagg.Reason(k)] = v
+	}
+	for i := 0; i < len(st.Nonces); i += 16 {
+		l.nonces[[16]byte(st.Nonces[i:i+16])] = struct{}{}
+	}
+	if l.agg.Count() > l.reports {
+		return nil, errors.New("analysis: leader state: more accepted than reports")
+	}
+	return l, nil
 }

@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -28,12 +27,10 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
-	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -52,6 +49,7 @@ type secaggState struct {
 	relayPub [32]byte // the relay's helper key, once fetched
 	haveKey  bool
 
+	collect *secaggCollect // the open round's chunks (secagg_stream.go)
 	pending *secaggPending // the charged round awaiting its aggregate
 	last    *secaggLast    // the last finished round's frames (identical re-sends)
 	// noise is the aggregator's noise source for tests (set under
@@ -185,100 +183,19 @@ func (s *Server) SecAggBatchIntake(frame []byte) (api.SecAggAnswer, error) {
 	o := *s.st.Open
 	rec := checkpoint.RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
 		Reports: int(b.Reports), CheckedIn: int(b.CheckedIn), Population: int(b.Population)}
-	if b.Population > 0 {
-		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
-	}
-	closeInvalid := func(detail string) (api.SecAggAnswer, error) {
-		st := wire.BatchStatusInvalid
-		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
-		rec.Seconds = time.Since(start).Seconds()
-		s.log.Warn("secagg round closed, nothing charged", "round", r, "reason", detail)
-		s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
-		s.notify()
-		return ans(api.IntakeInvalid, prepFrame(round, st), detail)
-	}
-	workers := s.cfg.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+	fc := &secaggFinish{r: r, rc: rc, sr: sr, leader: leader, dig: dig, rec: rec, start: start,
+		fail: func(st uint8) []byte { return prepFrame(round, st) }}
 	// Each leader share is opened, prepared with its 'P' entry, decided
 	// and folded into the running aggregate, then dropped (analysis.
-	// SecAggLeader); the record counts come from the leader.
-	counts := func() {
-		accepted := leader.Accepted()
-		rec.N, rec.Accepted, rec.RejectedOpen = accepted, accepted, leader.Unopened()
-		rec.RejectedValue = leader.Reports() - accepted
-		if rej := leader.Rejected(); len(rej) > 0 {
-			rec.Rejections = make(map[string]int)
-			for reason, n := range rej {
-				rec.Rejections[reason.String()] = n
-			}
-		}
-	}
-	var okFrame []byte
-	persist := func(msg, aggregate []byte) error {
-		counts()
-		f, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
-		if err != nil {
-			return fmt.Errorf("%w: encoding the leader's prepare messages: %w", errPersist, err)
-		}
-		okFrame = f
-		// The round is resumable from here: written before the charge, read
-		// at a restart only if the ledger holds the charge (restorePending).
-		if err := s.savePending(&pendingFile{Round: r, Digest: dig, Reply: f, Rec: rec, Aggregate: aggregate}); err != nil {
-			return fmt.Errorf("%w: %w", errPersist, err)
-		}
-		// Record which batch is being charged before charging it (as
-		// BatchIntake).
-		if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig, SecAgg: true} }); err != nil {
-			return fmt.Errorf("%w: recording the secagg batch before its charge: %w", errPersist, err)
-		}
-		return nil
-	}
-	// Charge before 'M' leaves: with 'M' the relay sends its aggregate
-	// share, and with it the aggregator can unshard (docs/secagg.md step 5).
-	release := func(n int) privacy.Release { return rc.proto.Spec.Release(r, n, 0) }
-	_, err = analysis.AnalyzeSecAgg(leader, b, int(params.MinBatch), release, persist, s.ledger.Charge, workers)
-	counts()
+	// SecAggLeader).
+	msg, err := leader.PrepareChunk(b.Leader, b.Prep, s.workers())
 	if err != nil {
-		s.removePending()
-		switch {
-		case errors.Is(err, analysis.ErrBelowMinBatch):
-			return closeInvalid(fmt.Sprintf("%d reports accepted, fewer than the minimum batch %d", leader.Accepted(), params.MinBatch))
-		case errors.Is(err, secagg.ErrProtocol), errors.Is(err, secagg.ErrMalformed):
-			return closeInvalid("the relay's prepare shares do not combine: " + err.Error())
-		case errors.Is(err, errPersist):
-			s.commit(func(c *checkpoint.State) { c.Charging = nil })
-			return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
-		case errors.Is(err, ledger.ErrBudgetExhausted):
-			st := wire.BatchStatusRefused
-			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
-			s.log.Warn("secagg batch refused: privacy budget", "round", r, "err", err)
-			s.commit(func(c *checkpoint.State) {
-				c.History = append(c.History, rec)
-				c.Round, c.Open, c.Charging = r, nil, nil
-			})
-			s.stop("privacy budget: " + err.Error())
-			return ans(api.IntakeAccepted, prepFrame(round, st), err.Error())
-		case errors.Is(err, ledger.ErrInvalidRelease):
-			s.commit(func(c *checkpoint.State) { c.Charging = nil })
-			return closeInvalid("invalid release: " + err.Error())
-		default:
-			s.log.Error("ledger charge failed; 'M' not sent", "round", r, "err", err)
-			return api.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
-		}
+		return fc.closeInvalid(s, "the relay's prepare shares do not combine: "+err.Error())
 	}
-	accepted, rejected, openFailed := rec.Accepted, rec.RejectedValue, rec.RejectedOpen
-	s.fillEpsilon(&rec)
-	st := wire.BatchStatusOK
-	rec.Reply = &st
-	rec.Seconds = time.Since(start).Seconds()
-	s.sa.pending = &secaggPending{round: r, sr: sr, leader: leader, digest: dig, reply: okFrame, rec: rec,
-		until: time.Now().Add(s.cfg.BatchGrace)}
-	s.log.Info("secagg batch prepared and charged; waiting for the relay's aggregate share", "round", r,
-		"reports", b.Reports, "accepted", accepted, "rejected", rejected, "rejected_open", openFailed, "seconds", rec.Seconds)
-	s.publishStatus()
-	return ans(api.IntakeAccepted, okFrame, "")
+	fc.ok = func(int) ([]byte, error) {
+		return (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+	}
+	return s.secaggCharge(fc)
 }
 
 // SecAggAggregateIntake is POST /v1/secagg/aggregate after authentication

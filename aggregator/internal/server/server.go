@@ -206,6 +206,7 @@ func New(cfg Config) (*Server, error) {
 		l.Close()
 		return nil, err
 	}
+	s.restoreCollect() // secagg_stream.go: the open round's chunks
 	s.log.Info("aggregator ready", "fingerprint", s.fp, "last_round", s.st.Round, "rounds_ok", s.roundsOK(),
 		"ledger_rounds", len(l.Releases()), "protocol", c.Params.Protocol, "d", c.Params.D, "k", c.Params.K,
 		"l", c.Params.L, "n_p", c.Params.NP, "eps_l", c.Params.EpsL, "sigma", c.Params.Sigma, "bits", c.Params.Bits)
