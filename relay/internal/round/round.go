@@ -93,6 +93,10 @@ type Verdict struct {
 	Complete bool
 	// Closed is set when this frame reached the quota and closed the round.
 	Closed *Closed
+	// Shares is the accepted secure-summation report when the machine
+	// streams them (SetStreamShares): the transport forwards it as it
+	// arrives and the machine keeps nothing of it.
+	Shares *SharesReport
 }
 
 // Participant is one connection's state in the rounds. The transport
@@ -194,6 +198,7 @@ type Machine struct {
 	lastRound uint64 // highest round number seen (opened or persisted)
 	limit     int    // read limit for every participant's next frame
 	halted    bool
+	stream    bool // SetStreamShares
 
 	seen, prevSeen map[[wire.EncSize]byte]struct{} // encapsulated keys admitted
 }
@@ -202,6 +207,15 @@ type Machine struct {
 // lastRound (the highest round the relay's outbox knows).
 func New(lastRound uint64) *Machine {
 	return &Machine{parts: make(map[*Participant]struct{}), lastRound: lastRound, limit: wire.CheckInSize}
+}
+
+// SetStreamShares makes the machine hand every accepted secure-summation
+// report to its transport in the Verdict instead of keeping it until the
+// close (Closed.Shares is then empty; Closed.Reports still counts them).
+func (m *Machine) SetStreamShares(on bool) {
+	m.mu.Lock()
+	m.stream = on
+	m.mu.Unlock()
 }
 
 // Join adds a participant (a new connection). It is not invited to a
@@ -540,10 +554,15 @@ func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
 		return m.rejectLocked(p, Verdict{Reason: ReasonReplay, Status: wire.AckDuplicate, Round: num, End: EndPolicy})
 	}
 	m.seen[lead], m.seen[help] = struct{}{}, struct{}{}
-	r.shares = append(r.shares, SharesReport{Leader: sh.Leader, Helper: sh.Helper})
+	rep := SharesReport{Leader: sh.Leader, Helper: sh.Helper}
 	p.done = true
 	r.reports++
 	v = Verdict{Accepted: Shares, Round: num, Received: 1, Complete: true}
+	if m.stream {
+		v.Shares = &rep
+	} else {
+		r.shares = append(r.shares, rep)
+	}
 	if q := r.Params.Quota; q > 0 && r.reports >= q {
 		v.Closed = m.closeLocked(r, "quota")
 	}
