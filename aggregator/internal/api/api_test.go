@@ -42,7 +42,9 @@ func (f *fake) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 	f.frames++
 	return IntakeAnswer{Round: 2, Outcome: IntakeInvalid}
 }
-func (f *fake) BodyLimits() Limits { return Limits{Batch: 64, SecAggBatch: 64, SecAggChunk: 64, SecAggAggregate: 64} }
+func (f *fake) BodyLimits() Limits {
+	return Limits{Batch: 64, SecAggBatch: 64, SecAggChunk: 64, SecAggAggregate: 64}
+}
 func (f *fake) Status() Status {
 	return Status{Round: 7, RejectedBatches: map[string]int{"malformed": 1}}
 }

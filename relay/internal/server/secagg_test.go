@@ -755,4 +755,3 @@ func TestSecAggRetries(t *testing.T) {
 		}
 	})
 }
-
