@@ -755,3 +755,88 @@ func TestSecAggRetries(t *testing.T) {
 		}
 	})
 }
+
+// TestSecAggRestartAfterCloseResumes: once the close is persisted, a relay
+// restart does not abort the round: the next start re-sends the identical
+// close, releases the noised aggregate share for the charged round and
+// delivers it, and nothing is owed afterwards.
+func TestSecAggRestartAfterCloseResumes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{}), holdPath: secAggClosePath}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait() // the close is posted; the aggregator holds it
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 1, Kind: outbox.SecAggClose}) {
+			t.Fatalf("outbox while the close is at the aggregator: %v", l)
+		}
+		h.stop()
+		close(agg.hold)
+		h.start()
+		synctest.Wait()
+		agg.mu.Lock()
+		nc, na, aborts, res, errs := len(agg.closes), len(agg.aggs), agg.aborts, agg.result, agg.errs
+		closes := agg.attempts[secAggClosePath]
+		agg.mu.Unlock()
+		if len(errs) != 0 || nc < 1 || na != 1 || len(aborts) != 0 || res == nil || res.Count != 3 {
+			t.Fatalf("after the restart: %d closes, %d aggregates, aborts %+v, result %v, errors %v", nc, na, aborts, res, errs)
+		}
+		for i := range closes {
+			if !bytes.Equal(closes[i], closes[0]) {
+				t.Fatalf("close %d re-sent different bytes", i)
+			}
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after the resumed round: %v", l)
+		}
+		if s := h.srv.Metrics(); s.SecAgg.Rounds[SecAggForwarded] != 1 {
+			t.Fatalf("metrics %+v", s.SecAgg)
+		}
+	})
+}
+
+// TestSecAggDeviatingAggregatorGetsNoShare: an aggregator that answers the
+// close with another accepted count than the helper's — here fewer than
+// the announced minimum batch — gets no aggregate share: the relay does
+// not noise the round (issue 18: the minimum batch is checked on the
+// accepted count after the verdicts, not only before preparation).
+func TestSecAggDeviatingAggregatorGetsNoShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams() // MinBatch 2
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, lie: 1}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		agg.mu.Lock()
+		nc, na := len(agg.closes), len(agg.attempts[secAggAggregatePath])
+		agg.mu.Unlock()
+		if nc != 1 || na != 0 {
+			t.Fatalf("%d closes, %d aggregate shares sent to an aggregator that charged 1 of 3 reports", nc, na)
+		}
+		s := h.srv.Metrics()
+		if s.SecAgg.Rounds[SecAggFailed] != 1 || s.LastRound.Outcome != SecAggFailed || s.SecAgg.Aggregated != 0 {
+			t.Fatalf("metrics %+v, last %+v", s.SecAgg, s.LastRound)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox: %v", l)
+		}
+	})
+}
