@@ -268,16 +268,18 @@ func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 		c = &secaggCollect{round: r, sr: sr, leader: l, next: 1, start: time.Now()}
 		s.sa.collect = c
 	}
+	// A chunk the relay should never send closes the round, nothing
+	// charged: the relay ends it too on the invalid answer.
+	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
+		rec: s.openRecord(r, dig, c.leader.Reports(), 0, 0), fail: func(st uint8) []byte { return prepFrame(round, st) }}
 	if ch.Seq != c.next {
-		return ans(api.IntakeInvalid, nil, fmt.Sprintf("chunk %d, expected %d", ch.Seq, c.next))
+		return fc.closeInvalid(s, fmt.Sprintf("chunk %d, expected %d", ch.Seq, c.next))
 	}
 	if c.leader.Reports()+len(ch.Leader) > int(rc.params.Quota) {
-		return ans(api.IntakeInvalid, nil, fmt.Sprintf("more than the quota of %d reports", rc.params.Quota))
+		return fc.closeInvalid(s, fmt.Sprintf("more than the quota of %d reports", rc.params.Quota))
 	}
 	msg, err := c.leader.PrepareChunk(ch.Leader, ch.Prep, s.workers())
 	if err != nil {
-		fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
-			rec: s.openRecord(r, dig, c.leader.Reports(), 0, 0), fail: func(st uint8) []byte { return prepFrame(round, st) }}
 		return fc.closeInvalid(s, "the relay's prepare shares do not combine: "+err.Error())
 	}
 	reply, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
@@ -291,8 +293,6 @@ func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 	if err := s.saveCollect(c); err != nil {
 		// The state in memory is ahead of the disk: the round cannot be
 		// resumed after a restart, so it is closed now, nothing charged.
-		fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
-			rec: s.openRecord(r, dig, c.leader.Reports(), 0, 0), fail: func(st uint8) []byte { return prepFrame(round, st) }}
 		s.log.Error("cannot persist the secagg round's state", "round", r, "err", err)
 		return fc.closeInvalid(s, "the aggregator could not persist the round")
 	}
