@@ -91,9 +91,11 @@ func (l *SecAggLeader) Prepare(sealed []byte, helper secagg.Entry) Decided {
 	return Decided{m: m, out: out}
 }
 
-// Fold records one decided report in the relay's order: a nonce seen
-// earlier in the round rejects it (the first is kept), an accepted one is
-// folded into the running aggregate and its output share dropped. It
+// Fold records one decided report in the relay's order: an accepted
+// report whose nonce an earlier accepted report of the round holds is
+// rejected (the first complete report is kept; a rejected one claims no
+// nonce), an accepted one is folded into the running aggregate and its
+// output share dropped. It
 // returns the report's 'M' entry for the helper.
 func (l *SecAggLeader) Fold(d Decided) (secagg.Entry, error) {
 	if l.state != secAggCollecting {
@@ -109,10 +111,12 @@ func (l *SecAggLeader) Fold(d Decided) (secagg.Entry, error) {
 			m = secagg.Entry{Nonce: m.Nonce, Reason: secagg.RejectDuplicateNonce}
 		} else if err := l.agg.Fold(d.out); err != nil {
 			return secagg.Entry{}, err
+		} else {
+			// Only an accepted report claims its nonce: a copy of one
+			// share that fails preparation never displaces the genuine
+			// report that follows it (issue 18).
+			l.nonces[m.Nonce] = struct{}{}
 		}
-	}
-	if m.Reason != secagg.RejectWrongLength && m.Reason != secagg.RejectMalformed && m.Reason != secagg.RejectWrongRound {
-		l.nonces[m.Nonce] = struct{}{}
 	}
 	if m.Reason != secagg.Accepted {
 		l.rejected[m.Reason]++

@@ -80,20 +80,14 @@ func (h *Helper) Prepare(sealed []byte) (p Prepared, ok bool) {
 }
 
 // Add appends a prepared report in the order its leader share goes to the
-// aggregator and returns its 'P' entry. A nonce already added this round
-// rejects the report (duplicate nonce; the first is kept).
+// aggregator and returns its 'P' entry. Duplicate nonces are decided on
+// accepted reports only (Verdicts): a report that merely copies a share
+// of another, and fails preparation, must not displace it (issue 18).
 func (h *Helper) Add(p Prepared) (secagg.Entry, error) {
 	if h.released {
 		return secagg.Entry{}, fmt.Errorf("helper: report added after the release: %w", secagg.ErrProtocol)
 	}
 	pr := p.p
-	if pr.Reason == secagg.Accepted {
-		if _, dup := h.nonces[pr.Nonce]; dup {
-			pr = secagg.Prep{Entry: secagg.Entry{Nonce: pr.Nonce, Reason: secagg.RejectDuplicateNonce}}
-		} else {
-			h.nonces[pr.Nonce] = struct{}{}
-		}
-	}
 	h.added++
 	h.awaiting = append(h.awaiting, pr)
 	e := pr.Entry
@@ -106,17 +100,27 @@ func (h *Helper) Add(p Prepared) (secagg.Entry, error) {
 // awaiting them, in order: an accepted one is finished (PrepNext), folded
 // into the running aggregate and dropped. An entry that contradicts the
 // helper (more entries than reports, another nonce, accepting a report
-// the helper rejected, a prep message that does not match) is a protocol
-// violation: nothing of the message is applied.
+// the helper rejected or a nonce already accepted this round, a prep
+// message that does not match) is a protocol violation: nothing of the
+// message is applied.
 func (h *Helper) Verdicts(m []secagg.Entry) error {
 	if len(m) > len(h.awaiting) {
 		return fmt.Errorf("helper: %d verdicts for %d reports: %w", len(m), len(h.awaiting), secagg.ErrProtocol)
 	}
 	outs := make([]secagg.OutShare, len(m))
+	fresh := make(map[[16]byte]struct{}, len(m))
 	for i, e := range m {
 		out, err := h.eng.Next(h.awaiting[i], e)
 		if err != nil {
 			return fmt.Errorf("helper: verdict %d: %w", i, err)
+		}
+		if out != nil {
+			_, old := h.nonces[e.Nonce]
+			_, now := fresh[e.Nonce]
+			if old || now {
+				return fmt.Errorf("helper: the leader accepted nonce %x twice: %w", e.Nonce, secagg.ErrProtocol)
+			}
+			fresh[e.Nonce] = struct{}{}
 		}
 		outs[i] = out
 	}
@@ -125,6 +129,7 @@ func (h *Helper) Verdicts(m []secagg.Entry) error {
 			if err := h.agg.Fold(outs[i]); err != nil {
 				return err
 			}
+			h.nonces[e.Nonce] = struct{}{}
 		} else {
 			h.rejected[e.Reason]++
 		}

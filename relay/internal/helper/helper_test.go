@@ -25,6 +25,8 @@ type fixture struct {
 	r      *secagg.Round
 	le, he *secagg.SumVecEngine
 	lead   *secagg.Aggregate
+	seen   map[[16]byte]bool // nonces the leader accepted
+	dedupe bool              // the leader rejects a nonce accepted before
 	leads  [][]byte
 	helps  [][]byte
 }
@@ -39,7 +41,7 @@ func newFixture(t *testing.T, n int) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{r: r}
+	f := &fixture{r: r, seen: map[[16]byte]bool{}, dedupe: true}
 	f.le, _ = secagg.NewEngine(r, true, vk)
 	f.he, _ = secagg.NewEngine(r, false, vk)
 	f.lead = f.le.NewAggregate()
@@ -69,7 +71,11 @@ func (f *fixture) leader(t *testing.T, lo int, ps []secagg.Entry) []secagg.Entry
 	var ms []secagg.Entry
 	for i, e := range pe {
 		m, out := f.le.Decide(f.le.PrepInit(f.leads[lo+i]), e)
+		if out != nil && f.dedupe && f.seen[m.Nonce] {
+			m, out = secagg.Entry{Nonce: m.Nonce, Reason: secagg.RejectDuplicateNonce}, nil
+		}
 		if out != nil {
+			f.seen[m.Nonce] = true
 			if err := f.lead.Fold(out); err != nil {
 				t.Fatal(err)
 			}
@@ -207,6 +213,21 @@ func TestVerdictsContradictionAppliesNothing(t *testing.T) {
 	}
 	if h.Accepted() != 0 || h.Awaiting() != 2 {
 		t.Fatalf("a refused message applied: accepted %d awaiting %d", h.Accepted(), h.Awaiting())
+	}
+	// A leader that accepts the same report twice (a replay it should
+	// have rejected as a duplicate nonce).
+	g := newFixture(t, 1)
+	g.dedupe = false
+	g.leads, g.helps = append(g.leads, g.leads[0]), append(g.helps, g.helps[0])
+	hg, _ := New(g.r, g.he, identity, 1)
+	var gs []secagg.Entry
+	for _, sh := range g.helps {
+		p, _ := hg.Prepare(sh)
+		e, _ := hg.Add(p)
+		gs = append(gs, e)
+	}
+	if err := hg.Verdicts(g.leader(t, 0, gs)); !errors.Is(err, secagg.ErrProtocol) || hg.Accepted() != 0 {
+		t.Fatalf("a nonce accepted twice: %v, %d folded", err, hg.Accepted())
 	}
 	if _, ok := h.Prepare(f.helps[0][:5]); ok {
 		t.Fatal("a share that does not open was prepared")

@@ -24,14 +24,18 @@
 // Secure summation (docs/secagg.md, protocol secagg): a report is the
 // CheckIn followed by exactly one Shares frame of the round's exact size
 // (the sealed leader and helper shares, sizes from roundspec); one report
-// per connection and round. The replay rule covers both sealed shares: a
-// Shares frame whose leader or helper share starts with an encapsulated
-// key already admitted this round or the last is rejected as a replay.
+// per connection and round. The replay rule covers the pair of sealed
+// shares: a Shares frame whose leader and helper shares start with the
+// encapsulated keys of a frame admitted this round or the last is
+// rejected as a replay (a frame reusing only one share is left to the
+// servers' preparation, where it fails without displacing the genuine
+// report).
 // A Report frame in a secure-summation round, or a Shares frame in a
 // shuffle round, is a frame of another protocol (ReasonUnexpected).
 package round
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -547,13 +551,17 @@ func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
 	if p.done {
 		return Verdict{Reason: ReasonDuplicate, Status: wire.AckDuplicate, Round: num, Received: 1, End: EndPolicy}
 	}
-	var lead, help [wire.EncSize]byte
-	copy(lead[:], sh.Leader)
-	copy(help[:], sh.Helper)
-	if lead == help || m.seenLocked(lead) || m.seenLocked(help) {
+	// A replay is the same pair of sealed shares again (its first 32
+	// bytes each). A frame that reuses only one of another report's
+	// shares is admitted: it cannot be a complete report (its shares do
+	// not prepare together, and only accepted reports claim their nonce
+	// at the servers), so it never displaces the genuine upload, which
+	// a per-share rule would refuse if the copy arrived first.
+	pair := sharesPair(sh.Leader, sh.Helper)
+	if [wire.EncSize]byte(sh.Leader[:wire.EncSize]) == [wire.EncSize]byte(sh.Helper[:wire.EncSize]) || m.seenLocked(pair) {
 		return m.rejectLocked(p, Verdict{Reason: ReasonReplay, Status: wire.AckDuplicate, Round: num, End: EndPolicy})
 	}
-	m.seen[lead], m.seen[help] = struct{}{}, struct{}{}
+	m.seen[pair] = struct{}{}
 	rep := SharesReport{Leader: sh.Leader, Helper: sh.Helper}
 	p.done = true
 	r.reports++
@@ -567,6 +575,12 @@ func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
 		v.Closed = m.closeLocked(r, "quota")
 	}
 	return v
+}
+
+// sharesPair is the replay key of a Shares frame: SHA-256 of both sealed
+// shares' encapsulated keys.
+func sharesPair(lead, help []byte) [wire.EncSize]byte {
+	return sha256.Sum256(append(append(make([]byte, 0, 2*wire.EncSize), lead[:wire.EncSize]...), help[:wire.EncSize]...))
 }
 
 // seenLocked reports whether enc was admitted this round or the last.

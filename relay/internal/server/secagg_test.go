@@ -69,6 +69,7 @@ type leaderAgg struct {
 	sr       *secagg.Round
 	agg      *secagg.Aggregate
 	reports  int
+	nonces   map[[16]byte]bool     // accepted this round
 	rejected map[int]secagg.Reason // by index in the round
 	result   *secagg.Result
 	errs     []error
@@ -144,7 +145,7 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				a.fail(err)
 				return
 			}
-			a.agg, a.reports, a.rejected = a.eng.NewAggregate(), 0, make(map[int]secagg.Reason)
+			a.agg, a.reports, a.rejected, a.nonces = a.eng.NewAggregate(), 0, make(map[int]secagg.Reason), map[[16]byte]bool{}
 		}
 		ps, err := a.sr.ParsePrep(c.Prep)
 		if err != nil || len(ps) != len(c.Leader) {
@@ -159,8 +160,12 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				pt = sealed // rejected by PrepInit: not a share's length
 			}
 			m, out := a.eng.Decide(a.eng.PrepInit(pt), ps[i])
+			if out != nil && a.nonces[m.Nonce] {
+				m, out = secagg.Entry{Nonce: m.Nonce, Reason: secagg.RejectDuplicateNonce}, nil
+			}
 			if out != nil {
 				a.agg.Fold(out)
+				a.nonces[m.Nonce] = true
 			} else {
 				a.rejected[a.reports] = m.Reason
 			}
@@ -839,4 +844,60 @@ func TestSecAggDeviatingAggregatorGetsNoShare(t *testing.T) {
 			t.Fatalf("outbox: %v", l)
 		}
 	})
+}
+
+// TestSecAggCopiedShareKeepsGenuine (issue 18): a volunteer's leader share
+// copied into a frame of the attacker's own, which completes first, does
+// not displace the genuine report: both are admitted, the copy fails
+// preparation, and the genuine report is in the sum.
+func TestSecAggCopiedShareKeepsGenuine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		genuine := h.volunteerShares(spec, 1, 1, pub, x, 1)
+		own := h.volunteerShares(spec, 1, 1, pub, x, 2)
+		// The copy: the genuine leader share, the attacker's helper share.
+		ls, err := wire.ParseShares(genuine, len(genuine)-18-h.helperLen(spec), h.helperLen(spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ows, err := wire.ParseShares(own, len(own)-18-h.helperLen(spec), h.helperLen(spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyFrame, err := (&wire.Shares{Round: 1, Leader: ls.Leader, Helper: ows.Helper}).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[0].sendShares(copyFrame) // completes first
+		clients[1].sendShares(genuine)   // admitted: not a replay of the pair
+		clients[2].sendShares(h.volunteerShares(spec, 1, 1, pub, x, 3))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		agg.mu.Lock()
+		res, rej := agg.result, agg.rejected
+		agg.mu.Unlock()
+		if res == nil || res.Count != 2 || len(rej) != 1 || rej[0] == secagg.Accepted {
+			t.Fatalf("result %+v, rejections %v: want the genuine and the third report, the copy rejected", res, rej)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
+
+// helperLen is the sealed helper share size of spec.
+func (h *harness) helperLen(spec *roundspec.Spec) int {
+	_, help, err := spec.SharesSizes()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return help
 }
