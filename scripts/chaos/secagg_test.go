@@ -102,7 +102,7 @@ func TestSecAggChaos(t *testing.T) {
 		before, _ := invariant.OKRounds(context.Background(), cl)
 		// Wait for the step (at most two rounds), then kill at once.
 		found := false
-		for end := time.Now().Add(2*recoverWithin); time.Now().Before(end) && !found; time.Sleep(10 * time.Millisecond) {
+		for end := time.Now().Add(2 * recoverWithin); time.Now().Before(end) && !found; time.Sleep(10 * time.Millisecond) {
 			m, _ := filepath.Glob(filepath.Join(where, k.trigger))
 			found = len(m) > 0
 		}
