@@ -66,10 +66,12 @@ func TestSecAggLoad(t *testing.T) {
 // and returns both servers' VmHWM and the ok rounds' close-to-model times.
 func loadRun(t *testing.T, b localrun.Binaries, n int) (relayHWM, aggHWM int64, closes []time.Duration) {
 	t.Helper()
+	// The quota is above n, so every round closes at its deadline and
+	// close-to-model is finished_at - deadline.
 	ns := strconv.Itoa(n)
 	cl, err := localrun.Start(context.Background(), b, localrun.Options{Dir: t.TempDir(), AggregatorArgs: []string{
-		"-protocol", "secagg", "-expected-n", ns, "-quota", ns, "-min-batch", "20", "-rounds", "3", "-epsilon", "50",
-		"-check-in", "1", "-round-timeout", strconv.Itoa(60+n/10) + "s"}})
+		"-protocol", "secagg", "-expected-n", ns, "-quota", strconv.Itoa(2*n), "-min-batch", "20", "-rounds", "4", "-epsilon", "50",
+		"-check-in", "1", "-round-timeout", strconv.Itoa(30+n/10) + "s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
