@@ -97,12 +97,14 @@ func loadRun(t *testing.T, b localrun.Binaries, n int) (relayHWM, aggHWM int64, 
 	deadline := time.Now().Add(time.Duration(8+n/20) * time.Minute)
 	for time.Now().Before(deadline) {
 		time.Sleep(2 * time.Second)
-		var recs []rec
+		var recs struct {
+			Rounds []rec `json:"rounds"`
+		}
 		if err := cl.GetJSON(ctx, "/api/rounds", &recs); err != nil {
 			continue
 		}
 		closes = closes[:0]
-		for _, r := range recs {
+		for _, r := range recs.Rounds {
 			// Rounds where every volunteer took part (the first may start
 			// while they connect).
 			if r.Status == "ok" && r.N >= n*9/10 {
