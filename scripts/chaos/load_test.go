@@ -70,7 +70,7 @@ func loadRun(t *testing.T, b localrun.Binaries, n int) (relayHWM, aggHWM int64, 
 	// close-to-model is finished_at - deadline.
 	ns := strconv.Itoa(n)
 	cl, err := localrun.Start(context.Background(), b, localrun.Options{Dir: t.TempDir(), AggregatorArgs: []string{
-		"-protocol", "secagg", "-expected-n", ns, "-quota", strconv.Itoa(2*n), "-min-batch", "20", "-rounds", "4", "-epsilon", "50",
+		"-protocol", "secagg", "-expected-n", ns, "-quota", strconv.Itoa(2 * n), "-min-batch", "20", "-rounds", "4", "-epsilon", "50",
 		"-check-in", "1", "-round-timeout", strconv.Itoa(30+n/10) + "s"}})
 	if err != nil {
 		t.Fatal(err)
