@@ -70,7 +70,7 @@ func TestSecAggChaos(t *testing.T) {
 	dir := t.TempDir()
 	n := strconv.Itoa(clients)
 	cl, err := localrun.Start(context.Background(), bins, localrun.Options{Dir: dir,
-		AggregatorArgs: []string{"-protocol", "secagg", "-expected-n", n, "-quota", n, "-min-batch", "10", "-epsilon", "1e9",
+		AggregatorArgs: []string{"-protocol", "secagg", "-sigma", "300", "-expected-n", n, "-quota", n, "-min-batch", "10", "-epsilon", "1e9",
 			"-check-in", "1", "-round-timeout", roundTimeout.String(), "-batch-grace", grace.String()},
 		Stdout: logs, Stderr: logs})
 	if err != nil {
