@@ -161,7 +161,16 @@ type Result struct {
 // (probability at most OffsetTailProbability() <= 2^-40 for honest
 // servers).
 func (l *Leader) Unshard(own *AggregateShare, helperMsg []byte) (*Result, error) {
-	r := l.p.r
+	if own != nil && own.count != l.p.count {
+		return nil, fmt.Errorf("secagg: unshard: leader aggregated %d reports, its share holds %d: %w", l.p.count, own.count, ErrProtocol)
+	}
+	return l.p.r.Unshard(own, helperMsg)
+}
+
+// Unshard is Leader.Unshard for an aggregate share the leader built one
+// report at a time (Engine, Aggregate.Share): own, noised, and the
+// helper's 'A' message over the same number of reports.
+func (r *Round) Unshard(own *AggregateShare, helperMsg []byte) (*Result, error) {
 	if own == nil || own.r != r {
 		return nil, errors.New("secagg: unshard: leader's aggregate share is not from this round")
 	}
@@ -169,7 +178,7 @@ func (l *Leader) Unshard(own *AggregateShare, helperMsg []byte) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	if h.count != own.count || own.count != l.p.count {
+	if h.count != own.count {
 		return nil, fmt.Errorf("secagg: unshard: leader aggregated %d reports, helper %d: %w", own.count, h.count, ErrProtocol)
 	}
 	if own.count == 0 {

@@ -15,6 +15,14 @@
 //	helper:    AggregateShare.MarshalBinary()      -> 'A' message
 //	leader:    Leader.Unshard(own share, 'A')      -> Result{Count, Sum, Mean}
 //
+// The servers run the same steps one report at a time through Engine
+// (engine.go; SumVecEngine implements it, another VDAF such as PINE can):
+// PrepInit on arrival, Decide (leader) and Next (helper) per report, each
+// accepted output share folded into a running Aggregate that persists
+// (MarshalBinary, Round.ParseAggregate) and hands out its share once;
+// Round.Unshard merges the two shares. The state machines around it are
+// aggregator/internal/analysis (SecAggLeader) and relay/internal/helper.
+//
 // Shard clips the update to L2 norm Clip, scales it and quantizes it by
 // conditional randomized rounding (Quantize), so that every honest
 // quantized vector has ||q||_2 <= Params.Sensitivity() exactly; it then

@@ -46,7 +46,9 @@ const (
 	TypeAbort        Type = 0x06 // relay -> aggregator
 	TypeAck          Type = 0x07 // relay -> client
 	// Secure summation: TypeShares, TypeSecAggBatch, TypeSecAggPrep and
-	// TypeSecAggAggregate (0x08 .. 0x0B) are in secagg.go.
+	// TypeSecAggAggregate (0x08 .. 0x0B) are in secagg.go; the streaming
+	// frames TypeSecAggChunk, TypeSecAggClose and TypeSecAggCharged
+	// (0x0C .. 0x0E) in secaggstream.go.
 )
 
 // String returns the frame type's name.
@@ -74,12 +76,18 @@ func (t Type) String() string {
 		return "secagg-prep"
 	case TypeSecAggAggregate:
 		return "secagg-aggregate"
+	case TypeSecAggChunk:
+		return "secagg-chunk"
+	case TypeSecAggClose:
+		return "secagg-close"
+	case TypeSecAggCharged:
+		return "secagg-charged"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
 // Valid reports whether t is a known frame type.
-func (t Type) Valid() bool { return t >= TypeAnnouncement && t <= TypeSecAggAggregate }
+func (t Type) Valid() bool { return t >= TypeAnnouncement && t <= TypeSecAggCharged }
 
 // Decoding errors. Every error of a decoder wraps ErrMalformed; the others
 // refine it.

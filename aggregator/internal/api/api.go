@@ -30,6 +30,10 @@ type Backend interface {
 	BatchIntake(frame []byte) (wire.BatchReply, Intake, error)
 	AbortIntake(frame []byte) IntakeAnswer
 	SecAggBatchIntake(frame []byte) (SecAggAnswer, error)
+	// SecAggChunkIntake and SecAggCloseIntake are the streaming
+	// secure-summation requests (docs/secagg.md, "Streaming").
+	SecAggChunkIntake(frame []byte) (SecAggAnswer, error)
+	SecAggCloseIntake(frame []byte) (SecAggAnswer, error)
 	SecAggAggregateIntake(frame []byte) IntakeAnswer
 	// BodyLimits bounds the request bodies for the current round
 	// configuration.
@@ -45,7 +49,7 @@ type Backend interface {
 
 // Limits bound the relay's request bodies.
 type Limits struct {
-	Batch, SecAggBatch, SecAggAggregate int64
+	Batch, SecAggBatch, SecAggChunk, SecAggAggregate int64
 }
 
 // MaxAbortBytes bounds an Abort request body.
@@ -154,6 +158,8 @@ type handlers struct {
 //	POST /v1/batch   relay, bearer token; body Batch frame, reply BatchReply frame
 //	POST /v1/abort   relay, bearer token; body Abort frame, reply IntakeAnswer JSON
 //	POST /v1/secagg/batch     relay, bearer token; body SecAggBatch frame, reply SecAggPrep frame
+//	POST /v1/secagg/chunk     relay, bearer token; body SecAggChunk frame, reply SecAggPrep frame
+//	POST /v1/secagg/close     relay, bearer token; body SecAggClose frame, reply SecAggCharged frame
 //	POST /v1/secagg/aggregate relay, bearer token; body SecAggAggregate frame, reply IntakeAnswer JSON
 //	                 (all: the outcome as status code and OutcomeHeader, see Intake)
 //	GET  /api/status current round, accuracy, loss, epsilon spent and target, fingerprint
@@ -167,6 +173,8 @@ func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
 	mux.HandleFunc("POST /v1/batch", h.serveBatch)
 	mux.HandleFunc("POST /v1/abort", h.serveAbort)
 	mux.HandleFunc("POST /v1/secagg/batch", h.serveSecAggBatch)
+	mux.HandleFunc("POST /v1/secagg/chunk", h.serveSecAggFrame(func() int64 { return h.b.BodyLimits().SecAggChunk }, h.b.SecAggChunkIntake))
+	mux.HandleFunc("POST /v1/secagg/close", h.serveSecAggFrame(func() int64 { return wire.SecAggCloseSize }, h.b.SecAggCloseIntake))
 	mux.HandleFunc("POST /v1/secagg/aggregate", h.serveSecAggAggregate)
 	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })
 	mux.HandleFunc("GET /api/rounds", func(w http.ResponseWriter, r *http.Request) {
@@ -254,24 +262,32 @@ func (h *handlers) serveAbort(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handlers) serveSecAggBatch(w http.ResponseWriter, r *http.Request) {
-	body, ok := h.readBody(w, r, h.b.BodyLimits().SecAggBatch)
-	if !ok {
-		return
+	h.serveSecAggFrame(func() int64 { return h.b.BodyLimits().SecAggBatch }, h.b.SecAggBatchIntake)(w, r)
+}
+
+// serveSecAggFrame serves a secure-summation request whose answer is a
+// frame (SecAggPrep, SecAggCharged), or the JSON IntakeAnswer without one.
+func (h *handlers) serveSecAggFrame(limit func() int64, intake func([]byte) (SecAggAnswer, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := h.readBody(w, r, limit())
+		if !ok {
+			return
+		}
+		ans, err := intake(body)
+		if err != nil {
+			h.log.Error("secagg request not processed", "path", r.URL.Path, "err", err)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set(OutcomeHeader, string(ans.Outcome))
+		if ans.Frame == nil {
+			writeIntake(w, ans.IntakeAnswer)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(ans.Outcome.HTTPStatus())
+		w.Write(ans.Frame)
 	}
-	ans, err := h.b.SecAggBatchIntake(body)
-	if err != nil {
-		h.log.Error("secagg batch not processed", "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set(OutcomeHeader, string(ans.Outcome))
-	if ans.Frame == nil {
-		writeIntake(w, ans.IntakeAnswer)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(ans.Outcome.HTTPStatus())
-	w.Write(ans.Frame)
 }
 
 func (h *handlers) serveSecAggAggregate(w http.ResponseWriter, r *http.Request) {

@@ -30,11 +30,21 @@ func (f *fake) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
 	f.frames++
 	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeObsolete}}, nil
 }
+func (f *fake) SecAggChunkIntake(frame []byte) (SecAggAnswer, error) {
+	f.frames++
+	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeAccepted}, Frame: []byte{1, 0x0A}}, nil
+}
+func (f *fake) SecAggCloseIntake(frame []byte) (SecAggAnswer, error) {
+	f.frames++
+	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeObsolete}}, nil
+}
 func (f *fake) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 	f.frames++
 	return IntakeAnswer{Round: 2, Outcome: IntakeInvalid}
 }
-func (f *fake) BodyLimits() Limits { return Limits{Batch: 64, SecAggBatch: 64, SecAggAggregate: 64} }
+func (f *fake) BodyLimits() Limits {
+	return Limits{Batch: 64, SecAggBatch: 64, SecAggChunk: 64, SecAggAggregate: 64}
+}
 func (f *fake) Status() Status {
 	return Status{Round: 7, RejectedBatches: map[string]int{"malformed": 1}}
 }

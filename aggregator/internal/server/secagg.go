@@ -10,24 +10,27 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
-	"github.com/blanket-fl/blanket/shared/parallel"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -46,6 +49,7 @@ type secaggState struct {
 	relayPub [32]byte // the relay's helper key, once fetched
 	haveKey  bool
 
+	collect *secaggCollect // the open round's chunks (secagg_stream.go)
 	pending *secaggPending // the charged round awaiting its aggregate
 	last    *secaggLast    // the last finished round's frames (identical re-sends)
 	// noise is the aggregator's noise source for tests (set under
@@ -62,7 +66,7 @@ type secaggState struct {
 type secaggPending struct {
 	round  int
 	sr     *secagg.Round
-	leader *secagg.Leader
+	leader *analysis.SecAggLeader
 	digest string // of the batch frame
 	reply  []byte // the SecAggPrep frame answered (ok, with 'M')
 	rec    checkpoint.RoundRecord
@@ -168,108 +172,30 @@ func (s *Server) SecAggBatchIntake(frame []byte) (api.SecAggAnswer, error) {
 	if err != nil {
 		return api.SecAggAnswer{}, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
 	}
-	leader, err := secagg.NewLeader(sr, vk)
+	eng, err := secagg.NewEngine(sr, true, vk)
+	if err != nil {
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg engine, round %d: %w", r, err)
+	}
+	leader, err := analysis.NewSecAggLeader(s.key, sr, eng)
 	if err != nil {
 		return api.SecAggAnswer{}, fmt.Errorf("server: secagg leader, round %d: %w", r, err)
 	}
-	if s.cfg.Workers > 0 {
-		leader.SetWorkers(s.cfg.Workers)
-	}
-	// A share that does not open is passed on as it is: Prepare rejects it
-	// (its length is not a share's), and the verdict reaches the relay
-	// through 'M' (docs/secagg.md step 5).
-	// The shares are opened in parallel (each is an HPKE open of about a
-	// megabyte at the default d).
-	shares := make([][]byte, len(b.Leader))
-	var failed atomic.Int64
-	_ = parallel.Chunks(len(b.Leader), 4, func(lo, hi int) error { // never fails: a share that does not open is counted
-		for i := lo; i < hi; i++ {
-			pt, err := s.key.OpenLeaderShare(round, b.Leader[i], sr.LeaderShareSize())
-			if err != nil {
-				shares[i] = b.Leader[i]
-				failed.Add(1)
-				continue
-			}
-			shares[i] = pt
-		}
-		return nil
-	})
-	openFailed := int(failed.Load())
 	o := *s.st.Open
 	rec := checkpoint.RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
-		Reports: int(b.Reports), CheckedIn: int(b.CheckedIn), Population: int(b.Population), RejectedOpen: openFailed}
-	if b.Population > 0 {
-		rec.CheckInRate = float64(b.CheckedIn) / float64(b.Population)
-	}
-	closeInvalid := func(detail string) (api.SecAggAnswer, error) {
-		st := wire.BatchStatusInvalid
-		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
-		rec.Seconds = time.Since(start).Seconds()
-		s.log.Warn("secagg round closed, nothing charged", "round", r, "reason", detail)
-		s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
-		s.notify()
-		return ans(api.IntakeInvalid, prepFrame(round, st), detail)
-	}
-	if _, err := leader.Prepare(shares); err != nil {
-		return closeInvalid("leader preparation failed: " + err.Error())
-	}
-	msg, rejs, err := leader.Combine(b.Prep)
+		Reports: int(b.Reports), CheckedIn: int(b.CheckedIn), Population: int(b.Population)}
+	fc := &secaggFinish{r: r, rc: rc, sr: sr, leader: leader, dig: dig, rec: rec, start: start,
+		fail: func(st uint8) []byte { return prepFrame(round, st) }}
+	// Each leader share is opened, prepared with its 'P' entry, decided
+	// and folded into the running aggregate, then dropped (analysis.
+	// SecAggLeader).
+	msg, err := leader.PrepareChunk(b.Leader, b.Prep, s.workers())
 	if err != nil {
-		return closeInvalid("the relay's prepare shares do not combine: " + err.Error())
+		return fc.closeInvalid(s, "the relay's prepare shares do not combine: "+err.Error())
 	}
-	accepted := leader.Accepted()
-	rec.N, rec.Accepted, rec.RejectedValue = accepted, accepted, len(rejs)
-	if len(rejs) > 0 {
-		rec.Rejections = make(map[string]int)
-		for reason, n := range secagg.Counts(rejs) {
-			rec.Rejections[reason.String()] = n
-		}
+	fc.ok = func(int) ([]byte, error) {
+		return (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
 	}
-	if accepted < int(params.MinBatch) {
-		return closeInvalid(fmt.Sprintf("%d reports accepted, fewer than the minimum batch %d", accepted, params.MinBatch))
-	}
-	okFrame, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
-	if err != nil {
-		return closeInvalid("encoding the leader's prepare messages: " + err.Error())
-	}
-
-	// Record which batch is being charged before charging it (as
-	// BatchIntake): after a restart the charged round is recorded lost.
-	if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig, SecAgg: true} }); err != nil {
-		return api.SecAggAnswer{}, fmt.Errorf("server: recording the secagg batch before its charge, round %d: %w", r, err)
-	}
-	// Charge before 'M' leaves: with 'M' the relay sends its aggregate
-	// share, and with it the aggregator can unshard (docs/secagg.md step 5).
-	if err := s.ledger.Charge(rc.proto.Spec.Release(r, accepted, 0)); err != nil {
-		switch {
-		case errors.Is(err, ledger.ErrBudgetExhausted):
-			st := wire.BatchStatusRefused
-			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
-			s.log.Warn("secagg batch refused: privacy budget", "round", r, "err", err)
-			s.commit(func(c *checkpoint.State) {
-				c.History = append(c.History, rec)
-				c.Round, c.Open, c.Charging = r, nil, nil
-			})
-			s.stop("privacy budget: " + err.Error())
-			return ans(api.IntakeAccepted, prepFrame(round, st), err.Error())
-		case errors.Is(err, ledger.ErrInvalidRelease):
-			s.commit(func(c *checkpoint.State) { c.Charging = nil })
-			return closeInvalid("invalid release: " + err.Error())
-		default:
-			s.log.Error("ledger charge failed; 'M' not sent", "round", r, "err", err)
-			return api.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
-		}
-	}
-	s.fillEpsilon(&rec)
-	st := wire.BatchStatusOK
-	rec.Reply = &st
-	rec.Seconds = time.Since(start).Seconds()
-	s.sa.pending = &secaggPending{round: r, sr: sr, leader: leader, digest: dig, reply: okFrame, rec: rec,
-		until: time.Now().Add(s.cfg.BatchGrace)}
-	s.log.Info("secagg batch prepared and charged; waiting for the relay's aggregate share", "round", r,
-		"reports", b.Reports, "accepted", accepted, "rejected", len(rejs), "rejected_open", openFailed, "seconds", rec.Seconds)
-	s.publishStatus()
-	return ans(api.IntakeAccepted, okFrame, "")
+	return s.secaggCharge(fc)
 }
 
 // SecAggAggregateIntake is POST /v1/secagg/aggregate after authentication
@@ -328,6 +254,9 @@ func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 		return ans
 	}
 	rec := p.rec
+	if rec.EpsilonTightest == nil { // resumed after a restart (restorePending)
+		s.fillEpsilon(&rec)
+	}
 	rec.Status, rec.FinishedAt = checkpoint.StatusOK, time.Now()
 	rec.Seconds += time.Since(start).Seconds()
 	acc, aerr := logreg.Accuracy(model, s.cfg.Test)
@@ -344,6 +273,7 @@ func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = r, nil, nil
 	})
+	s.removePending()
 	s.notify()
 	args := []any{"round", r, "status", rec.Status, "n", rec.N, "reports", rec.Reports, "seconds", rec.Seconds}
 	if rec.Accuracy != nil {
@@ -362,18 +292,11 @@ func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 // current model moved by ServerLR times the noisy mean (not yet stored).
 // The caller holds procMu; p cannot be unsharded again afterwards.
 func (s *Server) unshardInto(p *secaggPending, helperMsg []byte) ([]float64, error) {
-	own, err := p.leader.AggregateShare()
-	if err != nil {
-		return nil, err
-	}
 	src := s.sa.noise
 	if src == nil {
 		src = noise.Secure()
 	}
-	if err := own.AddNoise(src); err != nil {
-		return nil, err
-	}
-	res, err := p.leader.Unshard(own, helperMsg)
+	res, err := p.leader.Unshard(src, helperMsg)
 	if err != nil {
 		return nil, err
 	}
@@ -405,6 +328,7 @@ func (s *Server) loseSecAgg(p *secaggPending, why string) {
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = p.round, nil, nil
 	})
+	s.removePending()
 	s.notify()
 }
 
@@ -521,4 +445,109 @@ func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
 	batch = 26 + q*int64(ps.LeaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
 	aggregate = 14 + 64 + 16*int64(p.D)
 	return batch, aggregate
+}
+
+// errPersist marks a failure to persist the round before its charge
+// (nothing was charged; answered 500, the relay resends).
+var errPersist = errors.New("persisting the prepared round")
+
+// PendingFile is the name, inside Config.StateDir, of the prepared
+// secure-summation round: the leader's running aggregate, its 'M' reply
+// and its record, written durably before the charge so that a restart
+// between the charge and the relay's aggregate share resumes the round
+// (docs/secagg.md, "Crash safety").
+const PendingFile = "secagg-pending.json"
+
+// pendingFile is PendingFile's content.
+type pendingFile struct {
+	Round     int                    `json:"round"`
+	Digest    string                 `json:"digest"`
+	Reply     []byte                 `json:"reply"`
+	Rec       checkpoint.RoundRecord `json:"record"`
+	Aggregate []byte                 `json:"aggregate"` // secagg.Aggregate.MarshalBinary
+}
+
+func (s *Server) pendingPath() string { return filepath.Join(s.cfg.StateDir, PendingFile) }
+
+func (s *Server) savePending(p *pendingFile) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return durable.WriteFile(s.pendingPath(), b, 0o600)
+}
+
+// removePending deletes PendingFile (the round ended, or was never
+// charged).
+func (s *Server) removePending() {
+	if err := os.Remove(s.pendingPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("cannot remove the prepared secagg round", "err", err)
+	}
+}
+
+// restorePending resumes a charged secure-summation round whose aggregate
+// share had not arrived when the aggregator stopped: PendingFile names
+// the open round, the ledger holds its charge and the checkpoint has not
+// closed it. The round stays open and waits BatchGrace from now for the
+// relay's (re-sent) aggregate share. Anything else deletes the file: a
+// round not charged was never answered with 'M'. Called by New before
+// reconcile, which then leaves the round open.
+func (s *Server) restorePending() {
+	b, err := os.ReadFile(s.pendingPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	defer func() {
+		if s.sa.pending == nil {
+			s.removePending()
+		}
+	}()
+	var p pendingFile
+	if err != nil || json.Unmarshal(b, &p) != nil {
+		s.log.Error("unreadable prepared secagg round; ignored", "err", err)
+		return
+	}
+	charged := false
+	for _, rel := range s.ledger.Releases() {
+		if rel.Round == p.Round {
+			charged = true
+		}
+	}
+	if !charged || p.Round <= s.st.Round || s.st.Open == nil || s.st.Open.Round != p.Round {
+		return
+	}
+	rc := s.rounds()
+	if !rc.proto.SecAgg() {
+		return
+	}
+	sr, err := rc.proto.Spec.SecAggRound(uint64(p.Round))
+	if err != nil {
+		return
+	}
+	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), uint64(p.Round))
+	if err != nil {
+		return
+	}
+	eng, err := secagg.NewEngine(sr, true, vk)
+	if err != nil {
+		return
+	}
+	leader, err := analysis.RestoreSecAggLeader(s.key, sr, eng, p.Aggregate)
+	if err != nil {
+		s.log.Error("prepared secagg round does not restore; it is recorded lost", "round", p.Round, "err", err)
+		return
+	}
+	s.sa.pending = &secaggPending{round: p.Round, sr: sr, leader: leader, digest: p.Digest, reply: p.Reply, rec: p.Rec,
+		until: time.Now().Add(s.cfg.BatchGrace)}
+	s.log.Info("resumed a charged secure-summation round; waiting for the relay's aggregate share", "round", p.Round,
+		"accepted", leader.Accepted())
+}
+
+// resumedRound is the charged round restorePending resumed (0: none):
+// reconcile leaves it open.
+func (s *Server) resumedRound() int {
+	if s.sa.pending == nil {
+		return 0
+	}
+	return s.sa.pending.round
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -593,10 +595,12 @@ func checkLostRound(t *testing.T, h *harness, helper *secagg.Helper, prep *wire.
 	}
 }
 
-// TestSecAggRestartBetweenBatchAndAggregate: the leader's state is in
-// memory only, so a restart after the batch leaves the round lost,
-// charged exactly once; the relay's aggregate and re-sent batch are
-// obsolete and the next round is announced.
+// TestSecAggRestartBetweenBatchAndAggregate: the leader's running
+// aggregate is persisted before the charge (PendingFile), so a restart
+// after the batch's 'M' resumes the round: the relay's identical re-sent
+// batch gets the same 'M' without a second charge, its aggregate share is
+// applied, and the next round follows. (On main this round was lost: the
+// relay's re-send was told "already closed: lost".)
 func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	dir := t.TempDir()
 	relay := newSecAggRelay(t)
@@ -614,11 +618,53 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	h.stop()
 
 	h2 := newSecAggHarness(t, dir, relay, nil)
+	again, in := h2.sendSecAggBatch(batch)
+	if in != api.IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
+		t.Fatalf("re-sent batch after the restart: %s %+v", in, again)
+	}
+	if in, body := h2.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
+		t.Fatalf("aggregate after the restart: %s %s", in, body)
+	}
+	checkNear(t, h2.srv.Model(), wantMean(vs), 4)
+	if n := len(h2.srv.ledger.Releases()); n != 1 {
+		t.Fatalf("%d releases, want 1", n)
+	}
+	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != checkpoint.StatusOK || rec.N != 4 || rec.EpsilonTightest == nil {
+		t.Fatalf("round 1 after the restart: %+v", rec)
+	}
 	if a2 := relay.next(t); a2.Round != 2 {
-		t.Fatalf("announced round %d after the restart, want 2", a2.Round)
+		t.Fatalf("announced round %d after the resumed round, want 2", a2.Round)
+	}
+	if _, err := os.Stat(filepath.Join(dir, PendingFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the prepared round's file outlives the round: %v", err)
+	}
+}
+
+// TestSecAggRestartWithoutAggregateLost: a resumed round still waits only
+// BatchGrace for its aggregate share; without it the round is lost,
+// charged once, and training goes on.
+func TestSecAggRestartWithoutAggregateLost(t *testing.T) {
+	dir := t.TempDir()
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, dir, relay, nil)
+	a := relay.next(t)
+	var vs []volunteer
+	for i := range 4 {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	helper, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
+		t.Fatalf("batch: %s %+v", in, prep)
+	}
+	h.stop()
+	h2 := newSecAggHarness(t, dir, relay, nil)
+	h2.srv.abandon(1, "test: grace expired")
+	if a2 := relay.next(t); a2.Round != 2 {
+		t.Fatalf("announced round %d, want 2", a2.Round)
 	}
 	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != checkpoint.StatusLost {
-		t.Fatalf("round 1 after the restart: %+v", rec)
+		t.Fatalf("round 1: %+v", rec)
 	}
 	checkLostRound(t, h2, helper, prep, batch)
 }

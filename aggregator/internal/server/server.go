@@ -201,10 +201,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ledger = l
 	s.st = *ck
+	s.restorePending() // secagg.go: a charged round awaiting its aggregate share
 	if err := s.reconcile(); err != nil {
 		l.Close()
 		return nil, err
 	}
+	s.restoreCollect() // secagg_stream.go: the open round's chunks
 	s.log.Info("aggregator ready", "fingerprint", s.fp, "last_round", s.st.Round, "rounds_ok", s.roundsOK(),
 		"ledger_rounds", len(l.Releases()), "protocol", c.Params.Protocol, "d", c.Params.D, "k", c.Params.K,
 		"l", c.Params.L, "n_p", c.Params.NP, "eps_l", c.Params.EpsL, "sigma", c.Params.Sigma, "bits", c.Params.Bits)
@@ -222,8 +224,9 @@ func (s *Server) reconcile() error {
 		s.st.Charging = nil
 		return s.st.Save(s.statePath)
 	}
+	resumed := s.resumedRound()
 	for _, rel := range s.ledger.Releases() {
-		if rel.Round <= s.st.Round {
+		if rel.Round <= s.st.Round || rel.Round == resumed {
 			continue
 		}
 		s.log.Warn("round charged in the ledger but missing from the checkpoint (stopped between charge and checkpoint); its budget stays spent and the model does not include it",
@@ -246,6 +249,11 @@ func (s *Server) reconcile() error {
 	if eps, _, method := s.ledger.Spent(); len(s.st.History) > 0 {
 		h := &s.st.History[len(s.st.History)-1]
 		h.EpsilonTightest, h.Method = accounting.FinitePtr(eps), method
+	}
+	if resumed > 0 {
+		// The resumed round is the ledger's last (nothing is announced
+		// after an open round); it stays open until its aggregate share.
+		return s.st.Save(s.statePath)
 	}
 	s.st.Round = last
 	if s.st.Open != nil && s.st.Open.Round <= last {

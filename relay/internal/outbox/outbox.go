@@ -31,9 +31,21 @@ const (
 	// OpenRound marks a round the relay opened and has not finished; after a
 	// restart it becomes an Abort (reason: relay restart).
 	OpenRound Kind = "open"
+	// SecAggClose is a secure-summation round the relay finished
+	// forwarding: its SecAggClose frame and the helper's running aggregate
+	// (JSON), persisted before the close is sent, so that a restart can
+	// still release the round the aggregator charges. Not delivered by
+	// the Sender (relay/internal/server/secagg.go resumes it).
+	SecAggClose Kind = "secagg-close"
+	// SecAggAggregate is the helper's noised SecAggAggregate frame,
+	// persisted before its first send: a restart resends the identical
+	// bytes (never a second noise). Not delivered by the Sender.
+	SecAggAggregate Kind = "secagg-aggregate"
 )
 
-func (k Kind) valid() bool { return k == Batch || k == Abort || k == OpenRound }
+func (k Kind) valid() bool {
+	return k == Batch || k == Abort || k == OpenRound || k == SecAggClose || k == SecAggAggregate
+}
 
 // Entry identifies one stored file.
 type Entry struct {

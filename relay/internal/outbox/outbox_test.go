@@ -74,3 +74,14 @@ func TestPutGetListRemove(t *testing.T) {
 		t.Fatal("empty dir accepted")
 	}
 }
+
+// TestClassify pins the status-to-outcome table every relay request uses.
+func TestClassify(t *testing.T) {
+	want := map[int]Outcome{200: Accepted, 208: Duplicate, 409: Obsolete, 400: Invalid, 413: Invalid, 422: Invalid,
+		201: Retry, 204: Retry, 401: Retry, 404: Retry, 500: Retry, 502: Retry, 503: Retry, 0: Retry}
+	for status, o := range want {
+		if got := Classify(status); got != o {
+			t.Errorf("Classify(%d) = %v, want %v", status, got, o)
+		}
+	}
+}

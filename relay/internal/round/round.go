@@ -24,14 +24,18 @@
 // Secure summation (docs/secagg.md, protocol secagg): a report is the
 // CheckIn followed by exactly one Shares frame of the round's exact size
 // (the sealed leader and helper shares, sizes from roundspec); one report
-// per connection and round. The replay rule covers both sealed shares: a
-// Shares frame whose leader or helper share starts with an encapsulated
-// key already admitted this round or the last is rejected as a replay.
+// per connection and round. The replay rule covers the pair of sealed
+// shares: a Shares frame whose leader and helper shares start with the
+// encapsulated keys of a frame admitted this round or the last is
+// rejected as a replay (a frame reusing only one share is left to the
+// servers' preparation, where it fails without displacing the genuine
+// report).
 // A Report frame in a secure-summation round, or a Shares frame in a
 // shuffle round, is a frame of another protocol (ReasonUnexpected).
 package round
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -93,6 +97,10 @@ type Verdict struct {
 	Complete bool
 	// Closed is set when this frame reached the quota and closed the round.
 	Closed *Closed
+	// Shares is the accepted secure-summation report when the machine
+	// streams them (SetStreamShares): the transport forwards it as it
+	// arrives and the machine keeps nothing of it.
+	Shares *SharesReport
 }
 
 // Participant is one connection's state in the rounds. The transport
@@ -194,6 +202,7 @@ type Machine struct {
 	lastRound uint64 // highest round number seen (opened or persisted)
 	limit     int    // read limit for every participant's next frame
 	halted    bool
+	stream    bool // SetStreamShares
 
 	seen, prevSeen map[[wire.EncSize]byte]struct{} // encapsulated keys admitted
 }
@@ -202,6 +211,15 @@ type Machine struct {
 // lastRound (the highest round the relay's outbox knows).
 func New(lastRound uint64) *Machine {
 	return &Machine{parts: make(map[*Participant]struct{}), lastRound: lastRound, limit: wire.CheckInSize}
+}
+
+// SetStreamShares makes the machine hand every accepted secure-summation
+// report to its transport in the Verdict instead of keeping it until the
+// close (Closed.Shares is then empty; Closed.Reports still counts them).
+func (m *Machine) SetStreamShares(on bool) {
+	m.mu.Lock()
+	m.stream = on
+	m.mu.Unlock()
 }
 
 // Join adds a participant (a new connection). It is not invited to a
@@ -533,21 +551,36 @@ func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
 	if p.done {
 		return Verdict{Reason: ReasonDuplicate, Status: wire.AckDuplicate, Round: num, Received: 1, End: EndPolicy}
 	}
-	var lead, help [wire.EncSize]byte
-	copy(lead[:], sh.Leader)
-	copy(help[:], sh.Helper)
-	if lead == help || m.seenLocked(lead) || m.seenLocked(help) {
+	// A replay is the same pair of sealed shares again (its first 32
+	// bytes each). A frame that reuses only one of another report's
+	// shares is admitted: it cannot be a complete report (its shares do
+	// not prepare together, and only accepted reports claim their nonce
+	// at the servers), so it never displaces the genuine upload, which
+	// a per-share rule would refuse if the copy arrived first.
+	pair := sharesPair(sh.Leader, sh.Helper)
+	if [wire.EncSize]byte(sh.Leader[:wire.EncSize]) == [wire.EncSize]byte(sh.Helper[:wire.EncSize]) || m.seenLocked(pair) {
 		return m.rejectLocked(p, Verdict{Reason: ReasonReplay, Status: wire.AckDuplicate, Round: num, End: EndPolicy})
 	}
-	m.seen[lead], m.seen[help] = struct{}{}, struct{}{}
-	r.shares = append(r.shares, SharesReport{Leader: sh.Leader, Helper: sh.Helper})
+	m.seen[pair] = struct{}{}
+	rep := SharesReport{Leader: sh.Leader, Helper: sh.Helper}
 	p.done = true
 	r.reports++
 	v = Verdict{Accepted: Shares, Round: num, Received: 1, Complete: true}
+	if m.stream {
+		v.Shares = &rep
+	} else {
+		r.shares = append(r.shares, rep)
+	}
 	if q := r.Params.Quota; q > 0 && r.reports >= q {
 		v.Closed = m.closeLocked(r, "quota")
 	}
 	return v
+}
+
+// sharesPair is the replay key of a Shares frame: SHA-256 of both sealed
+// shares' encapsulated keys.
+func sharesPair(lead, help []byte) [wire.EncSize]byte {
+	return sha256.Sum256(append(append(make([]byte, 0, 2*wire.EncSize), lead[:wire.EncSize]...), help[:wire.EncSize]...))
 }
 
 // seenLocked reports whether enc was admitted this round or the last.

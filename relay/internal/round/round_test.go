@@ -346,8 +346,8 @@ func (s *sharesSealer) frame(t *testing.T, num uint64, r *Round, lead, help []by
 
 // TestSecAggRules: a secure-summation report is the check-in and exactly
 // one Shares frame of the round's size (from roundspec); a second one on
-// the connection, a replay of either sealed share (this round or, rewritten,
-// the next), another protocol's frame, a frame of the wrong size or round
+// the connection, a replay of the pair of sealed shares (this round or,
+// rewritten, the next), another protocol's frame, a frame of the wrong size or round
 // are each rejected with their reason; accepted reports close the round at
 // the quota with their shares in arrival order.
 func TestSecAggRules(t *testing.T) {
@@ -376,12 +376,14 @@ func TestSecAggRules(t *testing.T) {
 	expect(t, m.Frame(a, s.frame(t, 1, r, nil, nil)), Rejected, ReasonDuplicate, wire.AckDuplicate, EndPolicy)
 
 	// Replays on another connection: the whole frame, or a fresh frame
-	// reusing either sealed share's encapsulated key.
+	// reusing both sealed shares' encapsulated keys, or one whose two
+	// shares start with the same key.
 	expect(t, m.Frame(thief, checkIn(1)), CheckIn, "", 0, Keep)
 	expect(t, m.Frame(thief, fa), Rejected, ReasonReplay, wire.AckDuplicate, EndPolicy)
+	same := s.enc()
 	for i, fr := range [][]byte{
-		s.frame(t, 1, r, fa[18:21], nil),               // a's leader share's key
-		s.frame(t, 1, r, nil, fa[18+r.LeaderLen:][:3]), // a's helper share's key
+		s.frame(t, 1, r, fa[18:21], fa[18+r.LeaderLen:][:3]), // both of a's keys
+		s.frame(t, 1, r, same, same),
 	} {
 		pt := []*Participant{b1, b2}[i]
 		expect(t, m.Frame(pt, checkIn(1)), CheckIn, "", 0, Keep)
@@ -463,4 +465,26 @@ func TestSecAggReadLimitMNIST(t *testing.T) {
 		t.Fatalf("read limit %d, frame %d, want %d (about 1.07 MB)", m.ReadLimit(), r.FrameSize, want)
 	}
 	t.Logf("Shares frame at d = 7850: %d bytes", r.FrameSize)
+}
+
+// TestSecAggCopiedShareDoesNotDisplace (issue 18): a frame that copies one
+// sealed share of a genuine upload still in flight, paired with a share of
+// its own, and arrives first, does not get the genuine report refused as a
+// replay: the genuine frame is admitted too, and the servers' preparation
+// (where the copy fails: its shares do not prepare together) keeps the
+// genuine one. Before, a per-share rule refused the genuine frame.
+func TestSecAggCopiedShareDoesNotDisplace(t *testing.T) {
+	m := New(0)
+	genuine, thief, thief2 := m.Join(), m.Join(), m.Join()
+	r := openSecAgg(t, m, 1, secAggParams())
+	var s sharesSealer
+	fg := s.frame(t, 1, r, nil, nil)
+	for _, pt := range []*Participant{genuine, thief, thief2} {
+		expect(t, m.Frame(pt, checkIn(1)), CheckIn, "", 0, Keep)
+	}
+	// The copies complete first: the genuine leader share with a fresh
+	// helper share, and a fresh leader share with the genuine helper share.
+	expect(t, m.Frame(thief, s.frame(t, 1, r, fg[18:21], nil)), Shares, "", 0, Keep)
+	expect(t, m.Frame(thief2, s.frame(t, 1, r, nil, fg[18+r.LeaderLen:][:3])), Shares, "", 0, Keep)
+	expect(t, m.Frame(genuine, fg), Shares, "", 0, Keep)
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
-	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -65,9 +64,40 @@ const (
 // the receipts (wire.ReportReceipt) of the reports that went into the
 // round's sum, or why the round had no sum.
 type receiptBook struct {
-	mu     sync.Mutex
-	rounds map[uint64]*roundReceipts
-	newest uint64
+	mu      sync.Mutex
+	rounds  map[uint64]*roundReceipts
+	newest  uint64
+	pending map[uint64]map[[32]byte]struct{} // accepted reports of rounds not settled yet
+}
+
+// include records that the report with receipt id was accepted into round
+// num's running aggregate (its verdict came back ok); it is in the sum if
+// the round ends with one (settleSum).
+func (b *receiptBook) include(num uint64, id [32]byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, done := b.rounds[num]; done {
+		return
+	}
+	if b.pending == nil {
+		b.pending = make(map[uint64]map[[32]byte]struct{})
+	}
+	if b.pending[num] == nil {
+		b.pending[num] = make(map[[32]byte]struct{})
+	}
+	b.pending[num][id] = struct{}{}
+}
+
+// settleSum settles round num as having a sum: the reports include
+// recorded for it (none after a restart: their receipts were in memory).
+func (b *receiptBook) settleSum(num uint64) {
+	b.mu.Lock()
+	sum := b.pending[num]
+	b.mu.Unlock()
+	if sum == nil {
+		sum = map[[32]byte]struct{}{}
+	}
+	b.settle(num, sum, "")
 }
 
 type roundReceipts struct {
@@ -87,10 +117,16 @@ func (b *receiptBook) settle(num uint64, sum map[[32]byte]struct{}, why string) 
 		return
 	}
 	b.rounds[num] = &roundReceipts{included: sum, why: why}
+	delete(b.pending, num)
 	b.newest = max(b.newest, num)
 	for r := range b.rounds {
 		if r+receiptRounds <= b.newest {
 			delete(b.rounds, r)
+		}
+	}
+	for r := range b.pending {
+		if r+receiptRounds <= b.newest {
+			delete(b.pending, r)
 		}
 	}
 }
@@ -124,23 +160,6 @@ func receiptWhy(outcome string) string {
 		return "the round had no sum: the servers found the batch invalid (" + outcome + ")"
 	}
 	return "the round did not finish (" + outcome + ")"
-}
-
-// includedReceipts are the receipts of the reports in a secure-summation
-// batch's sum: digests[i] is report i's receipt, rejected the reports the
-// servers' joint check refused.
-func includedReceipts(digests [][32]byte, rejected []secagg.Rejection) map[[32]byte]struct{} {
-	out := make(map[[32]byte]struct{}, len(digests))
-	skip := make(map[int]bool, len(rejected))
-	for _, r := range rejected {
-		skip[r.Index] = true
-	}
-	for i, d := range digests {
-		if !skip[i] {
-			out[d] = struct{}{}
-		}
-	}
-	return out
 }
 
 // handleReceipt is GET /api/receipt?round=R&report=HEX: whether the

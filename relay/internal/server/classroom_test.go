@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/dataset"
-	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -54,9 +53,15 @@ func TestWebJoinCode(t *testing.T) {
 func TestReceipts(t *testing.T) {
 	var b receiptBook
 	id := func(s string) [32]byte { return sha256.Sum256([]byte(s)) }
-	digests := [][32]byte{id("a"), id("b"), id("c")}
-	b.settle(5, includedReceipts(digests, []secagg.Rejection{{Index: 1}}), "")
+	// Round 5: a and c were accepted (b's verdict was a rejection: never
+	// included), and the round ended with a sum; round 6 accepted a but
+	// was cancelled.
+	b.include(5, id("a"))
+	b.include(5, id("c"))
+	b.settleSum(5)
+	b.include(6, id("a"))
 	b.settle(6, nil, "the round was cancelled: below minimum batch")
+	b.include(5, id("b"))              // after the settle: ignored
 	b.settle(5, nil, "late duplicate") // a round settles once
 	for _, c := range []struct {
 		round   uint64
@@ -93,7 +98,8 @@ func TestWebReceipt(t *testing.T) {
 		defer w.close()
 		synctest.Wait()
 		d := sha256.Sum256([]byte("report"))
-		w.srv.web.receipts.settle(1, includedReceipts([][32]byte{d}, nil), "")
+		w.srv.web.receipts.include(1, d)
+		w.srv.web.receipts.settleSum(1)
 		resp, b := w.get("/api/receipt?round=1&report="+hex.EncodeToString(d[:]), nil)
 		var got struct{ State string }
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil || got.State != ReceiptIncluded {

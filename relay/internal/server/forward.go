@@ -127,21 +127,12 @@ func (s *Server) abortRound(c *round.Closed, rep RoundReport, reason uint8, why 
 const OutcomeHeader = "Blanket-Outcome"
 
 // classify maps the aggregator's answer to a batch or an abort to an
-// outcome: 200 accepted, 208 duplicate, 409 obsolete, 400/413/422
-// invalid; anything else (5xx, 401, 404, ...) is retried. A 2xx answer to
-// a batch must carry the BatchReply of its round, else it is retried.
+// outcome (outbox.Classify; an abort's other 2xx is accepted). A 2xx
+// answer to a batch must carry the BatchReply of its round, else it is
+// retried.
 func classify(kind outbox.Kind, round uint64, status int, body []byte) (outbox.Outcome, string) {
-	var out outbox.Outcome
-	switch status {
-	case http.StatusOK:
-		out = outbox.Accepted
-	case http.StatusAlreadyReported:
-		out = outbox.Duplicate
-	case http.StatusConflict:
-		out = outbox.Obsolete
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		out = outbox.Invalid
-	default:
+	out := outbox.Classify(status)
+	if out == outbox.Retry {
 		if kind == outbox.Abort && status/100 == 2 {
 			return outbox.Accepted, fmt.Sprintf("HTTP %d", status) // 204 of an older aggregator
 		}

@@ -3,63 +3,87 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/blanket-fl/blanket/relay/internal/helper"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// The relay's close of a secure-summation round (docs/secagg.md, step 4):
-// open every helper share with the relay's helper key (a report whose
-// share does not open is dropped), prepare them as the Prio3 helper, post
-// the batch (the sealed leader shares in the same order and the helper's
-// 'P' message) to the aggregator, finish with its 'M' message, add the
-// relay's discrete Gaussian noise to the aggregate share and post it. The
-// helper's state lives in memory only: the round's open-round marker stays
-// in the outbox until the conversation ends, so a restart in the middle
-// turns the round into an Abort (relay restart) at the next start. Neither
-// request is ever stored in the outbox: a batch re-sent after a restart
-// would be charged at the aggregator without the aggregate that can only
-// follow from the lost helper state.
+// The relay's side of a secure-summation round (docs/secagg.md,
+// "Streaming"), the transport around relay/internal/helper:
 //
-// Retries resend the identical bytes (never a second, differently noised
-// aggregate share: the helper hands out its share once) until a definitive
-// answer, the relay's stop, or the aggregator's next announcement (it opens
-// a round only once this one is over there).
+//   - while the round is open, every accepted report goes to the round's
+//     stream (streamReport): its helper share is opened and prepared
+//     (helper.Prepare, Add) as it arrives, and its sealed leader share and
+//     'P' entry join the next chunk; a chunk of ChunkReports reports, or
+//     whatever waited ChunkEvery, is posted to /v1/secagg/chunk, and its
+//     verdicts ('M') fold the accepted reports into the helper's running
+//     aggregate (helper.Verdicts); the report is then gone from the relay;
+//   - at the close (secAggRound), the stream waits at most DrainBound for
+//     the reports the round machine accepted but the stream has not yet
+//     received, drops the rest (counted, never sent: the aggregator never
+//     sees them either), and posts its last chunk;
+//   - the close: the SecAggClose frame and the helper's running aggregate
+//     are persisted (outbox.SecAggClose) before /v1/secagg/close is posted;
+//     a SecAggCharged ok with exactly the helper's accepted count, at least
+//     the minimum batch, releases the noised aggregate share
+//     (helper.Release), which is persisted (outbox.SecAggAggregate) before
+//     it is posted to /v1/secagg/aggregate.
+//
+// Every request is resent with the identical bytes until a definitive
+// answer (outbox.Classify), the relay's stop, or the aggregator's next
+// announcement. A relay restart before the close is persisted aborts the
+// round (its open marker: nothing was charged); after it, the round
+// resumes from the persisted close or aggregate share (resumeSecAgg).
 
 // Secure-summation paths at the aggregator.
 const (
-	secAggBatchPath     = "/v1/secagg/batch"
+	secAggChunkPath     = "/v1/secagg/chunk"
+	secAggClosePath     = "/v1/secagg/close"
 	secAggAggregatePath = "/v1/secagg/aggregate"
 )
 
-// DropUnopened names reports the relay drops before preparation because
-// their helper share does not open (another key, round or role, or
-// altered bytes): /metrics secagg.dropped.
-const DropUnopened = "helper_unopened"
+// Reports the relay drops before they reach the aggregator
+// (/metrics secagg.dropped).
+const (
+	// DropUnopened: the helper share does not open (another key, round or
+	// role, or altered bytes).
+	DropUnopened = "helper_unopened"
+	// DropLate: accepted by the round but not received by the round's
+	// stream within DrainBound after the close.
+	DropLate = "late"
+)
 
-// How a secure-summation round ended at the relay after its batch was
-// prepared (/metrics secagg.rounds and last_round.outcome; rounds aborted
-// before are counted in rounds_aborted).
+// How a secure-summation round ended at the relay once it had reports
+// (/metrics secagg.rounds and last_round.outcome; rounds aborted before
+// are counted in rounds_aborted).
 const (
 	SecAggForwarded  = "forwarded"  // the noised aggregate share was delivered (accepted or duplicate)
 	SecAggRefused    = "refused"    // the aggregator's ledger refused the round's charge
-	SecAggInvalid    = "invalid"    // the aggregator found the batch or the aggregate invalid
+	SecAggInvalid    = "invalid"    // the aggregator found a chunk, the close or the aggregate invalid
 	SecAggObsolete   = "obsolete"   // the round is closed at the aggregator another way
 	SecAggSuperseded = "superseded" // no definitive answer before the aggregator announced a later round
-	SecAggFailed     = "failed"     // the helper could not finish (the aggregator's 'M' contradicts it)
+	SecAggFailed     = "failed"     // the helper could not finish (the aggregator's answer contradicts it)
 )
 
 var secAggOutcomes = []string{SecAggForwarded, SecAggRefused, SecAggInvalid, SecAggObsolete, SecAggSuperseded, SecAggFailed}
+
+// Streaming defaults (secaggRelay).
+const (
+	defaultChunkReports = 8                      // about 8.6 MB of leader shares at d = 7850
+	defaultChunkEvery   = 250 * time.Millisecond // a partial chunk waits at most this
+	defaultDrainBound   = 10 * time.Second       // at the close, for reports still on their way
+)
 
 // errStopped and errSuperseded end a secure-summation conversation without
 // a definitive answer.
@@ -68,14 +92,236 @@ var (
 	errSuperseded = errors.New("aggregator announced a later round")
 )
 
-// secAggRound runs the relay's close of secure-summation round c.
+// secaggRelay is the relay's secure-summation state: the open round's
+// stream, and the streaming knobs (tests shorten them).
+type secaggRelay struct {
+	mu      sync.Mutex
+	ctx     context.Context // Run's; nil before Run
+	streams map[uint64]*saStream
+	resume  []outbox.Entry // persisted closes and aggregate shares found at start
+
+	ChunkReports int
+	ChunkEvery   time.Duration
+	DrainBound   time.Duration
+}
+
+func (a *secaggRelay) knobs() (int, time.Duration, time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, every, drain := a.ChunkReports, a.ChunkEvery, a.DrainBound
+	if n <= 0 {
+		n = defaultChunkReports
+	}
+	if every <= 0 {
+		every = defaultChunkEvery
+	}
+	if drain <= 0 {
+		drain = defaultDrainBound
+	}
+	return n, every, drain
+}
+
+// saStream is one open secure-summation round's pipeline.
+type saStream struct {
+	num    uint64
+	params wire.Params
+	sr     *secagg.Round
+	h      *helper.Helper
+	in     chan round.SharesReport
+	closeC chan uint32 // the round machine's count of accepted reports
+	done   chan struct{}
+
+	// Set by the stream's goroutine, read after done.
+	chunks, sent   uint32 // chunks and reports forwarded
+	received       uint32
+	unopened, late int
+	end            error  // the aggregator ended the round (endError) or the relay stopped
+	setupErr       error  // the helper could not be built
+	rep            string // the last chunk's reason, for logs
+}
+
+// endError is a definitive answer that ends the round before its close.
+type endError struct{ outcome, why string }
+
+func (e *endError) Error() string { return e.outcome + ": " + e.why }
+
+// openStream starts the stream of secure-summation round rd (called when
+// the round opens).
+func (s *Server) openStream(rd *round.Round) {
+	st := &saStream{num: rd.Num, params: rd.Params, in: make(chan round.SharesReport, max(int(rd.Params.Quota), 1)),
+		closeC: make(chan uint32, 1), done: make(chan struct{})}
+	sr, err := rd.SecAgg.SecAggRound(rd.Num)
+	var vk []byte
+	if err == nil {
+		vk, err = secagg.DeriveVerifyKey([]byte(s.cfg.Token), rd.Num)
+	}
+	var eng *secagg.SumVecEngine
+	if err == nil {
+		eng, err = secagg.NewEngine(sr, false, vk)
+	}
+	if err == nil {
+		st.sr = sr
+		st.h, err = helper.New(sr, eng, s.cfg.HelperKey.OpenHelperShare, int(rd.Params.MinBatch))
+	}
+	s.sa.mu.Lock()
+	if s.sa.streams == nil {
+		s.sa.streams = make(map[uint64]*saStream)
+	}
+	s.sa.streams[rd.Num] = st
+	ctx := s.sa.ctx
+	s.sa.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err != nil {
+		st.setupErr = err
+		close(st.done)
+		return
+	}
+	s.wg.Go(func() { s.runStream(ctx, st) })
+}
+
+// streamReport hands an accepted report to its round's stream, in the
+// order the round machine accepted them.
+func (s *Server) streamReport(num uint64, rep *round.SharesReport) {
+	s.sa.mu.Lock()
+	st := s.sa.streams[num]
+	s.sa.mu.Unlock()
+	if st == nil || rep == nil {
+		return
+	}
+	select {
+	case st.in <- *rep:
+	case <-st.done: // the round ended early: the report is counted late
+	}
+}
+
+// runStream is the stream's goroutine: prepare each report as it
+// arrives, post chunks, apply their verdicts, until the close's count is
+// reached or DrainBound after the close.
+func (s *Server) runStream(ctx context.Context, st *saStream) {
+	defer close(st.done)
+	size, every, drain := s.sa.knobs()
+	var leaders [][]byte
+	var entries []secagg.Entry
+	var receipts [][32]byte // classroom.go: the chunk's reports' receipts, in order
+	flush := func() bool {
+		if len(leaders) == 0 {
+			return true
+		}
+		err := s.postChunk(ctx, st, leaders, entries, receipts)
+		clear(leaders)
+		leaders, entries, receipts = leaders[:0], entries[:0], receipts[:0]
+		if err != nil {
+			st.end = err
+			return false
+		}
+		return true
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	expect := ^uint32(0)
+	var drained <-chan time.Time
+	for st.received < expect {
+		select {
+		case rep := <-st.in:
+			st.received++
+			p, ok := st.h.Prepare(rep.Helper)
+			if !ok {
+				st.unopened++
+				continue
+			}
+			e, err := st.h.Add(p)
+			if err != nil {
+				st.end = &endError{SecAggFailed, err.Error()}
+				return
+			}
+			leaders, entries = append(leaders, rep.Leader), append(entries, e)
+			receipts = append(receipts, secAggReceipt(rep.Helper))
+			if len(leaders) >= size && !flush() {
+				return
+			}
+		case <-tick.C:
+			if !flush() {
+				return
+			}
+		case n := <-st.closeC:
+			expect = n
+			drained = time.After(drain)
+		case <-drained:
+			st.late = int(expect - st.received)
+			expect = st.received
+		case <-ctx.Done():
+			st.end = errStopped
+			return
+		}
+	}
+	flush()
+}
+
+// postChunk posts one chunk and applies its verdicts.
+func (s *Server) postChunk(ctx context.Context, st *saStream, leaders [][]byte, entries []secagg.Entry, receipts [][32]byte) error {
+	prep, err := st.sr.MarshalPrep(entries)
+	if err != nil {
+		return &endError{SecAggFailed, "encoding the prep shares: " + err.Error()}
+	}
+	frame, err := (&wire.SecAggChunk{Round: st.num, Seq: st.chunks + 1, Leader: leaders, Prep: prep}).MarshalBinary()
+	if err != nil {
+		return &endError{SecAggFailed, "encoding the chunk: " + err.Error()}
+	}
+	limit := 1<<12 + int64(len(leaders))<<10 // the 'M' message: tens of bytes per report
+	out, reply, why, err := s.secAggPost(ctx, st.num, secAggChunkPath, frame, limit, func(b []byte) error {
+		p, err := wire.ParseSecAggPrep(b)
+		if err == nil && p.Round != st.num {
+			err = fmt.Errorf("prep reply for round %d", p.Round)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if out != outbox.Accepted && out != outbox.Duplicate {
+		return &endError{out.String(), why}
+	}
+	p, err := wire.ParseSecAggPrep(reply) // checked by secAggPost
+	if err != nil || p.Status != wire.BatchStatusOK {
+		return &endError{SecAggInvalid, "the aggregator found a chunk invalid"}
+	}
+	ms, err := st.sr.ParseVerdicts(p.Msg)
+	if err == nil && len(ms) != len(leaders) {
+		err = fmt.Errorf("%d verdicts for %d reports: %w", len(ms), len(leaders), secagg.ErrProtocol)
+	}
+	if err == nil {
+		err = st.h.Verdicts(ms)
+	}
+	if err != nil {
+		// Not the error itself: it may quote the reports' nonces.
+		s.log.Error("the aggregator's verdicts contradict the helper", "round", st.num,
+			"protocol_violation", errors.Is(err, secagg.ErrProtocol))
+		return &endError{SecAggFailed, "helper verdicts failed"}
+	}
+	for i, e := range ms {
+		if e.Reason != secagg.Accepted {
+			s.m.secAggReject(strings.ReplaceAll(e.Reason.String(), " ", "_"))
+		} else if i < len(receipts) {
+			s.web.receipts.include(st.num, receipts[i]) // classroom.go
+		}
+	}
+	st.chunks++
+	st.sent += uint32(len(leaders))
+	return nil
+}
+
+// secAggRound ends secure-summation round c at the relay (its close).
 func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	ob := s.cfg.Outbox
-	shares := c.Shares
-	c.Shares = nil
 	rep := roundReport(c)
-	if ob.Has(c.Num, outbox.Batch) || ob.Has(c.Num, outbox.Abort) {
-		s.log.Error("round already has a persisted outcome; not preparing it", "round", c.Num)
+	s.sa.mu.Lock()
+	st := s.sa.streams[c.Num]
+	delete(s.sa.streams, c.Num)
+	s.sa.mu.Unlock()
+	if ob.Has(c.Num, outbox.Batch) || ob.Has(c.Num, outbox.Abort) || ob.Has(c.Num, outbox.SecAggClose) {
+		s.log.Error("round already has a persisted outcome; not closing it again", "round", c.Num)
 		return
 	}
 	abort := func(reason uint8, why string) {
@@ -84,156 +330,229 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 			s.sender.Enqueue(e)
 		}
 	}
-	if plan := c.Plan(); plan.Abort {
-		abort(plan.Reason, plan.Why)
-		return
-	}
-	setupFailed := func(err error) {
-		s.log.Error("cannot prepare the secure-summation batch", "round", c.Num, "err", err)
+	if st == nil {
+		s.log.Error("secure-summation round without a stream", "round", c.Num)
 		abort(wire.AbortOverflow, "batch construction failed")
+		return
 	}
-	sr, err := c.SecAgg.SecAggRound(c.Num)
+	st.closeC <- c.Reports
+	<-st.done
+	if st.unopened > 0 {
+		s.m.secAggDrop(DropUnopened, st.unopened)
+		s.log.Warn("reports dropped: their helper share does not open", "round", c.Num, "dropped", st.unopened)
+	}
+	if st.late > 0 {
+		s.m.secAggDrop(DropLate, st.late)
+		s.log.Warn("reports dropped: not prepared within the drain bound after the close", "round", c.Num, "dropped", st.late)
+	}
+	if st.setupErr != nil {
+		s.log.Error("cannot prepare the secure-summation round", "round", c.Num, "err", st.setupErr)
+		abort(wire.AbortOverflow, "batch construction failed")
+		return
+	}
+	var ee *endError
+	switch {
+	case errors.As(st.end, &ee):
+		s.secAggEnd(c.Num, rep, ee.outcome, ee.why)
+		return
+	case st.end != nil:
+		s.secAggStopped(c.Num, rep, st.end)
+		return
+	}
+	c.Reports, rep.Reports = st.sent, st.sent // the reports the aggregator has
+	if st.sent < c.Params.MinBatch {
+		abort(wire.AbortBelowMinBatch, "below minimum batch after dropping unopened or late reports")
+		return
+	}
+	cl := &wire.SecAggClose{Round: c.Num, Chunks: st.chunks, Reports: st.sent, Accepted: uint32(st.h.Accepted()),
+		CheckedIn: c.CheckedIn, Population: c.Population}
+	frame, err := cl.MarshalBinary()
+	var agg []byte
+	if err == nil {
+		agg, err = st.h.MarshalAggregate()
+	}
+	var pj []byte
+	if err == nil {
+		pj, err = json.Marshal(c.Params)
+	}
+	if err == nil {
+		// Persisted before the close is sent: the aggregator may charge on
+		// receipt, and a restarted relay must still release the round.
+		err = s.putResume(c.Num, resumeClose{Close: frame, Aggregate: agg, Params: pj})
+	}
 	if err != nil {
-		setupFailed(err)
+		s.log.Error("cannot persist the secure-summation close", "round", c.Num, "err", err)
+		abort(wire.AbortOverflow, "batch persistence failed")
 		return
 	}
-	want := sr.HelperShareSize()
-	leaders := make([][]byte, 0, len(shares))
-	helpers := make([][]byte, 0, len(shares))
-	receipts := make([][32]byte, 0, len(shares)) // classroom.go: the volunteers' receipts, in batch order
-	for _, r := range shares {
-		h, err := s.cfg.HelperKey.OpenHelperShare(c.Num, r.Helper, want)
-		if err != nil {
-			continue
-		}
-		leaders, helpers = append(leaders, r.Leader), append(helpers, h)
-		receipts = append(receipts, secAggReceipt(r.Helper))
-	}
-	if dropped := len(shares) - len(helpers); dropped > 0 {
-		s.m.secAggDrop(DropUnopened, dropped)
-		s.log.Warn("reports dropped: their helper share does not open", "round", c.Num, "dropped", dropped)
-	}
-	c.Reports = uint32(len(helpers)) // the reports of the batch
-	rep.Reports = c.Reports
-	if c.Reports < c.Params.MinBatch {
-		abort(wire.AbortBelowMinBatch, "below minimum batch after dropping unopened reports")
-		return
-	}
-	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), c.Num)
-	if err != nil {
-		setupFailed(err)
-		return
-	}
-	helper, err := secagg.NewHelper(sr, vk)
-	if err != nil {
-		setupFailed(err)
-		return
-	}
-	prepMsg, early, err := helper.Prepare(helpers)
-	if err != nil {
-		setupFailed(err)
-		return
-	}
-	body, err := newBatchBody(&wire.SecAggBatch{Round: c.Num, Reports: c.Reports, CheckedIn: c.CheckedIn,
-		Population: c.Population, Leader: leaders, Prep: prepMsg})
-	if err != nil {
-		setupFailed(err)
-		return
-	}
+	ob.Remove(c.Num, outbox.OpenRound)
 	rep.Outcome = "pending"
 	s.m.setLast(rep)
-	s.log.Info("secure-summation batch prepared", "round", c.Num, "reports", c.Reports,
-		"rejected_by_helper", len(early), "bytes", body.size)
+	s.log.Info("secure-summation round forwarded; closing it", "round", c.Num, "reports", st.sent, "chunks", st.chunks,
+		"accepted", st.h.Accepted())
+	s.secAggClose(ctx, c.Num, rep, st.h, frame)
+}
 
-	// The aggregator prepares its shares, charges its ledger and answers
-	// with its 'M' message (status ok) or why not.
-	limit := 1<<16 + int64(c.Reports)<<10 // the 'M' message: tens of bytes per report
-	out, reply, why, err := s.secAggPost(ctx, c.Num, secAggBatchPath, body.reader, body.size, limit, func(b []byte) error {
-		p, err := wire.ParseSecAggPrep(b)
-		if err == nil && p.Round != c.Num {
-			err = fmt.Errorf("prep reply for round %d", p.Round)
+// resumeClose is outbox.SecAggClose's content.
+type resumeClose struct {
+	Close     []byte `json:"close"`     // the SecAggClose frame
+	Aggregate []byte `json:"aggregate"` // helper.Helper.MarshalAggregate
+	Params    []byte `json:"params"`    // the round's wire.Params (JSON)
+}
+
+func (s *Server) putResume(num uint64, r resumeClose) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Outbox.Put(num, outbox.SecAggClose, b)
+}
+
+// secAggClose posts the persisted close, and on a charge releases and
+// posts the aggregate share.
+func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h *helper.Helper, frame []byte) {
+	out, reply, why, err := s.secAggPost(ctx, num, secAggClosePath, frame, wire.SecAggChargedSize, func(b []byte) error {
+		c, err := wire.ParseSecAggCharged(b)
+		if err == nil && c.Round != num {
+			err = fmt.Errorf("charged reply for round %d", c.Round)
 		}
 		return err
 	})
-	body = nil
 	if err != nil {
-		s.secAggStopped(c.Num, rep, err)
+		s.secAggStopped(num, rep, err)
 		return
 	}
 	if out != outbox.Accepted && out != outbox.Duplicate {
-		s.secAggEnd(c.Num, rep, out.String(), why)
+		s.secAggEnd(num, rep, out.String(), why)
 		return
 	}
-	prep, err := wire.ParseSecAggPrep(reply) // checked by secAggPost
+	ch, err := wire.ParseSecAggCharged(reply) // checked by secAggPost
 	if err != nil {
-		s.secAggEnd(c.Num, rep, SecAggInvalid, err.Error())
+		s.secAggEnd(num, rep, SecAggInvalid, err.Error())
 		return
 	}
-	switch prep.Status {
+	switch ch.Status {
 	case wire.BatchStatusRefused:
-		s.secAggEnd(c.Num, rep, SecAggRefused, "the aggregator's ledger refused the round")
+		s.secAggEnd(num, rep, SecAggRefused, "the aggregator's ledger refused the round")
 		return
 	case wire.BatchStatusInvalid:
-		s.secAggEnd(c.Num, rep, SecAggInvalid, "the aggregator found the batch invalid")
+		s.secAggEnd(num, rep, SecAggInvalid, "the aggregator found the round invalid")
 		return
 	}
+	// Released once, noised, only for a charge of exactly the helper's
+	// accepted reports and at least the minimum batch (helper.Release).
+	share, err := h.Release(int(ch.Accepted), s.cfg.NewSource())
+	var agg []byte
+	if err == nil {
+		agg, err = (&wire.SecAggAggregate{Round: num, Share: share}).MarshalBinary()
+	}
+	if err == nil {
+		err = s.cfg.Outbox.Put(num, outbox.SecAggAggregate, agg)
+	}
+	if err != nil {
+		s.log.Error("no aggregate share released", "round", num, "err", err,
+			"below_min_batch", errors.Is(err, helper.ErrBelowMinBatch), "count_mismatch", errors.Is(err, helper.ErrCountMismatch))
+		s.secAggEnd(num, rep, SecAggFailed, "aggregate share refused: "+err.Error())
+		return
+	}
+	s.cfg.Outbox.Remove(num, outbox.SecAggClose)
+	s.log.Info("secure-summation aggregate share noised", "round", num, "aggregated", ch.Accepted, "bytes", len(agg))
+	s.secAggSendAggregate(ctx, num, rep, agg, int(ch.Accepted))
+}
 
-	// Finish with the leader's verdicts and send the noised aggregate
-	// share, exactly once.
-	rejected, err := helper.Finish(prep.Msg)
+// secAggSendAggregate posts the persisted noised aggregate share.
+func (s *Server) secAggSendAggregate(ctx context.Context, num uint64, rep RoundReport, frame []byte, accepted int) {
+	out, _, why, err := s.secAggPost(ctx, num, secAggAggregatePath, frame, 4096, nil)
 	if err != nil {
-		// Not the error itself: it may quote the reports' nonces.
-		s.log.Error("cannot finish the secure-summation round: the aggregator's prepare messages contradict the helper",
-			"round", c.Num, "protocol_violation", errors.Is(err, secagg.ErrProtocol))
-		s.secAggEnd(c.Num, rep, SecAggFailed, "helper finish failed")
-		return
-	}
-	for _, r := range rejected {
-		s.m.secAggReject(strings.ReplaceAll(r.Reason.String(), " ", "_"))
-	}
-	agg, err := helper.AggregateShare()
-	if err == nil {
-		err = agg.AddNoise(s.cfg.NewSource())
-	}
-	var share []byte
-	if err == nil {
-		share, err = agg.MarshalBinary()
-	}
-	var frame []byte
-	if err == nil {
-		frame, err = (&wire.SecAggAggregate{Round: c.Num, Share: share}).MarshalBinary()
-	}
-	if err != nil {
-		s.log.Error("cannot build the aggregate share", "round", c.Num, "err", err)
-		s.secAggEnd(c.Num, rep, SecAggFailed, "aggregate share failed")
-		return
-	}
-	s.log.Info("secure-summation aggregate share noised", "round", c.Num, "aggregated", agg.Count(),
-		"rejected", len(rejected), "bytes", len(frame))
-	out, _, why, err = s.secAggPost(ctx, c.Num, secAggAggregatePath,
-		func() io.Reader { return bytes.NewReader(frame) }, int64(len(frame)), 4096, nil)
-	if err != nil {
-		s.secAggStopped(c.Num, rep, err)
+		s.secAggStopped(num, rep, err)
 		return
 	}
 	if out != outbox.Accepted && out != outbox.Duplicate {
-		s.secAggEnd(c.Num, rep, out.String(), why)
+		s.secAggEnd(num, rep, out.String(), why)
 		return
 	}
-	s.web.receipts.settle(c.Num, includedReceipts(receipts, rejected), "") // classroom.go
-	s.m.secAggAggregated.Add(uint64(agg.Count()))
+	s.m.secAggAggregated.Add(uint64(accepted))
 	s.m.roundsForwarded.Add(1)
-	s.secAggEnd(c.Num, rep, SecAggForwarded, out.String())
+	s.secAggEnd(num, rep, SecAggForwarded, out.String())
+}
+
+// resumeSecAgg finishes, after a restart, a round whose close or
+// aggregate share was persisted (recover found it).
+func (s *Server) resumeSecAgg(ctx context.Context, e outbox.Entry) {
+	rep := RoundReport{Round: e.Round, Outcome: "pending"}
+	b, err := s.cfg.Outbox.Get(e.Round, e.Kind)
+	if err != nil {
+		s.log.Error("cannot read a persisted secure-summation step", "round", e.Round, "err", err)
+		return
+	}
+	s.log.Info("resuming a secure-summation round after a restart", "round", e.Round, "step", string(e.Kind))
+	if e.Kind == outbox.SecAggAggregate {
+		if _, err := wire.ParseSecAggAggregate(b); err != nil {
+			s.secAggEnd(e.Round, rep, SecAggFailed, "persisted aggregate share unreadable")
+			return
+		}
+		s.secAggSendAggregate(ctx, e.Round, rep, b, 0)
+		return
+	}
+	var rc resumeClose
+	var h *helper.Helper
+	err = json.Unmarshal(b, &rc)
+	var cl *wire.SecAggClose
+	if err == nil {
+		cl, err = wire.ParseSecAggClose(rc.Close)
+	}
+	if err == nil {
+		h, err = s.restoreHelper(e.Round, rc)
+	}
+	if err != nil {
+		s.log.Error("persisted secure-summation close does not restore", "round", e.Round, "err", err)
+		s.secAggEnd(e.Round, rep, SecAggFailed, "persisted close unreadable")
+		return
+	}
+	rep.Reports, rep.CheckedIn, rep.Population = cl.Reports, cl.CheckedIn, cl.Population
+	s.secAggClose(ctx, e.Round, rep, h, rc.Close)
+}
+
+// restoreHelper rebuilds a helper whose every report has its verdict
+// from a persisted close (its round's parameters are those persisted).
+func (s *Server) restoreHelper(num uint64, rc resumeClose) (*helper.Helper, error) {
+	var p wire.Params
+	if err := json.Unmarshal(rc.Params, &p); err != nil {
+		return nil, err
+	}
+	spec, _, _, err := round.SecAggSpec(p)
+	if err != nil {
+		return nil, err
+	}
+	sr, err := spec.SecAggRound(num)
+	if err != nil {
+		return nil, err
+	}
+	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), num)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := secagg.NewEngine(sr, false, vk)
+	if err != nil {
+		return nil, err
+	}
+	return helper.Restore(sr, eng, s.cfg.HelperKey.OpenHelperShare, int(p.MinBatch), rc.Aggregate)
 }
 
 // secAggEnd records how a secure-summation round ended and removes its
-// open-round marker: nothing more is owed for it.
+// persisted state: nothing more is owed for it.
 func (s *Server) secAggEnd(num uint64, rep RoundReport, outcome, why string) {
-	if err := s.cfg.Outbox.Remove(num, outbox.OpenRound); err != nil {
-		s.log.Error("cannot remove the round marker", "round", num, "err", err)
+	for _, k := range []outbox.Kind{outbox.OpenRound, outbox.SecAggClose, outbox.SecAggAggregate} {
+		if err := s.cfg.Outbox.Remove(num, k); err != nil {
+			s.log.Error("cannot remove the round's state", "round", num, "kind", string(k), "err", err)
+		}
 	}
 	s.m.secAggRound(outcome)
-	s.web.receipts.settle(num, nil, receiptWhy(outcome)) // classroom.go; no-op once settled
+	if outcome == SecAggForwarded { // classroom.go: what each volunteer may ask of its own report
+		s.web.receipts.settleSum(num)
+	} else {
+		s.web.receipts.settle(num, nil, receiptWhy(outcome))
+	}
 	rep.Outcome, rep.Reason = outcome, why
 	s.m.setLast(rep)
 	if outcome == SecAggForwarded {
@@ -249,74 +568,23 @@ func (s *Server) secAggStopped(num uint64, rep RoundReport, err error) {
 		s.secAggEnd(num, rep, SecAggSuperseded, err.Error())
 		return
 	}
-	// The marker stays: the next start aborts the round.
-	s.log.Warn("relay stopped during a secure-summation round; it is aborted at the next start", "round", num)
+	// What is persisted stays: the next start aborts the round (open
+	// marker) or resumes it (close, aggregate share).
+	s.log.Warn("relay stopped during a secure-summation round; the next start aborts or resumes it", "round", num)
 }
 
-// batchBody is a SecAggBatch frame as a stream over the leader shares it
-// carries, so that the shares (about 1 MB per report at d = 7850) are
-// never copied into one buffer: its bytes are exactly those of
-// wire.SecAggBatch.MarshalBinary (TestBatchBodyIsTheWireFrame), and every
-// reader starts them again, so a retry resends the identical bytes.
-type batchBody struct {
-	head, tail []byte
-	leaders    [][]byte
-	size       int64
-}
-
-// newBatchBody checks b as wire.SecAggBatch.MarshalBinary does and returns
-// its body.
-func newBatchBody(b *wire.SecAggBatch) (*batchBody, error) {
-	n := len(b.Leader)
-	if b.Round < 1 || n < 1 || uint64(n) != uint64(b.Reports) || len(b.Prep) > wire.MaxSecAggPayload {
-		return nil, fmt.Errorf("secagg batch: round %d, %d shares for %d reports, %d prep bytes", b.Round, n, b.Reports, len(b.Prep))
-	}
-	sl := len(b.Leader[0])
-	if sl < 1 || uint64(sl)*uint64(n) > wire.MaxSecAggPayload {
-		return nil, fmt.Errorf("secagg batch: %d shares of %d bytes", n, sl)
-	}
-	for i, l := range b.Leader {
-		if len(l) != sl {
-			return nil, fmt.Errorf("secagg batch: share %d has %d bytes, want %d", i, len(l), sl)
-		}
-	}
-	head := make([]byte, 26)
-	head[0], head[1] = wire.Version, byte(wire.TypeSecAggBatch)
-	be := binary.BigEndian
-	be.PutUint64(head[2:], b.Round)
-	be.PutUint32(head[10:], b.Reports)
-	be.PutUint32(head[14:], b.CheckedIn)
-	be.PutUint32(head[18:], b.Population)
-	be.PutUint32(head[22:], uint32(sl))
-	tail := be.AppendUint32(make([]byte, 0, 4+len(b.Prep)), uint32(len(b.Prep)))
-	tail = append(tail, b.Prep...)
-	return &batchBody{head: head, tail: tail, leaders: b.Leader,
-		size: int64(len(head)) + int64(n)*int64(sl) + int64(len(tail))}, nil
-}
-
-// reader returns the frame's bytes from the start.
-func (b *batchBody) reader() io.Reader {
-	parts := make([]io.Reader, 0, len(b.leaders)+2)
-	parts = append(parts, bytes.NewReader(b.head))
-	for _, l := range b.leaders {
-		parts = append(parts, bytes.NewReader(l))
-	}
-	return io.MultiReader(append(parts, bytes.NewReader(b.tail))...)
-}
-
-// secAggPost posts a body (each call of body returns its size bytes from
-// the start) to path until a definitive answer, resending the identical
-// bytes with exponential backoff. It returns the outcome, the
-// reply (at most limit bytes; for accepted and duplicate, one that check
-// accepts, else the answer is retried), and a short reason for logs; or
-// errStopped when ctx ends, errSuperseded when the aggregator has announced
-// a later round meanwhile.
-func (s *Server) secAggPost(ctx context.Context, num uint64, path string, body func() io.Reader, size, limit int64,
+// secAggPost posts body to path until a definitive answer, resending the
+// identical bytes with exponential backoff. It returns the outcome
+// (outbox.Classify), the reply (at most limit bytes; for accepted and
+// duplicate, one that check accepts, else the answer is retried) and a
+// short reason for logs; or errStopped when ctx ends, errSuperseded when
+// the aggregator has announced a later round meanwhile.
+func (s *Server) secAggPost(ctx context.Context, num uint64, path string, body []byte, limit int64,
 	check func([]byte) error) (outbox.Outcome, []byte, string, error) {
 	wait := s.cfg.RetryMin
 	for attempt := 1; ; attempt++ {
 		s.m.secAggAttempts.Add(1)
-		out, reply, why := s.secAggAttempt(ctx, path, body(), size, limit, check)
+		out, reply, why := s.secAggAttempt(ctx, path, body, limit, check)
 		if out.Final() {
 			return out, reply, why, nil
 		}
@@ -340,19 +608,17 @@ func (s *Server) secAggPost(ctx context.Context, num uint64, path string, body f
 	}
 }
 
-// secAggAttempt makes one request: 200 accepted, 208 duplicate, 409
-// obsolete, 400/413/422 invalid (docs/protocol.md); anything else, no
-// answer, or an accepted or duplicate reply that check refuses is retried.
-func (s *Server) secAggAttempt(ctx context.Context, path string, body io.Reader, size, limit int64,
+// secAggAttempt makes one request, its outcome by outbox.Classify; an
+// accepted or duplicate reply that check refuses is retried.
+func (s *Server) secAggAttempt(ctx context.Context, path string, body []byte, limit int64,
 	check func([]byte) error) (outbox.Outcome, []byte, string) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SecAggTimeout)
 	defer cancel()
 	u := strings.TrimSuffix(s.cfg.Aggregator, "/") + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return outbox.Retry, nil, err.Error()
 	}
-	req.ContentLength = size
 	req.Header.Set("Authorization", "Bearer "+s.cfg.Token)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := s.cfg.HTTPClient.Do(req)
@@ -364,17 +630,8 @@ func (s *Server) secAggAttempt(ctx context.Context, path string, body io.Reader,
 	if err != nil {
 		return outbox.Retry, nil, "reading reply failed"
 	}
-	var out outbox.Outcome
-	switch resp.StatusCode {
-	case http.StatusOK:
-		out = outbox.Accepted
-	case http.StatusAlreadyReported:
-		out = outbox.Duplicate
-	case http.StatusConflict:
-		out = outbox.Obsolete
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		out = outbox.Invalid
-	default:
+	out := outbox.Classify(resp.StatusCode)
+	if out == outbox.Retry {
 		return outbox.Retry, nil, fmt.Sprintf("HTTP %d", resp.StatusCode)
 	}
 	if int64(len(reply)) > limit {

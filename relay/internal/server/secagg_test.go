@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -35,30 +36,42 @@ func secAggTestParams() wire.Params {
 	}
 }
 
-// leaderAgg is the aggregator's side of secure summation as docs/secagg.md
-// steps 5 and 6 describe it, with the real Prio3 leader: it opens the
-// leader shares (passing a share that does not open on as it is),
-// prepares, combines the relay's 'P' message, answers 'M' (or invalid
-// below MinBatch, or refused when told to), then unshards the relay's
-// noised aggregate share with its own.
+// leaderAgg is the aggregator's side of streaming secure summation as
+// docs/secagg.md describes it, with the real Prio3 leader engine: every
+// chunk's leader shares are opened (a share that does not open is passed
+// on as it is and rejected by PrepInit), decided with the relay's 'P'
+// entries and folded; the close is answered with the charged count (or
+// invalid below MinBatch, or refused when told to); the relay's noised
+// aggregate share is unsharded with its own.
 type leaderAgg struct {
 	t      *testing.T
 	key    *envelopetest.Key
 	p      wire.Params
-	refuse bool          // answer every batch with status refused
-	hold   chan struct{} // if set, a batch waits for it before being read
-	// failBatch and failAgg: answer the first ones 503 (no definitive
-	// answer); down: answer every batch 503.
-	failBatch, failAgg int
+	refuse bool          // answer every close with status refused
+	hold   chan struct{} // if set, a request to holdPath waits for it before being read
+	// holdPath is the path hold applies to (default: the chunk path).
+	holdPath string
+	// failChunk and failAgg: answer the first ones 503 (no definitive
+	// answer); down: answer every chunk and close 503.
+	failChunk, failAgg int
 	down               bool
-	attempts           map[string][][]byte // every request body by path
+	// lie: answer the close with this accepted count instead of the
+	// leader's (a deviating aggregator); 0: the leader's.
+	lie      uint32
+	attempts map[string][][]byte // every request body by path
 
 	mu       sync.Mutex
-	batches  []*wire.SecAggBatch
+	chunks   []*wire.SecAggChunk
+	closes   []*wire.SecAggClose
 	aggs     [][]byte
 	aborts   []*wire.Abort
-	leader   *secagg.Leader
-	rejected []secagg.Rejection
+	round    uint64
+	eng      *secagg.SumVecEngine
+	sr       *secagg.Round
+	agg      *secagg.Aggregate
+	reports  int
+	nonces   map[[16]byte]bool     // accepted this round
+	rejected map[int]secagg.Reason // by index in the round
 	result   *secagg.Result
 	errs     []error
 }
@@ -72,7 +85,11 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	if a.hold != nil && r.URL.Path == secAggBatchPath {
+	hp := a.holdPath
+	if hp == "" {
+		hp = secAggChunkPath
+	}
+	if a.hold != nil && r.URL.Path == hp {
 		select {
 		case <-a.hold:
 		case <-r.Context().Done():
@@ -87,8 +104,11 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.attempts[r.URL.Path] = append(a.attempts[r.URL.Path], bytes.Clone(body))
 	switch {
-	case r.URL.Path == secAggBatchPath && (a.down || a.failBatch > 0):
-		a.failBatch--
+	case (r.URL.Path == secAggChunkPath || r.URL.Path == secAggClosePath) && a.down:
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	case r.URL.Path == secAggChunkPath && a.failChunk > 0:
+		a.failChunk--
 		http.Error(w, "try later", http.StatusServiceUnavailable)
 		return
 	case r.URL.Path == secAggAggregatePath && a.failAgg > 0:
@@ -108,69 +128,99 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(b)
 	}
 	switch r.URL.Path {
-	case secAggBatchPath:
+	case secAggChunkPath:
 		lead, _, _ := spec.SharesSizes()
-		b, err := wire.ParseSecAggBatch(body, lead, int(a.p.Quota))
+		c, err := wire.ParseSecAggChunk(body, lead, int(a.p.Quota))
 		if err != nil {
 			a.fail(err)
 			answer(http.StatusBadRequest, "invalid", nil)
 			return
 		}
-		// Keep copies: the body is reused.
-		a.batches = append(a.batches, b)
-		sr, err := spec.SecAggRound(b.Round)
-		if err != nil {
-			a.fail(err)
-			return
-		}
-		vk, _ := secagg.DeriveVerifyKey([]byte(testToken), b.Round)
-		shares := make([][]byte, len(b.Leader))
-		for i, sealed := range b.Leader {
-			pt, err := a.key.OpenLeaderShare(b.Round, sealed, sr.LeaderShareSize())
+		a.chunks = append(a.chunks, c)
+		if c.Seq == 1 || a.round != c.Round {
+			a.round = c.Round
+			a.sr, _ = spec.SecAggRound(c.Round)
+			vk, _ := secagg.DeriveVerifyKey([]byte(testToken), c.Round)
+			a.eng, err = secagg.NewEngine(a.sr, true, vk)
 			if err != nil {
-				pt = sealed // rejected by Prepare, and the verdict reaches the helper through 'M'
+				a.fail(err)
+				return
 			}
-			shares[i] = pt
+			a.agg, a.reports, a.rejected, a.nonces = a.eng.NewAggregate(), 0, make(map[int]secagg.Reason), map[[16]byte]bool{}
 		}
-		if a.refuse {
-			reply, _ := (&wire.SecAggPrep{Round: b.Round, Status: wire.BatchStatusRefused}).MarshalBinary()
-			answer(http.StatusOK, "accepted", reply)
+		ps, err := a.sr.ParsePrep(c.Prep)
+		if err != nil || len(ps) != len(c.Leader) {
+			a.fail(fmt.Errorf("prep: %v", err))
+			answer(http.StatusBadRequest, "invalid", nil)
 			return
 		}
-		l, err := secagg.NewLeader(sr, vk)
-		if err == nil {
-			_, err = l.Prepare(shares)
+		var ms []secagg.Entry
+		for i, sealed := range c.Leader {
+			pt, err := a.key.OpenLeaderShare(c.Round, sealed, a.sr.LeaderShareSize())
+			if err != nil {
+				pt = sealed // rejected by PrepInit: not a share's length
+			}
+			m, out := a.eng.Decide(a.eng.PrepInit(pt), ps[i])
+			if out != nil && a.nonces[m.Nonce] {
+				m, out = secagg.Entry{Nonce: m.Nonce, Reason: secagg.RejectDuplicateNonce}, nil
+			}
+			if out != nil {
+				a.agg.Fold(out)
+				a.nonces[m.Nonce] = true
+			} else {
+				a.rejected[a.reports] = m.Reason
+			}
+			a.reports++
+			ms = append(ms, m)
 		}
-		var msg []byte
-		if err == nil {
-			msg, a.rejected, err = l.Combine(b.Prep)
+		msg, err := a.sr.MarshalVerdicts(ms)
+		if err != nil {
+			a.fail(err)
+			return
 		}
+		reply, _ := (&wire.SecAggPrep{Round: c.Round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+		answer(http.StatusOK, "accepted", reply)
+	case secAggClosePath:
+		cl, err := wire.ParseSecAggClose(body)
 		if err != nil {
 			a.fail(err)
 			answer(http.StatusBadRequest, "invalid", nil)
 			return
 		}
-		if l.Accepted() < int(a.p.MinBatch) {
-			reply, _ := (&wire.SecAggPrep{Round: b.Round, Status: wire.BatchStatusInvalid}).MarshalBinary()
-			answer(http.StatusOK, "accepted", reply)
-			return
+		a.closes = append(a.closes, cl)
+		status, n := uint8(wire.BatchStatusOK), uint32(0)
+		switch {
+		case a.refuse:
+			status = wire.BatchStatusRefused
+		case a.agg == nil || cl.Round != a.round || int(cl.Reports) != a.reports || int(cl.Accepted) != a.agg.Count():
+			a.fail(fmt.Errorf("close %+v, the leader has %d reports", cl, a.reports))
+			status = wire.BatchStatusInvalid
+		case a.lie > 0:
+			n = a.lie
+		case a.agg.Count() < int(a.p.MinBatch):
+			status = wire.BatchStatusInvalid
+		default:
+			n = uint32(a.agg.Count())
 		}
-		a.leader = l
-		reply, _ := (&wire.SecAggPrep{Round: b.Round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+		reply, _ := (&wire.SecAggCharged{Round: cl.Round, Status: status, Accepted: n}).MarshalBinary()
 		answer(http.StatusOK, "accepted", reply)
 	case secAggAggregatePath:
 		ag, err := wire.ParseSecAggAggregate(body)
-		if err != nil || a.leader == nil {
+		if err != nil || a.agg == nil {
 			answer(http.StatusConflict, "obsolete", nil)
 			return
 		}
 		a.aggs = append(a.aggs, bytes.Clone(ag.Share))
-		own, err := a.leader.AggregateShare()
+		if a.result != nil {
+			answer(http.StatusAlreadyReported, "duplicate", nil)
+			return
+		}
+		own, err := a.agg.Share()
 		if err == nil {
 			err = own.AddNoise(noise.NewSeeded(424242))
 		}
 		if err == nil {
-			a.result, err = a.leader.Unshard(own, ag.Share)
+			a.result, err = a.sr.Unshard(own, ag.Share)
 		}
 		if err != nil {
 			a.fail(err)
@@ -189,6 +239,15 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// chunkReports returns the number of reports in the chunks received.
+func (a *leaderAgg) chunkReports() int {
+	n := 0
+	for _, c := range a.chunks {
+		n += len(c.Leader)
+	}
+	return n
 }
 
 // postFull posts to the relay and returns the status, the outcome header
@@ -383,14 +442,15 @@ func TestSecAggRound(t *testing.T) {
 		if len(agg.errs) != 0 {
 			t.Fatalf("aggregator errors: %v", agg.errs)
 		}
-		if len(agg.batches) != 1 || len(agg.aggs) != 1 || len(agg.aborts) != 0 || agg.result == nil {
-			t.Fatalf("%d batches, %d aggregates, %d aborts, result %v", len(agg.batches), len(agg.aggs), len(agg.aborts), agg.result)
+		if len(agg.chunks) < 1 || agg.chunkReports() != 4 || len(agg.closes) != 1 || len(agg.aggs) != 1 || len(agg.aborts) != 0 || agg.result == nil {
+			t.Fatalf("%d chunks of %d reports, %d closes, %d aggregates, %d aborts, result %v", len(agg.chunks), agg.chunkReports(),
+				len(agg.closes), len(agg.aggs), len(agg.aborts), agg.result)
 		}
-		b := agg.batches[0]
-		if b.Round != round || b.Reports != 4 || b.CheckedIn != 10 || b.Population != 10 {
-			t.Fatalf("batch %d: reports %d, checkedIn %d, population %d", b.Round, b.Reports, b.CheckedIn, b.Population)
+		b := agg.closes[0]
+		if b.Round != round || b.Reports != 4 || b.Accepted != 3 || b.Chunks != uint32(len(agg.chunks)) || b.CheckedIn != 10 || b.Population != 10 {
+			t.Fatalf("close %+v", b)
 		}
-		if len(agg.rejected) != 1 || agg.rejected[0].Index != 3 || agg.rejected[0].Reason != secagg.RejectWrongLength {
+		if len(agg.rejected) != 1 || agg.rejected[3] != secagg.RejectWrongLength {
 			t.Fatalf("leader's rejections %v", agg.rejected)
 		}
 		res := agg.result
@@ -422,7 +482,7 @@ func TestSecAggRound(t *testing.T) {
 		}
 		sa := s.SecAgg
 		if sa.Dropped[DropUnopened] != 2 || sa.Rejected["wrong_length"] != 1 || len(sa.Rejected) != 1 ||
-			sa.Aggregated != 3 || sa.Rounds[SecAggForwarded] != 1 || sa.Attempts != 2 || sa.Failures != 0 {
+			sa.Aggregated != 3 || sa.Rounds[SecAggForwarded] != 1 || sa.Attempts != uint64(len(agg.chunks)+2) || sa.Failures != 0 {
 			t.Errorf("secagg metrics %+v", sa)
 		}
 		if s.RoundsForwarded != 1 || s.RoundsAborted != 0 || s.LastRound == nil || s.LastRound.Outcome != SecAggForwarded ||
@@ -569,11 +629,11 @@ func TestSecAggRoundEnds(t *testing.T) {
 		synctest.Wait()
 		s := h.srv.Metrics()
 		agg.mu.Lock()
-		nb, na := len(agg.batches), len(agg.aggs)
+		nb, na := len(agg.closes), len(agg.aggs)
 		agg.mu.Unlock()
 		if nb != 1 || na != 0 || s.SecAgg.Rounds[SecAggRefused] != 1 || s.LastRound.Outcome != SecAggRefused ||
 			s.RoundsForwarded != 0 || s.SecAgg.Aggregated != 0 {
-			t.Fatalf("refused round: %d batches, %d aggregates, %+v, last %+v", nb, na, s.SecAgg, s.LastRound)
+			t.Fatalf("refused round: %d closes, %d aggregates, %+v, last %+v", nb, na, s.SecAgg, s.LastRound)
 		}
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
 			t.Fatalf("outbox after a refused round: %v", l)
@@ -594,11 +654,11 @@ func TestSecAggRoundEnds(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		agg.mu.Lock()
-		nb, aborts := len(agg.batches), agg.aborts
+		nb, aborts := len(agg.closes), agg.aborts
 		agg.mu.Unlock()
 		if nb != 1 || len(aborts) != 1 || aborts[0].Round != 2 || aborts[0].Reason != wire.AbortBelowMinBatch ||
 			aborts[0].Reports != 1 || aborts[0].CheckedIn != 2 {
-			t.Fatalf("below min batch after the drop: %d batches, aborts %+v", nb, aborts)
+			t.Fatalf("below min batch after the drop: %d closes, aborts %+v", nb, aborts)
 		}
 		s = h.srv.Metrics()
 		checkCounters(t, s)
@@ -616,10 +676,11 @@ func TestSecAggRoundEnds(t *testing.T) {
 	})
 }
 
-// TestSecAggRestartAborts: the helper's state is in memory only. A relay
-// stopped while the aggregator prepares its batch sends nothing more for
-// the round; at the next start it posts the round's Abort (relay restart)
-// and never resends the batch.
+// TestSecAggRestartAborts: before its close is persisted, the helper's
+// state is in memory only. A relay stopped while the aggregator prepares
+// a chunk sends nothing more for the round; at the next start it posts
+// the round's Abort (relay restart: nothing was charged) and never
+// resends the chunk.
 func TestSecAggRestartAborts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := secAggTestParams()
@@ -635,19 +696,19 @@ func TestSecAggRestartAborts(t *testing.T) {
 			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
 		}
 		time.Sleep(time.Minute)
-		synctest.Wait() // the batch is posted; the aggregator holds it
+		synctest.Wait() // a chunk is posted; the aggregator holds it
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 1, Kind: outbox.OpenRound}) {
-			t.Fatalf("outbox while the batch is at the aggregator: %v", l)
+			t.Fatalf("outbox while the chunk is at the aggregator: %v", l)
 		}
 		h.stop()
 		close(agg.hold)
 		h.start()
 		synctest.Wait()
 		agg.mu.Lock()
-		nb, na, aborts := len(agg.batches), len(agg.aggs), agg.aborts
+		nb, nc, na, aborts := len(agg.chunks), len(agg.closes), len(agg.aggs), agg.aborts
 		agg.mu.Unlock()
-		if nb != 0 || na != 0 || len(aborts) != 1 || aborts[0].Round != 1 || aborts[0].Reason != wire.AbortRelayRestart {
-			t.Fatalf("after the restart: %d batches, %d aggregates, aborts %+v", nb, na, aborts)
+		if nb != 0 || nc != 0 || na != 0 || len(aborts) != 1 || aborts[0].Round != 1 || aborts[0].Reason != wire.AbortRelayRestart {
+			t.Fatalf("after the restart: %d chunks, %d closes, %d aggregates, aborts %+v", nb, nc, na, aborts)
 		}
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
 			t.Fatalf("outbox after the abort: %v", l)
@@ -656,14 +717,14 @@ func TestSecAggRestartAborts(t *testing.T) {
 }
 
 // TestSecAggRetries: requests without a definitive answer are resent with
-// the identical bytes — the batch, and the noised aggregate share (never a
-// second, differently noised one) — and the round completes; a batch the
+// the identical bytes — a chunk, and the noised aggregate share (never a
+// second, differently noised one) — and the round completes; a chunk the
 // aggregator never answers is given up when it announces a later round.
 func TestSecAggRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := secAggTestParams()
 		key, _ := envelopetest.DeriveKey([32]byte{7})
-		agg := &leaderAgg{t: t, key: key, p: p, failBatch: 2, failAgg: 2}
+		agg := &leaderAgg{t: t, key: key, p: p, failChunk: 2, failAgg: 2}
 		h := newHarness(t, agg, "")
 		defer h.close()
 		spec, _ := roundspec.New(p)
@@ -678,10 +739,10 @@ func TestSecAggRetries(t *testing.T) {
 		time.Sleep(time.Minute) // the backoff, on the bubble's clock
 		synctest.Wait()
 		agg.mu.Lock()
-		bs, as, res := agg.attempts[secAggBatchPath], agg.attempts[secAggAggregatePath], agg.result
+		bs, as, res, nch := agg.attempts[secAggChunkPath], agg.attempts[secAggAggregatePath], agg.result, len(agg.chunks)
 		agg.mu.Unlock()
-		if len(bs) != 3 || len(as) != 3 || res == nil || res.Count != 3 {
-			t.Fatalf("%d batch attempts, %d aggregate attempts, result %v", len(bs), len(as), res)
+		if len(bs) != nch+2 || len(as) != 3 || res == nil || res.Count != 3 {
+			t.Fatalf("%d chunk attempts for %d chunks, %d aggregate attempts, result %v", len(bs), nch, len(as), res)
 		}
 		for i := 1; i < 3; i++ {
 			if !bytes.Equal(bs[i], bs[0]) || !bytes.Equal(as[i], as[0]) {
@@ -689,14 +750,14 @@ func TestSecAggRetries(t *testing.T) {
 			}
 		}
 		s := h.srv.Metrics()
-		if s.SecAgg.Attempts != 6 || s.SecAgg.Failures != 4 || s.SecAgg.Rounds[SecAggForwarded] != 1 {
+		if s.SecAgg.Attempts != uint64(nch+2+1+3) || s.SecAgg.Failures != 4 || s.SecAgg.Rounds[SecAggForwarded] != 1 {
 			t.Fatalf("metrics %+v", s.SecAgg)
 		}
 		for _, c := range clients {
 			c.ws.Close()
 		}
 
-		// The aggregator never answers round 2's batch, then announces
+		// The aggregator never answers round 2's chunk, then announces
 		// round 3: the relay gives round 2 up.
 		agg.mu.Lock()
 		agg.down = true
@@ -708,7 +769,7 @@ func TestSecAggRetries(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 2, Kind: outbox.OpenRound}) {
-			t.Fatalf("outbox while round 2's batch is unanswered: %v", l)
+			t.Fatalf("outbox while round 2's chunk is unanswered: %v", l)
 		}
 		h.openSecAggRound(3, p, 0)
 		time.Sleep(time.Minute)
@@ -731,48 +792,143 @@ func TestSecAggRetries(t *testing.T) {
 	})
 }
 
-// TestBatchBodyIsTheWireFrame: the streamed batch is byte for byte
-// wire.SecAggBatch.MarshalBinary, every reader starts it again, and the
-// encoder refuses what MarshalBinary refuses.
-func TestBatchBodyIsTheWireFrame(t *testing.T) {
-	src := noise.NewSeeded(9)
-	rnd := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(src.Uint64())
+// TestSecAggRestartAfterCloseResumes: once the close is persisted, a relay
+// restart does not abort the round: the next start re-sends the identical
+// close, releases the noised aggregate share for the charged round and
+// delivers it, and nothing is owed afterwards.
+func TestSecAggRestartAfterCloseResumes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{}), holdPath: secAggClosePath}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
 		}
-		return b
-	}
-	for _, n := range []int{1, 3, 17} {
-		b := &wire.SecAggBatch{Round: 7, Reports: uint32(n), CheckedIn: uint32(n + 2), Population: uint32(n + 5), Prep: rnd(100)}
-		for range n {
-			b.Leader = append(b.Leader, rnd(61))
+		time.Sleep(time.Minute)
+		synctest.Wait() // the close is posted; the aggregator holds it
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 1, Kind: outbox.SecAggClose}) {
+			t.Fatalf("outbox while the close is at the aggregator: %v", l)
 		}
-		want, err := b.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
+		h.stop()
+		close(agg.hold)
+		h.start()
+		synctest.Wait()
+		agg.mu.Lock()
+		nc, na, aborts, res, errs := len(agg.closes), len(agg.aggs), agg.aborts, agg.result, agg.errs
+		closes := agg.attempts[secAggClosePath]
+		agg.mu.Unlock()
+		if len(errs) != 0 || nc < 1 || na != 1 || len(aborts) != 0 || res == nil || res.Count != 3 {
+			t.Fatalf("after the restart: %d closes, %d aggregates, aborts %+v, result %v, errors %v", nc, na, aborts, res, errs)
 		}
-		body, err := newBatchBody(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 2 {
-			got, _ := io.ReadAll(body.reader())
-			if !bytes.Equal(got, want) || body.size != int64(len(want)) {
-				t.Fatalf("%d reports: streamed %d bytes (size %d), wire %d, equal %v", n, len(got), body.size, len(want), bytes.Equal(got, want))
+		for i := range closes {
+			if !bytes.Equal(closes[i], closes[0]) {
+				t.Fatalf("close %d re-sent different bytes", i)
 			}
 		}
-	}
-	for name, b := range map[string]*wire.SecAggBatch{
-		"round 0":        {Round: 0, Reports: 1, Leader: [][]byte{{1}}},
-		"count mismatch": {Round: 1, Reports: 2, Leader: [][]byte{{1}}},
-		"no shares":      {Round: 1},
-		"empty share":    {Round: 1, Reports: 1, Leader: [][]byte{{}}},
-		"uneven shares":  {Round: 1, Reports: 2, Leader: [][]byte{{1, 2}, {1}}},
-	} {
-		_, werr := b.MarshalBinary()
-		if _, err := newBatchBody(b); err == nil || werr == nil {
-			t.Errorf("%s: stream error %v, wire error %v", name, err, werr)
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after the resumed round: %v", l)
 		}
+		if s := h.srv.Metrics(); s.SecAgg.Rounds[SecAggForwarded] != 1 {
+			t.Fatalf("metrics %+v", s.SecAgg)
+		}
+	})
+}
+
+// TestSecAggDeviatingAggregatorGetsNoShare: an aggregator that answers the
+// close with another accepted count than the helper's — here fewer than
+// the announced minimum batch — gets no aggregate share: the relay does
+// not noise the round (issue 18: the minimum batch is checked on the
+// accepted count after the verdicts, not only before preparation).
+func TestSecAggDeviatingAggregatorGetsNoShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams() // MinBatch 2
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, lie: 1}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		agg.mu.Lock()
+		nc, na := len(agg.closes), len(agg.attempts[secAggAggregatePath])
+		agg.mu.Unlock()
+		if nc != 1 || na != 0 {
+			t.Fatalf("%d closes, %d aggregate shares sent to an aggregator that charged 1 of 3 reports", nc, na)
+		}
+		s := h.srv.Metrics()
+		if s.SecAgg.Rounds[SecAggFailed] != 1 || s.LastRound.Outcome != SecAggFailed || s.SecAgg.Aggregated != 0 {
+			t.Fatalf("metrics %+v, last %+v", s.SecAgg, s.LastRound)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox: %v", l)
+		}
+	})
+}
+
+// TestSecAggCopiedShareKeepsGenuine (issue 18): a volunteer's leader share
+// copied into a frame of the attacker's own, which completes first, does
+// not displace the genuine report: both are admitted, the copy fails
+// preparation, and the genuine report is in the sum.
+func TestSecAggCopiedShareKeepsGenuine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		genuine := h.volunteerShares(spec, 1, 1, pub, x, 1)
+		own := h.volunteerShares(spec, 1, 1, pub, x, 2)
+		// The copy: the genuine leader share, the attacker's helper share.
+		ls, err := wire.ParseShares(genuine, len(genuine)-18-h.helperLen(spec), h.helperLen(spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ows, err := wire.ParseShares(own, len(own)-18-h.helperLen(spec), h.helperLen(spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyFrame, err := (&wire.Shares{Round: 1, Leader: ls.Leader, Helper: ows.Helper}).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[0].sendShares(copyFrame) // completes first
+		clients[1].sendShares(genuine)   // admitted: not a replay of the pair
+		clients[2].sendShares(h.volunteerShares(spec, 1, 1, pub, x, 3))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		agg.mu.Lock()
+		res, rej := agg.result, agg.rejected
+		agg.mu.Unlock()
+		if res == nil || res.Count != 2 || len(rej) != 1 || rej[0] == secagg.Accepted {
+			t.Fatalf("result %+v, rejections %v: want the genuine and the third report, the copy rejected", res, rej)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
+
+// helperLen is the sealed helper share size of spec.
+func (h *harness) helperLen(spec *roundspec.Spec) int {
+	_, help, err := spec.SharesSizes()
+	if err != nil {
+		h.t.Fatal(err)
 	}
+	return help
 }

@@ -217,6 +217,7 @@ type Server struct {
 	closing bool
 	warm    time.Time // announcements are refused before (Config.Warmup)
 
+	sa   secaggRelay        // secure summation's streams (secagg.go)
 	jobs chan *round.Closed // closed rounds to pad and forward (or abort)
 	wg   sync.WaitGroup     // broadcasts and timers
 }
@@ -270,6 +271,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.rounds = round.New(last)
+	s.rounds.SetStreamShares(true) // secure summation's reports go to their stream as they arrive (secagg.go)
 	if interrupted {
 		s.warm = time.Now().Add(cfg.Warmup)
 	}
@@ -295,6 +297,10 @@ func (s *Server) recover() (uint64, bool, error) {
 	}
 	for _, e := range ents {
 		switch e.Kind {
+		case outbox.SecAggClose, outbox.SecAggAggregate:
+			// A secure-summation round past its close: Run resumes it
+			// (secagg.go, resumeSecAgg).
+			s.sa.resume = append(s.sa.resume, e)
 		case outbox.OpenRound:
 			if !done[e.Round] {
 				a := wire.Abort{Round: e.Round, Reason: wire.AbortRelayRestart}
@@ -332,6 +338,14 @@ func (s *Server) Handler() http.Handler {
 // abort at the next start).
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
+	s.sa.mu.Lock()
+	s.sa.ctx = ctx
+	resume := s.sa.resume
+	s.sa.resume = nil
+	s.sa.mu.Unlock()
+	for _, e := range resume {
+		s.wg.Go(func() { s.resumeSecAgg(ctx, e) })
+	}
 	wg.Go(func() { s.forward(ctx) })
 	wg.Go(func() { s.sender.Run(ctx) })
 	wg.Go(func() { s.pinger(ctx) })
@@ -467,6 +481,9 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	// Seal the round's dummies in the background while it is open; the
 	// batch is still built once, at close (shuffler.Presealer). Secure
 	// summation has no dummies.
+	if rd.SecAgg != nil {
+		s.openStream(rd) // each report prepared and forwarded as it arrives (secagg.go)
+	}
 	if rd.SecAgg == nil {
 		if err := s.preseal.Start(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
 			Population: rd.Population}, s.cfg.NewSource()); err != nil {
@@ -708,6 +725,7 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 		s.m.acceptedReport.Add(1)
 	case round.Shares:
 		s.m.acceptedShares.Add(1)
+		s.streamReport(v.Round, v.Shares)
 	default:
 		s.m.reject(v.Reason)
 	}

@@ -1,0 +1,443 @@
+package server
+
+// Streaming secure summation at the aggregator (docs/secagg.md,
+// "Streaming"): the relay's chunks are prepared as they arrive, each
+// verdict folding the report's output share into the running aggregate
+// (analysis.SecAggLeader), and persisted before the chunk is answered; the
+// relay's close charges the round. The batch of SecAggBatchIntake is the
+// same steps with one chunk.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/durable"
+	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+func (s *Server) workers() int {
+	if s.cfg.Workers > 0 {
+		return s.cfg.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// secaggFinish is what charging a round needs, for a batch or a close.
+type secaggFinish struct {
+	r      int
+	rc     *roundConfig
+	sr     *secagg.Round
+	leader *analysis.SecAggLeader
+	dig    string // of the frame that asks for the charge
+	rec    checkpoint.RoundRecord
+	start  time.Time
+	ok     func(accepted int) ([]byte, error) // the reply once charged
+	fail   func(status uint8) []byte          // the reply refused or invalid
+}
+
+func (fc *secaggFinish) answer(in api.Intake, frame []byte, detail string) (api.SecAggAnswer, error) {
+	if frame == nil {
+		frame = fc.fail(wire.BatchStatusInvalid)
+	}
+	return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: uint64(fc.r), Outcome: in, Detail: detail}, Frame: frame}, nil
+}
+
+// counts copies the leader's counts into the record.
+func (fc *secaggFinish) counts() {
+	l, rec := fc.leader, &fc.rec
+	accepted := l.Accepted()
+	rec.N, rec.Accepted, rec.RejectedOpen = accepted, accepted, l.Unopened()
+	rec.RejectedValue = l.Reports() - accepted
+	rec.Rejections = nil
+	if rej := l.Rejected(); len(rej) > 0 {
+		rec.Rejections = make(map[string]int)
+		for reason, n := range rej {
+			rec.Rejections[reason.String()] = n
+		}
+	}
+	if rec.Population > 0 {
+		rec.CheckInRate = float64(rec.CheckedIn) / float64(rec.Population)
+	}
+}
+
+// closeInvalid closes the round at the aggregator with nothing charged.
+// The caller holds procMu.
+func (fc *secaggFinish) closeInvalid(s *Server, detail string) (api.SecAggAnswer, error) {
+	fc.counts()
+	rec := fc.rec
+	st := wire.BatchStatusInvalid
+	rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
+	rec.Seconds = time.Since(fc.start).Seconds()
+	s.log.Warn("secagg round closed, nothing charged", "round", fc.r, "reason", detail)
+	s.sa.collect = nil
+	s.removeCollect()
+	s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = fc.r, nil })
+	s.notify()
+	return fc.answer(api.IntakeInvalid, fc.fail(st), detail)
+}
+
+// secaggCharge charges a round whose reports are all folded
+// (analysis.ChargeSecAgg): it persists the prepared round (PendingFile)
+// and the Charging marker, charges the ledger, and only then answers with
+// fc.ok — the reply after which the relay sends its aggregate share. The
+// caller holds procMu.
+func (s *Server) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
+	r := fc.r
+	params := fc.rc.params
+	var okFrame []byte
+	persist := func(aggregate []byte) error {
+		fc.counts()
+		f, err := fc.ok(fc.leader.Accepted())
+		if err != nil {
+			return fmt.Errorf("%w: encoding the reply: %w", errPersist, err)
+		}
+		okFrame = f
+		// The round is resumable from here: written before the charge, read
+		// at a restart only if the ledger holds the charge (restorePending).
+		if err := s.savePending(&pendingFile{Round: r, Digest: fc.dig, Reply: f, Rec: fc.rec, Aggregate: aggregate}); err != nil {
+			return fmt.Errorf("%w: %w", errPersist, err)
+		}
+		if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: fc.dig, SecAgg: true} }); err != nil {
+			return fmt.Errorf("%w: recording the secagg round before its charge: %w", errPersist, err)
+		}
+		return nil
+	}
+	release := func(n int) privacy.Release { return fc.rc.proto.Spec.Release(r, n, 0) }
+	err := analysis.ChargeSecAgg(fc.leader, int(params.MinBatch), release, persist, s.ledger.Charge)
+	fc.counts()
+	s.sa.collect = nil
+	s.removeCollect()
+	if err != nil {
+		s.removePending()
+		switch {
+		case errors.Is(err, analysis.ErrBelowMinBatch):
+			return fc.closeInvalid(s, fmt.Sprintf("%d reports accepted, fewer than the minimum batch %d", fc.leader.Accepted(), params.MinBatch))
+		case errors.Is(err, errPersist):
+			s.commit(func(c *checkpoint.State) { c.Charging = nil })
+			return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
+		case errors.Is(err, ledger.ErrBudgetExhausted):
+			rec := fc.rec
+			st := wire.BatchStatusRefused
+			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
+			s.log.Warn("secagg round refused: privacy budget", "round", r, "err", err)
+			s.commit(func(c *checkpoint.State) {
+				c.History = append(c.History, rec)
+				c.Round, c.Open, c.Charging = r, nil, nil
+			})
+			s.stop("privacy budget: " + err.Error())
+			return fc.answer(api.IntakeAccepted, fc.fail(st), err.Error())
+		case errors.Is(err, ledger.ErrInvalidRelease):
+			s.commit(func(c *checkpoint.State) { c.Charging = nil })
+			return fc.closeInvalid(s, "invalid release: "+err.Error())
+		default:
+			s.log.Error("ledger charge failed; nothing answered", "round", r, "err", err)
+			return api.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
+		}
+	}
+	rec := fc.rec
+	s.fillEpsilon(&rec)
+	st := wire.BatchStatusOK
+	rec.Reply = &st
+	rec.Seconds = time.Since(fc.start).Seconds()
+	s.sa.pending = &secaggPending{round: r, sr: fc.sr, leader: fc.leader, digest: fc.dig, reply: okFrame, rec: rec,
+		until: time.Now().Add(s.cfg.BatchGrace)}
+	s.log.Info("secagg round prepared and charged; waiting for the relay's aggregate share", "round", r,
+		"reports", rec.Reports, "accepted", rec.Accepted, "rejected", rec.RejectedValue, "rejected_open", rec.RejectedOpen,
+		"seconds", rec.Seconds)
+	s.publishStatus()
+	return fc.answer(api.IntakeAccepted, okFrame, "")
+}
+
+// secaggCollect is the open round's streaming state: the leader folding
+// the relay's chunks, the next chunk expected and the last answer (an
+// identical re-send gets it again).
+type secaggCollect struct {
+	round     int
+	sr        *secagg.Round
+	leader    *analysis.SecAggLeader
+	next      uint32
+	lastDig   string
+	lastReply []byte
+	start     time.Time
+}
+
+// newLeader builds the leader of secure-summation round r.
+func (s *Server) newLeader(r int, rc *roundConfig) (*secagg.Round, secagg.Engine, error) {
+	sr, err := rc.proto.Spec.SecAggRound(uint64(r))
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: secagg round %d: %w", r, err)
+	}
+	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), uint64(r))
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
+	}
+	eng, err := secagg.NewEngine(sr, true, vk)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: secagg engine, round %d: %w", r, err)
+	}
+	return sr, eng, nil
+}
+
+// secaggOpenRound checks that round is the open secure-summation round
+// with nothing charged yet; otherwise it returns the answer (obsolete or
+// invalid) and ok = false. The caller holds procMu.
+func (s *Server) secaggOpenRound(round uint64, what string) (*roundConfig, api.Intake, string, bool) {
+	r := int(round)
+	if round > uint64(s.st.Round+1) {
+		return nil, api.IntakeObsolete, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round), false
+	}
+	if p := s.sa.pending; p != nil && p.round == r {
+		return nil, api.IntakeObsolete, fmt.Sprintf("round %d is already charged", r), false
+	}
+	if rec := s.record(r); rec != nil {
+		return nil, api.IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status), false
+	}
+	if s.st.Open == nil || s.st.Open.Round != r {
+		return nil, api.IntakeObsolete, fmt.Sprintf("round %d is not open", r), false
+	}
+	rc := s.rounds()
+	if !rc.proto.SecAgg() {
+		return nil, api.IntakeInvalid, "the open round is not secure summation", false
+	}
+	return rc, "", "", true
+}
+
+// SecAggChunkIntake is POST /v1/secagg/chunk after authentication: the
+// next chunk of the open round's reports is prepared (each leader share
+// opened, prepared with the helper's 'P' entry, decided, its output share
+// folded, the share dropped), the running state persisted, and the
+// chunk's 'M' message answered (a SecAggPrep frame, status ok). Chunks
+// come in order (seq 1, 2, ...); the identical re-send of the last one
+// gets its answer again (duplicate). A chunk whose 'P' does not combine
+// closes the round, nothing charged (invalid).
+//
+// Guarantee: a chunk's verdicts let the relay fold its own shares, never
+// release them; nothing of the round is unsharded before SecAggCloseIntake
+// charged it (analysis.SecAggLeader.Unshard refuses).
+func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
+	dig := digestOf(frame)
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	t, round, err := wire.PeekRound(frame)
+	if err != nil || t != wire.TypeSecAggChunk || round < 1 {
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg chunk frame"}}, nil
+	}
+	ans := func(in api.Intake, f []byte, detail string) (api.SecAggAnswer, error) {
+		if f == nil {
+			f = prepFrame(round, wire.BatchStatusInvalid)
+		}
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil
+	}
+	r := int(round)
+	if c := s.sa.collect; c != nil && c.round == r && c.lastDig == dig {
+		return ans(api.IntakeDuplicate, c.lastReply, "")
+	}
+	rc, in, detail, ok := s.secaggOpenRound(round, "chunk")
+	if !ok {
+		return ans(in, nil, detail)
+	}
+	ch, err := wire.ParseSecAggChunk(frame, rc.proto.LeaderSealed, int(rc.params.Quota))
+	if err != nil {
+		return ans(api.IntakeInvalid, nil, "malformed secagg chunk: "+err.Error())
+	}
+	c := s.sa.collect
+	if c == nil || c.round != r {
+		if ch.Seq != 1 {
+			return ans(api.IntakeObsolete, nil, fmt.Sprintf("chunk %d of round %d without its predecessors here", ch.Seq, r))
+		}
+		sr, eng, err := s.newLeader(r, rc)
+		if err != nil {
+			return api.SecAggAnswer{}, err
+		}
+		l, err := analysis.NewSecAggLeader(s.key, sr, eng)
+		if err != nil {
+			return api.SecAggAnswer{}, err
+		}
+		c = &secaggCollect{round: r, sr: sr, leader: l, next: 1, start: time.Now()}
+		s.sa.collect = c
+	}
+	// A chunk the relay should never send closes the round, nothing
+	// charged: the relay ends it too on the invalid answer.
+	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
+		rec: s.openRecord(r, dig, c.leader.Reports(), 0, 0), fail: func(st uint8) []byte { return prepFrame(round, st) }}
+	if ch.Seq != c.next {
+		return fc.closeInvalid(s, fmt.Sprintf("chunk %d, expected %d", ch.Seq, c.next))
+	}
+	if c.leader.Reports()+len(ch.Leader) > int(rc.params.Quota) {
+		return fc.closeInvalid(s, fmt.Sprintf("more than the quota of %d reports", rc.params.Quota))
+	}
+	msg, err := c.leader.PrepareChunk(ch.Leader, ch.Prep, s.workers())
+	if err != nil {
+		return fc.closeInvalid(s, "the relay's prepare shares do not combine: "+err.Error())
+	}
+	reply, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+	if err != nil {
+		return api.SecAggAnswer{}, fmt.Errorf("server: secagg chunk reply, round %d: %w", r, err)
+	}
+	c.next++
+	c.lastDig, c.lastReply = dig, reply
+	// Persisted before the answer: a restart resumes the round from here
+	// and answers the relay's re-sent chunk again.
+	if err := s.saveCollect(c); err != nil {
+		// The state in memory is ahead of the disk: the round cannot be
+		// resumed after a restart, so it is closed now, nothing charged.
+		s.log.Error("cannot persist the secagg round's state", "round", r, "err", err)
+		return fc.closeInvalid(s, "the aggregator could not persist the round")
+	}
+	return ans(api.IntakeAccepted, reply, "")
+}
+
+// openRecord is the record of the open round r with the relay's counts.
+func (s *Server) openRecord(r int, dig string, reports, checkedIn, population int) checkpoint.RoundRecord {
+	rec := checkpoint.RoundRecord{Round: r, Digest: dig, Reports: reports, CheckedIn: checkedIn, Population: population}
+	if o := s.st.Open; o != nil && o.Round == r {
+		rec.AnnouncedAt, rec.Deadline = o.AnnouncedAt, o.Deadline
+	}
+	return rec
+}
+
+// chargedFrame encodes a SecAggCharged without a count (refused,
+// invalid).
+func chargedFrame(round uint64, status uint8) []byte {
+	b, err := (&wire.SecAggCharged{Round: round, Status: status}).MarshalBinary()
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// SecAggCloseIntake is POST /v1/secagg/close after authentication: the
+// relay has forwarded all of the round's chunks. If its counts agree with
+// the leader's (chunks, reports, and the helper's accepted count), the
+// round is charged (secaggCharge: persisted, then charged) and answered
+// with a SecAggCharged frame (status ok, the accepted count); fewer than
+// MinBatch accepted, or counts that disagree, close it with nothing
+// charged (invalid); a refused budget answers refused.
+//
+// Guarantee: as SecAggBatchIntake's: the ok answer, after which the relay
+// sends its noised aggregate share, leaves only after the ledger durably
+// charged spec.Release(r, accepted, 0); each round is charged at most
+// once (a close is taken only for an open round not yet charged).
+func (s *Server) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
+	dig := digestOf(frame)
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	cl, err := wire.ParseSecAggClose(frame)
+	if err != nil {
+		_, round, _ := wire.PeekRound(frame)
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid secagg close: " + err.Error()},
+			Frame: chargedFrame(round, wire.BatchStatusInvalid)}, nil
+	}
+	round, r := cl.Round, int(cl.Round)
+	ans := func(in api.Intake, f []byte, detail string) (api.SecAggAnswer, error) {
+		if f == nil {
+			f = chargedFrame(round, wire.BatchStatusInvalid)
+		}
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil
+	}
+	if p := s.sa.pending; p != nil && p.round == r && p.digest == dig {
+		s.log.Info("identical secagg close re-sent; answering with the stored reply", "round", r)
+		return ans(api.IntakeDuplicate, p.reply, "")
+	}
+	if l := s.sa.last; l != nil && l.round == r && l.batchDigest == dig {
+		return ans(api.IntakeDuplicate, l.batchReply, "")
+	}
+	if rec := s.record(r); rec != nil && rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
+		return ans(api.IntakeDuplicate, chargedFrame(round, *rec.Reply), "")
+	}
+	rc, in, detail, ok := s.secaggOpenRound(round, "close")
+	if !ok {
+		return ans(in, nil, detail)
+	}
+	c := s.sa.collect
+	if c == nil || c.round != r {
+		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d has no chunks here", r))
+	}
+	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
+		rec:  s.openRecord(r, dig, int(cl.Reports), int(cl.CheckedIn), int(cl.Population)),
+		fail: func(st uint8) []byte { return chargedFrame(round, st) },
+		ok: func(n int) ([]byte, error) {
+			return (&wire.SecAggCharged{Round: round, Status: wire.BatchStatusOK, Accepted: uint32(n)}).MarshalBinary()
+		}}
+	if cl.Chunks != c.next-1 || int(cl.Reports) != c.leader.Reports() || int(cl.Accepted) != c.leader.Accepted() {
+		return fc.closeInvalid(s, fmt.Sprintf("the relay closes %d chunks, %d reports, %d accepted; the leader has %d, %d, %d",
+			cl.Chunks, cl.Reports, cl.Accepted, c.next-1, c.leader.Reports(), c.leader.Accepted()))
+	}
+	return s.secaggCharge(fc)
+}
+
+// CollectFile is the name, inside Config.StateDir, of the open
+// secure-summation round's streaming state (the leader's running
+// aggregate, nonces and counts, the last chunk's answer), rewritten
+// durably before each chunk is answered.
+const CollectFile = "secagg-collect.json"
+
+type collectFile struct {
+	Round     int    `json:"round"`
+	Next      uint32 `json:"next"`
+	LastDig   string `json:"last_digest"`
+	LastReply []byte `json:"last_reply"`
+	Leader    []byte `json:"leader"` // analysis.SecAggLeader.MarshalState
+}
+
+func (s *Server) saveCollect(c *secaggCollect) error {
+	st, err := c.leader.MarshalState()
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(collectFile{Round: c.round, Next: c.next, LastDig: c.lastDig, LastReply: c.lastReply, Leader: st})
+	if err != nil {
+		return err
+	}
+	return durable.WriteFile(filepath.Join(s.cfg.StateDir, CollectFile), b, 0o600)
+}
+
+func (s *Server) removeCollect() {
+	if err := os.Remove(filepath.Join(s.cfg.StateDir, CollectFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("cannot remove the secagg round's streaming state", "err", err)
+	}
+}
+
+// restoreCollect resumes the open round's streaming state after a
+// restart (called by New after reconcile): a file for another round than
+// the open one is deleted.
+func (s *Server) restoreCollect() {
+	path := filepath.Join(s.cfg.StateDir, CollectFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var f collectFile
+	if err != nil || json.Unmarshal(b, &f) != nil || s.st.Open == nil || s.st.Open.Round != f.Round || s.sa.pending != nil {
+		s.removeCollect()
+		return
+	}
+	rc := s.rounds()
+	if !rc.proto.SecAgg() {
+		s.removeCollect()
+		return
+	}
+	sr, eng, err := s.newLeader(f.Round, rc)
+	if err == nil {
+		var l *analysis.SecAggLeader
+		if l, err = analysis.RestoreCollecting(s.key, sr, eng, f.Leader); err == nil {
+			s.sa.collect = &secaggCollect{round: f.Round, sr: sr, leader: l, next: f.Next, lastDig: f.LastDig, lastReply: f.LastReply, start: time.Now()}
+			s.log.Info("resumed a secure-summation round's chunks", "round", f.Round, "chunks", f.Next-1, "reports", l.Reports())
+			return
+		}
+	}
+	s.log.Error("the secagg round's streaming state does not restore", "round", f.Round, "err", err)
+	s.removeCollect()
+}

@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blanket-fl/blanket/scripts/internal/cohort"
+	"github.com/blanket-fl/blanket/scripts/internal/invariant"
+	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/shared/client"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+)
+
+// secaggKill is one kill at a step of a streamed secure-summation round
+// (docs/secagg.md, "Crash safety"): the server killed as soon as the
+// trigger file appears in the aggregator's (agg) or the relay's state
+// directory.
+type secaggKill struct {
+	name    string
+	relay   bool   // kill the relay (else the aggregator)
+	agg     bool   // the trigger is in the aggregator's directory
+	trigger string // a file name (glob) that marks the step
+}
+
+var secaggKills = []secaggKill{
+	// After a chunk's 'P' was prepared and its 'M' persisted (answered or
+	// about to be): the aggregator resumes collecting.
+	{"aggregator after a chunk ('P' in, 'M' persisted)", false, true, "secagg-collect.json"},
+	// The relay in the middle of its chunks, before its close: the round
+	// is aborted, nothing charged.
+	{"relay between chunks, before the close", true, true, "secagg-collect.json"},
+	// Around the charge ('M' of the close): the prepared round is written
+	// just before the ledger's charge, so the kill lands before or after
+	// it; either the round is resumed, or it was never charged.
+	{"aggregator around the charge", false, true, "secagg-pending.json"},
+	// After the relay persisted its close (before or after the charge).
+	{"relay after its close is persisted", true, false, "*.secagg-close"},
+	// After the relay persisted its noised aggregate share (before or
+	// after the aggregator unsharded it).
+	{"relay after its aggregate share is persisted", true, false, "*.secagg-aggregate"},
+}
+
+// TestSecAggChaos kills the relay or the aggregator (SIGKILL) at each step
+// of a streamed secure-summation round, restarts it on its state, and
+// checks after each that a round completes, and at the end that no round
+// was charged and lost (strict: every charged round resumes or was aborted
+// before its charge), no round is recorded twice, every ok round holds the
+// reports the relay acknowledged, and epsilon never decreased.
+func TestSecAggChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos tier: real binaries")
+	}
+	const (
+		clients      = 24
+		roundTimeout = 15 * time.Second
+		grace        = 20 * time.Second
+		warmup       = 5 * time.Second
+	)
+	logs := &invariant.Logs{}
+	if testing.Verbose() {
+		logs.Echo = os.Stderr
+	}
+	dir := t.TempDir()
+	n := strconv.Itoa(clients)
+	cl, err := localrun.Start(context.Background(), bins, localrun.Options{Dir: dir,
+		AggregatorArgs: []string{"-protocol", "secagg", "-sigma", "300", "-expected-n", n, "-quota", n, "-min-batch", "10", "-epsilon", "1e9",
+			"-check-in", "1", "-round-timeout", roundTimeout.String(), "-batch-grace", grace.String()},
+		Stdout: logs, Stderr: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Stop() })
+	ctx, cancel := context.WithCancel(context.Background())
+	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
+			Dataset: sample.Name, Seed: 3, SeededNoise: true, Backoff: client.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
+			Logger: slog.New(slog.DiscardHandler)})
+	})
+	watch := &invariant.EpsilonWatch{}
+	wg.Go(func() { watch.Run(ctx, cl) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	waitOK(t, cl, 0, 4*roundTimeout, "first round")
+	recoverWithin := 3*roundTimeout + grace + warmup
+	for i, k := range secaggKills {
+		where := cl.AggregatorDir()
+		if !k.agg {
+			where = filepath.Join(dir, "relay")
+		}
+		before, _ := invariant.OKRounds(context.Background(), cl)
+		// Wait for the step (at most two rounds), then kill at once.
+		found := false
+		for end := time.Now().Add(2 * recoverWithin); time.Now().Before(end) && !found; time.Sleep(10 * time.Millisecond) {
+			m, _ := filepath.Glob(filepath.Join(where, k.trigger))
+			found = len(m) > 0
+		}
+		if !found {
+			t.Fatalf("kill %d (%s): the step was never reached", i+1, k.name)
+		}
+		if k.relay {
+			err = cl.KillRelay()
+		} else {
+			err = cl.KillAggregator()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kill %d: %s (ok rounds so far %d)", i+1, k.name, before)
+		time.Sleep(time.Second)
+		if k.relay {
+			err = cl.StartRelay(context.Background())
+		} else {
+			err = cl.StartAggregator(context.Background())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitOK(t, cl, before, recoverWithin, fmt.Sprintf("after kill %d (%s)", i+1, k.name))
+	}
+	cancel()
+	wg.Wait()
+
+	if d := watch.Decreases(); len(d) > 0 {
+		t.Errorf("epsilon decreased on /api/status: %v", d)
+	}
+	_, rs := invariant.OKRounds(context.Background(), cl)
+	reports, padded := logs.RelayRounds()
+	res := invariant.CheckRounds(rs, reports, padded)
+	for _, v := range res.Violations {
+		t.Error(v)
+	}
+	for _, msg := range res.Lost {
+		t.Error("a charged secure-summation round was lost: " + msg)
+	}
+	okN, _ := invariant.OKRounds(context.Background(), cl)
+	t.Logf("%d kills at secure-summation steps: %d rounds, %d ok", len(secaggKills), len(rs), okN)
+	for _, r := range rs {
+		t.Logf("round %d: %s n=%d %s", r.Round, r.Status, r.N, r.Detail)
+	}
+}
