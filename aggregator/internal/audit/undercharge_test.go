@@ -6,6 +6,7 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/randomizer"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -47,6 +48,35 @@ func ssSimpleGaussian(t *testing.T, epsL float64) *roundspec.Spec {
 	return s
 }
 
+// chargeOf is the per-round ε the ledger charges for spec with n = n_p = 2
+// (what Run reports as Charged).
+func chargeOf(t *testing.T, spec *roundspec.Spec, delta float64) float64 {
+	t.Helper()
+	rep, err := privacy.Account([]privacy.Release{spec.Release(1, 2, 2)}, delta)
+	if err != nil || rep.Tightest < 0 {
+		t.Fatalf("no proven charge: %v", err)
+	}
+	return rep.Rows[rep.Tightest].Epsilon
+}
+
+// unitChargeBudget is the local budget ε_l at which the ledger charges
+// SS-Simple/Gaussian (d = 24, n = n_p = 2) exactly 1 per round (the
+// accountant composes the Gaussian reports exactly, so the charge is far
+// below ε_l).
+func unitChargeBudget(t *testing.T, delta float64) float64 {
+	t.Helper()
+	lo, hi := 0.5, 64.0
+	for hi-lo > 1e-4 {
+		mid := (lo + hi) / 2
+		if chargeOf(t, ssSimpleGaussian(t, mid), delta) < 1 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}
+
 // unshuffledTruth is the exact ε at delta of the unshuffled canary with
 // the encoder of spec: the target's 24 values are Gaussian shifts by 1
 // (normalized +C against −C) with the randomizer's σ, identifiable by
@@ -70,7 +100,8 @@ func unshuffledTruth(t *testing.T, spec *roundspec.Spec, delta float64) float64 
 // optimal test catches a Gaussian-shaped leak with probability >= 1/2,
 // and the attacks pick their thresholds on calibration trials; the seed is
 // fixed, so the outcome is deterministic). The canary: SS-Simple with the
-// Gaussian randomizer (d = 24, n = n_p = 2, ε_l = 1: charged 1), a relay
+// Gaussian randomizer (d = 24, n = n_p = 2, ε_l chosen so that the ledger
+// charges 1: unitChargeBudget), a relay
 // that does not shuffle (the target's values first) and volunteers whose
 // randomizer runs at the larger budget ε_l' that makes the view's exact ε
 // k times the charge (unshuffledTruth: μ-GDP, exact). k = 5 and k = 2;
@@ -80,12 +111,13 @@ func TestAuditCatchesUndercharge(t *testing.T) {
 		t.Skip("the audit tier runs without -short")
 	}
 	const alpha, delta, margin = 1e-3, 1e-5, 0.9
-	spec := ssSimpleGaussian(t, 1)
+	base := unitChargeBudget(t, delta)
+	spec := ssSimpleGaussian(t, base)
 	t.Logf("the honest randomizer's unshuffled view: true eps %.3f", unshuffledTruth(t, spec, delta))
 	for _, k := range []float64{5, 2} {
 		// ε_l' with unshuffledTruth = k·charge (the charge is 1 here;
 		// checked below).
-		lo, hi := 1.0, 64.0
+		lo, hi := base, 256.0
 		for hi-lo > 1e-3 {
 			mid := (lo + hi) / 2
 			if unshuffledTruth(t, ssSimpleGaussian(t, mid), delta) < k {
@@ -112,8 +144,8 @@ func TestAuditCatchesUndercharge(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("k = %v: randomizer at eps_l' = %.3g, true eps %.3f against the charge %.3f; %d trials (detectable %.3f): lower bound %.3f", k, hi, truth, res.Charged, trials, res.Detectable, res.EpsLower)
-		if math.Abs(res.Charged-1) > 1e-9 {
-			t.Fatalf("charged %v, want the local budget 1", res.Charged)
+		if math.Abs(res.Charged-1) > 1e-3 {
+			t.Fatalf("charged %v, want 1 (unitChargeBudget)", res.Charged)
 		}
 		if res.EpsLower <= res.Charged {
 			t.Errorf("k = %v: a %vx under-charge passed: lower bound %.3f, charge %.3f", k, k, res.EpsLower, res.Charged)
