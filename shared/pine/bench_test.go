@@ -7,11 +7,11 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 	"github.com/blanket-fl/blanket/shared/noise"
-	"github.com/blanket-fl/blanket/shared/secagg"
 )
 
 // Benchmarks at the MNIST size (d = 7850, clip 1), PINE with ForBlanket
-// next to today's path (shared/secagg: Prio3 SumVec, 8 bits). Natively:
+// (shared/secagg's BenchmarkShard and BenchmarkEngine put PINE and the
+// Prio3 SumVec baseline side by side in one run). Natively:
 //
 //	go test -run '^$' -bench . -benchtime 20x ./shared/pine
 //
@@ -75,36 +75,6 @@ func BenchmarkShard(b *testing.B) {
 		reportProcessCPU(b, cpu0)
 		b.ReportMetric(float64(len(pub)+len(l)+len(h)+nonceSize), "bytes/volunteer")
 	})
-	b.Run("sumvec", func(b *testing.B) {
-		r := benchSecagg(b)
-		src := noise.NewSeeded(2)
-		var l, h []byte
-		var err error
-		var clk benchclock.Clock
-		cpu0 := processCPU()
-		clk.Start()
-		for b.Loop() {
-			l, h, err = r.Shard(x, src)
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		clk.Report(b)
-		reportProcessCPU(b, cpu0)
-		b.ReportMetric(float64(len(l)+len(h)), "bytes/volunteer")
-	})
-}
-
-func benchSecagg(b *testing.B) *secagg.Round {
-	sp, err := secagg.NewParams(benchDim, 1, 8, 300, 1000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := secagg.NewRound(sp, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return r
 }
 
 // BenchmarkPrep is the preparation of ONE report by both servers
@@ -152,34 +122,6 @@ func BenchmarkPrep(b *testing.B) {
 		clk.Report(b)
 		reportProcessCPU(b, cpu0)
 		b.ReportMetric(float64(p.PrepShareSize()+p.PrepMsgSize()), "inter-server-bytes")
-	})
-	b.Run("sumvec", func(b *testing.B) {
-		r := benchSecagg(b)
-		l, h, err := r.Shard(x, noise.NewSeeded(2))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var clk benchclock.Clock
-		cpu0 := processCPU()
-		clk.Start()
-		for b.Loop() {
-			helper, _ := secagg.NewHelper(r, benchVK)
-			leader, _ := secagg.NewLeader(r, benchVK)
-			helper.SetWorkers(1)
-			leader.SetWorkers(1)
-			pmsg, _, err := helper.Prepare([][]byte{h})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := leader.Prepare([][]byte{l}); err != nil {
-				b.Fatal(err)
-			}
-			if _, rej, err := leader.Combine(pmsg); err != nil || len(rej) != 0 {
-				b.Fatalf("combine: %v %v", err, rej)
-			}
-		}
-		clk.Report(b)
-		reportProcessCPU(b, cpu0)
 	})
 }
 

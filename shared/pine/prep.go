@@ -258,3 +258,54 @@ func (p *Pine) Unshard(leaderAgg, helperAgg []byte) ([]float64, error) {
 	}
 	return out, nil
 }
+
+// ParseAggShare strictly decodes an aggregate share (AggShare.MarshalBinary)
+// of count reports: Dimension canonical Field64 elements.
+func (p *Pine) ParseAggShare(b []byte, count int) (*AggShare, error) {
+	if count < 0 {
+		return nil, errors.New("pine: negative report count")
+	}
+	a := p.NewAggShare()
+	if len(b) != elemSize*len(a.sum) {
+		return nil, fmt.Errorf("pine: aggregate share of %d bytes, want %d", len(b), elemSize*len(a.sum))
+	}
+	if err := decodeVec(a.sum, b); err != nil {
+		return nil, fmt.Errorf("pine: aggregate share: %w", err)
+	}
+	a.n = count
+	return a, nil
+}
+
+// AddSigned adds the integer k[i] (as the field element k[i] mod q) to
+// entry i of the aggregate share: a server's noise in fixed-point units.
+// It does not change Count.
+func (a *AggShare) AddSigned(k []int64) error {
+	if len(k) != len(a.sum) {
+		return fmt.Errorf("pine: %d values for an aggregate share of length %d", len(k), len(a.sum))
+	}
+	for i := range a.sum {
+		v := fpI(k[i])
+		a.sum[i].AddAssign(&v)
+	}
+	return nil
+}
+
+// UnshardInts adds the two encoded aggregate shares and returns each
+// entry's signed representative in (-q/2, q/2]: the sum in fixed-point
+// units (Unshard divides it by 2^NumFracBits).
+func (p *Pine) UnshardInts(leaderAgg, helperAgg []byte) ([]int64, error) {
+	d := p.cfg.Dimension
+	a, b := make([]fp, d), make([]fp, d)
+	if err := decodeVec(a, leaderAgg); err != nil {
+		return nil, fmt.Errorf("pine: leader aggregate share: %w", err)
+	}
+	if err := decodeVec(b, helperAgg); err != nil {
+		return nil, fmt.Errorf("pine: helper aggregate share: %w", err)
+	}
+	out := make([]int64, d)
+	for i := range a {
+		a[i].AddAssign(&b[i])
+		out[i] = signed(&a[i])
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/pine"
 	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
@@ -17,6 +18,7 @@ type AggregateShare struct {
 	count  int
 	noised bool
 	share  sumvec.AggShare
+	pshare *pine.AggShare // PINE rounds
 }
 
 // Count returns the number of reports aggregated.
@@ -30,6 +32,11 @@ func (a *AggregateShare) Noised() bool { return a.noised }
 // 2020, Algorithm 3; see discreteGaussian), as a Field128 element (K < 0
 // is p - |K|). It must be called exactly once per server, with
 // noise.Secure() in production.
+//
+// In a PINE round the offset is 0 and K is added to the Field64 entry
+// (K mod q): the sum decodes as a signed integer. The guarantee below
+// holds with Sensitivity() = NormBound, the L2 bound PINE's proof puts
+// on every accepted report (docs/secagg.md).
 //
 // Guarantee: whatever the other server does, the unsharded sum released
 // by the leader, as a function of the honest volunteers' quantized
@@ -51,6 +58,17 @@ func (a *AggregateShare) AddNoise(src noise.Source) error {
 	g, err := newDiscreteGaussian(a.r.p.Sigma)
 	if err != nil {
 		return fmt.Errorf("secagg: add noise: %w", err)
+	}
+	if a.pshare != nil {
+		k := make([]int64, a.r.p.Dim)
+		for i := range k {
+			k[i] = g.sample(src)
+		}
+		if err := a.pshare.AddSigned(k); err != nil {
+			return fmt.Errorf("secagg: add noise: %w", err)
+		}
+		a.noised = true
+		return nil
 	}
 	off := int64(a.r.p.NoiseOffset) // <= 2^60 by Validate
 	v := make(sumvec.Vec, a.r.p.Dim)
@@ -88,7 +106,13 @@ func (a *AggregateShare) MarshalBinary() ([]byte, error) {
 	if a.r.p.Sigma > 0 && !a.noised {
 		return nil, fmt.Errorf("secagg: aggregate share without noise: %w", ErrProtocol)
 	}
-	enc, err := a.share.MarshalBinary()
+	var enc []byte
+	var err error
+	if a.pshare != nil {
+		enc, err = a.pshare.MarshalBinary()
+	} else {
+		enc, err = a.share.MarshalBinary()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("secagg: encoding aggregate share: %w", err)
 	}
@@ -124,6 +148,13 @@ func (r *Round) ParseAggregateShare(b []byte) (*AggregateShare, error) {
 	}
 	if nz == 0 && r.p.Sigma > 0 {
 		return nil, fmt.Errorf("secagg: aggregate share without noise in a round with sigma=%v: %w", r.p.Sigma, ErrMalformed)
+	}
+	if r.pn != nil {
+		ps, err := r.pn.ParseAggShare(b[headerLen+5:], int(n))
+		if err != nil {
+			return nil, fmt.Errorf("secagg: aggregate share: %w: %w", ErrMalformed, err)
+		}
+		return &AggregateShare{r: r, count: int(n), noised: nz == 1, pshare: ps}, nil
 	}
 	a := &AggregateShare{r: r, count: int(n), noised: nz == 1, share: r.vdaf.AggregateInit()}
 	if err := a.share.UnmarshalBinary(b[headerLen+5:]); err != nil {
@@ -184,6 +215,9 @@ func (r *Round) Unshard(own *AggregateShare, helperMsg []byte) (*Result, error) 
 	if own.count == 0 {
 		return nil, errors.New("secagg: unshard: no accepted reports")
 	}
+	if r.pn != nil {
+		return r.unshardPine(own, h)
+	}
 	vals, err := r.vdaf.Unshard([]sumvec.AggShare{own.share, h.share}, uint(own.count))
 	if err != nil {
 		return nil, fmt.Errorf("secagg: unshard: %w: %w", ErrNoiseOverflow, err)
@@ -208,6 +242,42 @@ func (r *Round) Unshard(own *AggregateShare, helperMsg []byte) (*Result, error) 
 		}
 		res.Sum[i] = int64(u) - offset
 		res.Mean[i] = float64(res.Sum[i]) / denom
+	}
+	return res, nil
+}
+
+// unshardPine merges two PINE aggregate shares: the signed Field64 sum in
+// fixed-point units, refused (ErrNoiseOverflow) if a coordinate reaches
+// 2^62 in absolute value, which Validate makes an event of probability at
+// most 2^-40 for honest servers.
+func (r *Round) unshardPine(own, h *AggregateShare) (*Result, error) {
+	a, err := own.pshare.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	b, err := h.pshare.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	sum, err := r.pn.UnshardInts(a, b)
+	if err != nil {
+		return nil, fmt.Errorf("secagg: unshard: %w", err)
+	}
+	res := &Result{Count: own.count, Sum: sum, Mean: make([]float64, r.p.Dim)}
+	for _, s := range []*AggregateShare{own, h} {
+		if s.noised {
+			res.NoiseShares++
+		}
+	}
+	if r.p.Sigma > 0 && res.NoiseShares != 2 {
+		return nil, fmt.Errorf("secagg: unshard: %d of 2 aggregate shares carry noise: %w", res.NoiseShares, ErrProtocol)
+	}
+	denom := float64(own.count) * r.p.Scale
+	for i, v := range sum {
+		if v >= maxTotal || v <= -maxTotal {
+			return nil, fmt.Errorf("secagg: unshard: coordinate %d is %d: %w", i, v, ErrNoiseOverflow)
+		}
+		res.Mean[i] = float64(v) / denom
 	}
 	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/blanket-fl/blanket/shared/pine"
 	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
@@ -82,11 +83,21 @@ type SumVecEngine struct {
 
 var _ Engine = (*SumVecEngine)(nil)
 
-// NewEngine returns the SumVec engine of round r for the leader (leader
-// = true) or the helper, with the round's verify key (DeriveVerifyKey).
-func NewEngine(r *Round, leader bool, verifyKey []byte) (*SumVecEngine, error) {
+// NewEngine returns the engine of round r (PineEngine for a PINE round,
+// SumVecEngine for a SumVec one) for the leader (leader = true) or the
+// helper, with the round's verify key (DeriveVerifyKey).
+func NewEngine(r *Round, leader bool, verifyKey []byte) (Engine, error) {
+	if r != nil && r.pn != nil {
+		return NewPineEngine(r, leader, verifyKey)
+	}
+	return NewSumVecEngine(r, leader, verifyKey)
+}
+
+// NewSumVecEngine returns the SumVec engine of a SumVec round (the
+// baseline of tests and benchmarks).
+func NewSumVecEngine(r *Round, leader bool, verifyKey []byte) (*SumVecEngine, error) {
 	if r == nil || r.vdaf == nil {
-		return nil, errors.New("secagg: nil round")
+		return nil, errors.New("secagg: not a SumVec round")
 	}
 	if len(verifyKey) != VerifyKeySize {
 		return nil, fmt.Errorf("secagg: verify key of %d bytes, want %d", len(verifyKey), VerifyKeySize)
@@ -245,6 +256,7 @@ func (e *SumVecEngine) NewAggregate() *Aggregate {
 type Aggregate struct {
 	r        *Round
 	agg      sumvec.AggShare
+	pagg     *pine.AggShare // PINE rounds
 	count    int
 	released bool
 }
@@ -252,15 +264,26 @@ type Aggregate struct {
 // Fold adds one accepted report's output share (VDAF AggregateUpdate);
 // the share can be dropped afterwards.
 func (a *Aggregate) Fold(out OutShare) error {
-	o, ok := out.(sumvecOut)
-	if !ok || o.o == nil {
-		return errors.New("secagg: fold: not a SumVec output share")
-	}
 	if a.released {
 		return fmt.Errorf("secagg: fold after the aggregate share was released: %w", ErrProtocol)
 	}
 	if a.count >= a.r.p.MaxReports {
 		return fmt.Errorf("secagg: fold: more than %d reports: %w", a.r.p.MaxReports, ErrProtocol)
+	}
+	if a.pagg != nil {
+		o, ok := out.(pineOut)
+		if !ok {
+			return errors.New("secagg: fold: not a PINE output share")
+		}
+		if err := a.pagg.Add(o.o); err != nil {
+			return fmt.Errorf("secagg: fold: %w", err)
+		}
+		a.count++
+		return nil
+	}
+	o, ok := out.(sumvecOut)
+	if !ok || o.o == nil {
+		return errors.New("secagg: fold: not a SumVec output share")
 	}
 	a.r.vdaf.AggregateUpdate(&a.agg, o.o)
 	a.count++
@@ -279,6 +302,11 @@ func (a *Aggregate) Share() (*AggregateShare, error) {
 		return nil, fmt.Errorf("secagg: aggregate share already released: %w", ErrProtocol)
 	}
 	a.released = true
+	if a.pagg != nil {
+		s := &AggregateShare{r: a.r, count: a.count, pshare: a.pagg}
+		a.pagg = a.r.pn.NewAggShare()
+		return s, nil
+	}
 	s := &AggregateShare{r: a.r, count: a.count, share: a.agg}
 	a.agg = a.r.vdaf.AggregateInit()
 	return s, nil
@@ -294,7 +322,13 @@ func (a *Aggregate) MarshalBinary() ([]byte, error) {
 	if a.released {
 		return nil, fmt.Errorf("secagg: aggregate already released: %w", ErrProtocol)
 	}
-	enc, err := a.agg.MarshalBinary()
+	var enc []byte
+	var err error
+	if a.pagg != nil {
+		enc, err = a.pagg.MarshalBinary()
+	} else {
+		enc, err = a.agg.MarshalBinary()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("secagg: encoding aggregate: %w", err)
 	}
@@ -315,6 +349,13 @@ func (r *Round) ParseAggregate(b []byte) (*Aggregate, error) {
 	n := binary.BigEndian.Uint32(b[headerLen:])
 	if uint64(n) > uint64(r.p.MaxReports) {
 		return nil, fmt.Errorf("secagg: running aggregate of %d reports exceeds max %d: %w", n, r.p.MaxReports, ErrMalformed)
+	}
+	if r.pn != nil {
+		pa, err := r.pn.ParseAggShare(b[headerLen+4:], int(n))
+		if err != nil {
+			return nil, fmt.Errorf("secagg: running aggregate: %w: %w", ErrMalformed, err)
+		}
+		return &Aggregate{r: r, count: int(n), pagg: pa}, nil
 	}
 	a := &Aggregate{r: r, count: int(n), agg: r.vdaf.AggregateInit()}
 	if err := a.agg.UnmarshalBinary(b[headerLen+4:]); err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/blanket-fl/blanket/shared/pine"
 )
 
 // maxTailProbability bounds, for every accepted Params, the probability
@@ -39,6 +41,14 @@ const (
 // NoiseOffset and Sensitivity are in integer units; Result.Mean is back in
 // model units.
 type Params struct {
+	// VDAF is the validity proof the round uses: VDAFPine (NewPineParams,
+	// the product's: an L2-norm bound on every accepted report) or
+	// VDAFSumVec (NewParams: per-entry range only; kept as the baseline
+	// of tests, benchmarks and the lab's explicit comparison).
+	VDAF VDAF
+	// NormBound is PINE's L2NormBound in fixed-point units (VDAFPine
+	// only; 0 for SumVec): pine.ForBlanket(Dim, Clip).Sensitivity().
+	NormBound uint64
 	// Dim is the length d of the update (7850 for MNIST softmax
 	// regression).
 	Dim int
@@ -77,6 +87,53 @@ type Params struct {
 	// and prep-share size (about 2*ChunkLength field elements) against
 	// preparation time (see defaultChunkLength).
 	ChunkLength uint
+}
+
+// VDAF names the validity proof of a round.
+type VDAF uint8
+
+const (
+	// VDAFSumVec is Prio3 SumVec (circl): every entry in [0, 2^Bits).
+	VDAFSumVec VDAF = iota
+	// VDAFPine is PINE (shared/pine, draft-chen-cfrg-vdaf-pine) over
+	// Field64: the L2 norm of every accepted report is at most NormBound.
+	VDAFPine
+)
+
+func (v VDAF) String() string {
+	switch v {
+	case VDAFSumVec:
+		return "sumvec"
+	case VDAFPine:
+		return "pine"
+	}
+	return fmt.Sprintf("vdaf(%d)", uint8(v))
+}
+
+// NewPineParams returns the PINE parameters Blanket uses for an update of
+// length dim clipped to L2 norm clip (model units), per-server noise
+// sigma (fixed-point units; 0 for noise-free tests) and at most
+// maxReports reports per round: pine.ForBlanket(dim, clip) (Scale =
+// 2^NumFracBits with clip*Scale in [2^15, 2^16); NormBound = its
+// L2NormBound, the bound on every accepted report's norm, rounding
+// included). No offset is needed: Field64 sums decode as signed integers
+// in (-q/2, q/2] and Validate keeps every honest value far inside.
+func NewPineParams(dim int, clip float64, sigma float64, maxReports int) (Params, error) {
+	if dim < 1 || dim > maxDim {
+		return Params{}, fmt.Errorf("secagg: dim=%d outside [1, %d]", dim, maxDim)
+	}
+	pn, err := pine.ForBlanket(dim, clip)
+	if err != nil {
+		return Params{}, fmt.Errorf("secagg: %w", err)
+	}
+	p := Params{
+		VDAF: VDAFPine, NormBound: pn.Config().L2NormBound,
+		Dim: dim, Clip: clip, Scale: pn.Scale(), Sigma: sigma, MaxReports: maxReports,
+	}
+	if err := p.Validate(); err != nil {
+		return Params{}, err
+	}
+	return p, nil
 }
 
 // NewParams returns the parameters used by Blanket for an update of
@@ -192,7 +249,16 @@ func (p Params) NormBoundSq() int64 {
 // float input. Under replace-one the sensitivity is 2Δ. The count of
 // accepted reports is released too and is not protected by this noise
 // (the relay knows who connected).
-func (p Params) Sensitivity() float64 { return math.Sqrt(float64(p.NormBoundSq())) }
+//
+// For VDAFPine it is NormBound: the bound PINE's proof enforces on EVERY
+// accepted report, honest or not, including the client's rounding to the
+// fixed-point grid (pine.Pine.Sensitivity; docs/secagg.md).
+func (p Params) Sensitivity() float64 {
+	if p.VDAF == VDAFPine {
+		return float64(p.NormBound)
+	}
+	return math.Sqrt(float64(p.NormBoundSq()))
+}
 
 // OffsetTailProbability bounds the probability that one round's noise
 // pushes some unsharded coordinate out of [0, 2^62): per coordinate the
@@ -224,7 +290,15 @@ var errParams = errors.New("invalid parameters")
 // uint64 that SumVec's decoder returns; below 0 it is protected by the
 // offsets with probability 1 - OffsetTailProbability() >= 1 - 2^-40.
 func (p Params) Validate() error {
+	if p.VDAF == VDAFPine {
+		return p.validatePine()
+	}
+	if p.VDAF != VDAFSumVec {
+		return fmt.Errorf("secagg: unknown vdaf %v: %w", p.VDAF, errParams)
+	}
 	switch {
+	case p.NormBound != 0:
+		return fmt.Errorf("secagg: norm bound %d is PINE's: %w", p.NormBound, errParams)
 	case p.Dim < 1 || p.Dim > maxDim:
 		return fmt.Errorf("secagg: dim=%d outside [1, %d]: %w", p.Dim, maxDim, errParams)
 	case !(p.Clip > 0) || math.IsInf(p.Clip, 0):
@@ -259,6 +333,43 @@ func (p Params) Validate() error {
 	if p.NoiseOffset > (maxTotal-entries)/4 {
 		return fmt.Errorf("secagg: max reports %d x entries %d + 4 x offset %d reaches 2^62: %w",
 			p.MaxReports, uint64(1)<<p.Bits-1, p.NoiseOffset, errParams)
+	}
+	return nil
+}
+
+// validatePine checks PINE parameters: they must be exactly NewPineParams'
+// derivation (Scale and NormBound from pine.ForBlanket(Dim, Clip)), with no
+// SumVec field set, and the largest value a sum can take must stay below
+// 2^62 (far inside Field64's signed range (-q/2, q/2], q ~ 2^64): every
+// accepted report has |x_i| <= ||x||_2 <= NormBound, so
+// MaxReports*NormBound + 2*minNoiseOffset(Sigma, Dim) (both servers'
+// noise, exceeded with probability at most 2^-40 by the same tail bound as
+// OffsetTailProbability) must be below 2^62.
+func (p Params) validatePine() error {
+	switch {
+	case p.Dim < 1 || p.Dim > maxDim:
+		return fmt.Errorf("secagg: dim=%d outside [1, %d]: %w", p.Dim, maxDim, errParams)
+	case !(p.Clip > 0) || math.IsInf(p.Clip, 0):
+		return fmt.Errorf("secagg: clip=%v must be finite and > 0: %w", p.Clip, errParams)
+	case p.Bits != 0 || p.Beta != 0 || p.ChunkLength != 0 || p.NoiseOffset != 0:
+		return fmt.Errorf("secagg: PINE parameters with SumVec fields set: %w", errParams)
+	case !(p.Sigma >= 0) || p.Sigma > maxSigma:
+		return fmt.Errorf("secagg: sigma=%v outside [0, 2^40]: %w", p.Sigma, errParams)
+	case p.Sigma > 0 && p.Sigma < 1:
+		return fmt.Errorf("secagg: sigma=%v below one integer unit: %w", p.Sigma, errParams)
+	case p.MaxReports < 1 || p.MaxReports > maxReports:
+		return fmt.Errorf("secagg: max reports %d outside [1, %d]: %w", p.MaxReports, maxReports, errParams)
+	}
+	pn, err := pine.ForBlanket(p.Dim, p.Clip)
+	if err != nil {
+		return fmt.Errorf("secagg: %w: %w", err, errParams)
+	}
+	if p.Scale != pn.Scale() || p.NormBound != pn.Config().L2NormBound {
+		return fmt.Errorf("secagg: scale %v and norm bound %d differ from PINE's %v and %d: %w",
+			p.Scale, p.NormBound, pn.Scale(), pn.Config().L2NormBound, errParams)
+	}
+	if uint64(p.MaxReports)*p.NormBound+2*minNoiseOffset(p.Sigma, p.Dim) >= maxTotal {
+		return fmt.Errorf("secagg: max reports %d x norm bound %d + noise reaches 2^62: %w", p.MaxReports, p.NormBound, errParams)
 	}
 	return nil
 }

@@ -112,3 +112,20 @@ func clipScale(p Params, x []float64) ([]float64, error) {
 	}
 	return y, nil
 }
+
+// clipL2 returns x * min(1, clip/||x||_2) (clipScale at scale 1), with
+// subnormal entries flushed to zero (pine.Pine.Encode refuses them; their
+// fixed-point encoding is 0 anyway). The result has L2 norm at most clip
+// up to float rounding, which pine.ForBlanket's NormBound absorbs.
+func clipL2(x []float64, clip float64) ([]float64, error) {
+	y, err := clipScale(Params{Dim: len(x), Clip: clip, Scale: 1}, x)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range y {
+		if v != 0 && math.Abs(v) < 0x1p-1022 {
+			y[i] = 0
+		}
+	}
+	return y, nil
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/pine"
 	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
@@ -35,6 +36,8 @@ const (
 	nonceSize  = 16
 	seedSize   = 32
 	publicSize = 2 * seedSize
+	// pineElemSize is the bytes of one Field64 element.
+	pineElemSize = 8
 	// VerifyKeySize is the length of the verification key that the two
 	// servers share for a round (fresh random bytes, agreed over their
 	// authenticated channel).
@@ -65,7 +68,11 @@ type Round struct {
 	// that runs the XOF gets its own instance (SumVec is not safe for
 	// concurrent use).
 	vdaf *sumvec.SumVec
+	// pn is the PINE instance of a VDAFPine round (vdaf is nil then);
+	// immutable and safe for concurrent use.
+	pn *pine.Pine
 
+	publicLen      int // public share bytes
 	leaderShareLen int // Prio3 leader input share bytes
 	helperShareLen int
 	prepShareLen   int
@@ -78,7 +85,19 @@ func NewRound(p Params, id uint64) (*Round, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Round{p: p, id: id}
+	r := &Round{p: p, id: id, publicLen: publicSize}
+	if p.VDAF == VDAFPine {
+		pn, err := pine.ForBlanket(p.Dim, p.Clip)
+		if err != nil {
+			return nil, fmt.Errorf("secagg: %w", err)
+		}
+		r.pn = pn
+		r.publicLen = pn.PublicShareSize()
+		r.leaderShareLen, r.helperShareLen = pn.LeaderShareSize(), pn.HelperShareSize()
+		r.prepShareLen, r.prepMsgLen = pn.PrepShareSize(), pn.PrepMsgSize()
+		r.aggShareLen = pineElemSize * p.Dim
+		return r, nil
+	}
 	v, err := r.newVDAF()
 	if err != nil {
 		return nil, err
@@ -127,10 +146,13 @@ func (r *Round) ID() uint64 { return r.id }
 // LeaderShareSize and HelperShareSize return the exact lengths of the
 // byte strings Shard returns (before sealing); they do not depend on the
 // data.
-func (r *Round) LeaderShareSize() int { return headerLen + nonceSize + publicSize + r.leaderShareLen }
+func (r *Round) LeaderShareSize() int { return headerLen + nonceSize + r.publicLen + r.leaderShareLen }
 
 // HelperShareSize: see LeaderShareSize.
-func (r *Round) HelperShareSize() int { return headerLen + nonceSize + publicSize + r.helperShareLen }
+func (r *Round) HelperShareSize() int { return headerLen + nonceSize + r.publicLen + r.helperShareLen }
+
+// Pine returns the round's PINE instance, nil for a SumVec round.
+func (r *Round) Pine() *pine.Pine { return r.pn }
 
 // PrepShareSize returns the bytes per accepted report in the helper's
 // prep-share message.
@@ -173,7 +195,16 @@ func (r *Round) checkHeader(b []byte, kind byte) (Reason, error) {
 // leader to the aggregator and helper to the relay. src must be
 // noise.Secure() in production (the nonce and seeds are secrets until
 // sealed); a seeded source makes Shard deterministic for tests.
+//
+// In a PINE round Shard instead encodes x to PINE's fixed-point grid
+// (pine.Pine.Encode: round to nearest, after clipping x to L2 norm Clip
+// here, so that the encoding's norm is at most NormBound and the report is
+// accepted) and runs pine.Pine.Shard with a fresh nonce; the helper's
+// share is four 32-byte seeds.
 func (r *Round) Shard(x []float64, src noise.Source) (leader, helper []byte, err error) {
+	if r.pn != nil {
+		return r.shardPine(x, src)
+	}
 	q, err := Quantize(r.p, x, src)
 	if err != nil {
 		return nil, nil, err
@@ -222,6 +253,41 @@ func (r *Round) shardQuantized(q []int64, src noise.Source) (leader, helper []by
 	return out[0], out[1], nil
 }
 
+// shardPine is Shard for a PINE round.
+func (r *Round) shardPine(x []float64, src noise.Source) (leader, helper []byte, err error) {
+	if len(x) != r.p.Dim {
+		return nil, nil, fmt.Errorf("secagg: update has length %d, want %d", len(x), r.p.Dim)
+	}
+	c, err := clipL2(x, r.p.Clip)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.shardPineRaw(c, src)
+}
+
+// shardPineRaw shards x without clipping (tests use it for an over-norm
+// report, which PINE's proof must reject).
+func (r *Round) shardPineRaw(x []float64, src noise.Source) (leader, helper []byte, err error) {
+	var nonce [nonceSize]byte
+	fill(src, nonce[:])
+	pub, ls, hs, err := r.pn.Shard(x, nonce, src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("secagg: pine shard: %w", err)
+	}
+	out := [2][]byte{}
+	for i, kind := range []byte{kindLeaderShare, kindHelperShare} {
+		sh := ls
+		if i == 1 {
+			sh = hs
+		}
+		m := r.header(kind)
+		m = append(m, nonce[:]...)
+		m = append(m, pub...)
+		out[i] = append(m, sh...)
+	}
+	return out[0], out[1], nil
+}
+
 // fill writes uniformly random bytes from src into b.
 func fill(src noise.Source, b []byte) {
 	var w [8]byte
@@ -239,6 +305,8 @@ type ReportShare struct {
 	Nonce  [nonceSize]byte
 	public sumvec.PublicShare
 	input  sumvec.InputShare
+	// pub and in are a PINE report's public and input shares.
+	pub, in []byte
 }
 
 // ParseReportShare strictly decodes a leader (leader = true) or helper
@@ -260,6 +328,13 @@ func (r *Round) ParseReportShare(b []byte, leader bool) (*ReportShare, Reason, e
 	off := headerLen
 	copy(s.Nonce[:], b[off:])
 	off += nonceSize
+	if r.pn != nil {
+		// PINE's PrepInit checks the field elements (strictly canonical)
+		// and the lengths are fixed: the bytes are kept as they are.
+		s.pub = append([]byte(nil), b[off:off+r.publicLen]...)
+		s.in = append([]byte(nil), b[off+r.publicLen:]...)
+		return s, Accepted, nil
+	}
 	s.public = append(sumvec.PublicShare(nil), b[off:off+publicSize]...)
 	off += publicSize
 	vp := r.vdaf.Params()
@@ -280,12 +355,16 @@ func (s *ReportShare) marshal(r *Round) ([]byte, error) {
 	if s.Leader {
 		kind = kindLeaderShare
 	}
+	m := r.header(kind)
+	m = append(m, s.Nonce[:]...)
+	if r.pn != nil {
+		m = append(m, s.pub...)
+		return append(m, s.in...), nil
+	}
 	enc, err := s.input.MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("secagg: encoding input share: %w", err)
 	}
-	m := r.header(kind)
-	m = append(m, s.Nonce[:]...)
 	m = append(m, s.public...)
 	return append(m, enc...), nil
 }

@@ -69,7 +69,7 @@ type party struct {
 
 func newParty(r *Round, aggID uint8, verifyKey []byte) (party, error) {
 	if r == nil || r.vdaf == nil {
-		return party{}, errors.New("secagg: nil round")
+		return party{}, errors.New("secagg: the batch API needs a SumVec round (a PINE round runs through Engine)")
 	}
 	if len(verifyKey) != VerifyKeySize {
 		return party{}, fmt.Errorf("secagg: verify key of %d bytes, want %d", len(verifyKey), VerifyKeySize)

@@ -32,7 +32,7 @@ func saRound(t *testing.T) *secagg.Round {
 // saReports shards n updates (seeded), seals every leader share to key and
 // returns the sealed leader shares and the helper's 'P' message made by
 // the helper's engine, and the helper's preparations.
-func saReports(t *testing.T, key *sealkey.PrivateKey, r *secagg.Round, n int) (sealed [][]byte, prep []byte, he *secagg.SumVecEngine, hps []secagg.Prep) {
+func saReports(t *testing.T, key *sealkey.PrivateKey, r *secagg.Round, n int) (sealed [][]byte, prep []byte, he secagg.Engine, hps []secagg.Prep) {
 	t.Helper()
 	he, err := secagg.NewEngine(r, false, saVK)
 	if err != nil {
@@ -76,7 +76,7 @@ func release(n int) privacy.Release { return privacy.Release{Round: 4, N: n} }
 
 // helperAggregate finishes the helper's reports with the leader's 'M'
 // message and returns its noised 'A' message (seeded noise).
-func helperAggregate(t *testing.T, r *secagg.Round, he *secagg.SumVecEngine, hps []secagg.Prep, msg []byte) []byte {
+func helperAggregate(t *testing.T, r *secagg.Round, he secagg.Engine, hps []secagg.Prep, msg []byte) []byte {
 	t.Helper()
 	ms, err := r.ParseVerdicts(msg)
 	if err != nil || len(ms) != len(hps) {

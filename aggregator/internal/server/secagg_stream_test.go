@@ -15,7 +15,7 @@ import (
 // time through the engine.
 type streamHelper struct {
 	r     *secagg.Round
-	eng   *secagg.SumVecEngine
+	eng   secagg.Engine
 	agg   *secagg.Aggregate
 	preps []secagg.Prep
 }

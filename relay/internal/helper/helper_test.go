@@ -23,7 +23,7 @@ func identity(_ uint64, b []byte, want int) ([]byte, error) {
 
 type fixture struct {
 	r      *secagg.Round
-	le, he *secagg.SumVecEngine
+	le, he secagg.Engine
 	lead   *secagg.Aggregate
 	seen   map[[16]byte]bool // nonces the leader accepted
 	dedupe bool              // the leader rejects a nonce accepted before

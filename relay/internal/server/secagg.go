@@ -155,7 +155,7 @@ func (s *Server) openStream(rd *round.Round) {
 	if err == nil {
 		vk, err = secagg.DeriveVerifyKey([]byte(s.cfg.Token), rd.Num)
 	}
-	var eng *secagg.SumVecEngine
+	var eng secagg.Engine
 	if err == nil {
 		eng, err = secagg.NewEngine(sr, false, vk)
 	}

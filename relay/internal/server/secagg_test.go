@@ -66,7 +66,7 @@ type leaderAgg struct {
 	aggs     [][]byte
 	aborts   []*wire.Abort
 	round    uint64
-	eng      *secagg.SumVecEngine
+	eng      secagg.Engine
 	sr       *secagg.Round
 	agg      *secagg.Aggregate
 	reports  int
