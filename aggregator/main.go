@@ -126,7 +126,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	checkIn := fs.Float64("checkin-p", 1, "check-in probability p")
 	fs.Float64Var(checkIn, "check-in", 1, "check-in rate q (the same as -checkin-p)")
 	sigma := fs.Float64("sigma", 0, "secagg: each server's discrete Gaussian sigma in grid units (0: the smallest with which -rounds rounds at the check-in rate fit -epsilon/-delta)")
-	bits := fs.Int("bits", roundspec.DefaultBits, "secagg: bits per quantized entry")
+	bits := fs.Int("bits", 0, "secagg: must be 0 (secure summation is PINE, which has no bits per entry)")
 	serverLR := fs.Float64("server-lr", 0, "server learning rate (default d/k for ss-topk as FLAME's code, 1 otherwise)")
 	taskFile := fs.String("task", "", "task definition file (docs/tasks.md; default: the built-in digits task); its suggested privacy parameters are the defaults of -protocol, -epsilon, -delta and -rounds")
 	data := fs.String("data", sample.Name, "the digits task's data set: "+strings.Join(sample.Names(), ", "))

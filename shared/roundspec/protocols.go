@@ -67,9 +67,10 @@ type Options struct {
 	// ServerLR multiplies the estimated mean update (default d/k for
 	// SS-Topk, as FLAME's code, 1 otherwise).
 	ServerLR float64
-	// Secure summation: Bits per quantized entry (default 8) and Sigma,
-	// each server's discrete Gaussian noise in grid units (required: see
-	// CalibrateSigma). Its Clip is the L2 norm of an update (default
+	// Secure summation (PINE, secagg.NewPineParams): Bits must be 0
+	// (PINE has no per-entry width; it is SumVec's, kept only as the
+	// lab's baseline) and Sigma is each server's discrete Gaussian noise
+	// in PINE's fixed-point units (required: see CalibrateSigma). Its Clip is the L2 norm of an update (default
 	// DefaultSecAggClip) and Quota, the largest report count the field
 	// arithmetic is sized for, defaults to 2n.
 	Bits  int
@@ -90,8 +91,10 @@ const (
 	DefaultDeltaL            = 1e-6
 	// Secure summation's defaults, tuned on the embedded digits for a
 	// live class of about 230 volunteers (docs/experiments.md, "Secure
-	// summation"): 10 bits per entry (Δ within 1% of the clip norm), an
-	// L2 clip of 0.3 and a server learning rate of 8.
+	// summation"): an L2 clip of 0.3 and a server learning rate of 8.
+	// DefaultBits is the bits per entry of the Prio3 SumVec baseline the
+	// lab can still run for comparison (Δ within 1% of the clip norm);
+	// the product's secure summation is PINE and announces no bits.
 	DefaultBits       = 10
 	DefaultSecAggClip = 0.3
 	DefaultSecAggLR   = 8
@@ -301,15 +304,14 @@ func (secAgg) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 	if o.Sigma <= 0 {
 		return wire.Params{}, 0, errors.New("roundspec: secagg needs sigma (CalibrateSigma gives the smallest for a budget)")
 	}
-	bits := o.Bits
-	if bits == 0 {
-		bits = DefaultBits
+	if o.Bits != 0 {
+		return wire.Params{}, 0, fmt.Errorf("roundspec: secagg is PINE (an L2-norm proof, no bits per entry); bits = %d, want 0", o.Bits)
 	}
 	quota := o.Quota
 	if quota == 0 {
 		quota = 2 * n
 	}
-	p := wire.Params{K: 1, L: 1, Width: 1, Bits: uint32(bits), Sigma: o.Sigma, Quota: uint32(quota)}
+	p := wire.Params{K: 1, L: 1, Width: 1, Sigma: o.Sigma, Quota: uint32(quota)}
 	return p, DefaultSecAggLR, nil
 }
 
@@ -322,12 +324,12 @@ func (secAgg) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 // the add/remove guarantee under Poisson check-in and sensitivity 2Δ
 // without amplification; discrete Gaussian RDP; certified bisection).
 func CalibrateSigma(d int, o Options, rounds int, q, eps, delta float64) (float64, error) {
-	bits := o.Bits
-	if bits == 0 {
-		bits = DefaultBits
+	if o.Bits != 0 {
+		return 0, fmt.Errorf("roundspec: calibrate: secagg is PINE, bits = %d, want 0", o.Bits)
 	}
-	// The sensitivity does not depend on sigma or the report count.
-	sp, err := secagg.NewParams(d, orF(o.Clip, DefaultSecAggClip), uint(bits), 0, max(o.Quota, 2))
+	// The sensitivity does not depend on sigma or the report count: PINE's
+	// NormBound, the L2 bound on every accepted report (rounding included).
+	sp, err := secagg.NewPineParams(d, orF(o.Clip, DefaultSecAggClip), 0, max(o.Quota, 2))
 	if err != nil {
 		return 0, fmt.Errorf("roundspec: calibrate: %w", err)
 	}

@@ -132,8 +132,9 @@ type Spec struct {
 // the per-coordinate budget p.EpsL/Perturbed (and, for the Gaussian,
 // δ = p.DeltaL/Perturbed, so the report is (EpsL, DeltaL)-LDP by basic
 // composition, FLAME Lemma 2), bounded as randomizer.NewBounded states. For
-// secure summation: the secagg parameters (secagg.NewParams with the
-// announced clip, bits, sigma and quota as the largest report count).
+// secure summation: the secagg parameters (secagg.NewPineParams with the
+// announced d, clip, sigma and quota as the largest report count: PINE's
+// fixed point and norm bound derived from d and the clip).
 func New(p wire.Params) (*Spec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func New(p wire.Params) (*Spec, error) {
 	}
 	sh, ok := proto.(shuffleProtocol)
 	if !ok {
-		sp, err := secagg.NewParams(int(p.D), p.Clip, uint(p.Bits), p.Sigma, int(p.Quota))
+		sp, err := secagg.NewPineParams(int(p.D), p.Clip, p.Sigma, int(p.Quota))
 		if err != nil {
 			return nil, fmt.Errorf("roundspec: secagg: %w", err)
 		}

@@ -294,7 +294,7 @@ func TestSecAggSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Randomizer != wire.RandomizerDiscreteGaussian || p.Bits != DefaultBits || p.Quota != 400 || p.Clip != DefaultSecAggClip || lr != DefaultSecAggLR {
+	if p.Randomizer != wire.RandomizerDiscreteGaussian || p.Bits != 0 || p.Quota != 400 || p.Clip != DefaultSecAggClip || lr != DefaultSecAggLR {
 		t.Fatalf("params %+v lr %v", p, lr)
 	}
 	spec, err := New(p)

@@ -133,8 +133,8 @@ type Params struct {
 	CheckInP   float64 // in (0, 1]
 	// Secure summation only (0 otherwise); encoded in the slots of
 	// Buckets and EpsL, which secagg does not use:
-	Bits  uint32  // bits per quantized entry, 2 .. 16
-	Sigma float64 // σ of each server's discrete Gaussian noise, grid units
+	Bits  uint32  // 0: secure summation is PINE (no bits per entry)
+	Sigma float64 // σ of each server's discrete Gaussian noise, PINE fixed-point units
 }
 
 // Validate checks the configuration:
@@ -236,8 +236,8 @@ func (p Params) Validate() error {
 
 // validateSecAgg checks a secure-summation configuration: randomizer
 // discrete-gaussian; 1 <= D <= 1<<20; K = L = Width = 1 (one report) and
-// NP = Buckets = 0; EpsL = DeltaL = 0 (the servers' noise is Sigma); Bits in
-// [2, 16]; Sigma, Clip finite and > 0; CheckInP in (0, 1]; MinBatch >= 1 and
+// NP = Buckets = 0; EpsL = DeltaL = 0 (the servers' noise is Sigma); Bits =
+// 0 (PINE's proof bounds the L2 norm; it has no bits per entry); Sigma, Clip finite and > 0; CheckInP in (0, 1]; MinBatch >= 1 and
 // Quota >= MinBatch (required: the field arithmetic is sized for at most
 // Quota reports).
 func (p Params) validateSecAgg() error {
@@ -253,8 +253,8 @@ func (p Params) validateSecAgg() error {
 		return bad("secagg needs k = l = width = 1 and np = buckets = 0, got %d, %d, %d, %d, %d", p.K, p.L, p.Width, p.NP, p.Buckets)
 	case p.EpsL != 0 || math.Signbit(p.EpsL) || p.DeltaL != 0 || math.Signbit(p.DeltaL):
 		return bad("secagg has no local budget: epsL = %v, deltaL = %v, want 0", p.EpsL, p.DeltaL)
-	case p.Bits < 2 || p.Bits > 16:
-		return bad("secagg bits %d outside [2, 16]", p.Bits)
+	case p.Bits != 0:
+		return bad("secagg is PINE (no bits per entry): bits = %d, want 0", p.Bits)
 	case !check.Finite(p.Sigma) || p.Sigma <= 0:
 		return bad("secagg sigma = %v, want finite > 0", p.Sigma)
 	case !check.Finite(p.Clip) || p.Clip <= 0:
