@@ -7,6 +7,7 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/pine"
 )
 
 // maxRoundingAttempts caps the resampling of Quantize. Each attempt fails
@@ -128,4 +129,45 @@ func clipL2(x []float64, clip float64) ([]float64, error) {
 		}
 	}
 	return y, nil
+}
+
+// Encode returns the integer vector a volunteer's update x contributes to
+// the round's sum: for a PINE round the clipped update on PINE's
+// fixed-point grid (clipL2, then pine.Pine.Encode: round half to even,
+// deterministic; ||q||_2 <= NormBound = Sensitivity()), for a SumVec round
+// Quantize(p, x, src). Audits and simulations use it to reproduce what
+// Shard puts in the sum.
+func Encode(p Params, x []float64, src noise.Source) ([]int64, error) {
+	if p.VDAF != VDAFPine {
+		return Quantize(p, x, src)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(x) != p.Dim {
+		return nil, fmt.Errorf("secagg: update has length %d, want %d", len(x), p.Dim)
+	}
+	pn, err := pine.ForBlanket(p.Dim, p.Clip)
+	if err != nil {
+		return nil, fmt.Errorf("secagg: %w", err)
+	}
+	c, err := clipL2(x, p.Clip)
+	if err != nil {
+		return nil, err
+	}
+	q, err := pn.Encode(c)
+	if err != nil {
+		return nil, fmt.Errorf("secagg: %w", err)
+	}
+	return q, nil
+}
+
+// Resize returns p's parameters for another dimension and per-server
+// sigma (same VDAF, clip and report bound), re-derived as NewPineParams or
+// NewParams does.
+func (p Params) Resize(dim int, sigma float64) (Params, error) {
+	if p.VDAF == VDAFPine {
+		return NewPineParams(dim, p.Clip, sigma, p.MaxReports)
+	}
+	return NewParams(dim, p.Clip, p.Bits, sigma, p.MaxReports)
 }

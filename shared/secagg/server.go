@@ -65,9 +65,22 @@ type party struct {
 
 	agg   sumvec.AggShare
 	count int
+
+	// A PINE round runs the batch through its Engine: eng prepares,
+	// preps holds each report's preparation, pagg the running aggregate.
+	eng   Engine
+	preps []Prep
+	pagg  *Aggregate
 }
 
 func newParty(r *Round, aggID uint8, verifyKey []byte) (party, error) {
+	if r != nil && r.pn != nil {
+		eng, err := NewPineEngine(r, aggID == 0, verifyKey)
+		if err != nil {
+			return party{}, err
+		}
+		return party{r: r, aggID: aggID, workers: runtime.GOMAXPROCS(0), eng: eng, pagg: eng.NewAggregate()}, nil
+	}
 	if r == nil || r.vdaf == nil {
 		return party{}, errors.New("secagg: the batch API needs a SumVec round (a PINE round runs through Engine)")
 	}
@@ -123,6 +136,9 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 		seen[s.Nonce] = struct{}{}
 		decoded[i] = s
 	}
+	if p.eng != nil {
+		return p.prepInitEngine(shares, decoded)
+	}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -169,6 +185,41 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	return p.rejections(), nil
 }
 
+// prepInitEngine runs Engine.PrepInit on every decoded share, in
+// parallel on p.workers goroutines.
+func (p *party) prepInitEngine(shares [][]byte, decoded []*ReportShare) ([]Rejection, error) {
+	n := len(shares)
+	p.preps = make([]Prep, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for range min(p.workers, max(n, 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return
+				}
+				if decoded[i] == nil {
+					continue
+				}
+				pr := p.eng.PrepInit(shares[i])
+				p.preps[i] = pr
+				if pr.Reason != Accepted {
+					p.reasons[i], p.errs[i] = pr.Reason, pr.Err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return p.rejections(), nil
+}
+
 // classify maps a circl preparation error to a Reason. circl's sentinel
 // errors live in an internal package, so their messages are matched;
 // TestRejections pins both (a changed message shows up there as
@@ -195,6 +246,10 @@ func (p *party) rejections() []Rejection {
 
 func (p *party) reject(i int, r Reason, err error) {
 	p.reasons[i], p.errs[i] = r, err
+	if p.eng != nil {
+		p.preps[i] = Prep{}
+		return
+	}
 	p.states[i], p.shares[i] = nil, nil
 }
 
@@ -223,6 +278,9 @@ func (p *party) aggregateShare() (*AggregateShare, error) {
 		return nil, fmt.Errorf("secagg: aggregate share before preparation finished: %w", ErrProtocol)
 	}
 	p.stage = stageReleased
+	if p.pagg != nil {
+		return p.pagg.Share()
+	}
 	a := &AggregateShare{r: p.r, count: p.count, share: p.agg}
 	p.agg = p.r.vdaf.AggregateInit()
 	return a, nil
@@ -254,6 +312,20 @@ func (h *Helper) Prepare(shares [][]byte) ([]byte, []Rejection, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if h.p.eng != nil {
+		entries := make([]Entry, len(shares))
+		for i := range entries {
+			entries[i] = Entry{Nonce: h.p.nonces[i], Reason: h.p.reasons[i]}
+			if h.p.reasons[i] == Accepted {
+				entries[i].Payload = h.p.preps[i].Payload
+			}
+		}
+		b, err := h.p.r.MarshalPrep(entries)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, rej, nil
+	}
 	msg := &PrepShares{Round: h.p.r.id, Entries: make([]PrepShareEntry, len(shares))}
 	for i := range shares {
 		msg.Entries[i] = PrepShareEntry{Nonce: h.p.nonces[i], Reason: h.p.reasons[i], share: h.p.shares[i]}
@@ -273,6 +345,9 @@ func (h *Helper) Finish(leaderMsg []byte) ([]Rejection, error) {
 	p := &h.p
 	if p.stage != stagePrepared {
 		return nil, fmt.Errorf("secagg: finish before prepare or twice: %w", ErrProtocol)
+	}
+	if p.eng != nil {
+		return h.finishEngine(leaderMsg)
 	}
 	m, err := p.r.ParsePrepMessages(leaderMsg)
 	if err != nil {
@@ -305,6 +380,51 @@ func (h *Helper) Finish(leaderMsg []byte) ([]Rejection, error) {
 		if err := p.accept(i, e.msg); err != nil {
 			return nil, fmt.Errorf("secagg: report %d: leader's prep message does not match: %w: %w", i, ErrProtocol, err)
 		}
+	}
+	p.stage = stageDone
+	return p.rejections(), nil
+}
+
+// finishEngine is Finish for a PINE round: the whole 'M' message is
+// checked before any output share is folded.
+func (h *Helper) finishEngine(leaderMsg []byte) ([]Rejection, error) {
+	p := &h.p
+	m, err := p.r.ParseVerdicts(leaderMsg)
+	if err != nil {
+		return nil, err
+	}
+	if len(m) != len(p.reasons) {
+		return nil, fmt.Errorf("secagg: leader message has %d reports, batch %d: %w", len(m), len(p.reasons), ErrProtocol)
+	}
+	outs := make([]OutShare, len(m))
+	for i, e := range m {
+		if e.Reason == Accepted && p.reasons[i] == Accepted && e.Nonce != p.nonces[i] {
+			return nil, fmt.Errorf("secagg: leader message report %d has nonce %x, want %x: %w", i, e.Nonce, p.nonces[i], ErrProtocol)
+		}
+		if e.Reason == Accepted && p.reasons[i] != Accepted {
+			return nil, fmt.Errorf("secagg: leader accepted report %d that the helper rejected (%v): %w", i, p.reasons[i], ErrProtocol)
+		}
+		if e.Reason != Accepted {
+			continue
+		}
+		o, err := p.eng.Next(p.preps[i], e)
+		if err != nil {
+			return nil, fmt.Errorf("secagg: report %d: %w", i, err)
+		}
+		outs[i] = o
+	}
+	for i, e := range m {
+		if e.Reason != Accepted {
+			if p.reasons[i] == Accepted {
+				p.reject(i, e.Reason, errors.New("secagg: rejected by the leader"))
+			}
+			continue
+		}
+		if err := p.pagg.Fold(outs[i]); err != nil {
+			return nil, err
+		}
+		p.count++
+		p.preps[i] = Prep{}
 	}
 	p.stage = stageDone
 	return p.rejections(), nil
@@ -350,6 +470,9 @@ func (l *Leader) Combine(helperMsg []byte) ([]byte, []Rejection, error) {
 	if p.stage != stagePrepared {
 		return nil, nil, fmt.Errorf("secagg: combine before prepare or twice: %w", ErrProtocol)
 	}
+	if p.eng != nil {
+		return l.combineEngine(helperMsg)
+	}
 	hm, err := p.r.ParsePrepShares(helperMsg)
 	if err != nil {
 		return nil, nil, err
@@ -381,6 +504,43 @@ func (l *Leader) Combine(helperMsg []byte) ([]byte, []Rejection, error) {
 		out.Entries[i].Reason = p.reasons[i]
 	}
 	b, err := p.r.MarshalPrepMessages(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.stage = stageDone
+	return b, p.rejections(), nil
+}
+
+// combineEngine is Combine for a PINE round (Engine.Decide per report).
+func (l *Leader) combineEngine(helperMsg []byte) ([]byte, []Rejection, error) {
+	p := &l.p
+	hm, err := p.r.ParsePrep(helperMsg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(hm) != len(p.reasons) {
+		return nil, nil, fmt.Errorf("secagg: helper message has %d reports, batch %d: %w", len(hm), len(p.reasons), ErrProtocol)
+	}
+	out := make([]Entry, len(hm))
+	for i, he := range hm {
+		out[i] = Entry{Nonce: p.nonces[i], Reason: p.reasons[i]}
+		if p.reasons[i] != Accepted {
+			continue
+		}
+		m, o := p.eng.Decide(p.preps[i], he)
+		if o == nil {
+			p.reject(i, m.Reason, fmt.Errorf("secagg: report rejected at the leader's decision (%v)", m.Reason))
+			out[i].Reason = m.Reason
+			continue
+		}
+		if err := p.pagg.Fold(o); err != nil {
+			return nil, nil, err
+		}
+		p.count++
+		p.preps[i] = Prep{}
+		out[i] = m
+	}
+	b, err := p.r.MarshalVerdicts(out)
 	if err != nil {
 		return nil, nil, err
 	}

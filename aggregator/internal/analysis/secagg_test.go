@@ -15,10 +15,10 @@ import (
 
 var saVK = bytes.Repeat([]byte{3}, secagg.VerifyKeySize)
 
-// saRound is a small secure-summation round 4 (d = 6, 4 bits).
+// saRound is a small PINE secure-summation round 4 (d = 6).
 func saRound(t *testing.T) *secagg.Round {
 	t.Helper()
-	p, err := secagg.NewParams(6, 1, 4, 2, 16)
+	p, err := secagg.NewPineParams(6, 1, 2, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

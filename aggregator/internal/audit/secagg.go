@@ -175,14 +175,13 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 	}
 	np := p
 	if opts.NoiseSigma > 0 && opts.NoiseSigma != p.Sigma {
-		if np, err = secagg.NewParams(p.Dim, p.Clip, p.Bits, opts.NoiseSigma, p.MaxReports); err != nil {
+		if np, err = p.Resize(p.Dim, opts.NoiseSigma); err != nil {
 			return SecAggResult{}, fmt.Errorf("audit: noise parameters: %w", err)
 		}
 	}
 	// The canary's one-coordinate parameters (see the comment above).
-	p1 := p
-	p1.Dim, p1.ChunkLength = 1, 1
-	if err := p1.Validate(); err != nil {
+	p1, err := p.Resize(1, p.Sigma)
+	if err != nil {
 		return SecAggResult{}, fmt.Errorf("audit: canary parameters: %w", err)
 	}
 	qIn := spec.Params().CheckInP
@@ -219,7 +218,7 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 					}
 					var q int64
 					if qIn >= 1 || noise.Bernoulli(src, qIn) {
-						qs, err := secagg.Quantize(p1, []float64{sign * p.Clip}, src)
+						qs, err := secagg.Encode(p1, []float64{sign * p.Clip}, src)
 						if err != nil {
 							return SecAggResult{}, fmt.Errorf("audit: canary: %w", err)
 						}
@@ -289,7 +288,7 @@ func othersSum(p secagg.Params, n int, seed uint64) ([]int64, error) {
 		for j := range x {
 			x[j] *= 1e3 * p.Clip
 		}
-		q, err := secagg.Quantize(p, x, src)
+		q, err := secagg.Encode(p, x, src)
 		if err != nil {
 			return nil, fmt.Errorf("audit: others: %w", err)
 		}
@@ -323,7 +322,7 @@ const noiseDim = 4096
 func newNoiseStream(p secagg.Params, seed uint64, both bool) (*noiseStream, error) {
 	if p.Dim < noiseDim {
 		var err error
-		if p, err = secagg.NewParams(noiseDim, p.Clip, p.Bits, p.Sigma, p.MaxReports); err != nil {
+		if p, err = p.Resize(noiseDim, p.Sigma); err != nil {
 			return nil, fmt.Errorf("audit: noise round: %w", err)
 		}
 	}
@@ -415,6 +414,28 @@ func serverNoise(r *secagg.Round, leader bool, src noise.Source) ([]int64, error
 		return nil, fmt.Errorf("audit: noise: %w", err)
 	}
 	p := r.Params()
+	if p.VDAF == secagg.VDAFPine {
+		// PINE: Dim x Field64 (little-endian), no offset; K mod q decodes
+		// as the signed representative in (-q/2, q/2].
+		const q = 0xffffffff00000001
+		body := len(msg) - 8*p.Dim
+		if body < 5 || binary.BigEndian.Uint32(msg[body-5:]) != 0 || msg[body-1] != 1 {
+			return nil, errors.New("audit: noise: unexpected aggregate share encoding")
+		}
+		out := make([]int64, p.Dim)
+		for i := range out {
+			v := binary.LittleEndian.Uint64(msg[body+8*i:])
+			switch {
+			case v >= q:
+				return nil, errors.New("audit: noise: non-canonical field element")
+			case v > q/2:
+				out[i] = -int64(q - v)
+			default:
+				out[i] = int64(v)
+			}
+		}
+		return out, nil
+	}
 	body := len(msg) - 16*p.Dim
 	// ... | count (4) = 0 | noised (1) = 1 | Dim × Field128.
 	if body < 5 || binary.BigEndian.Uint32(msg[body-5:]) != 0 || msg[body-1] != 1 {

@@ -320,13 +320,13 @@ func BenchmarkLowerBoundSecAgg(b *testing.B) {
 // audited release (one round and the composed rounds, each with the
 // credited relay's noise and, with -secagg-both, both servers'), each with
 // its ceiling and detectable columns, and exits 0 when no bound exceeds
-// its charge (2,000 trials, Alpha = 1e-3, σ = 1,500 at d = 64: charge
+// its charge (2,000 trials, Alpha = 1e-3, σ = 115,000 PINE fixed-point units (clip 0.3 is 39,322 units) at d = 64: charge
 // about 3.1 per round; fixed seed). The JSON form carries the same rows.
 func TestMainSecAgg(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the audit tier runs without -short")
 	}
-	args := []string{"-protocols", "secagg", "-d", "64", "-n", "10", "-secagg-trials", "2000", "-secagg-rounds", "2", "-secagg-both", "-sigma", "1500", "-alpha", "1e-3"}
+	args := []string{"-protocols", "secagg", "-d", "64", "-n", "10", "-secagg-trials", "2000", "-secagg-rounds", "2", "-secagg-both", "-sigma", "115000", "-alpha", "1e-3"}
 	var out, errs strings.Builder
 	if code := Main(context.Background(), args, &out, &errs); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errs.String())
@@ -355,7 +355,7 @@ func TestMainSecAgg(t *testing.T) {
 	}
 	for i, r := range got.SecAgg {
 		wantServers, wantRounds := 1+i/2, 1+i%2
-		if r.Servers != wantServers || r.Rounds != wantRounds || r.Sigma != 1500 || r.EpsLower > r.Charged || !(r.Ceiling > 0) {
+		if r.Servers != wantServers || r.Rounds != wantRounds || r.Sigma != 115000 || r.EpsLower > r.Charged || !(r.Ceiling > 0) {
 			t.Errorf("row %d: %+v", i, r)
 		}
 	}

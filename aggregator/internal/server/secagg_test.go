@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
-
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
@@ -40,7 +38,7 @@ const testSigma = 2
 
 func secaggTestParams() wire.Params {
 	return wire.Params{Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian, D: 8, K: 1, L: 1, Width: 1,
-		MinBatch: 3, Quota: 8, Clip: 1, CheckInP: 0.5, Bits: 8, Sigma: testSigma}
+		MinBatch: 3, Quota: 8, Clip: 1, CheckInP: 0.5, Sigma: testSigma}
 }
 
 // secaggRelay is the relay's side of secure summation for the tests: it
@@ -188,49 +186,25 @@ func secaggRound(t *testing.T, a *wire.Announcement) *secagg.Round {
 	return r
 }
 
-// outOfRangeShares builds a report whose reconstructed measurement is out
-// of range, as shared/secagg's tests do: an honest measurement sharded
-// three ways, of which the leader share, the first helper share and the
-// first two joint-randomness parts are sent; each server's own check
-// passes, but the two shares reconstruct uniformly random field elements
-// in place of the bits, which only the validity proof catches.
-func outOfRangeShares(t *testing.T, r *secagg.Round, honestLeader, honestHelper []byte, seed uint64) (leader, helper []byte) {
+// overNormLeader returns a copy of an honest PINE leader share whose
+// gradient share (the first Dim Field64 elements after the header, nonce
+// and public share) was shifted by 3 NormBound on coordinate 0 after
+// sharding: a malicious volunteer's over-norm update, well-formed and
+// correctly sealed, which only PINE's norm proof catches.
+func overNormLeader(t *testing.T, r *secagg.Round, honest []byte) []byte {
 	t.Helper()
-	p := r.Params()
-	ctx := binary.BigEndian.AppendUint64([]byte("blanket/secagg/v1/round:"), r.ID())
-	v, err := sumvec.New(3, uint(p.Dim), p.Bits, p.ChunkLength, ctx)
-	if err != nil {
-		t.Fatal(err)
+	const q = 0xffffffff00000001
+	off := r.LeaderShareSize() - r.Pine().LeaderShareSize()
+	b := slices.Clone(honest)
+	x := binary.LittleEndian.Uint64(b[off:])
+	k := 3 * r.Params().NormBound % q
+	if x >= q-k {
+		x -= q - k
+	} else {
+		x += k
 	}
-	src := noise.NewSeeded(seed)
-	var nonce sumvec.Nonce
-	for i := range nonce {
-		nonce[i] = byte(src.Uint64())
-	}
-	vp := v.Params()
-	rnd := make([]byte, vp.RandSize())
-	for i := range rnd {
-		rnd[i] = byte(src.Uint64())
-	}
-	pub, shares, err := v.Shard(make([]uint64, p.Dim), &nonce, rnd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [2][]byte
-	for i, honest := range [][]byte{honestLeader, honestHelper} {
-		enc, err := shares[i].MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := slices.Clone(honest[:10]) // version, kind, round
-		m = append(m, nonce[:]...)
-		m = append(m, pub[:64]...)
-		out[i] = append(m, enc...)
-		if len(out[i]) != len(honest) {
-			t.Fatalf("out-of-range share %d has %d bytes, an honest one %d", i, len(out[i]), len(honest))
-		}
-	}
-	return out[0], out[1]
+	binary.LittleEndian.PutUint64(b[off:], x)
+	return b
 }
 
 // relayRound is the relay's close of a round (docs/secagg.md step 4) up to
@@ -381,7 +355,7 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 	// Charged once, before the answer, with the release's sigma and the
 	// quantized sensitivity at the check-in rate.
-	sp, err := secagg.NewParams(8, 1, 8, testSigma, 8)
+	sp, err := secagg.NewPineParams(8, 1, testSigma, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,22 +416,22 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	r := secaggRound(t, a)
 	var honest []volunteer
 	var all []volunteer
-	var firstL, firstH []byte
 	for i := range 4 {
 		x := honestUpdate(uint64(i+10), 8)
 		l, hs, err := r.Shard(x, noise.NewSeeded(uint64(200+i)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 0 {
-			firstL, firstH = l, hs
-		}
 		v := relay.seal(t, a, x, l, hs)
 		honest = append(honest, v)
 		all = append(all, v)
 	}
-	bl, bh := outOfRangeShares(t, r, firstL, firstH, 7)
-	all = slices.Insert(all, 1, relay.seal(t, a, nil, bl, bh))
+	x := honestUpdate(77, 8)
+	ol, oh, err := r.Shard(x, noise.NewSeeded(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all = slices.Insert(all, 1, relay.seal(t, a, nil, overNormLeader(t, r, ol), oh))
 	tampered := relay.shardAndSeal(t, a, honestUpdate(50, 8), 300)
 	tampered.leader[len(tampered.leader)-1] ^= 1
 	all = append(all, tampered)
@@ -721,7 +695,7 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Protocol != wire.ProtocolSecAgg || p.Sigma != sigma || p.Bits != roundspec.DefaultBits || p.Clip != roundspec.DefaultSecAggClip ||
+	if p.Protocol != wire.ProtocolSecAgg || p.Sigma != sigma || p.Bits != 0 || p.Clip != roundspec.DefaultSecAggClip ||
 		p.Quota != 8 || p.CheckInP != 0.5 || lr != roundspec.DefaultSecAggLR {
 		t.Fatalf("params %+v, lr %v", p, lr)
 	}
@@ -773,7 +747,7 @@ func TestSecAggOperatorSwitch(t *testing.T) {
 	h.finishRound(1)
 	a := relay.next(t)
 	p := a.Params
-	if p.Protocol != wire.ProtocolSecAgg || !(p.Sigma > 0) || p.Clip != roundspec.DefaultSecAggClip || p.Bits != roundspec.DefaultBits ||
+	if p.Protocol != wire.ProtocolSecAgg || !(p.Sigma > 0) || p.Clip != roundspec.DefaultSecAggClip || p.Bits != 0 ||
 		p.Quota != 2*uint32(h.srv.cfg.ExpectedN) || p.MinBatch != 3 || a.RelayPub != relay.key.Public() {
 		t.Fatalf("round %d after the switch: %+v, relay key %x", a.Round, p, a.RelayPub)
 	}

@@ -33,7 +33,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, n int) *fixture {
 	t.Helper()
-	p, err := secagg.NewParams(6, 1, 4, 2, 16)
+	p, err := secagg.NewPineParams(6, 1, 2, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func (f *fixture) leader(t *testing.T, lo int, ps []secagg.Entry) []secagg.Entry
 func TestStreamedRoundSums(t *testing.T) {
 	f := newFixture(t, 7)
 	f.helps[2] = append([]byte(nil), f.helps[2]...)
-	f.helps[2][len(f.helps[2])-1] ^= 1 // joint randomness no longer matches
+	f.helps[2][len(f.helps[2])-1] ^= 1 // PINE: the helper's verification blind: its proofs no longer verify
 	f.leads = append(f.leads, f.leads[4])
 	f.helps = append(f.helps, f.helps[4]) // a replay the round rules missed
 	h, err := New(f.r, f.he, identity, 2)
@@ -131,7 +131,7 @@ func TestStreamedRoundSums(t *testing.T) {
 		t.Fatalf("awaiting %d added %d accepted %d/%d", h.Awaiting(), h.Added(), h.Accepted(), f.lead.Count())
 	}
 	rej := h.Rejected()
-	if rej[secagg.RejectJointRand] != 1 || rej[secagg.RejectDuplicateNonce] != 1 {
+	if rej[secagg.RejectInvalidProof] != 1 || rej[secagg.RejectDuplicateNonce] != 1 {
 		t.Fatalf("rejected %v", rej)
 	}
 	a, err := h.Release(6, noise.NewSeeded(9))

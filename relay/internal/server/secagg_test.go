@@ -32,7 +32,7 @@ import (
 func secAggTestParams() wire.Params {
 	return wire.Params{
 		Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian,
-		D: 8, K: 1, L: 1, Width: 1, Bits: 8, Sigma: 2, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 16,
+		D: 8, K: 1, L: 1, Width: 1, Sigma: 2, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 16,
 	}
 }
 
