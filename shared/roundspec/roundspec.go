@@ -326,9 +326,11 @@ func (s *Spec) Overflow() mechanism.OverflowPolicy {
 // is np.
 func (s *Spec) Release(round, n, np int) privacy.Release {
 	if s.shuffle == nil {
-		// Secure summation (docs/privacy.md): the released sum carries one
-		// server's discrete Gaussian noise, σ = Sigma, against a
-		// volunteer's quantized vector of L2 norm at most Sensitivity;
+		// Secure summation (docs/privacy.md, docs/secagg.md): the released
+		// sum carries one server's discrete Gaussian noise, σ = Sigma,
+		// against one accepted report of L2 norm at most Sensitivity =
+		// PINE's NormBound (what the proof enforces on EVERY accepted
+		// report, fixed-point rounding included);
 		// volunteers took part by their own coin at rate CheckInP (Poisson
 		// check-in). privacy.Account states it for add/remove one
 		// volunteer (privacy/secagg.go). n_p does not apply.
