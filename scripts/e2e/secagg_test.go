@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
@@ -17,10 +18,11 @@ import (
 // TestSecAggOverLoopback: secure summation through the real relay and
 // aggregator (docs/secagg.md): 40 native volunteers shard their updates,
 // the relay prepares as the helper and adds its noise, the aggregator
-// prepares, charges and unshards. One more volunteer is malicious: every
-// round it sends a well-formed Shares frame whose leader share was
-// tampered with after sharding (its proof no longer verifies: an
-// out-of-range or malformed input as the servers see it). Every round must
+// prepares, charges and unshards, through PINE. One more volunteer is
+// malicious: every round it sends a well-formed Shares frame whose update
+// is over the norm bound (its leader's gradient share shifted by 3
+// NormBound after sharding: only PINE's L2 proof can catch it). Every
+// round must
 // be ok with the 40 honest reports accepted and the bad one rejected, the
 // model must learn (40 volunteers at epsilon 50 over 3 rounds reach well
 // above the 10% of chance; 0.3 leaves a wide margin), and the charged
@@ -50,9 +52,11 @@ func TestSecAggOverLoopback(t *testing.T) {
 }
 
 // malicious is a volunteer that, in every round, shards an update
-// honestly, flips bytes in the middle of the leader share (so the servers'
-// validity check fails), seals both shares correctly and sends a
-// well-formed Shares frame.
+// honestly, then adds 3 NormBound to the first coordinate of its leader's
+// gradient share (the first Field64 element of PINE's leader input share):
+// the reconstructed update has norm about 3 times the bound, the share
+// stays well-formed, both shares are sealed correctly and the Shares
+// frame is well-formed, so only the norm proof rejects it.
 func malicious(ctx context.Context, relay string, key envelope.PublicKey) error {
 	tr, err := wsclient.Dial(ctx, relay, "")
 	if err != nil {
@@ -85,9 +89,16 @@ func malicious(ctx context.Context, relay string, key envelope.PublicKey) error 
 		if err != nil {
 			return err
 		}
-		for i := len(leader) / 2; i < len(leader)/2+64 && i < len(leader); i++ {
-			leader[i] ^= 0x5a
+		const q = 0xffffffff00000001
+		off := r.LeaderShareSize() - r.Pine().LeaderShareSize()
+		k := 3 * r.Params().NormBound % q
+		v := binary.LittleEndian.Uint64(leader[off:])
+		if v >= q-k {
+			v -= q - k
+		} else {
+			v += k
 		}
+		binary.LittleEndian.PutUint64(leader[off:], v)
 		sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, leader)
 		if err != nil {
 			return err
