@@ -20,6 +20,9 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/experiment"
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // config is one accounting request: a release repeated for Rounds rounds at
@@ -72,14 +75,20 @@ var presets = map[string]func() config{
 	},
 	// Shuffled check-in (Liew et al.): ε0 = 2, 60000 clients, rate 0.1;
 	// the whole report is one ε0-LDP vector randomizer.
-	// Secure summation at the recommended live defaults
-	// (experiment.LiveSecAggDefaults: about 230 volunteers, every one in
-	// every round, 3 rounds, C = 0.3, 10 bits, per-server σ calibrated to
-	// replace-one ε = 4 at δ = 1e-5). The rows are add/remove (the
+	// Secure summation (PINE, the product's) at the recommended live
+	// defaults (experiment.LiveSecAggDefaults: about 230 volunteers, every
+	// one in every round, 3 rounds, C = 0.3), with the round spec's PINE
+	// parameters (secagg.NewPineParams) and the per-server σ the round
+	// spec calibrates (roundspec.CalibrateSigma: replace-one ε = 4 at
+	// δ = 1e-5) at PINE's sensitivity. The rows are add/remove (the
 	// accountant's relation for secure summation); the replace-one line
 	// under the table is the one comparable with the other protocols.
 	"secagg": func() config {
 		l, err := experiment.LiveSecAggDefaults()
+		var pp secagg.Params
+		if err == nil {
+			pp, err = livePine(l)
+		}
 		if err != nil {
 			// Fixed constants; cannot fail unless the calibration breaks,
 			// which the package's tests catch. Fall back to an invalid
@@ -87,10 +96,10 @@ var presets = map[string]func() config{
 			return config{Release: privacy.Release{Protocol: privacy.ProtocolSecAgg}, Rounds: 1, Delta: 1e-5, Paper: err.Error()}
 		}
 		return config{Release: privacy.Release{Round: 1, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
-			D: l.Params.Dim, K: l.Params.Dim, N: l.Population, SecAggSigma: l.Params.Sigma, SecAggSensitivity: l.Params.Sensitivity(), CheckInRate: l.Q},
+			D: pp.Dim, K: pp.Dim, N: l.Population, SecAggSigma: pp.Sigma, SecAggSensitivity: pp.Sensitivity(), CheckInRate: l.Q},
 			Rounds: l.Rounds, Delta: l.Delta,
-			Paper: fmt.Sprintf("recommended live defaults: population %d, check-in q = %g, %d rounds, L2 clip C = %g, %d bits (scale %.6g units per model unit), per-server sigma %.6g units, server learning rate %g; target replace-one eps %g",
-				l.Population, l.Q, l.Rounds, l.Clip, l.Params.Bits, l.Params.Scale, l.Params.Sigma, l.ServerLR, l.Eps)}
+			Paper: fmt.Sprintf("recommended live defaults, PINE: population %d, check-in q = %g, %d rounds, L2 clip C = %g (scale %.6g fixed-point units per model unit, norm bound %d units), per-server sigma %.6g units, server learning rate %g; target replace-one eps %g",
+				l.Population, l.Q, l.Rounds, l.Clip, pp.Scale, pp.NormBound, pp.Sigma, l.ServerLR, l.Eps)}
 	},
 	"checkin": func() config {
 		return config{Release: privacy.Release{Round: 1, Protocol: privacy.ProtocolCheckIn, Randomizer: privacy.RandomizerGeneric,
@@ -131,8 +140,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	b := fs.Int("b", 0, "buckets b of R_{gamma,b} (randomizer rgb)")
 	population := fs.Int("population", 0, "check-in population")
 	rate := fs.Float64("rate", 0, "check-in rate")
-	sigma := fs.Float64("sigma", 0, "noise multiplier of dp-gaussian; per-server sigma (integer units) of secagg")
-	sensitivity := fs.Float64("sensitivity", 0, "secagg: L2 sensitivity (integer units, secagg.Params.Sensitivity)")
+	sigma := fs.Float64("sigma", 0, "noise multiplier of dp-gaussian; per-server sigma (PINE fixed-point units) of secagg")
+	sensitivity := fs.Float64("sensitivity", 0, "secagg: L2 sensitivity (PINE fixed-point units, secagg.Params.Sensitivity: the norm bound)")
 	delta := fs.Float64("delta", 0, "total central delta")
 	nRounds := fs.Int("rounds", 0, "number of identical rounds")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
@@ -438,4 +447,16 @@ func writeJSON(w io.Writer, c config, rep privacy.Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// livePine returns the PINE round parameters of the live defaults l: σ
+// from roundspec.CalibrateSigma (replace-one, at PINE's sensitivity).
+func livePine(l experiment.LiveSecAgg) (secagg.Params, error) {
+	d := l.Params.Dim
+	sigma, err := roundspec.CalibrateSigma(d, roundspec.Options{Protocol: wire.ProtocolSecAgg, Clip: l.Clip, Quota: l.Population},
+		l.Rounds, l.Q, l.Eps, l.Delta)
+	if err != nil {
+		return secagg.Params{}, err
+	}
+	return secagg.NewPineParams(d, l.Clip, sigma, l.Population)
 }

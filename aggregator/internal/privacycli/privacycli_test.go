@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/blanket-fl/blanket/shared/pine"
 	"math"
 	"os"
 	"strconv"
@@ -111,7 +112,8 @@ func TestPresets(t *testing.T) {
 }
 
 // TestSecAggPreset: the secagg preset is the recommended live defaults
-// (experiment.LiveSecAggDefaults), its rows are privacy.Account of those
+// (experiment.LiveSecAggDefaults) with the round spec's PINE parameters
+// (its sensitivity is pine.ForBlanket(d, C)'s norm bound), its rows are privacy.Account of those
 // releases (add/remove), and its replace-one line meets the defaults'
 // target (4 at 1e-5) without being below the add/remove epsilon.
 func TestSecAggPreset(t *testing.T) {
@@ -119,6 +121,15 @@ func TestSecAggPreset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pp, err := livePine(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pn, err := pine.ForBlanket(pp.Dim, l.Clip)
+	if err != nil || pp.Sensitivity() != pn.Sensitivity() {
+		t.Fatalf("PINE sensitivity %v, pine.ForBlanket's %v (%v)", pp.Sensitivity(), pn.Sensitivity(), err)
+	}
+	l.Params = pp
 	code, out, errs := run("-preset", "secagg", "-json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
