@@ -3,7 +3,9 @@ package roundspec_test
 import (
 	"fmt"
 
+	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -27,6 +29,20 @@ func ExampleSpec_SharesSizes() {
 		return
 	}
 	fmt.Printf("leader %d B, helper %d B, Shares frame %d B\n", l, h, wire.SharesSize(l, h))
+	// The Prio3 SumVec baseline (10 bits, the former default) at the same d.
+	sp, err := secagg.NewParams(7850, roundspec.DefaultSecAggClip, roundspec.DefaultBits, 1e3, 400)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := secagg.NewRound(sp, 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sl, sh := envelope.ShareSealedLen(r.LeaderShareSize()), envelope.ShareSealedLen(r.HelperShareSize())
+	fmt.Printf("sumvec baseline: Shares frame %d B\n", wire.SharesSize(sl, sh))
 	// Output:
 	// leader 89218 B, helper 330 B, Shares frame 89566 B
+	// sumvec baseline: Shares frame 1338454 B
 }
