@@ -1,8 +1,21 @@
 // Package secagg holds the building blocks of Blanket's secure-summation
-// protocol, secure summation through the relay with Prio3
-// (draft-irtf-cfrg-vdaf, SumVec, via
-// github.com/cloudflare/circl/vdaf/prio3/sumvec). The relay is the helper
-// (Prio3 aggregator 1) and the aggregator the leader (aggregator 0).
+// protocol, secure summation through the relay. The product's rounds are
+// PINE rounds (NewPineParams; shared/pine, draft-chen-cfrg-vdaf-pine over
+// Field64, run per report by PineEngine): the proof bounds the L2 norm of
+// every accepted report by Params.NormBound, which is the sensitivity the
+// noise is calibrated to (docs/secagg.md, "Sensitivity and noise"). Rounds
+// of Prio3 SumVec (NewParams; draft-irtf-cfrg-vdaf via
+// github.com/cloudflare/circl/vdaf/prio3/sumvec) remain as the baseline of
+// tests, benchmarks and the lab; the rest of this comment describes them
+// where it speaks of Quantize, bits and Field128. The relay is the helper
+// (aggregator 1) and the aggregator the leader (aggregator 0).
+//
+// A PINE round differs from the SumVec description below in: Shard clips
+// the update to Clip and encodes it on PINE's grid (2^NumFracBits, round
+// half to even) instead of Quantize; the helper's share is four 32-byte
+// seeds; aggregate shares are Dim Field64 elements; the noise has no
+// offset (the sum decodes as signed integers in (-q/2, q/2]); the batch
+// API (Helper, Leader) runs through the Engine.
 //
 // # Flow of one round
 //
@@ -16,7 +29,8 @@
 //	leader:    Leader.Unshard(own share, 'A')      -> Result{Count, Sum, Mean}
 //
 // The servers run the same steps one report at a time through Engine
-// (engine.go; SumVecEngine implements it, another VDAF such as PINE can):
+// (engine.go; PineEngine and SumVecEngine implement it, NewEngine picks
+// the round's):
 // PrepInit on arrival, Decide (leader) and Next (helper) per report, each
 // accepted output share folded into a running Aggregate that persists
 // (MarshalBinary, Round.ParseAggregate) and hands out its share once;

@@ -405,9 +405,9 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	}
 }
 
-// TestSecAggRejectsOutOfRangeAndTampered: an out-of-range report (caught
-// only by the validity proof) and a tampered leader share (does not
-// open) are rejected, counted by reason, and do not move the model: it
+// TestSecAggRejectsOutOfRangeAndTampered: an over-norm report (its
+// update 3 NormBound long, well-formed: caught only by PINE's norm proof)
+// and a tampered leader share (does not open) are rejected, counted by reason, and do not move the model: it
 // moves by the honest reports' mean.
 func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	relay := newSecAggRelay(t)
