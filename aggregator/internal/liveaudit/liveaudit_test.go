@@ -120,11 +120,12 @@ func TestMonitorStates(t *testing.T) {
 	}
 }
 
-// secAggSpec is a secure-summation configuration at d 64, σ 1500 (10
-// bits: c = 511 grid units per clip norm).
+// secAggSpec is a secure-summation (PINE) configuration at d 64, σ 115,000
+// fixed-point units (the clip 0.3 is 39,322 units).
+
 func secAggSpec(t *testing.T) *roundspec.Spec {
 	t.Helper()
-	p, _, err := roundspec.Build(64, 30, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 1500, CheckInP: 1})
+	p, _, err := roundspec.Build(64, 30, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 115000, CheckInP: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestMonitorAuditsSecAgg(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	b := *st.Bound
-	t.Logf("secagg at d 64, sigma 1500: %+v", b)
+	t.Logf("secagg at d 64, sigma 115000: %+v", b)
 	if b.Neighbours != audit.NeighboursReplaceOne || b.Trials != 5000 || !(b.Charged > 0) || b.Mechanism == "" || !(b.Ceiling > b.Charged) || !(b.DetectableFactor > 1) {
 		t.Fatalf("bound %+v", b)
 	}
