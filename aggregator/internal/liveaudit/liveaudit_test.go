@@ -122,7 +122,6 @@ func TestMonitorStates(t *testing.T) {
 
 // secAggSpec is a secure-summation (PINE) configuration at d 64, σ 115,000
 // fixed-point units (the clip 0.3 is 39,322 units).
-
 func secAggSpec(t *testing.T) *roundspec.Spec {
 	t.Helper()
 	p, _, err := roundspec.Build(64, 30, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 115000, CheckInP: 1})
