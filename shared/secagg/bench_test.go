@@ -12,8 +12,8 @@ import (
 	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
-// Benchmarks at the MNIST size (d = 7850, 8 bits, clip 1, sigma 300 per
-// server, up to 1,000 reports). Run natively with
+// Benchmarks at the MNIST size (d = 7850, clip 1, sigma 300 per server, up
+// to 1,000 reports; SumVec at 8 bits). Run natively with
 //
 //	go test -run '^$' -bench . -benchtime 1x ./shared/secagg/
 //
@@ -36,27 +36,91 @@ func benchRound(b *testing.B, maxReports int) *Round {
 	return r
 }
 
-// BenchmarkShard is the volunteer's cost per round: clip, conditional
-// rounding, Prio3 SumVec sharding with its proof, encoding. It reports
-// the bytes the volunteer sends (both shares, before sealing).
+// BenchmarkShard is the volunteer's cost per round, PINE (the product's,
+// NewPineParams) next to the Prio3 SumVec baseline in one run: clip,
+// encode (SumVec: conditional rounding), shard with the proofs, encode
+// the two shares. It reports the bytes the volunteer sends (both shares,
+// before sealing).
 func BenchmarkShard(b *testing.B) {
-	r := benchRound(b, 1000)
 	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
-	src := noise.NewSeeded(2)
-	var l, h []byte
-	var err error
-	var clk benchclock.Clock
-	clk.Start()
-	for b.Loop() {
-		l, h, err = r.Shard(x, src)
-		if err != nil {
-			b.Fatal(err)
-		}
+	pp, err := NewPineParams(benchDim, 1, benchSigma, 1000)
+	if err != nil {
+		b.Fatal(err)
 	}
-	clk.Report(b)
-	b.ReportMetric(float64(len(l)+len(h)), "bytes/volunteer")
-	b.ReportMetric(float64(len(l)), "leader-bytes")
-	b.ReportMetric(float64(len(h)), "helper-bytes")
+	pr, err := NewRound(pp, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		r    *Round
+	}{{"pine", pr}, {"sumvec", benchRound(b, 1000)}} {
+		b.Run(c.name, func(b *testing.B) {
+			src := noise.NewSeeded(2)
+			var l, h []byte
+			var err error
+			var clk benchclock.Clock
+			clk.Start()
+			for b.Loop() {
+				l, h, err = c.r.Shard(x, src)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			clk.Report(b)
+			b.ReportMetric(float64(len(l)+len(h)), "bytes/volunteer")
+			b.ReportMetric(float64(len(l)), "leader-bytes")
+			b.ReportMetric(float64(len(h)), "helper-bytes")
+		})
+	}
+}
+
+// BenchmarkEngine is the preparation of one report by both servers
+// through their Engines (PrepInit of both, Decide, Next, both folds), one
+// after the other on one thread: PINE next to the SumVec baseline.
+func BenchmarkEngine(b *testing.B) {
+	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
+	pp, err := NewPineParams(benchDim, 1, benchSigma, 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pr, err := NewRound(pp, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	vk := make([]byte, VerifyKeySize)
+	for _, c := range []struct {
+		name string
+		r    *Round
+	}{{"pine", pr}, {"sumvec", benchRound(b, 1<<20)}} {
+		b.Run(c.name, func(b *testing.B) {
+			l, h, err := c.r.Shard(x, noise.NewSeeded(2))
+			if err != nil {
+				b.Fatal(err)
+			}
+			le, _ := NewEngine(c.r, true, vk)
+			he, _ := NewEngine(c.r, false, vk)
+			la, ha := le.NewAggregate(), he.NewAggregate()
+			var clk benchclock.Clock
+			clk.Start()
+			for b.Loop() {
+				hp := he.PrepInit(h)
+				m, out := le.Decide(le.PrepInit(l), hp.Entry)
+				if out == nil {
+					b.Fatalf("rejected: %v", m.Reason)
+				}
+				hout, err := he.Next(hp, m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if la.Fold(out) != nil || ha.Fold(hout) != nil {
+					b.Fatal("fold")
+				}
+			}
+			clk.Report(b)
+			b.ReportMetric(float64(c.r.prepShareLen+c.r.prepMsgLen), "inter-server-bytes")
+		})
+	}
 }
 
 // BenchmarkQuantize is the clip and conditional rounding alone.
