@@ -69,8 +69,11 @@ func TestSecAggChaos(t *testing.T) {
 	}
 	dir := t.TempDir()
 	n := strconv.Itoa(clients)
+	// sigma in PINE fixed-point units (the default clip 0.3 is 39,322
+	// units): small enough to learn, large enough that epsilon grows
+	// visibly every round (at 300 it saturates near 1.7e5).
 	cl, err := localrun.Start(context.Background(), bins, localrun.Options{Dir: dir,
-		AggregatorArgs: []string{"-protocol", "secagg", "-sigma", "300", "-expected-n", n, "-quota", n, "-min-batch", "10", "-epsilon", "1e9",
+		AggregatorArgs: []string{"-protocol", "secagg", "-sigma", "23000", "-expected-n", n, "-quota", n, "-min-batch", "10", "-epsilon", "1e9",
 			"-check-in", "1", "-round-timeout", roundTimeout.String(), "-batch-grace", grace.String()},
 		Stdout: logs, Stderr: logs})
 	if err != nil {

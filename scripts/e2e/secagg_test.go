@@ -12,6 +12,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -44,6 +45,30 @@ func TestSecAggOverLoopback(t *testing.T) {
 			continue
 		}
 		prev = *r.EpsilonTightest
+	}
+	// The over-norm report is counted, by reason, in every ok round.
+	var hist struct {
+		Rounds []struct {
+			Round      int            `json:"round"`
+			Status     string         `json:"status"`
+			Rejections map[string]int `json:"rejections"`
+		} `json:"rounds"`
+	}
+	if err := cl.GetJSON(context.Background(), "/api/rounds", &hist); err != nil {
+		t.Fatal(err)
+	}
+	counted := 0
+	for _, r := range hist.Rounds {
+		if r.Status != "ok" {
+			continue
+		}
+		counted++
+		if r.Rejections[secagg.RejectInvalidProof.String()] != 1 {
+			t.Errorf("round %d: rejections %v, want the over-norm report as %q", r.Round, r.Rejections, secagg.RejectInvalidProof)
+		}
+	}
+	if counted < rounds {
+		t.Errorf("%d ok rounds in /api/rounds, want %d", counted, rounds)
 	}
 	last := rs[len(rs)-1]
 	if last.Accuracy == nil || *last.Accuracy < 0.3 {
