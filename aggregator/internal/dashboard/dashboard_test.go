@@ -45,7 +45,7 @@ func TestConfigItems(t *testing.T) {
 		t.Errorf("ss-topk items %q", s)
 	}
 	c := topk()
-	c.Params = wire.Params{Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian, D: 7850, Bits: 12, Sigma: 3.5,
+	c.Params = wire.Params{Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian, D: 7850, Sigma: 3.5,
 		Clip: 1, CheckInP: 0.5, MinBatch: 3, Quota: 400}
 	c.Rounds = 20
 	s = names(c)

@@ -299,7 +299,7 @@ func TestQuotaAndPlan(t *testing.T) {
 func secAggParams() wire.Params {
 	return wire.Params{
 		Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian,
-		D: 8, K: 1, L: 1, Width: 1, Bits: 8, Sigma: 2, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 3,
+		D: 8, K: 1, L: 1, Width: 1, Sigma: 2, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 3,
 	}
 }
 
@@ -450,8 +450,8 @@ func TestSecAggRefusedParams(t *testing.T) {
 	}
 }
 
-// TestSecAggReadLimitMNIST: at d = 7850 (8 bits, quota 1000) the read
-// limit is the Shares frame's exact size, about 1.07 MB.
+// TestSecAggReadLimitMNIST: at d = 7850 (PINE, quota 1000) the read
+// limit is the Shares frame's exact size, about 90 KB.
 func TestSecAggReadLimitMNIST(t *testing.T) {
 	p := secAggParams()
 	p.D, p.Sigma, p.Quota = 7850, 300, 1000
@@ -461,8 +461,8 @@ func TestSecAggReadLimitMNIST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := wire.SharesSize(lead, help); m.ReadLimit() != want || r.FrameSize != want || want < 1_000_000 || want > 1_100_000 {
-		t.Fatalf("read limit %d, frame %d, want %d (about 1.07 MB)", m.ReadLimit(), r.FrameSize, want)
+	if want := wire.SharesSize(lead, help); m.ReadLimit() != want || r.FrameSize != want || want < 80_000 || want > 100_000 {
+		t.Fatalf("read limit %d, frame %d, want %d (about 90 KB)", m.ReadLimit(), r.FrameSize, want)
 	}
 	t.Logf("Shares frame at d = 7850: %d bytes", r.FrameSize)
 }
