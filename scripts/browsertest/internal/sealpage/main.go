@@ -10,11 +10,10 @@
 //
 //	backend()                              -> envelope.SealBackend()
 //	sealEach(pub, round, values)           -> [sealed]
-//
-// where values are big-endian binary64 (syscall/js turns a -0 into 0).
-//
 //	sealShare(pub, round, role, share)     -> sealed
 //	open(skR, pkR, info, [sealed])         -> [plaintext]
+//
+// where values are big-endian binary64 (syscall/js turns a -0 into 0).
 package main
 
 import (
