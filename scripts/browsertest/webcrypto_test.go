@@ -338,8 +338,8 @@ type costWorkload struct {
 //
 // Columns: WebCrypto (this tree), crypto/hpke in wasm (this tree, the page
 // hiding WebCrypto's X25519: the fallback), and, with
-// BLANKET_SEAL_BASELINE naming a git revision, that revision's sealer
-// (internal/sealbench built against `git archive <rev>`). The pages run one
+// BLANKET_SEAL_BASELINE naming git revisions (separated by spaces), each
+// revision's sealer (internal/sealbench built against `git archive <rev>`). The pages run one
 // round at a time in turn (after a warm-up round each), so load drift on a
 // shared machine hits every column alike; the table gives the median over
 // BLANKET_SEAL_ROUNDS rounds (default 5).
@@ -387,11 +387,14 @@ func TestSealCostInBrowser(t *testing.T) {
 		{name: "WebCrypto", wasm: "current.wasm"},
 		{name: "crypto/hpke (fallback)", wasm: "current.wasm", hide: true},
 	}
-	if rev := os.Getenv("BLANKET_SEAL_BASELINE"); rev != "" {
+	var baselines []*column
+	for i, rev := range strings.Fields(os.Getenv("BLANKET_SEAL_BASELINE")) {
 		old := exportTree(t, root, rev)
-		wasms["baseline.wasm"] = buildPageWasm(t, old, "sealbench")
-		cols = append([]*column{{name: "hand-written (" + rev + ")", wasm: "baseline.wasm"}}, cols...)
+		name := fmt.Sprintf("baseline%d.wasm", i)
+		wasms[name] = buildPageWasm(t, old, "sealbench")
+		baselines = append(baselines, &column{name: "at " + rev, wasm: name})
 	}
+	cols = append(baselines, cols...)
 	base := sealServer(t, wasms)
 	b := newBrowser(t, context.Background(), exe)
 	k, err := envelopetest.GenerateKey()

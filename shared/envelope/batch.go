@@ -21,7 +21,7 @@ import (
 // natively, the wall time of using every core: messages are sealed and
 // opened by up to GOMAXPROCS goroutines. In the browser (WebCrypto,
 // seal.go) the batch runs each step of HPKE for all its messages at once,
-// so the goroutine waits for WebCrypto's promises seven times per batch,
+// so the goroutine waits for WebCrypto's promises four times per batch,
 // not per message. What stays per message is inherent to independent
 // encapsulations: an X25519 key generation and a DH to seal, a DH to open,
 // and the HPKE key schedule.

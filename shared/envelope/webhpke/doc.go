@@ -1,8 +1,9 @@
 // Package webhpke is HPKE (RFC 9180) base mode, single shot, with the suite
 // DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM (ids 0x0020,
 // 0x0001, 0x0001), composed from the browser's WebCrypto primitives
-// (crypto.subtle: X25519 generateKey and deriveBits, HKDF deriveBits, HMAC
-// sign, AES-GCM encrypt and decrypt) through syscall/js. It exists so that
+// (crypto.subtle: X25519 generateKey and deriveBits, AES-GCM encrypt and
+// decrypt) through syscall/js and Go's crypto/hkdf (HKDF-SHA256, which
+// costs less in wasm than a WebCrypto call per step). It exists so that
 // the volunteer's browser seals with the browser's vetted, native
 // implementations instead of Go code compiled to WebAssembly; shared/envelope
 // uses it under js when the browser has WebCrypto X25519 (Available) and
@@ -19,8 +20,8 @@
 // own, never from a syscall/js callback (which runs on the JavaScript event
 // loop: it would wait forever for promises that loop has to settle). A
 // batch of messages runs each step of the schedule for all of them at once
-// (one Promise.all per step), so a batch costs seven waits, not seven per
-// message.
+// (one Promise.all per step), so a batch costs four waits (generate,
+// encapsulate, import the AEAD keys, encrypt), not four per message.
 //
 // The package builds only under GOOS=js; this file keeps it a package
 // elsewhere.

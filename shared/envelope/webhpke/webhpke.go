@@ -3,6 +3,8 @@
 package webhpke
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -240,99 +242,73 @@ func setupSenders(s js.Value, pkR [32]byte, info []byte, n int, fixed *ephemeral
 // schedule completes every ctxs[i] whose enc is set from its DH output
 // dh[i]: DHKEM's ExtractAndExpand (RFC 9180, section 4.1), with kem_context
 // = enc || pkR, gives the shared secret, and KeySchedule (section 5.1,
-// mode_base, empty psk and psk_id) the AEAD key and base nonce. A
-// LabeledExtract followed by a LabeledExpand is one WebCrypto HKDF
-// deriveBits (RFC 5869 Extract then Expand) whose input key material and
-// info are the labeled ones; an extract with an empty salt is HMAC with
-// the all-zero key (RFC 5869, section 2.2), which is how psk_id_hash and
-// info_hash are computed (WebCrypto refuses an empty HMAC key). usage is
-// the AEAD key's usage: "encrypt" or "decrypt".
+// mode_base, empty psk and psk_id) the AEAD key and base nonce, which
+// becomes a non-extractable WebCrypto AES-GCM key for usage ("encrypt" or
+// "decrypt"). The HKDF-SHA256 steps are Go's crypto/hkdf: five HMACs per
+// message cost less in wasm than four more WebCrypto calls, each a round
+// trip through the browser's crypto thread (docs/protocol.md,
+// "Cryptography", measured with WebCrypto's HKDF at commit 3997388).
 func schedule(s js.Value, ctxs []context, dh [][]byte, pkR *[32]byte, info []byte, usage string) error {
-	n := len(ctxs)
-	hkdfAlg := js.ValueOf("HKDF")
-	noUse := false
-	// Step 1: import the input key material.
-	ps := make([]any, 0, 2*n+2)
-	if err := try(func() {
-		hmacAlg := js.ValueOf(map[string]any{"name": "HMAC", "hash": "SHA-256"})
-		ps = append(ps,
-			s.Call("importKey", "raw", u8(make([]byte, hashSize)), hmacAlg, noUse, js.ValueOf([]any{"sign"})),
-			s.Call("importKey", "raw", u8(labeledIKM(hpkeSuiteID, "secret", nil)), hkdfAlg, noUse, deriveUsage()))
-		for i := range ctxs {
-			ikm := labeledIKM(kemSuiteID, "eae_prk", dh[i])
-			ps = append(ps, s.Call("importKey", "raw", u8(ikm), hkdfAlg, noUse, deriveUsage()))
-			clear(ikm)
-		}
-	}); err != nil {
-		return err
-	}
-	keys, err := all(ps)
+	pskIDHash, err := hkdf.Extract(sha256.New, labeledIKM(hpkeSuiteID, "psk_id_hash", nil), nil)
 	if err != nil {
 		return err
 	}
-	zeroKey, secretIKM := keys[0], keys[1]
-	// Step 2: psk_id_hash, info_hash and every shared_secret.
-	ps = ps[:0]
-	if err := try(func() {
-		hmac := js.ValueOf("HMAC")
-		ps = append(ps,
-			s.Call("sign", hmac, zeroKey, u8(labeledIKM(hpkeSuiteID, "psk_id_hash", nil))),
-			s.Call("sign", hmac, zeroKey, u8(labeledIKM(hpkeSuiteID, "info_hash", info))))
-		var kemContext [2 * EncSize]byte
-		copy(kemContext[EncSize:], pkR[:])
-		for i := range ctxs {
-			copy(kemContext[:EncSize], ctxs[i].enc[:])
-			ps = append(ps, s.Call("deriveBits", hkdfParams(nil, labeledInfo(kemSuiteID, "shared_secret", kemContext[:], hashSize)), keys[2+i], 8*hashSize))
-		}
-	}); err != nil {
-		return err
-	}
-	res, err := all(ps)
+	infoHash, err := hkdf.Extract(sha256.New, labeledIKM(hpkeSuiteID, "info_hash", info), nil)
 	if err != nil {
 		return err
 	}
-	ksContext := make([]byte, 1, 1+2*hashSize) // mode_base = 0x00
-	ksContext = appendBytes(ksContext, res[0])
-	ksContext = appendBytes(ksContext, res[1])
-	if len(ksContext) != 1+2*hashSize {
-		return fmt.Errorf("key schedule context of %d bytes", len(ksContext))
-	}
-	// Step 3: secret = LabeledExtract(shared_secret, "secret", psk), then
-	// key and base_nonce = LabeledExpand(secret, ...).
-	keyInfo := u8(labeledInfo(hpkeSuiteID, "key", ksContext, keySize))
-	nonceInfo := u8(labeledInfo(hpkeSuiteID, "base_nonce", ksContext, nonceSize))
-	ps = ps[:0]
-	if err := try(func() {
-		for i := range ctxs {
-			// The shared secret stays in JavaScript (the salt is res[2+i]).
-			salt := js.Global().Get("Uint8Array").New(res[2+i])
-			ps = append(ps,
-				s.Call("deriveBits", hkdfParamsJS(salt, keyInfo), secretIKM, 8*keySize),
-				s.Call("deriveBits", hkdfParamsJS(salt, nonceInfo), secretIKM, 8*nonceSize))
+	ksContext := make([]byte, 0, 1+2*hashSize)
+	ksContext = append(ksContext, 0) // mode_base
+	ksContext = append(ksContext, pskIDHash...)
+	ksContext = append(ksContext, infoHash...)
+	secretIKM := labeledIKM(hpkeSuiteID, "secret", nil)
+	keyInfo := string(labeledInfo(hpkeSuiteID, "key", ksContext, keySize))
+	nonceInfo := string(labeledInfo(hpkeSuiteID, "base_nonce", ksContext, nonceSize))
+	var kemContext [2 * EncSize]byte
+	copy(kemContext[EncSize:], pkR[:])
+	keys := make([][]byte, len(ctxs))
+	defer func() {
+		for _, k := range keys {
+			clear(k)
 		}
-	}); err != nil {
-		return err
+	}()
+	for i := range ctxs {
+		ikm := labeledIKM(kemSuiteID, "eae_prk", dh[i])
+		eaePRK, err := hkdf.Extract(sha256.New, ikm, nil)
+		clear(ikm)
+		if err != nil {
+			return err
+		}
+		copy(kemContext[:EncSize], ctxs[i].enc[:])
+		shared, err := hkdf.Expand(sha256.New, eaePRK, string(labeledInfo(kemSuiteID, "shared_secret", kemContext[:], hashSize)), hashSize)
+		clear(eaePRK)
+		if err != nil {
+			return err
+		}
+		secret, err := hkdf.Extract(sha256.New, secretIKM, shared)
+		clear(shared)
+		if err != nil {
+			return err
+		}
+		if keys[i], err = hkdf.Expand(sha256.New, secret, keyInfo, keySize); err != nil {
+			return err
+		}
+		nonce, err := hkdf.Expand(sha256.New, secret, nonceInfo, nonceSize)
+		clear(secret)
+		if err != nil {
+			return err
+		}
+		copy(ctxs[i].nonce[:], nonce)
 	}
-	shared := res[2:]
-	res, err = all(ps)
-	zero(shared)
-	if err != nil {
-		return err
-	}
-	// Step 4: the AEAD keys.
-	ps = ps[:0]
+	ps := make([]any, len(ctxs))
 	if err := try(func() {
 		for i := range ctxs {
-			if got := copyBytes(ctxs[i].nonce[:], res[2*i+1]); got != nonceSize {
-				panic(fmt.Sprintf("base nonce of %d bytes", got))
-			}
-			ps = append(ps, s.Call("importKey", "raw", res[2*i], js.ValueOf("AES-GCM"), noUse, js.ValueOf([]any{usage})))
+			ps[i] = s.Call("importKey", "raw", u8(keys[i]), js.ValueOf("AES-GCM"), false, js.ValueOf([]any{usage}))
 		}
 	}); err != nil {
 		return err
 	}
 	aeadKeys, err := all(ps)
-	zero(res)
 	if err != nil {
 		return err
 	}
@@ -462,14 +438,6 @@ func labeledInfo(suiteID, label string, info []byte, length int) []byte {
 func x25519Alg() js.Value   { return js.ValueOf(map[string]any{"name": "X25519"}) }
 func deriveUsage() js.Value { return js.ValueOf([]any{"deriveBits"}) }
 
-// hkdfParams is WebCrypto's HkdfParams with SHA-256 (a nil salt is the
-// empty salt).
-func hkdfParams(salt, info []byte) js.Value { return hkdfParamsJS(u8(salt), u8(info)) }
-
-func hkdfParamsJS(salt, info js.Value) js.Value {
-	return js.ValueOf(map[string]any{"name": "HKDF", "hash": "SHA-256", "salt": salt, "info": info})
-}
-
 // u8 returns a new Uint8Array holding a copy of b.
 func u8(b []byte) js.Value {
 	u := js.Global().Get("Uint8Array").New(len(b))
@@ -491,16 +459,6 @@ func appendBytes(dst []byte, buf js.Value) []byte {
 	dst = append(dst, make([]byte, u.Length())...)
 	js.CopyBytesToGo(dst[n:], u)
 	return dst
-}
-
-// zero overwrites the ArrayBuffers bufs with zeros (secrets WebCrypto
-// returned, once the calls that read them have settled).
-func zero(bufs []js.Value) {
-	_ = try(func() {
-		for _, b := range bufs {
-			js.Global().Get("Uint8Array").New(b).Call("fill", 0)
-		}
-	})
 }
 
 // takeSecret copies the ArrayBuffer buf into a new slice and zeroes buf.
