@@ -9,10 +9,10 @@ import (
 
 // Where sealing happens. Natively every message is sealed by Go's
 // crypto/hpke. Under js/wasm it is sealed by the browser's WebCrypto
-// (X25519, HKDF, AES-GCM: the vetted, native implementations of the
-// browser) through envelope/webhpke, which composes RFC 9180's key schedule
-// from them and is checked against RFC 9180's vector for the suite and
-// against crypto/hpke; a browser without WebCrypto X25519 (or a page
+// (X25519 and AES-GCM: the browser's vetted, native implementations) and
+// Go's crypto/hkdf through envelope/webhpke, which composes RFC 9180's
+// Encap and key schedule from them and is checked against RFC 9180's vector
+// for the suite and against crypto/hpke; a browser without WebCrypto X25519 (or a page
 // outside a secure context, which has no crypto.subtle) falls back to
 // crypto/hpke compiled to wasm. Both produce the same wire format with the
 // same distribution (a fresh ephemeral key pair per message), and every
