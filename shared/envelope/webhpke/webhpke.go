@@ -137,9 +137,26 @@ func seal(pkR [32]byte, info []byte, pts [][]byte, out [][]byte, fixed *ephemera
 	if err != nil {
 		return nil, err
 	}
+	for lo := 0; lo < len(pts); lo += maxBatch {
+		hi := min(lo+maxBatch, len(pts))
+		if err := sealChunk(s, pkR, info, pts[lo:hi], out[lo:hi], fixed); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// maxBatch is the most messages one step of a seal hands WebCrypto at
+// once: a volunteer's 7850 messages go in chunks, which keeps the number
+// of live WebCrypto keys and pending promises bounded (the measured cost
+// per message grew with the batch without it, docs/protocol.md).
+const maxBatch = 1024
+
+// sealChunk is seal of at most maxBatch messages.
+func sealChunk(s js.Value, pkR [32]byte, info []byte, pts [][]byte, out [][]byte, fixed *ephemeral) error {
 	ctxs, err := setupSenders(s, pkR, info, len(pts), fixed)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ps := make([]any, len(pts))
 	if err := try(func() {
@@ -147,20 +164,21 @@ func seal(pkR [32]byte, info []byte, pts [][]byte, out [][]byte, fixed *ephemera
 			ps[i] = aesGCM(s, "encrypt", &ctxs[i], 0, nil, pt)
 		}
 	}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrSeal, err)
+		return fmt.Errorf("%w: %w", ErrSeal, err)
 	}
 	cts, err := all(ps)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encrypt: %w", ErrSeal, err)
+		return fmt.Errorf("%w: encrypt: %w", ErrSeal, err)
 	}
 	for i, ct := range cts {
+		n0 := len(out[i])
 		out[i] = append(out[i], ctxs[i].enc[:]...)
 		out[i] = appendBytes(out[i], ct)
-		if got := len(out[i]); got < Overhead+len(pts[i]) {
-			return nil, fmt.Errorf("%w: message %d: %d bytes", ErrSeal, i, got)
+		if got := len(out[i]) - n0; got != Overhead+len(pts[i]) {
+			return fmt.Errorf("%w: message %d: %d bytes", ErrSeal, i, got)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // context is one message's HPKE context (RFC 9180, section 5.1): the

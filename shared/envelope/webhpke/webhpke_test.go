@@ -7,6 +7,7 @@ import (
 	"crypto/ecdh"
 	"crypto/hpke"
 	"crypto/sha3"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -291,5 +292,37 @@ func TestSealRejectsLowOrderKey(t *testing.T) {
 		if _, err := hpke.Seal(pk, kdf, aead, nil, []byte{1}); err == nil {
 			t.Fatal("crypto/hpke seals to the zero key")
 		}
+	}
+}
+
+// A batch larger than maxBatch goes in chunks: every message still opens,
+// in order, each under its own encapsulation.
+func TestSealChunks(t *testing.T) {
+	need(t)
+	kem, kdf, aead := suite()
+	sk, err := kem.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkR [32]byte
+	copy(pkR[:], sk.PublicKey().Bytes())
+	pts := make([][]byte, 2*maxBatch+3)
+	for i := range pts {
+		pts[i] = binary.BigEndian.AppendUint32(nil, uint32(i))
+	}
+	out, err := Seal(pkR, []byte("chunks"), pts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encs := map[string]bool{}
+	for i, c := range out {
+		got, err := hpke.Open(sk, kdf, aead, []byte("chunks"), c)
+		if err != nil || !bytes.Equal(got, pts[i]) {
+			t.Fatalf("message %d opens to %x, %v", i, got, err)
+		}
+		encs[string(c[:EncSize])] = true
+	}
+	if len(encs) != len(pts) {
+		t.Fatalf("%d distinct encapsulated keys for %d messages", len(encs), len(pts))
 	}
 }
