@@ -407,17 +407,20 @@ func TestSealCostInBrowser(t *testing.T) {
 		c.ms = make([][]float64, len(ws))
 	}
 	for r := range rounds {
-		for _, c := range cols {
-			warm := 0
-			if r == 0 {
-				warm = 1
-			}
-			got, err := call[[][]float64](c.tab, "sealbench.run("+jsArgs(hex.EncodeToString(pub[:]), 1, ws, 1, warm)+")", 10*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range ws {
-				c.ms[i] = append(c.ms[i], got[i]...)
+		for i, w := range ws {
+			// Every column seals the same round back to back, in an
+			// order rotated from round to round and workload to workload.
+			for j := range cols {
+				c := cols[(r+i+j)%len(cols)]
+				warm := 0
+				if r == 0 {
+					warm = 1
+				}
+				got, err := call[[][]float64](c.tab, "sealbench.run("+jsArgs(hex.EncodeToString(pub[:]), 1, []costWorkload{w}, 1, warm)+")", 10*time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.ms[i] = append(c.ms[i], got[0]...)
 			}
 		}
 	}

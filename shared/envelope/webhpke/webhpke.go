@@ -147,9 +147,9 @@ func seal(pkR [32]byte, info []byte, pts [][]byte, out [][]byte, fixed *ephemera
 }
 
 // maxBatch is the most messages one step of a seal hands WebCrypto at
-// once: a volunteer's 7850 messages go in chunks, which keeps the number
-// of live WebCrypto keys and pending promises bounded (the measured cost
-// per message grew with the batch without it, docs/protocol.md).
+// once: a volunteer's 7850 messages go in chunks, which bounds the number
+// of live WebCrypto keys and pending promises (and the JavaScript memory
+// they hold) at four more waits per chunk.
 const maxBatch = 1024
 
 // sealChunk is seal of at most maxBatch messages.
