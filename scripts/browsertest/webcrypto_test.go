@@ -33,12 +33,19 @@ import (
 // sealPageHTML loads the wasm program named by ?wasm= with Go's
 // wasm_exec.js. With ?nowebcrypto=1 it first hides WebCrypto's X25519
 // (generateKey rejects it, as in a browser that lacks it), so the program
-// falls back to crypto/hpke.
+// falls back to crypto/hpke. With ?test=1 the program is a Go test binary:
+// it runs with -test.v, its output lines collect in globalThis.testOutput
+// and its exit code lands in globalThis.testExit.
 const sealPageHTML = `<!doctype html><meta charset="utf-8"><title>seal</title>
 <script src="/wasm_exec.js"></script>
 <script>
 (async () => {
 	const q = new URLSearchParams(location.search);
+	if (q.get("test")) {
+		const out = [], log = console.log.bind(console);
+		globalThis.testOutput = out;
+		console.log = (...a) => { out.push(a.join(" ")); log(...a); };
+	}
 	if (q.get("nowebcrypto")) {
 		const s = crypto.subtle, gen = s.generateKey.bind(s);
 		s.generateKey = (alg, ...rest) => (alg && alg.name === "X25519")
@@ -46,6 +53,10 @@ const sealPageHTML = `<!doctype html><meta charset="utf-8"><title>seal</title>
 			: gen(alg, ...rest);
 	}
 	const go = new Go();
+	if (q.get("test")) {
+		go.argv = ["webhpke.test", "-test.v"];
+		go.exit = (code) => { globalThis.testExit = code; };
+	}
 	const r = await WebAssembly.instantiateStreaming(fetch("/" + q.get("wasm")), go.importObject);
 	go.run(r.instance);
 })().catch((e) => { globalThis.loadError = String(e); });
@@ -307,6 +318,50 @@ func TestWebCryptoSeal(t *testing.T) {
 	}
 	if p := b.Problems(); len(p) > 0 {
 		t.Errorf("page problems: %v", p)
+	}
+}
+
+// TestWebHPKEInChromium runs shared/envelope/webhpke's own tests in
+// headless Chromium: its test binary (GOOS=js go test -c) loaded in a
+// page, so the RFC 9180 vector (Appendix A.1, with the vector's ephemeral
+// key fixed: the encapsulated key and the 1000 encryptions byte for byte)
+// and the interop with crypto/hpke in both directions hold for Chromium's
+// WebCrypto as they do for Node's.
+func TestWebHPKEInChromium(t *testing.T) {
+	exe := chromiumPath(t)
+	root := repoRoot(t)
+	bin := filepath.Join(t.TempDir(), "webhpke.test.wasm")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "./shared/envelope/webhpke")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("GOOS=js GOARCH=wasm go test -c ./shared/envelope/webhpke: %v\n%s", err, b)
+	}
+	base := sealServer(t, map[string]string{"webhpke.test.wasm": bin})
+	b := newBrowser(t, context.Background(), exe)
+	tb := b.open(t, "webhpke", base+"/page.html?wasm=webhpke.test.wasm&test=1")
+	if err := waitFor(tb, `typeof globalThis.testExit === "number"`, `String(globalThis.loadError) + " " + (globalThis.testOutput || []).join("\n")`, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	out, err := eval[[]string](tb, "globalThis.testOutput")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := eval[int](tb, "globalThis.testExit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(out, "\n")
+	t.Logf("webhpke tests in Chromium:\n%s", text)
+	if code != 0 {
+		t.Fatalf("the webhpke tests exited with %d in Chromium", code)
+	}
+	for _, want := range []string{"--- PASS: TestRFC9180Vector", "--- PASS: TestSealOpensWithCryptoHPKE", "--- PASS: TestOpenOpensCryptoHPKE", "\nPASS"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the output lacks %q", want)
+		}
 	}
 }
 

@@ -7,19 +7,19 @@ import (
 	"crypto/ecdh"
 	"crypto/hpke"
 	"crypto/sha3"
+	_ "embed"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
-	"os"
 	"testing"
 )
 
 // These tests run under GOOS=js in Node (go_js_wasm_exec; Node 20's
-// globalThis.crypto.subtle has X25519) and, through
-// scripts/browsertest's TestWebCryptoSeal, the same code runs in Chromium.
+// globalThis.crypto.subtle has X25519) and, as a test binary loaded in a
+// page, in headless Chromium (scripts/browsertest TestWebHPKEInChromium).
 // crypto/hpke, compiled to wasm here, is the reference.
 
 func suite() (hpke.KEM, hpke.KDF, hpke.AEAD) {
@@ -58,14 +58,16 @@ type vector struct {
 	AccEncs string `json:"encryptions_accumulated"`
 }
 
+// The vector is embedded so that the test binary also runs in a browser
+// (scripts/browsertest TestWebHPKEInChromium), which has no file system.
+//
+//go:embed testdata/rfc9180-base-x25519-sha256-aes128gcm.json
+var vectorJSON []byte
+
 func loadVector(t *testing.T) vector {
 	t.Helper()
-	b, err := os.ReadFile("testdata/rfc9180-base-x25519-sha256-aes128gcm.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v vector
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := json.Unmarshal(vectorJSON, &v); err != nil {
 		t.Fatal(err)
 	}
 	return v
