@@ -10,10 +10,10 @@
 // falls back to crypto/hpke otherwise. Nothing here is a cryptographic
 // primitive: the package is RFC 9180's key schedule (LabeledExtract,
 // LabeledExpand, section 4; Encap and Decap, section 4.1; KeySchedule,
-// section 5.1; the nonce, section 5.2) expressed as WebCrypto calls, and
-// its tests check it byte for byte against RFC 9180's test vector for the
+// section 5.1; the nonce, section 5.2) over those primitives, and its
+// tests check it byte for byte against RFC 9180's test vector for the
 // suite (Appendix A.1, base mode) and against Go's crypto/hpke in both
-// directions.
+// directions, in Node and in Chromium.
 //
 // WebCrypto is promise-based: every function here blocks its goroutine
 // until the promises settle, so it must be called from a goroutine of its
