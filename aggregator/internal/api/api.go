@@ -87,6 +87,23 @@ type Status struct {
 	// per-round charge, or why there is none).
 	Audit  *liveaudit.Status `json:"audit,omitempty"`
 	Params checkpoint.Params `json:"params"`
+	// LastAbort is the last round that closed without enough reports
+	// (aborted by the relay, or abandoned); absent if none.
+	LastAbort *LastAbort `json:"last_abort,omitempty"`
+}
+
+// LastAbort says why the last round without a model update had one: the
+// counts that tell a busy machine (few reports in the round's time) from
+// an empty class. Expected is the population invited times the announced
+// check-in rate; Timeout the round's time from announcement to deadline,
+// in seconds.
+type LastAbort struct {
+	Round     int     `json:"round"`
+	Reason    string  `json:"reason"`
+	Received  int     `json:"received"`
+	Expected  int     `json:"expected"`
+	CheckedIn int     `json:"checked_in"`
+	Timeout   float64 `json:"timeout"`
 }
 
 // RoundRow is one round of GET /api/rounds: its record and the live

@@ -2,6 +2,7 @@ package server
 
 import (
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 
@@ -52,11 +53,24 @@ func (s *Server) Status() api.Status {
 			st.RoundsOK++
 			st.Accuracy, st.Loss = r.Accuracy, r.Loss
 		}
+		if r.Status == checkpoint.StatusAborted || r.Status == checkpoint.StatusAbandoned {
+			st.LastAbort = lastAbort(r, s.st.Params.CheckInP)
+		}
 		if r.EpsilonTightest != nil {
 			st.Epsilon, st.Method = *r.EpsilonTightest, r.Method
 		}
 	}
 	return st
+}
+
+// lastAbort describes an aborted or abandoned round (p: the announced
+// check-in rate).
+func lastAbort(r checkpoint.RoundRecord, p float64) *api.LastAbort {
+	if p <= 0 || p > 1 {
+		p = 1
+	}
+	return &api.LastAbort{Round: r.Round, Reason: r.Detail, Received: r.N, Expected: int(math.Round(float64(r.Population) * p)),
+		CheckedIn: r.CheckedIn, Timeout: r.Deadline.Sub(r.AnnouncedAt).Seconds()}
 }
 
 // Rounds returns a copy of the round history.

@@ -347,6 +347,13 @@ func TestAbort(t *testing.T) {
 	if rec.Status != checkpoint.StatusAborted || rec.Population != 9 || rec.Accuracy != nil {
 		t.Fatalf("record %+v", rec)
 	}
+	// /api/status says why: 1 report of 9 expected (check-in rate 1) in
+	// the round's timeout.
+	la := h.srv.Status().LastAbort
+	if la == nil || la.Round != 1 || la.Reason != "below min batch" || la.Received != 1 || la.CheckedIn != 1 ||
+		la.Expected != int(math.Round(9*testParams().CheckInP)) || math.Abs(la.Timeout-rec.Deadline.Sub(rec.AnnouncedAt).Seconds()) > 1e-9 || la.Timeout <= 0 {
+		t.Fatalf("last abort %+v", la)
+	}
 	// A batch for the aborted round is not processed.
 	r := h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
 	if r.Status != wire.BatchStatusDuplicate || h.srv.opened.Load() != 0 {
