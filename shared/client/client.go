@@ -41,12 +41,15 @@ package client
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
@@ -707,4 +710,30 @@ func (c *Client) trainUpdate(ctx context.Context, a *wire.Announcement) ([]float
 		w[i] -= a.Model[i]
 	}
 	return w, nil
+}
+
+// Rehearse prepares one report for the parameters p from model exactly as
+// a round would (train, encode or shard, seal) and returns how long it
+// took, without sending anything: sealing is to throwaway X25519 keys
+// made here. It measures what one round costs this volunteer on this
+// machine now (make run sizes its rounds from it). It must not run
+// concurrently with Run; it holds a Pool slot like a round.
+func (c *Client) Rehearse(ctx context.Context, p wire.Params, model []float64) (time.Duration, error) {
+	setup, err := setupRound(p, c.data.Shape().NumParams(), c.personal)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrParams, err)
+	}
+	a := &wire.Announcement{Round: 1, Params: p, Model: model}
+	for _, k := range []*[32]byte{&a.HPKEPub, &a.RelayPub} {
+		priv, err := ecdh.X25519().GenerateKey(rand.Reader)
+		if err != nil {
+			return 0, fmt.Errorf("client: rehearsal key: %w", err)
+		}
+		copy(k[:], priv.PublicKey().Bytes())
+	}
+	start := time.Now()
+	if _, err := c.prepare(ctx, a, setup); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }

@@ -92,3 +92,23 @@ func TestPoolBoundsConcurrency(t *testing.T) {
 		t.Fatalf("%d of %d sent, at most %d preparing at once (pool of %d)", sent, n, peak, slots)
 	}
 }
+
+// TestRehearse: a rehearsal prepares a report for the parameters (a
+// positive duration), sends nothing and decides no round; parameters of
+// another model dimension are refused.
+func TestRehearse(t *testing.T) {
+	k := testKey(t, 1)
+	c, log := newTestClient(t, k, 5, 10)
+	p := testParams(1)
+	d, err := c.Rehearse(t.Context(), p, make([]float64, p.D))
+	if err != nil || d <= 0 {
+		t.Fatalf("rehearsal took %v (%v)", d, err)
+	}
+	if c.LastRound() != 0 || log.count(EventSent) != 0 {
+		t.Fatal("a rehearsal decided a round")
+	}
+	p.D++
+	if _, err := c.Rehearse(t.Context(), p, make([]float64, p.D)); !errors.Is(err, ErrParams) {
+		t.Fatalf("another dimension: %v", err)
+	}
+}

@@ -18,6 +18,9 @@ package cohort
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/ed25519"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/wsclient"
 	"github.com/blanket-fl/blanket/shared/client"
@@ -37,6 +41,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // Config configures a cohort. Run validates it.
@@ -376,4 +381,53 @@ func FetchKey(ctx context.Context, hc *http.Client, base, want string) (envelope
 		return envelope.PublicKey{}, fmt.Errorf("cohort: aggregator key fingerprint %s, expected %s", k.Fingerprint(), want)
 	}
 	return k, nil
+}
+
+// ReportCost measures what one volunteer's report costs on this machine
+// now: a volunteer of cfg (its data and training; cfg.Key may be the zero
+// value, a throwaway key is pinned then) prepares
+// a report for parameters p (client.Client.Rehearse: train, encode or
+// shard, seal; nothing sent) once to warm up, then three times; it returns
+// the median.
+func ReportCost(ctx context.Context, cfg Config, p wire.Params) (time.Duration, error) {
+	if cfg.Dataset == "" {
+		cfg.Dataset = sample.Name
+	}
+	if cfg.Train == (logreg.TrainConfig{}) {
+		cfg.Train = logreg.FLAMEConfig(10, 0.1)
+	}
+	shares, err := LoadShares(cfg.Dataset, cfg.DataDir, 1, cfg.PerUser, cfg.Seed)
+	if err != nil {
+		return 0, err
+	}
+	if cfg.Key.Validate() != nil {
+		sign, _, err := ed25519.GenerateKey(crand.Reader)
+		if err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal key: %w", err)
+		}
+		x, err := ecdh.X25519().GenerateKey(crand.Reader)
+		if err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal key: %w", err)
+		}
+		if cfg.Key, err = envelope.ParsePublicKey(sign, x.PublicKey().Bytes()); err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal key: %w", err)
+		}
+	}
+	c, err := client.New(client.Config{Pinned: cfg.Key, Data: shares[0], Train: cfg.Train})
+	if err != nil {
+		return 0, fmt.Errorf("cohort: %w", err)
+	}
+	model := make([]float64, p.D)
+	var ds []time.Duration
+	for i := range 4 {
+		d, err := c.Rehearse(ctx, p, model)
+		if err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal: %w", err)
+		}
+		if i > 0 {
+			ds = append(ds, d)
+		}
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], nil
 }
