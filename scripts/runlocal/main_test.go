@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 )
 
 func TestFlagsRealStudentsOnly(t *testing.T) {
@@ -73,5 +75,38 @@ func TestPassword(t *testing.T) {
 	a, b := password(), password()
 	if a == b || len(a) != 19 || strings.Count(a, "-") != 3 || strings.ContainsAny(a, "01ilo") {
 		t.Errorf("passwords %q, %q", a, b)
+	}
+}
+
+// TestRoundTiming: 400 volunteers of 65 ms each on 2 cores (13 s of work)
+// get a cap of 49 s and a grace of 36 s; a fast machine keeps the 30 s
+// floor and grace; a slow one (4x) gets proportionally more.
+func TestRoundTiming(t *testing.T) {
+	for _, c := range []struct {
+		per           time.Duration
+		n, cores      int
+		timeout, grce time.Duration
+	}{
+		{65 * time.Millisecond, 400, 2, 49 * time.Second, 36 * time.Second},
+		{time.Millisecond, 400, 2, 30 * time.Second, 30 * time.Second},
+		{260 * time.Millisecond, 400, 2, 166 * time.Second, 114 * time.Second},
+	} {
+		to, g := roundTiming(c.per, c.n, c.cores, 30*time.Second)
+		if to != c.timeout || g != c.grce {
+			t.Errorf("%v x %d on %d cores: timeout %v grace %v, want %v %v", c.per, c.n, c.cores, to, g, c.timeout, c.grce)
+		}
+	}
+}
+
+// TestAbortAdvice: the sentence says how many answered in what time, and
+// what to do.
+func TestAbortAdvice(t *testing.T) {
+	a := localrun.LastAbort{Round: 3, Reason: "below min batch", Received: 12, Expected: 400, CheckedIn: 30, Timeout: 30}
+	got := abortAdvice(a, 400)
+	if !strings.Contains(got, "only 12 of 400 volunteers answered in 30s") || !strings.Contains(got, "-clients 100") {
+		t.Errorf("advice %q", got)
+	}
+	if got := abortAdvice(a, 0); !strings.Contains(got, "-round-time 60s") {
+		t.Errorf("classroom advice %q", got)
 	}
 }

@@ -331,6 +331,20 @@ type Status struct {
 	Fingerprint   string   `json:"fingerprint"`
 	Running       bool     `json:"running"`
 	Stopped       string   `json:"stopped"`
+	// LastAbort is the last round closed without enough reports.
+	LastAbort *LastAbort `json:"last_abort"`
+}
+
+// LastAbort is the aggregator's /api/status last_abort: the last round
+// that closed without enough reports, the counts and the round's timeout
+// in seconds.
+type LastAbort struct {
+	Round     int     `json:"round"`
+	Reason    string  `json:"reason"`
+	Received  int     `json:"received"`
+	Expected  int     `json:"expected"`
+	CheckedIn int     `json:"checked_in"`
+	Timeout   float64 `json:"timeout"`
 }
 
 // Round is the part of one /api/rounds record the runner prints.
