@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
+	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 
 	"github.com/blanket-fl/blanket/shared/logreg"
@@ -52,12 +53,15 @@ func BenchmarkRoundMNIST(b *testing.B) {
 				frames[i] = announce(b, k, uint64(i+1), p)
 			}
 			tr := &discard{}
+			var clk benchclock.Clock
 			b.ResetTimer()
+			clk.Start()
 			for i := range b.N {
 				if err := c.handleAnnouncement(context.Background(), tr, frames[i]); err != nil {
 					b.Fatal(err)
 				}
 			}
+			clk.Report(b)
 			b.ReportMetric(float64(tr.bytes)/float64(b.N), "B/round")
 		})
 	}
@@ -106,12 +110,15 @@ func BenchmarkRoundSecAgg(b *testing.B) {
 		}
 	}
 	tr := &discard{}
+	var clk benchclock.Clock
 	b.ReportAllocs()
 	b.ResetTimer()
+	clk.Start()
 	for i := range b.N {
 		if err := c.handleAnnouncement(context.Background(), tr, frames[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
+	clk.Report(b)
 	b.ReportMetric(float64(tr.bytes)/float64(b.N), "B/round")
 }
