@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,18 +187,20 @@ func (o options) aggregatorArgs() []string {
 	return args
 }
 
-// roundTiming sizes the rounds of n simulated volunteers from one
-// volunteer's measured report cost per on this machine (cohort.ReportCost),
-// with cores running them: the n reports take work = n·per/cores. The
-// round's cap (its announced deadline) is 3·work + 10 s, at least least (-round-time, default 30 s):
-// the relay and the aggregator share the cores, and a competing load may
-// slow everyone after the measurement; a round closes as soon as every
-// volunteer who checked in has reported (docs/protocol.md, "Closing a
-// round"), so a generous cap costs nothing on a fast machine. The
-// aggregator's grace for the batch after the deadline is 2·work + 10 s,
-// at least 30 s: the servers open and check n reports after the close.
-func roundTiming(per time.Duration, n, cores int, least time.Duration) (timeout, grace time.Duration) {
-	work := per * time.Duration(n) / time.Duration(max(cores, 1))
+// roundTiming sizes the rounds of n simulated volunteers from the
+// cohort's measured time per report on this machine, with its workers in
+// parallel and the current competing load (cohort.ReportCost): the n
+// reports take work = n·per. The round's cap (its announced deadline) is
+// 3·work + 10 s, at least least (-round-time, default 30 s): the relay
+// and the aggregator share the cores, and the load may grow after the
+// measurement; a round closes as soon as every volunteer who checked in
+// has reported (docs/protocol.md, "Closing a round"), so a generous cap
+// costs nothing on a fast machine, and the aggregator stretches the next
+// round's timeout after a round that ran out of time (driver.go). The
+// aggregator's grace for the batch after the deadline is 2·work + 10 s, at
+// least 30 s: the servers open and check n reports after the close.
+func roundTiming(per time.Duration, n int, least time.Duration) (timeout, grace time.Duration) {
+	work := per * time.Duration(n)
 	timeout = max(least, (3*work + 10*time.Second).Round(time.Second))
 	grace = max(30*time.Second, (2*work + 10*time.Second).Round(time.Second))
 	return timeout, grace
@@ -224,21 +225,21 @@ func sizeRounds(ctx context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("sizing the rounds: %w", err)
 	}
-	per, err := cohort.ReportCost(ctx, cohort.Config{PerUser: 8000 / o.clients, Seed: 1}, p)
+	per, err := cohort.ReportCost(ctx, cohort.Config{PerUser: 8000 / o.clients, Seed: 1, Workers: o.workers}, p)
 	if err != nil {
 		return fmt.Errorf("sizing the rounds: %w", err)
 	}
-	cores := runtime.GOMAXPROCS(0)
-	timeout, grace := roundTiming(per, o.clients, cores, o.roundTime)
+	timeout, grace := roundTiming(per, o.clients, o.roundTime)
 	o.batchGrace = grace
+	work := (per * time.Duration(o.clients)).Round(time.Second)
 	if o.roundTimeSet {
-		fmt.Fprintf(stdout, "one volunteer's report takes %v here: %d volunteers on %d cores need about %v a round; -round-time %v\n",
-			per.Round(time.Millisecond), o.clients, cores, (per * time.Duration(o.clients) / time.Duration(cores)).Round(time.Second), o.roundTime)
+		fmt.Fprintf(stdout, "the simulated volunteers prepare a report every %v here (%d at a time): %d need about %v a round; -round-time %v\n",
+			per.Round(time.Millisecond), o.workersOrDefault(), o.clients, work, o.roundTime)
 		return nil
 	}
 	o.roundTime = timeout
-	fmt.Fprintf(stdout, "one volunteer's report takes %v here: %d volunteers on %d cores, %d at a time; a round closes when every report is in, at most %v after it starts\n",
-		per.Round(time.Millisecond), o.clients, cores, o.workersOrDefault(), timeout)
+	fmt.Fprintf(stdout, "the simulated volunteers prepare a report every %v here (%d at a time): %d need about %v; a round closes when every report is in, at most %v after it starts\n",
+		per.Round(time.Millisecond), o.workersOrDefault(), o.clients, work, timeout)
 	return nil
 }
 

@@ -78,22 +78,22 @@ func TestPassword(t *testing.T) {
 	}
 }
 
-// TestRoundTiming: 400 volunteers of 65 ms each on 2 cores (13 s of work)
-// get a cap of 49 s and a grace of 36 s; a fast machine keeps the 30 s
-// floor and grace; a slow one (4x) gets proportionally more.
+// TestRoundTiming: 400 volunteers at one report every 32 ms (13 s of
+// work) get a cap of 49 s and a grace of 36 s; a fast machine keeps the
+// 30 s floor and grace; a slow one (4x) gets proportionally more.
 func TestRoundTiming(t *testing.T) {
 	for _, c := range []struct {
 		per           time.Duration
-		n, cores      int
+		n             int
 		timeout, grce time.Duration
 	}{
-		{65 * time.Millisecond, 400, 2, 49 * time.Second, 36 * time.Second},
-		{time.Millisecond, 400, 2, 30 * time.Second, 30 * time.Second},
-		{260 * time.Millisecond, 400, 2, 166 * time.Second, 114 * time.Second},
+		{32500 * time.Microsecond, 400, 49 * time.Second, 36 * time.Second},
+		{500 * time.Microsecond, 400, 30 * time.Second, 30 * time.Second},
+		{130 * time.Millisecond, 400, 166 * time.Second, 114 * time.Second},
 	} {
-		to, g := roundTiming(c.per, c.n, c.cores, 30*time.Second)
+		to, g := roundTiming(c.per, c.n, 30*time.Second)
 		if to != c.timeout || g != c.grce {
-			t.Errorf("%v x %d on %d cores: timeout %v grace %v, want %v %v", c.per, c.n, c.cores, to, g, c.timeout, c.grce)
+			t.Errorf("%v x %d: timeout %v grace %v, want %v %v", c.per, c.n, to, g, c.timeout, c.grce)
 		}
 	}
 }

@@ -383,12 +383,14 @@ func FetchKey(ctx context.Context, hc *http.Client, base, want string) (envelope
 	return k, nil
 }
 
-// ReportCost measures what one volunteer's report costs on this machine
-// now: a volunteer of cfg (its data and training; cfg.Key may be the zero
-// value, a throwaway key is pinned then) prepares
-// a report for parameters p (client.Client.Rehearse: train, encode or
-// shard, seal; nothing sent) once to warm up, then three times; it returns
-// the median.
+// ReportCost measures what a volunteer's report costs on this machine now,
+// the way the cohort runs them: cfg.Workers volunteers (0: DefaultWorkers)
+// of cfg's data and training (cfg.Key may be the zero value: a throwaway
+// key is pinned then) each prepare reports for parameters p at once
+// (client.Client.Rehearse: train, encode or shard, seal; nothing sent),
+// once to warm up and then twice; it returns the wall time of those rounds
+// divided by the reports prepared: the cohort's time per report, with
+// whatever else competes for the cores right now.
 func ReportCost(ctx context.Context, cfg Config, p wire.Params) (time.Duration, error) {
 	if cfg.Dataset == "" {
 		cfg.Dataset = sample.Name
@@ -396,7 +398,11 @@ func ReportCost(ctx context.Context, cfg Config, p wire.Params) (time.Duration, 
 	if cfg.Train == (logreg.TrainConfig{}) {
 		cfg.Train = logreg.FLAMEConfig(10, 0.1)
 	}
-	shares, err := LoadShares(cfg.Dataset, cfg.DataDir, 1, cfg.PerUser, cfg.Seed)
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers()
+	}
+	shares, err := LoadShares(cfg.Dataset, cfg.DataDir, workers, cfg.PerUser, cfg.Seed)
 	if err != nil {
 		return 0, err
 	}
@@ -413,21 +419,28 @@ func ReportCost(ctx context.Context, cfg Config, p wire.Params) (time.Duration, 
 			return 0, fmt.Errorf("cohort: rehearsal key: %w", err)
 		}
 	}
-	c, err := client.New(client.Config{Pinned: cfg.Key, Data: shares[0], Train: cfg.Train})
-	if err != nil {
-		return 0, fmt.Errorf("cohort: %w", err)
+	clients := make([]*client.Client, workers)
+	for i := range clients {
+		if clients[i], err = client.New(client.Config{Pinned: cfg.Key, Data: shares[i], Train: cfg.Train}); err != nil {
+			return 0, fmt.Errorf("cohort: %w", err)
+		}
 	}
 	model := make([]float64, p.D)
-	var ds []time.Duration
-	for i := range 4 {
-		d, err := c.Rehearse(ctx, p, model)
-		if err != nil {
+	const warm, timed = 1, 2
+	var start time.Time
+	for rep := range warm + timed {
+		if rep == warm {
+			start = time.Now()
+		}
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() { _, errs[i] = c.Rehearse(ctx, p, model) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return 0, fmt.Errorf("cohort: rehearsal: %w", err)
 		}
-		if i > 0 {
-			ds = append(ds, d)
-		}
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], nil
+	return time.Since(start) / time.Duration(timed*workers), nil
 }
