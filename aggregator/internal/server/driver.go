@@ -95,9 +95,9 @@ func (s *Server) nextRound() (*checkpoint.Open, error) {
 
 // Round timeouts adapt to slow volunteers (docs/protocol.md, "Closing a
 // round"): the relay closes a round as soon as every volunteer who checked
-// in has reported, so a round with the reports of checked-in volunteers
-// missing ran to its deadline while they were still at work (or quota,
-// or they left). Each such round in a row stretches the next round's
+// in has reported, so a round that finished after its deadline with the
+// reports of checked-in volunteers missing ran out of time while they
+// were still at work. Each such round in a row stretches the next round's
 // timeout by stretchFactor, up to stretchMax times the configured one; a
 // round with no more than missingTolerance of them missing ends the run of
 // late rounds. Only the deadline changes: what the round releases and
@@ -118,7 +118,8 @@ func stretchTimeout(configured time.Duration, history []checkpoint.RoundRecord) 
 			continue // abandoned, refused, lost: says nothing about the volunteers' speed
 		}
 		reports := max(r.N, r.Reports)
-		if r.CheckedIn == 0 || float64(r.CheckedIn-reports) <= missingTolerance*float64(r.CheckedIn) {
+		if r.FinishedAt.Before(r.Deadline) || r.CheckedIn == 0 ||
+			float64(r.CheckedIn-reports) <= missingTolerance*float64(r.CheckedIn) {
 			break
 		}
 		f *= stretchFactor

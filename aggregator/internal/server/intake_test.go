@@ -97,14 +97,17 @@ func TestIntakeAfterAbandon(t *testing.T) {
 	}
 }
 
-// TestStretchTimeout: rounds that ran out of time with the reports of
-// checked-in volunteers missing stretch the next round's timeout by 1.5
-// each, up to 4x; a round with at most 5% missing resets it; abandoned
-// rounds say nothing.
+// TestStretchTimeout: rounds that finished after their deadline with the
+// reports of checked-in volunteers missing stretch the next round's
+// timeout by 1.5 each, up to 4x; a round with at most 5% missing, or that
+// finished before its deadline, resets it; abandoned rounds say nothing.
 func TestStretchTimeout(t *testing.T) {
-	late := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 200}
-	aborted := checkpoint.RoundRecord{Status: checkpoint.StatusAborted, CheckedIn: 400, N: 12}
-	done := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 390}
+	d := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	after := d.Add(time.Second)
+	late := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 200, Deadline: d, FinishedAt: after}
+	aborted := checkpoint.RoundRecord{Status: checkpoint.StatusAborted, CheckedIn: 400, N: 12, Deadline: d, FinishedAt: after}
+	done := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 390, Deadline: d, FinishedAt: after}
+	early := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 200, Deadline: d, FinishedAt: d.Add(-time.Second)}
 	gone := checkpoint.RoundRecord{Status: checkpoint.StatusAbandoned}
 	const c = 30 * time.Second
 	for _, tc := range []struct {
@@ -118,6 +121,7 @@ func TestStretchTimeout(t *testing.T) {
 		{[]checkpoint.RoundRecord{late, late, late, late, late}, 120 * time.Second},
 		{[]checkpoint.RoundRecord{late, late, done}, c},
 		{[]checkpoint.RoundRecord{done, late}, 45 * time.Second},
+		{[]checkpoint.RoundRecord{late, early}, c},
 	} {
 		if got := stretchTimeout(c, tc.h); got != tc.want {
 			t.Errorf("history %+v: timeout %v, want %v", tc.h, got, tc.want)
