@@ -29,7 +29,7 @@ count=${BENCH_COUNT:-1}
 # does not exist (yet) is skipped.
 curated=(
   "./shared/logreg ^(BenchmarkLocalEpoch|BenchmarkGradient)$"
-  "./shared/envelope ^(BenchmarkSealEach|BenchmarkSealColdWarm)$"
+  "./shared/envelope ^BenchmarkSealValues$"
   "./shared/secagg ^(BenchmarkShard|BenchmarkQuantize)$"
   "./shared/client ^(BenchmarkRoundMNIST|BenchmarkRoundSecAgg)$"
   # PINE (shared/pine): its BenchmarkPine... benchmarks join the set here.
