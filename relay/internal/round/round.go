@@ -20,10 +20,11 @@
 //     are those who checked in (a volunteer sends its CheckIn as soon as
 //     its coin says yes, before it trains) minus those whose report can no
 //     longer come (left, or disqualified). The round closes when all
-//     invited participants are accounted for (reported, failed or left,
-//     at least one report), or, once the check-in window (the first fifth
-//     of the round: CheckInWindow) has passed, when every volunteer who
-//     checked in has reported and they are at least MinBatch;
+//     invited participants are accounted for (reported, failed or left;
+//     with no report at all, not before the end of the check-in window:
+//     the first fifth of the round, CheckInWindow), or, once the check-in
+//     window has passed, when every volunteer who checked in has reported
+//     and they are at least MinBatch;
 //   - deadline: the announced deadline, the round's cap. The aggregator
 //     chooses it (its round timeout); the round waits for the volunteers
 //     who checked in until then.
@@ -168,13 +169,17 @@ const CheckInWindow = 0.2
 // completeLocked reports whether every expected report is in (see
 // "Closing a round").
 func (r *Round) completeLocked(now time.Time) bool {
-	if r.reports == 0 || r.reports+r.failed < r.checkedIn {
-		return false
+	if r.reports+r.failed < r.checkedIn {
+		return false // a volunteer who checked in is still at work
 	}
 	if r.reports+r.failed+r.absent >= r.Population {
-		return true // every invited participant is accounted for
+		// Every invited participant is accounted for. Without a single
+		// report (nobody was connected, or all left) nothing can come
+		// either, but the round waits for the check-in window, so that
+		// empty rounds follow each other at most that often.
+		return r.reports > 0 || !now.Before(r.CheckInBy)
 	}
-	return !now.Before(r.CheckInBy) && r.reports >= r.Params.MinBatch
+	return !now.Before(r.CheckInBy) && r.reports >= max(r.Params.MinBatch, 1)
 }
 
 // pollEvery is how often Tick asks to be called after the check-in window:

@@ -478,8 +478,8 @@ func TestSecAggReadLimitMNIST(t *testing.T) {
 // ("complete"): at once when every invited participant is accounted for
 // (reported, left or disqualified); after the check-in window when every
 // volunteer who checked in has reported and they reach MinBatch; a late
-// check-in is waited for; below MinBatch, or with no report at all, the
-// round waits for its deadline.
+// check-in is waited for; below MinBatch the round waits for its
+// deadline; with nobody left who could report, for the check-in window.
 func TestCloseComplete(t *testing.T) {
 	p := params() // MinBatch 2, no quota; deadline t0 + 1 min, window 12 s
 	var s sealer
@@ -562,14 +562,26 @@ func TestCloseComplete(t *testing.T) {
 		}
 	})
 
-	t.Run("no report at all", func(t *testing.T) {
+	t.Run("nobody left to report", func(t *testing.T) {
 		m := newAt(0)
 		a, b := m.Join(), m.Join()
 		r := open(t, m, 1, p)
 		m.Leave(a)
 		m.Leave(b)
-		if cl := m.Tick(r, t0.Add(30*time.Second)); cl != nil {
-			t.Fatalf("an empty round closed before its deadline: %+v", cl)
+		if cl := m.Tick(r, t0.Add(11*time.Second)); cl != nil {
+			t.Fatalf("an empty round closed inside the check-in window: %+v", cl)
+		}
+		cl := m.Tick(r, r.CheckInBy)
+		if cl == nil || cl.Why != "complete" || cl.Reports != 0 || !cl.Plan().Abort {
+			t.Fatalf("closed %+v", cl)
+		}
+		// A round opened with nobody connected: the same.
+		r2 := open(t, m, 2, p)
+		if r2.Population != 0 || m.Tick(r2, t0) != nil {
+			t.Fatal("an empty round closed at once")
+		}
+		if cl := m.Tick(r2, r2.CheckInBy); cl == nil || cl.Why != "complete" {
+			t.Fatalf("closed %+v", cl)
 		}
 	})
 }
