@@ -491,7 +491,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.m.roundsOpened.Add(1)
-	s.timer, s.timerOf = time.AfterFunc(time.Until(rd.Deadline), func() { s.closeRound(rd, "deadline") }), rd.Num
+	s.timer, s.timerOf = time.AfterFunc(time.Until(s.rounds.NextTick(rd, now)), func() { s.tickRound(rd) }), rd.Num
 	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messages_per_client", rd.Msgs,
 		"min_batch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
 	s.wg.Go(func() { s.broadcast(rd, targets) })
@@ -585,10 +585,24 @@ func (s *Server) pinger(ctx context.Context) {
 	}
 }
 
-// closeRound closes rd at its deadline, exactly once (the quota may have
-// closed it first).
-func (s *Server) closeRound(rd *round.Round, why string) {
-	s.closed(s.rounds.Close(rd, why))
+// tickRound closes rd at its deadline or once every expected report is
+// in (round.Machine.Tick), exactly once (a report may have closed it
+// first), else sets the timer for the next check.
+func (s *Server) tickRound(rd *round.Round) {
+	now := time.Now()
+	if c := s.rounds.Tick(rd, now); c != nil {
+		s.closed(c)
+		return
+	}
+	next := s.rounds.NextTick(rd, now)
+	if next.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	if s.timer != nil && s.timerOf == rd.Num {
+		s.timer.Reset(time.Until(next))
+	}
+	s.mu.Unlock()
 }
 
 // closed hands a round the machine closed (nil: none) to the forwarder.
