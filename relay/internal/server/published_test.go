@@ -52,6 +52,7 @@ var publishedRoutes = map[string]string{
 	"GET /favicon.ico":      "an icon embedded in the binary",
 	"GET /api/receipt":      "whether the report with this receipt (a hash only its volunteer and the relay know) went into a round's sum: the aggregator's own verdict on it",
 	"GET /api/predictor":    "the public model after the latest round, as the aggregator publishes it",
+	"GET /api/task":         "the study's public definition (title, consent, features, classes): " + fromAggregator,
 }
 
 // publishedFields lists, per JSON document, every field path (maps: "*")

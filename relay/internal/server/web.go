@@ -50,6 +50,8 @@ type webState struct {
 	// /api/predictor (classroom.go).
 	receipts  receiptBook
 	predictor predictorCache
+	// task serves GET /api/task (classroom.go).
+	task taskCache
 }
 
 // roundTTL is how long the relay reuses the aggregator's status for GET
@@ -155,6 +157,7 @@ func (s *Server) routes() []route {
 		{"GET /favicon.ico", web.Icon()},
 		{"GET /api/receipt", http.HandlerFunc(s.handleReceipt)},
 		{"GET /api/predictor", http.HandlerFunc(s.handlePredictor)},
+		{"GET /api/task", http.HandlerFunc(s.handleTask)},
 	}
 }
 
