@@ -254,7 +254,16 @@ func (s *Server) DashboardData() console.DashboardData {
 		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
 		Rounds: dashboard.Rounds(rounds), Audit: auditView(st.Audit), LastAbort: note, Chance: chance,
+		Task: s.taskView(),
 	}
+}
+
+// taskView is the study as the pages show it (nil without a task).
+func (s *Server) taskView() *console.TaskView {
+	if s.cfg.Task == nil {
+		return nil
+	}
+	return &console.TaskView{Def: s.cfg.Task, Inputs: EncodedInputs(s.cfg.Task), AccuracySource: s.accuracySource()}
 }
 
 // auditView is the dashboard's form of a live audit status.
