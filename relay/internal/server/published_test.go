@@ -104,6 +104,7 @@ var publishedFields = map[string]map[string]string{
 		"now":        "the relay's clock",
 		// The class's progress, copied from the aggregator's public /api/status.
 		"accuracy":             fromAggregator,
+		"accuracy_source":      fromAggregator,
 		"rounds_ok":            fromAggregator,
 		"epsilon":              fromAggregator,
 		"target_epsilon":       fromAggregator,
