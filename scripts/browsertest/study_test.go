@@ -188,8 +188,11 @@ func TestStudyInBrowser(t *testing.T) {
 	cohortDone := make(chan struct{})
 	go func() {
 		defer close(cohortDone)
-		cohort.Run(cctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: 4, Shares: shares, Seed: 7,
+		_, err := cohort.Run(cctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: 4, PerUser: 1, Shares: shares, Seed: 7,
 			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil && cctx.Err() == nil {
+			t.Errorf("cohort: %v", err)
+		}
 	}()
 	t.Cleanup(func() { ccancel(); <-cohortDone })
 
