@@ -118,9 +118,9 @@ func (d DashboardData) Bars() []ClassCoefs {
 // barGeometry: the SVG of one class's bars is barLabelW + 2·barHalfW wide,
 // one barRowH row per input.
 const (
-	barLabelW = 210.0
-	barHalfW  = 150.0
-	barRowH   = 18.0
+	barLabelW = 200.0
+	barHalfW  = 160.0
+	barRowH   = 19.0
 )
 
 func (c ClassCoefs) viewBox() string {

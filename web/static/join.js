@@ -658,7 +658,10 @@
         else cols.push(`${f.name} (${f.min} to ${f.max})`);
       }
       cols.push(`${t.label.name} (${t.label.classes.join(", ")})`);
-      $("task-columns").textContent = `The first row names the columns: ${cols.join("; ")}. Other columns are ignored.`;
+      const tc = $("task-columns"), det = el("details"), ul = el("ul");
+      det.append(el("summary", {}, `The ${cols.length} columns and their declared ranges`), ul);
+      for (const c of cols) ul.append(el("li", {}, c));
+      tc.replaceChildren(el("p", {}, "The first row names the columns, in any order; other columns are ignored. A value outside its range is not used."), det);
       $("task-file").addEventListener("change", readCSV);
     } else if (t.source === "form") {
       $("task-data-legend").textContent = "Your answers";

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
 )
@@ -246,6 +247,11 @@ func (s *Server) DashboardData() console.DashboardData {
 	}
 	chance := dashboard.ExplainChance(dashboard.ChanceFacts{Accuracy: st.Accuracy, Classes: sh.Classes,
 		Reports: dashboard.MeanReports(rounds), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated})
+	if cfg.Task != nil && cfg.Task.Source != task.SourceBuiltin {
+		// ExplainChance speaks of digits, and its threshold (twice
+		// chance) is always met with two classes: not for a study.
+		chance = ""
+	}
 	return console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
