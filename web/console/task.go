@@ -21,8 +21,12 @@ type TaskView struct {
 
 // IsImage reports whether the model's inputs are a 28×28 image (the
 // dashboard then draws heatmaps; otherwise per-class coefficient bars).
+// Without a task the dashboard draws heatmaps as it always did.
 func (d DashboardData) IsImage() bool {
-	return d.Model.Features == 784 && (d.Task == nil || d.Task.Def == nil || d.Task.Def.Source == task.SourceBuiltin)
+	if d.Task == nil || d.Task.Def == nil {
+		return true
+	}
+	return d.Model.Features == 784 && d.Task.Def.Source == task.SourceBuiltin
 }
 
 // NoAccuracy reports whether the task has no public test data, so the

@@ -48,7 +48,7 @@ func TestCoefBars(t *testing.T) {
 func TestDashboardStudy(t *testing.T) {
 	tk := surveyTask(t)
 	d := DashboardData{Model: ModelView{Features: tk.Inputs(), Classes: 3, Params: make([]float64, tk.D())},
-		Task: &TaskView{Def: tk, Inputs: []string{"minutes", "weather=sun", "weather=rain"}, AccuracySource: "none"},
+		Task:    &TaskView{Def: tk, Inputs: []string{"minutes", "weather=sun", "weather=rain"}, AccuracySource: "none"},
 		JoinURL: "http://127.0.0.1:8081/"}
 	var b bytes.Buffer
 	if err := Dashboard(d).Render(context.Background(), &b); err != nil {
