@@ -49,13 +49,13 @@ func result(fields map[string]any) js.Value {
 }
 
 // setTask(json string) -> {ok, name, source, inputs, classes} or {ok:
-// false, error}: the study's definition (the relay's GET /api/task), checked
-// by task.Parse. A new definition forgets the rows of the previous one.
+// false, error}: the study's definition (the relay's GET /api/task), read by
+// decodeTask and checked by task.New. A new definition forgets the rows of the previous one.
 func (a *app) setTask(args []js.Value) any {
 	if len(args) < 1 || args[0].Type() != js.TypeString {
 		return result(map[string]any{"ok": false, "error": "blanket.setTask: want the definition as a JSON string"})
 	}
-	t, err := task.Parse([]byte(args[0].String()))
+	t, err := decodeTask(args[0].String())
 	if err != nil {
 		return result(map[string]any{"ok": false, "error": err.Error()})
 	}
