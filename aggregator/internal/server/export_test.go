@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -50,5 +51,15 @@ func TestEncodedInputs(t *testing.T) {
 	tk := testTask(t)
 	if got := EncodedInputs(tk); len(got) != tk.Inputs() {
 		t.Errorf("%d names for %d inputs", len(got), tk.Inputs())
+	}
+}
+
+// TestOperatorNamesTask: the operator page names the study (chosen at
+// start with -task), even before the operator logs in.
+func TestOperatorNamesTask(t *testing.T) {
+	h := newHarness(t, t.TempDir(), newFakeRelay(t), func(cfg *Config) { cfg.Task = testTask(t) })
+	code, page := get(t, h.http.URL+"/operator")
+	if code != http.StatusOK || !strings.Contains(page, `id="op-task" data-name="tiny"`) || !strings.Contains(page, "-task FILE") {
+		t.Errorf("operator page (HTTP %d) does not name the task", code)
 	}
 }
