@@ -146,7 +146,7 @@ func barSign(b Coef) string {
 	return "neg"
 }
 
-// numericFeature is a numeric feature's input attributes for the try form.
+// fnum formats a declared bound for an input attribute ("" when absent).
 func fnum(p *float64) string {
 	if p == nil {
 		return ""
