@@ -52,6 +52,7 @@ var publishedRoutes = map[string]string{
 	"GET /favicon.ico":      "an icon embedded in the binary",
 	"GET /api/receipt":      "whether the report with this receipt (a hash only its volunteer and the relay know) went into a round's sum: the aggregator's own verdict on it",
 	"GET /api/predictor":    "the public model after the latest round, as the aggregator publishes it",
+	"GET /api/task":         "the study's public definition (title, consent, features, classes): " + fromAggregator,
 }
 
 // publishedFields lists, per JSON document, every field path (maps: "*")
@@ -103,6 +104,7 @@ var publishedFields = map[string]map[string]string{
 		"now":        "the relay's clock",
 		// The class's progress, copied from the aggregator's public /api/status.
 		"accuracy":             fromAggregator,
+		"accuracy_source":      fromAggregator,
 		"rounds_ok":            fromAggregator,
 		"epsilon":              fromAggregator,
 		"target_epsilon":       fromAggregator,
