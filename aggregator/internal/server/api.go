@@ -20,6 +20,8 @@ func (s *Server) Handler() http.Handler {
 	api.Register(mux, s, s.cfg.Token, s.log)
 	s.registerWeb(mux)
 	mux.HandleFunc("GET /api/task", s.serveTask)
+	mux.HandleFunc("GET /v1/anchor", s.handleAnchor)  // anchor.go
+	mux.HandleFunc("POST /v1/anchor", s.handleAnchor) // anchor.go
 	return mux
 }
 
