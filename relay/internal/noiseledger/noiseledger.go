@@ -380,4 +380,3 @@ func (l *Ledger) Suspended() error {
 
 // Close closes the file.
 func (l *Ledger) Close() error { return l.f.Close() }
-
