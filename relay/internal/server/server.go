@@ -442,6 +442,10 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		}
 		if err := s.noiseAdmit(a); err != nil { // anchor.go: the relay's own budget and schedule
 			s.log.Warn("announcement rejected", "round", a.Round, "reason", "noise ledger", "err", err)
+			if errors.Is(err, errUnchecked) { // not yet checked: the aggregator retries
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 			writeOutcome(w, http.StatusConflict, a.Round, "refused", err.Error())
 			return
 		}
