@@ -200,7 +200,7 @@ func (s *Server) anchorLoop(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, s.cfg.RetryMax)
+		wait = min(2*wait, s.cfg.RetryMax, 2*time.Second) // a cheap GET; rounds wait for it
 	}
 	var sent wire.Head
 	tick := time.NewTicker(5 * time.Second)
