@@ -214,3 +214,47 @@ func TestSecAggRelayRefusesAggregatorGoingBack(t *testing.T) {
 		}
 	})
 }
+
+// TestSecAggRelayNoShareWhenLedgerRefusesAtClose: a round admitted while
+// the noise ledger allowed it gets no noised share if the ledger refuses
+// at the close (here: the aggregator's head went back mid-round, which
+// suspends the ledger): the close is charged by the aggregator, but the
+// relay releases nothing and writes no line.
+func TestSecAggRelayNoShareWhenLedgerRefusesAtClose(t *testing.T) {
+	p := secAggTestParams()
+	synctest.Test(t, func(t *testing.T) {
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		dir := t.TempDir()
+		agg := &anchorAgg{leaderAgg: &leaderAgg{t: t, key: key, p: p}, own: wire.Head{Count: 5, Hash: [32]byte{5}}}
+		opt, nl := withNoiseLedger(t, dir, 1e9)
+		h := newHarness(t, agg, dir, opt)
+		defer h.close()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		back, _ := (&wire.Anchor{Own: wire.Head{Count: 4, Hash: [32]byte{4}}}).MarshalBinary()
+		if st, _, _ := h.postFull(anchorPath, back); st != http.StatusConflict {
+			t.Fatalf("HTTP %d", st)
+		}
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		agg.mu.Lock()
+		nc, na := len(agg.closes), len(agg.attempts[secAggAggregatePath])
+		agg.mu.Unlock()
+		if nc != 1 || na != 0 || nl.Head().Count != 0 {
+			t.Fatalf("%d closes, %d aggregate shares, %d noise-ledger lines: want 1, 0, 0", nc, na, nl.Head().Count)
+		}
+		if s := h.srv.Metrics(); s.SecAgg.Rounds[SecAggFailed] != 1 {
+			t.Fatalf("metrics %+v", s.SecAgg)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
