@@ -23,6 +23,8 @@ func (s *Server) Handler() http.Handler {
 	s.registerWeb(mux)
 	mux.HandleFunc("GET /api/task", s.serveTask)
 	mux.HandleFunc("GET /api/export", s.serveExport)
+	mux.HandleFunc("GET /v1/anchor", s.handleAnchor)  // anchor.go
+	mux.HandleFunc("POST /v1/anchor", s.handleAnchor) // anchor.go
 	return mux
 }
 

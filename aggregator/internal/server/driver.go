@@ -26,8 +26,9 @@ import (
 // answering until the caller shuts it down). It returns an error only for
 // a configuration the ledger rejects outright.
 func (s *Server) Run(ctx context.Context) error {
+	go s.anchorLoop(ctx) // anchor.go
 	for {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !s.waitAnchor(ctx) {
 			return nil
 		}
 		open, err := s.nextRound()

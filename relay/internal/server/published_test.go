@@ -37,6 +37,8 @@ var publishedRoutes = map[string]string{
 	"GET /ws":               "the volunteer's own websocket: the aggregator's announcements and acks of the volunteer's own frames",
 	"POST /v1/rounds":       "takes the aggregator's announcement (bearer token); answers a status code",
 	"GET /v1/helper-key":    "the relay's public secure-summation key (bearer token)",
+	"GET /v1/anchor":        "the noise ledger's head and the aggregator's ledger head the relay holds (bearer token; wire.Anchor): counts and hashes, no values",
+	"POST /v1/anchor":       "records the aggregator's ledger head (bearer token; wire.Anchor); answers as GET",
 	"GET /healthz":          "a constant",
 	"GET /metrics":          "JSON: publishedFields[\"metrics\"]",
 	"GET /{$}":              "the join page: the aggregator's key fingerprint and the wasm module's hash",

@@ -144,6 +144,8 @@ func (s *Server) routes() []route {
 		{"GET /ws", http.HandlerFunc(s.handleWS)},
 		{"POST /v1/rounds", http.HandlerFunc(s.handleRounds)},
 		{"GET /v1/helper-key", http.HandlerFunc(s.handleHelperKey)},
+		{"GET /v1/anchor", http.HandlerFunc(s.handleAnchor)},  // anchor.go
+		{"POST /v1/anchor", http.HandlerFunc(s.handleAnchor)}, // anchor.go
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })},
 		{"GET /metrics", http.HandlerFunc(s.handleMetrics)},
 		{"GET /{$}", http.HandlerFunc(s.handleJoin)},
