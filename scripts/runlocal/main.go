@@ -483,6 +483,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// No quota: a round stays open for -round-time so that a volunteer
 		// who joins from a browser has time to train and report.
 		AggregatorArgs: o.aggregatorArgs(),
+		// The relay enforces the same budget on the noise it adds (its own
+		// noise ledger): it agreed to this run's target, not the
+		// aggregator's word for it.
+		RelayArgs: []string{"-target-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)},
 	})
 	if err != nil {
 		return err
