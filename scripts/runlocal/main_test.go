@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func TestFlagsRealStudentsOnly(t *testing.T) {
