@@ -102,6 +102,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address")
 	relay := fs.String("relay", "http://127.0.0.1:8081", "relay base URL")
+	anchor := fs.Bool("anchor", true, "check the privacy ledger at start against the head the relay holds and exchange ledger heads with it (docs/threat-model.md); off only for a relay that predates it")
 	token := fs.String("token", "", "relay-aggregator bearer token (prefer -token-file)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token")
 	stateDir := fs.String("state", "aggregator-state", "state directory (key, ledger, checkpoint)")
@@ -225,7 +226,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(2, "%v", err)
 	}
 	srv, err := server.New(server.Config{
-		Params: rp, RelayURL: *relay, Token: tok, StateDir: *stateDir, Rounds: *rounds,
+		Params: rp, RelayURL: *relay, Anchor: *anchor, Token: tok, StateDir: *stateDir, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
 		ExpectedN: *expected, ServerLR: lr, Test: test, Task: tk, Workers: *workers, AuditTrials: *auditTrials, Logger: log,
 		Web: server.WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass, Simulated: *simulated},

@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
+	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
 	"log/slog"
 	"net/http"
 	"os"
@@ -79,6 +80,8 @@ func run(args []string) error {
 	wasmPath := fs.String("wasm", defaultWasm, "the wasm client served at /blanket.wasm (\"\": none; the default is used only if the file exists)")
 	warmup := fs.Duration("warmup", 5*time.Second, "after a restart that interrupted a round or left frames undelivered, refuse announcements this long so volunteers reconnect first (the aggregator retries)")
 	keyRefresh := fs.Duration("key-refresh", time.Minute, "how often to refetch the aggregator's public key for GET /api/key and the join page")
+	targetEps := fs.Float64("target-epsilon", 750, "secure summation: the relay's own budget for the noise it adds (its noise ledger, noise-ledger.jsonl in -state, refuses to prepare or noise a round past it); set it to the target the aggregator announces (the aggregator's -epsilon; 750 is its default)")
+	targetDelta := fs.Float64("target-delta", 1e-5, "secure summation: the delta at which the relay's noise ledger composes (the aggregator's -delta)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,22 +127,37 @@ func run(args []string) error {
 	if created {
 		log.Info("generated the secure-summation helper key", "path", filepath.Join(*state, helperkey.File))
 	}
+	nl, err := noiseledger.Open(*state, noiseledger.Options{TargetEpsilon: *targetEps, TargetDelta: *targetDelta, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
 	srv, err := server.New(server.Config{
-		HelperKey:  hk,
-		Aggregator: *agg,
-		Token:      tok,
-		Outbox:     ob,
-		Origins:    allowed,
-		Logger:     log,
-		Wasm:       wasm,
-		KeyRefresh: *keyRefresh,
-		Warmup:     *warmup,
+		NoiseLedger: nl,
+		HelperKey:   hk,
+		Aggregator:  *agg,
+		Token:       tok,
+		Outbox:      ob,
+		Origins:     allowed,
+		Logger:      log,
+		Wasm:        wasm,
+		KeyRefresh:  *keyRefresh,
+		Warmup:      *warmup,
 	})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Ledgers that anchor each other (docs/threat-model.md): a noise
+	// ledger behind the head the aggregator holds is refused here; an
+	// aggregator that cannot be asked leaves the ledger suspended until
+	// Run's check passes.
+	if err := srv.CheckAnchor(ctx); errors.Is(err, noiseledger.ErrRollback) {
+		return fmt.Errorf("refusing to start: %w", err)
+	} else if err != nil {
+		log.Warn("cannot check the noise ledger against the aggregator yet; refusing to noise until it can", "err", err)
+	}
 	hs := &http.Server{
 		Addr:              *listen,
 		Handler:           srv.Handler(),

@@ -41,6 +41,7 @@ func run() error {
 		seed        = flag.Uint64("seed", 1, "seed of the partition of examples among volunteers")
 		epochs      = flag.Int("epochs", 10, "local training epochs")
 		lr          = flag.Float64("lr", 0.1, "local learning rate")
+		workers     = flag.Int("workers", 0, "volunteers preparing a report at once (0: 2 x the cores; -1: all at once)")
 		verbose     = flag.Bool("v", false, "log every volunteer's diagnostics to stderr")
 	)
 	flag.Parse()
@@ -73,6 +74,7 @@ func run() error {
 		Train:   logreg.FLAMEConfig(*epochs, *lr),
 		Logger:  logger,
 		Out:     os.Stdout,
+		Workers: *workers,
 	})
 	if err != nil {
 		return err

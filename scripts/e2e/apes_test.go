@@ -31,7 +31,7 @@ import (
 func TestAPESOverLoopback(t *testing.T) {
 	const clients, rounds = 20, 2
 	cl := deployment(t, clients, "-protocol", "apes", "-epsl", strconv.Itoa(8*7850), "-rounds", strconv.Itoa(rounds),
-		"-epsilon", "1e7", "-check-in", "1", "-min-batch", "10", "-round-timeout", "45s")
+		"-epsilon", "1e7", "-check-in", "1", "-min-batch", "10", "-round-timeout", scaled(45*time.Second).String())
 	c := cohort.Config{Clients: clients, Seed: 7, Personal: func(i int) float64 { return []float64{0, 0.5}[i%2] }}
 	if testing.Verbose() {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := measureSpeed(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -50,7 +54,10 @@ func deployment(t *testing.T, nClients int, aggArgs ...string) *localrun.Cluster
 		logs = os.Stderr
 	}
 	n := strconv.Itoa(nClients)
-	args := append([]string{"-expected-n", n, "-quota", n, "-min-batch", "20"}, aggArgs...)
+	// The aggregator's default round timeout (60 s) and grace, scaled;
+	// a test's own -round-timeout comes later and wins.
+	args := append([]string{"-expected-n", n, "-quota", n, "-min-batch", "20",
+		"-round-timeout", scaled(time.Minute).String(), "-batch-grace", scaled(time.Minute).String()}, aggArgs...)
 	cl, err := localrun.Start(context.Background(), bins, localrun.Options{Dir: t.TempDir(), AggregatorArgs: args, Stdout: logs, Stderr: logs})
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +99,14 @@ func startCohort(t *testing.T, cl *localrun.Cluster, c cohort.Config, extra func
 	t.Cleanup(func() { cancel(); <-done; <-extraDone })
 }
 
-// waitOK waits up to within for `rounds` ok rounds (a round may abort, the
+// waitOK waits up to within (scaled) for `rounds` ok rounds (a round may abort, the
 // first while the volunteers connect, so it keeps waiting for one more
 // finished round until enough are ok) and returns the ok rounds, failing
 // the test if there are fewer.
 func waitOK(t *testing.T, cl *localrun.Cluster, rounds int, within time.Duration) []localrun.Round {
 	t.Helper()
 	var rs []localrun.Round
-	for deadline, want := time.Now().Add(within), rounds; time.Now().Before(deadline) && len(rs) < rounds; want++ {
+	for deadline, want := time.Now().Add(scaled(within)), rounds; time.Now().Before(deadline) && len(rs) < rounds; want++ {
 		rs = ok(waitRounds(t, cl, want, time.Until(deadline)))
 	}
 	if len(rs) < rounds {
@@ -109,9 +116,11 @@ func waitOK(t *testing.T, cl *localrun.Cluster, rounds int, within time.Duration
 }
 
 // waitRounds polls the aggregator until at least `want` rounds have
-// finished (any status) or the timeout passes, and returns the history.
+// finished (any status) or the timeout (scaled) passes, and returns the
+// history.
 func waitRounds(t *testing.T, cl *localrun.Cluster, want int, timeout time.Duration) []localrun.Round {
 	t.Helper()
+	timeout = scaled(timeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		rs, err := cl.Rounds(context.Background())
@@ -220,11 +229,13 @@ func TestAggregatorRestartResumes(t *testing.T) {
 // round is counted twice, and training continues.
 func TestRelayKilledMidRound(t *testing.T) {
 	const clients = 60
-	// A quota the cohort cannot reach keeps each round open until its
-	// deadline, so the kill lands mid-round.
-	cl := deployment(t, clients, "-rounds", "3", "-quota", "1000", "-round-timeout", "6s", "-batch-grace", "5s")
-	startCohort(t, cl, cohort.Config{Clients: clients}, nil)
-	time.Sleep(3 * time.Second)
+	// A quota the cohort cannot reach and a volunteer who checks in but
+	// never reports keep each round open until its deadline, so the kill
+	// lands mid-round.
+	roundTime := scaled(6 * time.Second)
+	cl := deployment(t, clients, "-rounds", "3", "-quota", "1000", "-round-timeout", roundTime.String(), "-batch-grace", scaled(5*time.Second).String())
+	startCohort(t, cl, cohort.Config{Clients: clients}, silentVolunteer)
+	time.Sleep(roundTime / 2)
 	if err := cl.KillRelay(); err != nil {
 		t.Fatal(err)
 	}

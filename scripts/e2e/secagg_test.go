@@ -31,7 +31,7 @@ import (
 func TestSecAggOverLoopback(t *testing.T) {
 	const clients, rounds = 40, 3
 	cl := deployment(t, clients+1, "-protocol", "secagg", "-rounds", strconv.Itoa(rounds), "-epsilon", "50", "-check-in", "1",
-		"-min-batch", "20", "-round-timeout", "40s")
+		"-min-batch", "20", "-round-timeout", scaled(40*time.Second).String())
 	startCohort(t, cl, cohort.Config{Clients: clients, Seed: 5}, malicious)
 	// The first round may abort while the volunteers connect.
 	rs := waitOK(t, cl, rounds, 5*time.Minute)

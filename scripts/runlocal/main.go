@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,11 +34,25 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/task/taskdata"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
+// volunteersMemory is the soft memory limit of this process (the
+// simulated volunteers) unless GOMEMLIMIT says otherwise: the pool keeps
+// about 2 x GOMAXPROCS reports of some 44 MB of transient buffers in
+// preparation, and the idle volunteers hold about 0.2 MB each
+// (BenchmarkVolunteerMemory); the limit makes the collector return the
+// transient buffers before the heap doubles.
+const volunteersMemory = 512 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(volunteersMemory)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, context.Canceled) {
@@ -46,11 +61,18 @@ func main() {
 	}
 }
 
+// compressWasm writes the wasm module's brotli copy (a test that never
+// serves a browser skips it).
+var compressWasm = localrun.BrotliCopy
+
 // options are the parsed flags.
 type options struct {
 	clients, students, rounds int
+	workers                   int
 	epsilon                   float64
 	roundTime                 time.Duration
+	roundTimeSet              bool          // -round-time given: no sizing from the measured speed
+	batchGrace                time.Duration // set by sizeRounds
 	protocol, dir, class      string
 	host, publicURL           string
 	lan, resume, verbose      bool
@@ -70,7 +92,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.students, "students", 20, "students expected to join from their phones (sets the padding and the minimum batch with -clients 0)")
 	fs.IntVar(&o.rounds, "rounds", 0, "rounds to train (default 5 for secagg, 30 for the shuffle protocols; the privacy budget may stop it earlier); the pages stay up afterwards")
 	fs.Float64Var(&o.epsilon, "epsilon", 0, "the privacy budget of the whole run at delta 1e-5 (default 4 for secagg, 750 for the shuffle protocols); secagg's noise is calibrated so that -rounds rounds fit it")
-	fs.DurationVar(&o.roundTime, "round-time", 0, "how long a round stays open for browser volunteers to train and report (default 30s)")
+	fs.DurationVar(&o.roundTime, "round-time", 0, "the most a round waits for the volunteers who checked in (it closes as soon as their reports are in); default 30s, or more as measured for the simulated volunteers on this computer")
+	fs.IntVar(&o.workers, "workers", 0, "simulated volunteers preparing a report at once (default 2 x the cores)")
 	fs.StringVar(&o.protocol, "protocol", "secagg", "secagg (secure summation through the relay, docs/secagg.md), ss-simple, ss-double or ss-topk (the FLAME shuffle protocols), apes or s-apes (each volunteer chooses its own budget, docs/privacy.md)")
 	fs.StringVar(&o.dir, "dir", "out/run", "state directory; every class keeps its ledger under DIR/classes/")
 	fs.StringVar(&o.class, "class", "", "the class (session) to use: a name under DIR/classes/ (default: a new class named by the date and time, or the latest with -resume)")
@@ -140,12 +163,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			o.epsilon = 4
 		}
 	}
+	o.roundTimeSet = set["round-time"]
 	if o.roundTime == 0 {
-		// Width-1 messages: 200 simulated volunteers seal about 157,000
-		// messages a round and the aggregator opens as many; 30 s leaves
-		// room for both on two cores.
+		// The least a round waits: a browser volunteer's time to train
+		// and report. sizeRounds raises it for the simulated volunteers
+		// from their measured speed.
 		o.roundTime = 30 * time.Second
 	}
+	o.batchGrace = 30 * time.Second
 	if o.clients == 0 && !set["paused"] {
 		o.paused = true
 	}
@@ -215,7 +240,7 @@ func (o options) aggregatorArgs() []string {
 		n = o.students
 	}
 	args := []string{"-protocol", o.protocol, "-rounds", strconv.Itoa(o.rounds), "-expected-n", strconv.Itoa(n),
-		"-round-timeout", o.roundTime.String(), "-batch-grace", "30s", "-simulated", strconv.Itoa(o.clients),
+		"-round-timeout", o.roundTime.String(), "-batch-grace", o.batchGrace.String(), "-simulated", strconv.Itoa(o.clients),
 		"-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)}
 	if o.taskFile != "" {
 		args = append(args, "-task", o.taskFile)
@@ -240,6 +265,69 @@ func (o options) aggregatorArgs() []string {
 		args = append(args, "-paused")
 	}
 	return args
+}
+
+// roundTiming sizes the rounds of n simulated volunteers from the
+// cohort's measured time per report on this machine, with its workers in
+// parallel and the current competing load (cohort.ReportCost): the n
+// reports take work = n·per. The round's cap (its announced deadline) is
+// 3·work + 10 s, at least least (-round-time, default 30 s): the relay
+// and the aggregator share the cores, and the load may grow after the
+// measurement; a round closes as soon as every volunteer who checked in
+// has reported (docs/protocol.md, "Closing a round"), so a generous cap
+// costs nothing on a fast machine, and the aggregator stretches the next
+// round's timeout after a round that ran out of time (driver.go). The
+// aggregator's grace for the batch after the deadline is 2·work + 10 s, at
+// least 30 s: the servers open and check n reports after the close.
+func roundTiming(per time.Duration, n int, least time.Duration) (timeout, grace time.Duration) {
+	work := per * time.Duration(n)
+	timeout = max(least, (3*work + 10*time.Second).Round(time.Second))
+	grace = max(30*time.Second, (2*work + 10*time.Second).Round(time.Second))
+	return timeout, grace
+}
+
+// sizeRounds measures a simulated volunteer's report on this machine and
+// sizes the rounds with roundTiming (unless -round-time was given), and
+// says so.
+func sizeRounds(ctx context.Context, o *options, stdout io.Writer) error {
+	if o.clients == 0 {
+		return nil
+	}
+	proto, err := wire.ParseProtocol(o.protocol)
+	if err != nil {
+		return err
+	}
+	opt := roundspec.Options{Protocol: proto, NPRatio: 10}
+	if proto == wire.ProtocolSecAgg {
+		opt.Sigma = 1 // the noise is the servers': it does not change a volunteer's cost
+	}
+	p, _, err := roundspec.Build(logreg.MNISTParams, o.clients, opt)
+	if err != nil {
+		return fmt.Errorf("sizing the rounds: %w", err)
+	}
+	per, err := cohort.ReportCost(ctx, cohort.Config{PerUser: 8000 / o.clients, Seed: 1, Workers: o.workers}, p)
+	if err != nil {
+		return fmt.Errorf("sizing the rounds: %w", err)
+	}
+	timeout, grace := roundTiming(per, o.clients, o.roundTime)
+	o.batchGrace = grace
+	work := (per * time.Duration(o.clients)).Round(time.Second)
+	if o.roundTimeSet {
+		fmt.Fprintf(stdout, "the simulated volunteers prepare a report every %v here (%d at a time): %d need about %v a round; -round-time %v\n",
+			per.Round(time.Millisecond), o.workersOrDefault(), o.clients, work, o.roundTime)
+		return nil
+	}
+	o.roundTime = timeout
+	fmt.Fprintf(stdout, "the simulated volunteers prepare a report every %v here (%d at a time): %d need about %v; a round closes when every report is in, at most %v after it starts\n",
+		per.Round(time.Millisecond), o.workersOrDefault(), o.clients, work, timeout)
+	return nil
+}
+
+func (o options) workersOrDefault() int {
+	if o.workers > 0 {
+		return o.workers
+	}
+	return cohort.DefaultWorkers()
 }
 
 // startWhenConnected waits until the relay counts want volunteers
@@ -372,13 +460,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if err := sizeRounds(ctx, &o, stdout); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "building the relay and the aggregator...")
 	bins, err := localrun.Build(ctx, ".", filepath.Join("out", "bin"))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "compressing the wasm client with brotli (about 30 s, once per build of it)...")
-	if err := localrun.BrotliCopy(bins.Wasm); err != nil {
+	if err := compressWasm(bins.Wasm); err != nil {
 		return err
 	}
 	logs := io.Discard
@@ -392,6 +483,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// No quota: a round stays open for -round-time so that a volunteer
 		// who joins from a browser has time to train and report.
 		AggregatorArgs: o.aggregatorArgs(),
+		// The relay enforces the same budget on the noise it adds (its own
+		// noise ledger): it agreed to this run's target, not the
+		// aggregator's word for it.
+		RelayArgs: []string{"-target-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)},
 	})
 	if err != nil {
 		return err
@@ -427,7 +522,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		go func() {
 			cc := cohort.Config{
 				Relay: cl.WebSocketURL(), Key: key, Clients: o.clients, PerUser: 8000 / o.clients,
-				Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler),
+				Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler), Workers: o.workers,
 			}
 			if o.taskFile != "" && o.tk.Source != task.SourceBuiltin {
 				if cc.Shares, err = taskdata.Shares(o.sets, o.clients, cc.Seed); err != nil {

@@ -76,6 +76,26 @@ func TestPassword(t *testing.T) {
 	}
 }
 
+// TestRoundTiming: 400 volunteers at one report every 32 ms (13 s of
+// work) get a cap of 49 s and a grace of 36 s; a fast machine keeps the
+// 30 s floor and grace; a slow one (4x) gets proportionally more.
+func TestRoundTiming(t *testing.T) {
+	for _, c := range []struct {
+		per           time.Duration
+		n             int
+		timeout, grce time.Duration
+	}{
+		{32500 * time.Microsecond, 400, 49 * time.Second, 36 * time.Second},
+		{500 * time.Microsecond, 400, 30 * time.Second, 30 * time.Second},
+		{130 * time.Millisecond, 400, 166 * time.Second, 114 * time.Second},
+	} {
+		to, g := roundTiming(c.per, c.n, 30*time.Second)
+		if to != c.timeout || g != c.grce {
+			t.Errorf("%v x %d: timeout %v grace %v, want %v %v", c.per, c.n, to, g, c.timeout, c.grce)
+		}
+	}
+}
+
 // TestTaskFlag: -task passes the file to the aggregator and takes the
 // task's suggested protocol, epsilon and rounds unless a flag sets them;
 // a task without simulation rows runs with real volunteers only, and more
@@ -121,5 +141,6 @@ func TestAbortLines(t *testing.T) {
 	}
 	if none, _ := abortLines(nil, 3, ""); none != nil {
 		t.Errorf("lines without an abort: %q", none)
+
 	}
 }

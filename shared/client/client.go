@@ -18,9 +18,20 @@
 //   - At most one report per round: a round is marked decided before
 //     anything is sent, rounds must increase, and the state survives
 //     reconnects (the same Client is reused by RunWithReconnect).
-//   - A report is exactly Params.Messages() Report frames of
-//     Params.ReportFrameSize() bytes, preceded by one CheckIn frame, or
-//     nothing: all frames are built and sealed before the first is sent.
+//   - A volunteer whose coin says yes sends its CheckIn at once, before
+//     training, so that the relay knows whose report to wait for
+//     (docs/protocol.md, "Closing a round"); its report follows as exactly
+//     Params.Messages() Report frames of Params.ReportFrameSize() bytes
+//     (one Shares frame in secure summation), or nothing: all of a
+//     report's frames are built and sealed before the first is sent.
+//   - A round's work is dropped as soon as the announcement of a later
+//     round arrives (the aggregator announces round r+1 only once the relay
+//     closed round r, so a report for r could only be refused as too late):
+//     the volunteer moves on to the new round instead of finishing the old
+//     one late (EventFailed with ErrSuperseded; nothing more is sent).
+//   - Config.Pool bounds how many volunteers of one process train at once
+//     (a simulated cohort): they then finish one by one instead of all
+//     late together.
 //   - Check-in is the client's own Bernoulli(CheckInP) coin from its own
 //     noise.Source (shuffled check-in, Liu et al., Algorithm 1).
 //   - Each report is (EpsL, DeltaL)-LDP on the values (FLAME Lemma 2; see
@@ -30,12 +41,15 @@ package client
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
@@ -68,7 +82,36 @@ var (
 	// ErrBusy: Run was called while another Run of the same Client is
 	// active.
 	ErrBusy = errors.New("client: already running")
+	// ErrSuperseded: the announcement of a later round arrived while this
+	// round's report was being prepared; the round was dropped.
+	ErrSuperseded = errors.New("client: a later round was announced")
 )
+
+// Pool bounds how many clients of one process prepare a report at once
+// (train, encode, shard and seal: the CPU- and memory-heavy part of a
+// round). A simulated cohort shares one Pool among its volunteers so that,
+// on a machine with fewer cores than volunteers, reports are finished one
+// by one at the machine's pace rather than all at the end of the round,
+// and only the pool's size of rounds hold their transient buffers at a
+// time. The zero value is not usable; nil in Config means no bound.
+type Pool struct{ slots chan struct{} }
+
+// NewPool returns a pool of n >= 1 slots.
+func NewPool(n int) *Pool { return &Pool{slots: make(chan struct{}, max(n, 1))} }
+
+// Size returns the number of slots.
+func (p *Pool) Size() int { return cap(p.slots) }
+
+func (p *Pool) acquire(ctx context.Context) error {
+	select {
+	case p.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (p *Pool) release() { <-p.slots }
 
 // Config configures a Client. New validates it.
 type Config struct {
@@ -101,6 +144,10 @@ type Config struct {
 	// budget PersonalFraction·EpsL, announced in the budget column), and
 	// EventAnnouncement's LocalEps says the budget in use.
 	PersonalFraction float64
+	// Pool, if set, is shared with the other clients of the process: a
+	// report is prepared only while holding one of its slots (nil: no
+	// bound).
+	Pool *Pool
 }
 
 // Client is one volunteer. Run (or RunWithReconnect) may be active at most
@@ -116,6 +163,7 @@ type Client struct {
 	onEvent  func(Event)
 	limits   wire.Limits
 	personal float64
+	pool     *Pool
 
 	running atomic.Bool
 	// frames counts frames received (RunWithReconnect resets its backoff
@@ -123,6 +171,12 @@ type Client struct {
 	frames atomic.Uint64
 
 	setup *roundSetup // cache for the last announced parameters
+
+	// work is the round being prepared and how to drop it (a later
+	// round's announcement arrived).
+	workMu   sync.Mutex
+	working  uint64
+	dropWork context.CancelCauseFunc
 
 	mu        sync.Mutex
 	lastRound uint64
@@ -169,6 +223,7 @@ func New(cfg Config) (*Client, error) {
 		onEvent:  cfg.OnEvent,
 		limits:   cfg.Limits,
 		personal: cfg.PersonalFraction,
+		pool:     cfg.Pool,
 	}
 	if c.src == nil {
 		c.src = noise.Secure()
@@ -291,15 +346,51 @@ func (c *Client) Run(ctx context.Context, t Transport) error {
 		return ErrBusy
 	}
 	defer c.running.Store(false)
+	// A reader goroutine receives while a round is being prepared, so
+	// that the announcement of a later round drops the stale work at once
+	// (superseded); frames are still handled in order, by this goroutine.
+	rctx, stop := context.WithCancel(ctx)
+	type recv struct {
+		frame []byte
+		err   error
+	}
+	in := make(chan recv, 16)
+	done := make(chan struct{})
+	defer func() { stop(); <-done }()
+	go func() {
+		defer close(done)
+		for {
+			f, err := t.Recv(rctx)
+			if err == nil {
+				c.frames.Add(1)
+				if typ, r, perr := wire.PeekRound(f); perr == nil && typ == wire.TypeAnnouncement {
+					c.supersede(r)
+				}
+			}
+			select {
+			case in <- recv{f, err}:
+			case <-rctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		frame, err := t.Recv(ctx)
+		var m recv
+		select {
+		case m = <-in:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		frame, err := m.frame, m.err
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("client: receive: %w", err)
 		}
-		c.frames.Add(1)
 		typ, err := wire.PeekType(frame)
 		if err != nil {
 			c.log.Warn("malformed frame from relay", "err", err, "bytes", len(frame))
@@ -318,6 +409,31 @@ func (c *Client) Run(ctx context.Context, t Transport) error {
 		default:
 			c.log.Warn("unexpected frame type from relay", "type", typ)
 		}
+	}
+}
+
+// supersede drops the round being prepared if round is later. The frame
+// is not verified yet: a relay that forges one can make a volunteer drop a
+// round, which it could anyway by not forwarding the report.
+func (c *Client) supersede(round uint64) {
+	c.workMu.Lock()
+	defer c.workMu.Unlock()
+	if c.dropWork != nil && round > c.working {
+		c.dropWork(ErrSuperseded)
+	}
+}
+
+// startWork registers the round being prepared and returns its context.
+func (c *Client) startWork(ctx context.Context, round uint64) (context.Context, func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	c.workMu.Lock()
+	c.working, c.dropWork = round, cancel
+	c.workMu.Unlock()
+	return wctx, func() {
+		c.workMu.Lock()
+		c.dropWork = nil
+		c.workMu.Unlock()
+		cancel(nil)
 	}
 }
 
@@ -422,13 +538,35 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 		return nil
 	}
 	c.emit(Event{Kind: EventCheckedIn, Round: a.Round})
+	// The check-in goes out at once: the relay waits for the reports of
+	// the volunteers who checked in (docs/protocol.md, "Closing a round").
+	ci, err := (&wire.CheckIn{Round: a.Round}).MarshalBinary()
+	if err != nil {
+		c.emit(Event{Kind: EventFailed, Round: a.Round, Err: fmt.Errorf("check-in frame: %w", err)})
+		return nil
+	}
+	if err := t.Send(ctx, ci); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("client: send check-in for round %d: %w", a.Round, err)
+	}
 
-	frames, err := c.prepare(ctx, a, setup)
+	wctx, endWork := c.startWork(ctx, a.Round)
+	frames, err := c.prepare(wctx, a, setup)
+	if err == nil && wctx.Err() != nil {
+		err = context.Cause(wctx) // superseded while sealing: too late to send
+	}
+	endWork()
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		c.log.Warn("round failed", "round", a.Round, "err", err)
+		if errors.Is(err, ErrSuperseded) {
+			c.log.Info("round dropped: a later round was announced", "round", a.Round)
+		} else {
+			c.log.Warn("round failed", "round", a.Round, "err", err)
+		}
 		c.emit(Event{Kind: EventFailed, Round: a.Round, Err: err})
 		return nil
 	}
@@ -448,18 +586,25 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 			return fmt.Errorf("client: send frame %d of %d for round %d: %w", i+1, len(frames), a.Round, err)
 		}
 	}
-	m := len(frames) - 1
-	c.log.Info("report sent", "round", a.Round, "messages", m, "bytes", len(frames[1]), "protocol", a.Params.Protocol)
-	c.emit(Event{Kind: EventSent, Round: a.Round, Messages: m, FrameBytes: len(frames[1]), NoiseStd: setup.noiseStd})
+	m := len(frames)
+	c.log.Info("report sent", "round", a.Round, "messages", m, "bytes", len(frames[0]), "protocol", a.Params.Protocol)
+	c.emit(Event{Kind: EventSent, Round: a.Round, Messages: m, FrameBytes: len(frames[0]), NoiseStd: setup.noiseStd})
 	eps, delta, rounds := c.Privacy()
 	c.emit(Event{Kind: EventPrivacy, Round: a.Round, Epsilon: eps, Delta: delta, Rounds: rounds})
 	return nil
 }
 
 // prepare trains, encodes and seals one round's report and returns its
-// frames: the CheckIn followed by the Messages() Report frames, all of
-// Params.ReportFrameSize() bytes.
+// frames: the Messages() Report frames, all of Params.ReportFrameSize()
+// bytes (secure summation: the one Shares frame). With a Pool it holds one
+// slot throughout; ctx ending (the round superseded) stops it.
 func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *roundSetup) ([][]byte, error) {
+	if c.pool != nil {
+		if err := c.pool.acquire(ctx); err != nil {
+			return nil, err
+		}
+		defer c.pool.release()
+	}
 	update, err := c.trainUpdate(ctx, a)
 	if err != nil {
 		return nil, err
@@ -476,12 +621,7 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 		return nil, fmt.Errorf("encoder made %d messages, the round needs %d", len(msgs), m)
 	}
 	size := a.Params.ReportFrameSize()
-	frames := make([][]byte, 0, m+1)
-	ci, err := (&wire.CheckIn{Round: a.Round}).MarshalBinary()
-	if err != nil {
-		return nil, fmt.Errorf("check-in frame: %w", err)
-	}
-	frames = append(frames, ci)
+	frames := make([][]byte, 0, m)
 	// Width 1 (the only announceable layout, roundspec): every value
 	// sealed under its own encapsulation, so no two are linkable.
 	vals := make([]float64, len(msgs))
@@ -513,8 +653,8 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 // 2): clip, quantize and split it into the leader's and the helper's input
 // shares (secagg.Round.Shard), seal each to its server for this round
 // (envelope.SealShare: the aggregator's key, and the relay's key that the
-// aggregator signed into the announcement), and return the CheckIn and the
-// one Shares frame.
+// aggregator signed into the announcement), and return the one Shares
+// frame.
 func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update []float64) ([][]byte, error) {
 	r, err := setup.spec.SecAggRound(a.Round)
 	if err != nil {
@@ -532,10 +672,6 @@ func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update [
 	if err != nil {
 		return nil, fmt.Errorf("seal helper share: %w", err)
 	}
-	ci, err := (&wire.CheckIn{Round: a.Round}).MarshalBinary()
-	if err != nil {
-		return nil, fmt.Errorf("check-in frame: %w", err)
-	}
 	f, err := (&wire.Shares{Round: a.Round, Leader: sl, Helper: sh}).MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("shares frame: %w", err)
@@ -544,7 +680,7 @@ func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update [
 	if err != nil || len(f) != wire.SharesSize(lead, help) {
 		return nil, fmt.Errorf("shares frame of %d bytes, the round's size is %d (%v)", len(f), wire.SharesSize(lead, help), err)
 	}
-	return [][]byte{ci, f}, nil
+	return [][]byte{f}, nil
 }
 
 // trainUpdate runs local training from the announced model and returns the
@@ -562,8 +698,8 @@ func (c *Client) trainUpdate(ctx context.Context, a *wire.Announcement) ([]float
 	w := make([]float64, len(a.Model))
 	copy(w, a.Model)
 	for e := range c.train.Epochs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
 		}
 		if _, err := c.trainer.Train(w, w, c.data, c.src); err != nil {
 			return nil, fmt.Errorf("train epoch %d: %w", e+1, err)
@@ -574,4 +710,30 @@ func (c *Client) trainUpdate(ctx context.Context, a *wire.Announcement) ([]float
 		w[i] -= a.Model[i]
 	}
 	return w, nil
+}
+
+// Rehearse prepares one report for the parameters p from model exactly as
+// a round would (train, encode or shard, seal) and returns how long it
+// took, without sending anything: sealing is to throwaway X25519 keys
+// made here. It measures what one round costs this volunteer on this
+// machine now (make run sizes its rounds from it). It must not run
+// concurrently with Run; it holds a Pool slot like a round.
+func (c *Client) Rehearse(ctx context.Context, p wire.Params, model []float64) (time.Duration, error) {
+	setup, err := setupRound(p, c.data.Shape().NumParams(), c.personal)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrParams, err)
+	}
+	a := &wire.Announcement{Round: 1, Params: p, Model: model}
+	for _, k := range []*[32]byte{&a.HPKEPub, &a.RelayPub} {
+		priv, err := ecdh.X25519().GenerateKey(rand.Reader)
+		if err != nil {
+			return 0, fmt.Errorf("client: rehearsal key: %w", err)
+		}
+		copy(k[:], priv.PublicKey().Bytes())
+	}
+	start := time.Now()
+	if _, err := c.prepare(ctx, a, setup); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }

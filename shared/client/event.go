@@ -19,12 +19,13 @@ const (
 	EventRejected
 	// EventSatOut: the client's own check-in coin said no for Round.
 	EventSatOut
-	// EventCheckedIn: the coin said yes; training starts.
+	// EventCheckedIn: the coin said yes; the CheckIn frame is sent and
+	// training starts (once a Pool slot is free).
 	EventCheckedIn
 	// EventTraining: local training progress, Progress in [0, 1].
 	EventTraining
-	// EventSent: the CheckIn and all Messages Report frames of Round
-	// were handed to the transport, each FrameBytes long; NoiseStd is the
+	// EventSent: all Messages Report frames of Round (secure summation:
+	// the one Shares frame) were handed to the transport, each FrameBytes long; NoiseStd is the
 	// noise of one reported coordinate.
 	EventSent
 	// EventPrivacy: the client's own guarantee over all the rounds it
@@ -34,8 +35,9 @@ const (
 	// Received); Err is non-nil when the status is not "accepted".
 	EventAck
 	// EventFailed: a round the client checked in to could not be
-	// completed (training diverged, encoding or sealing failed); Err says
-	// why. Nothing was sent for it.
+	// completed (training diverged, encoding or sealing failed, or a
+	// later round was announced first: ErrSuperseded); Err says why.
+	// Nothing but its CheckIn was sent for it.
 	EventFailed
 	// EventConnected: RunWithReconnect established a transport.
 	EventConnected

@@ -207,7 +207,7 @@ type fakeRelay struct {
 // send delivers a frame to the client.
 func (r *fakeRelay) send(f []byte) {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := r.tr.Send(ctx, f); err != nil {
 		r.t.Fatalf("relay send: %v", err)
@@ -229,7 +229,7 @@ func (r *fakeRelay) recv(wait time.Duration) []byte {
 // their types, round, sequence numbers and sizes; it acks every report.
 func (r *fakeRelay) expectReport(round uint64, p wire.Params) []*wire.Report {
 	r.t.Helper()
-	f := r.recv(10 * time.Second)
+	f := r.recv(time.Minute)
 	if f == nil {
 		r.t.Fatalf("round %d: no check-in", round)
 	}
@@ -240,7 +240,7 @@ func (r *fakeRelay) expectReport(round uint64, p wire.Params) []*wire.Report {
 	m := p.Messages()
 	reps := make([]*wire.Report, 0, m)
 	for i := range m {
-		f := r.recv(10 * time.Second)
+		f := r.recv(time.Minute)
 		if f == nil {
 			r.t.Fatalf("round %d: report %d of %d missing", round, i, m)
 		}
@@ -269,10 +269,12 @@ func (r *fakeRelay) expectSilence(wait time.Duration, why string) {
 	}
 }
 
-// waitFor polls cond until it holds or 10 s pass.
+// waitFor polls cond until it holds or a minute passes (generous: the
+// conditions take milliseconds on an idle machine, and the tests run on
+// small shared ones).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -294,7 +296,7 @@ func startClient(t testing.TB, c *Client) (*fakeRelay, func() error) {
 		select {
 		case err := <-errc:
 			return err
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("Run did not return after cancel")
 			return nil
 		}

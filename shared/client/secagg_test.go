@@ -49,12 +49,12 @@ func TestSecAggReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	relay.send(frame)
-	if f := relay.recv(10 * time.Second); f == nil {
+	if f := relay.recv(time.Minute); f == nil {
 		t.Fatal("no check-in")
 	} else if ci, err := wire.ParseCheckIn(f); err != nil || ci.Round != 2 {
 		t.Fatalf("check-in %x: %v", f, err)
 	}
-	f := relay.recv(10 * time.Second)
+	f := relay.recv(time.Minute)
 	lead, help, err := spec.SharesSizes()
 	if err != nil {
 		t.Fatal(err)

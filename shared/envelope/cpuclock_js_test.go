@@ -16,9 +16,6 @@ func cpuNow() time.Duration {
 	return time.Duration(u.Get("user").Float()+u.Get("system").Float()) * time.Microsecond
 }
 
-func lockThread()   {}
-func unlockThread() {}
-
 // cpuClock reports cpu-ns/op: under js the Node process's CPU time per op.
 type cpuClock struct{ t0 time.Duration }
 

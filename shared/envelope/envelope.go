@@ -10,10 +10,13 @@
 // the test-only opener of envelope/envelopetest.
 //
 // Values are sealed with HPKE (RFC 9180) in base mode, single-shot, with the
-// suite DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305 (Go's
-// crypto/hpke; under js/wasm the package's own sender of the same suite,
-// whose X25519 suits WebAssembly, see sender.go; every message is opened
-// by crypto/hpke). The info string binds a ciphertext to its round:
+// suite DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM (ids 0x0020,
+// 0x0001, 0x0001): natively with Go's crypto/hpke, in the browser with its
+// WebCrypto (envelope/webhpke; crypto/hpke where the browser lacks
+// WebCrypto X25519), see seal.go; every message is opened by crypto/hpke.
+// AES-128-GCM is the AEAD because it is the one both Go and WebCrypto
+// implement (WebCrypto has no ChaCha20-Poly1305). The info string binds a
+// ciphertext to its round:
 //
 //	info = "blanket/v1 values round " || u64be(round)
 //
@@ -47,10 +50,10 @@ import (
 const (
 	// EncSize is the size of the HPKE encapsulated key (an X25519 public key).
 	EncSize = 32
-	// TagSize is the size of the ChaCha20-Poly1305 authentication tag.
+	// TagSize is the size of the AES-128-GCM authentication tag.
 	TagSize = 16
 	// Overhead is the size a sealed message adds to its 8*w plaintext bytes:
-	// 32 (X25519 enc) + 16 (ChaCha20-Poly1305 tag).
+	// 32 (X25519 enc) + 16 (AES-128-GCM tag).
 	Overhead = EncSize + TagSize
 	// SignatureSize is the size of an Ed25519 signature.
 	SignatureSize = ed25519.SignatureSize
@@ -78,11 +81,11 @@ var (
 var (
 	kem  = hpke.DHKEM(ecdh.X25519())
 	kdf  = hpke.HKDFSHA256()
-	aead = hpke.ChaCha20Poly1305()
+	aead = hpke.AES128GCM()
 )
 
 // Suite returns the HPKE suite every message and share is sealed with:
-// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305. An opener
+// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM. An opener
 // (the aggregator's aggregator/internal/sealkey, the relay's helper key,
 // the test opener envelopetest) opens with exactly this suite.
 func Suite() (hpke.KEM, hpke.KDF, hpke.AEAD) { return kem, kdf, aead }
@@ -190,38 +193,22 @@ func Verify(pub PublicKey, msg []byte, sig [64]byte) bool {
 // SealValues seals values to the X25519 key hpkePub for the given round. The
 // output has exactly SealedLen(len(values)) bytes. Values are encoded as
 // they are (including non-finite ones, which the aggregator rejects after
-// opening); the relay seals its dummies with this same function.
+// opening); the relay seals its dummies with this same function. Under
+// js/wasm it seals with WebCrypto (seal.go) and blocks until WebCrypto's
+// promises settle: call it from a goroutine, not a syscall/js callback.
 func SealValues(hpkePub [32]byte, round uint64, values []float64) ([]byte, error) {
-	return sealValues(hpkePub, round, values, ownSender)
-}
-
-// sealValues is SealValues with crypto/hpke (own false) or the package's
-// own sender (own true, the js/wasm path; see sender.go).
-func sealValues(hpkePub [32]byte, round uint64, values []float64, own bool) ([]byte, error) {
 	pt := make([]byte, 8*len(values))
 	for i, v := range values {
 		binary.BigEndian.PutUint64(pt[8*i:], math.Float64bits(v))
 	}
-	var out []byte
-	if own {
-		var err error
-		if out, err = sealOwn(hpkePub, round, pt); err != nil {
-			return nil, err
-		}
-	} else {
-		pk, err := kem.NewPublicKey(hpkePub[:])
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSeal, err)
-		}
-		out, err = hpke.Seal(pk, kdf, aead, ValuesInfo(round), pt)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSeal, err)
-		}
+	out, err := sealBatch(hpkePub, ValuesInfo(round), [][]byte{pt}, [][]byte{make([]byte, 0, SealedLen(len(values)))})
+	if err != nil {
+		return nil, err
 	}
-	if len(out) != SealedLen(len(values)) {
-		return nil, fmt.Errorf("%w: sealed length %d, want %d", ErrSeal, len(out), SealedLen(len(values)))
+	if len(out[0]) != SealedLen(len(values)) {
+		return nil, fmt.Errorf("%w: sealed length %d, want %d", ErrSeal, len(out[0]), SealedLen(len(values)))
 	}
-	return out, nil
+	return out[0], nil
 }
 
 // DecodeValues writes the big-endian binary64 values of pt (len >=

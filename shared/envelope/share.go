@@ -1,7 +1,6 @@
 package envelope
 
 import (
-	"crypto/hpke"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -56,19 +55,20 @@ func ShareSealedLen(n int) int { return n + Overhead }
 var ErrOpenShare = errors.New("envelope: cannot open sealed share")
 
 // SealShare seals one input share to the X25519 key pub for round and role;
-// the output has ShareSealedLen(len(share)) bytes.
+// the output has ShareSealedLen(len(share)) bytes. Under js/wasm it seals
+// with WebCrypto (seal.go): call it from a goroutine, not a syscall/js
+// callback.
 func SealShare(pub [32]byte, round uint64, role ShareRole, share []byte) ([]byte, error) {
 	inf, err := ShareInfo(round, role)
 	if err != nil {
 		return nil, err
 	}
-	pk, err := kem.NewPublicKey(pub[:])
+	out, err := sealBatch(pub, inf, [][]byte{share}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSeal, err)
+		return nil, err
 	}
-	out, err := hpke.Seal(pk, kdf, aead, inf, share)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSeal, err)
+	if len(out[0]) != ShareSealedLen(len(share)) {
+		return nil, fmt.Errorf("%w: sealed share of %d bytes, want %d", ErrSeal, len(out[0]), ShareSealedLen(len(share)))
 	}
-	return out, nil
+	return out[0], nil
 }

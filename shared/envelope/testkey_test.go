@@ -93,3 +93,8 @@ func (k *testPriv) OpenEach(round uint64, sealed [][]byte, dst []float64) ([]flo
 	}
 	return dst, errs
 }
+
+// openRaw opens a message sealed under info (a share, say) with crypto/hpke.
+func openRaw(k *testPriv, info, sealed []byte) ([]byte, error) {
+	return hpke.Open(k.hpke, kdf, aead, info, sealed)
+}

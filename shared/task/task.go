@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"strings"
 
 	"github.com/blanket-fl/blanket/shared/logreg"
@@ -147,7 +146,41 @@ type column struct {
 // ErrInvalid is wrapped by every error about the task definition itself.
 var ErrInvalid = errors.New("invalid task definition")
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+// validName reports whether s matches ^[a-z0-9][a-z0-9-]{0,63}$ (written
+// out rather than a regexp, which would add its package and the Unicode
+// tables to the browser client).
+func validName(s string) bool {
+	if len(s) < 1 || len(s) > 64 || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// keyOffset returns the offset of the object key f (a quoted JSON string)
+// followed by optional white space and a colon in b, or -1.
+func keyOffset(b []byte, f string) int {
+	for off := 0; off < len(b); {
+		i := bytes.Index(b[off:], []byte(f))
+		if i < 0 {
+			return -1
+		}
+		j := off + i + len(f)
+		for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+			j++
+		}
+		if j < len(b) && b[j] == ':' {
+			return off + i
+		}
+		off += i + 1
+	}
+	return -1
+}
 
 // Decode reads a task definition (JSON, at most MaxFileBytes) strictly:
 // unknown fields, trailing data and wrong types are errors naming the line
@@ -181,6 +214,20 @@ func Parse(b []byte) (*Task, error) {
 	return &t, nil
 }
 
+// New validates a task definition built field by field, exactly as Parse
+// validates a decoded one, and returns it ready to use (t's slices are
+// shared, not copied). It exists for the browser client, which decodes the
+// definition with the browser's JSON.parse to keep encoding/json out of
+// the wasm module (about 250 KB gzipped); it does not see unknown fields,
+// so the relay checks the definition it serves with Parse.
+func New(t Task) (*Task, error) {
+	t.cols = nil
+	if err := t.validate(); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 // jsonError turns a decoding error into one naming the line and field.
 func jsonError(b []byte, dec *json.Decoder, err error) error {
 	var se *json.SyntaxError
@@ -197,8 +244,8 @@ func jsonError(b []byte, dec *json.Decoder, err error) error {
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		// The decoder has read the whole value: find the key itself.
 		off := dec.InputOffset()
-		if m := regexp.MustCompile(regexp.QuoteMeta(f) + `\s*:`).FindIndex(b); m != nil {
-			off = int64(m[0])
+		if i := keyOffset(b, f); i >= 0 {
+			off = int64(i)
 		}
 		return fmt.Errorf("task: %s: unknown field %s (see docs/tasks.md for the fields): %w", lineOf(b, off), f, ErrInvalid)
 	}
@@ -233,7 +280,7 @@ func (t *Task) validate() error {
 	if t.Version != Version {
 		return invalid("version", "got %d, want %d", t.Version, Version)
 	}
-	if !nameRE.MatchString(t.Name) {
+	if !validName(t.Name) {
 		return invalid("name", "%q must be 1-64 lowercase letters, digits or '-'", t.Name)
 	}
 	if err := checkText("title", t.Title, maxText, true); err != nil {

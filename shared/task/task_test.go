@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -269,6 +270,37 @@ func TestSymmetricExtremes(t *testing.T) {
 		x, _, err := tk.EncodeAnswers(map[string]string{"age": "1", "distance": v, "weather": "sun", "transport": "car"})
 		if err != nil || x[1] != want || math.IsNaN(float64(x[1])) {
 			t.Errorf("distance %s -> %v (%v), want %v", v, x, err, want)
+		}
+	}
+}
+
+// TestNew: a task built field by field validates as Parse validates it.
+func TestNew(t *testing.T) {
+	b, err := os.ReadFile("../../tasks/class-survey/task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := New(*want)
+	if err != nil || got.D() != want.D() || !slices.Equal(got.Columns(), want.Columns()) {
+		t.Fatalf("New: %v, d %d, columns %v", err, got.D(), got.Columns())
+	}
+	bad := *want
+	bad.Label.Classes = []string{"only"}
+	if _, err := New(bad); !errors.Is(err, ErrInvalid) {
+		t.Errorf("one class: %v, want ErrInvalid", err)
+	}
+}
+
+// TestValidName: validName is ^[a-z0-9][a-z0-9-]{0,63}$.
+func TestValidName(t *testing.T) {
+	for s, want := range map[string]bool{"a": true, "digits": true, "class-survey": true, "9-x": true, strings.Repeat("a", 64): true,
+		"": false, "-a": false, "A": false, "a_b": false, "a b": false, strings.Repeat("a", 65): false, "é": false} {
+		if validName(s) != want {
+			t.Errorf("validName(%q) = %v", s, !want)
 		}
 	}
 }

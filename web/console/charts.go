@@ -59,6 +59,8 @@ type DashboardData struct {
 	// (the noise that protects each volunteer against too few updates);
 	// "" otherwise.
 	Chance string
+	// Task is the study (nil: the built-in digits, as before tasks).
+	Task *TaskView
 }
 
 // AbortNote is a cancelled round in words (api.Abort's message and advice).

@@ -105,6 +105,7 @@
       epsilon(r.epsilon_tightest);
       refreshCharts();
       if (details.open) refreshPrivacy();
+      loadModel();
     });
     es.addEventListener("status", (ev) => {
       const s = JSON.parse(ev.data), charts = $("charts");
@@ -124,6 +125,7 @@
       if (charts && (charts.dataset.round !== String(s.round) || charts.dataset.resets !== String(s.model_resets || 0))) {
         refreshCharts();
         if (details.open && privacyStale(s.round)) refreshPrivacy();
+        loadModel();
       }
     });
   }
@@ -149,5 +151,71 @@
   if (roundURL) {
     volunteers();
     setInterval(volunteers, 3000);
+  }
+
+  // ---- the try form of a tabular study: enter values, see the prediction ----
+  // The model and its task come from GET /api/export; a row is encoded as
+  // shared/task encodes it (min-max by the declared range, [-1, 1] for a
+  // "symmetric" scale, one-hot by the declared categories), then the class
+  // with the largest logit Σ_j w_cj·x_j + b_c is the prediction.
+  const tryForm = $("try-form");
+  let model = null;
+  function encode(t, form) {
+    const x = [];
+    for (const f of t.features) {
+      const el = form.elements.namedItem(f.name);
+      if (!el) throw new Error(`no field for ${f.name}`);
+      if (f.type === "categorical") {
+        const j = f.categories.indexOf(el.value);
+        if (j < 0) throw new Error(`${f.question || f.name}: pick one of the choices`);
+        f.categories.forEach((_, k) => x.push(k === j ? 1 : 0));
+        continue;
+      }
+      const v = el.value.trim() === "" ? NaN : Number(el.value);
+      if (!Number.isFinite(v)) throw new Error(`${f.question || f.name}: enter a number`);
+      if (v < f.min || v > f.max) throw new Error(`${f.question || f.name}: ${v} is outside ${f.min} to ${f.max}`);
+      let u = (v - f.min) / (f.max - f.min);
+      if (f.scale === "symmetric") u = 2 * u - 1;
+      x.push(u);
+    }
+    return x;
+  }
+  function predict() {
+    const out = $("try-result");
+    if (!tryForm || !out) return;
+    if (!model) { out.textContent = "The model is not available yet."; return; }
+    let x;
+    try {
+      x = encode(model.task, tryForm);
+    } catch (e) {
+      out.dataset.class = "";
+      out.textContent = e.message;
+      return;
+    }
+    const F = model.inputs.length, classes = model.task.label.classes;
+    const logits = classes.map((_, c) => x.reduce((s, v, j) => s + v * model.weights[c * F + j], model.bias[c]));
+    const top = Math.max(...logits), exp = logits.map((l) => Math.exp(l - top)), sum = exp.reduce((a, b) => a + b, 0);
+    let best = 0;
+    logits.forEach((l, c) => { if (l > logits[best]) best = c; });
+    out.dataset.class = classes[best];
+    out.dataset.round = String(model.round);
+    const untrained = logits.every((l) => l === logits[0]);
+    out.textContent = untrained ? "The model has not learned anything yet (no round has updated it)." :
+      `Prediction: ${classes[best]} (${(100 * exp[best] / sum).toFixed(0)} % by the model after round ${model.round})`;
+  }
+  async function loadModel() {
+    if (!tryForm) return;
+    try {
+      const r = await fetch(tryForm.dataset.export, { cache: "no-store" });
+      if (!r.ok) throw new Error(`HTTP ${r.status}`);
+      model = await r.json();
+    } catch { /* keep the last model */ }
+    predict();
+  }
+  if (tryForm) {
+    tryForm.addEventListener("input", predict);
+    tryForm.addEventListener("change", predict);
+    tryForm.addEventListener("submit", (e) => { e.preventDefault(); predict(); });
+    loadModel();
   }
 })();

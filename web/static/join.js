@@ -25,6 +25,7 @@
   // ledger's ε as first seen with it: the ledger's total up to that round,
   // the same figure the projector shows.
   const cls = {
+    accuracySource: "",
     protocol: "", accuracy: null, roundsOK: 0, epsilon: 0, target: 0, round: 0, stopped: "", lastAbort: null,
     epsAt: new Map(), included: new Set(), sent: new Set(), lastSent: 0, finished: false,
   };
@@ -61,12 +62,15 @@
   }
   function showClass() {
     const acc = $("class-accuracy");
-    if (cls.accuracy === null || cls.accuracy === undefined) {
+    if (study.def && study.def.source !== "builtin" && cls.accuracySource === "none") {
+      acc.dataset.value = "";
+      acc.textContent = "Accuracy cannot be shown: this study has no public test data, and your rows never leave your devices.";
+    } else if (cls.accuracy === null || cls.accuracy === undefined) {
       acc.dataset.value = "";
       acc.textContent = "No round has updated the model yet.";
     } else {
       acc.dataset.value = String(cls.accuracy);
-      acc.textContent = `recognizes ${(100 * cls.accuracy).toFixed(1)} % of the test digits (after ${cls.roundsOK} round${cls.roundsOK === 1 ? "" : "s"})` +
+      acc.textContent = `${study.def && study.def.source !== "builtin" ? "is right on" : "recognizes"} ${(100 * cls.accuracy).toFixed(1)} % of the ${study.def && study.def.source !== "builtin" ? "public test rows" : "test digits"} (after ${cls.roundsOK} round${cls.roundsOK === 1 ? "" : "s"})` +
         (cls.accuracy < 0.2 ? ": no better than guessing. The noise that protects each of you is larger than what so few updates learned together; the projector says more." : ".");
     }
     const mine = myRounds(), rj = $("rounds-joined");
@@ -115,6 +119,7 @@
     const newRound = info.round !== cls.round;
     cls.round = info.round;
     cls.accuracy = info.accuracy;
+    if (info.accuracy_source) cls.accuracySource = info.accuracy_source;
     cls.roundsOK = info.rounds_ok || 0;
     cls.epsilon = info.epsilon || 0;
     cls.target = info.target_epsilon || 0;
@@ -147,7 +152,8 @@
     stopBtn.disabled = true;
     const acc = cls.accuracy === null || cls.accuracy === undefined ? "" :
       ` The class model recognizes ${(100 * cls.accuracy).toFixed(1)} % of the test digits.`;
-    setStatus("finished", `Training is finished (${cls.stopped}).${acc} Thank you for taking part! Try the model below: draw a digit.`);
+    setStatus("finished", `Training is finished (${cls.stopped}).${study.def && study.def.source !== "builtin" ? "" : acc} Thank you for taking part!` +
+      (study.def && study.def.source !== "builtin" ? "" : " Try the model below: draw a digit."));
     progressEl.value = 0;
   }
   // reopen: the teacher started a new class after the end.
@@ -192,7 +198,7 @@
     const e = String(raw || "");
     const rules = [
       [/fingerprint|pinned/i, "The teacher's key does not match the one this server gives out. Do not join; tell the teacher."],
-      [/no local data|no drawings/i, "Add at least one drawing first, or choose the sample digits."],
+      [/no local data|no drawings/i, study.def && study.def.source !== "builtin" ? "Load your data file or answer the questions first." : "Add at least one drawing first, or choose the sample digits."],
       [/budget|exhaust/i, "The class has used up its privacy budget, so training is over. Thank you for taking part!"],
       [/too late|no open round|wrong round|not invited/i, "This round closed before your update arrived. You will take part in the next one."],
       [/stale|old round/i, "Your device missed a round. Waiting for the next one."],
@@ -215,7 +221,7 @@
     running = on;
     startBtn.disabled = on || !api || cls.finished;
     stopBtn.disabled = !on || cls.finished;
-    for (const el of form.querySelectorAll("input[name=source], #eps-level")) el.disabled = on;
+    for (const el of form.querySelectorAll("input[name=source], #eps-level, #task-file, #task-questions input, #task-questions select")) el.disabled = on;
     if (on) pollRound();
   }
 
@@ -313,6 +319,15 @@
     });
     if (!globalThis.blanket) await ready;
     api = globalThis.blanket;
+    await studyReady;
+    if (study.def && study.def.source !== "builtin") {
+      const r = api.setTask(study.json);
+      if (!r.ok) {
+        setStatus("error", "This study's definition could not be read; tell the teacher.", r.error);
+        return;
+      }
+      if (study.bytes) checkCSV(study.bytes);
+    }
     setRunning(false);
     if (cls.finished) finish();
     else setStatus("idle", "Ready. Read the text above, make your choices, then press Start.");
@@ -477,7 +492,9 @@
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     if (!api || running || cls.finished) return;
-    const source = form.querySelector("input[name=source]:checked").value;
+    const isStudy = study.def && study.def.source !== "builtin";
+    const source = isStudy ? "task" : form.querySelector("input[name=source]:checked").value;
+    if (isStudy && !studyRows()) return;
     if (source === "drawings" && drawn.length + given === 0) {
       setStatus("error", "Add at least one drawing first, or choose the sample digits.");
       return;
@@ -590,6 +607,164 @@
     showDrawings();
   });
   $("clear-drawing").addEventListener("click", clearInk);
+
+  // ---- a study's own data (the relay's GET /api/task) ----
+  // A "csv" study: the volunteer picks a file, read here and parsed by the
+  // wasm client (blanket.parseCSV: task.ParseCSV), checked against the
+  // declared columns, ranges and categories, with the rows it cannot use
+  // listed; the file's bytes go to the wasm module only, never into a
+  // request. A "form" study: one row per volunteer, answered on a form
+  // built from the schema (blanket.setAnswers: task.EncodeAnswers).
+  const study = { def: null, json: "", bytes: null, rows: 0 };
+  const studyReady = (async () => {
+    try {
+      const r = await fetch("/api/task", { cache: "no-store" });
+      if (!r.ok) return;
+      study.json = await r.text();
+      study.def = JSON.parse(study.json);
+    } catch { return; }
+    if (study.def.source === "builtin") return;
+    showStudy(study.def);
+  })();
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function showStudy(t) {
+    document.title = `Blanket: ${t.title}`;
+    $("join-title").textContent = t.title;
+    const c = $("task-consent");
+    c.textContent = t.consent;
+    c.dataset.task = t.name;
+    c.hidden = false;
+    $("digits-lead").hidden = true;
+    $("digits-source").hidden = true;
+    $("source-shard").checked = false;
+    $("drawing").hidden = true;
+    const ts = $("try-section");
+    if (ts) ts.hidden = true;
+    const box = $("task-data");
+    box.hidden = false;
+    box.dataset.source = t.source;
+    if (t.source === "csv") {
+      $("task-data-legend").textContent = "Your data file";
+      $("task-csv").hidden = false;
+      const cols = [];
+      for (const f of t.features) {
+        if (f.type === "categorical") cols.push(`${f.name} (${f.categories.join(", ")})`);
+        else if (f.count > 1) cols.push(`${f.name}_0 … ${f.name}_${f.count - 1} (${f.min} to ${f.max})`);
+        else cols.push(`${f.name} (${f.min} to ${f.max})`);
+      }
+      cols.push(`${t.label.name} (${t.label.classes.join(", ")})`);
+      const tc = $("task-columns"), det = el("details"), ul = el("ul");
+      det.append(el("summary", {}, `The ${cols.length} columns and their declared ranges`), ul);
+      for (const c of cols) ul.append(el("li", {}, c));
+      tc.replaceChildren(el("p", {}, "The first row names the columns, in any order; other columns are ignored. A value outside its range is not used."), det);
+      $("task-file").addEventListener("change", readCSV);
+    } else if (t.source === "form") {
+      $("task-data-legend").textContent = "Your answers";
+      $("task-form").hidden = false;
+      const q = $("task-questions");
+      t.features.forEach((f, i) => q.append(question(`task-q${i}`, f.name, f.question || f.name, f)));
+      q.append(question("task-q-label", t.label.name, t.label.question || t.label.name,
+        { type: "categorical", categories: t.label.classes }));
+    }
+  }
+  // question is one form field: a number within the declared range or a
+  // choice among the declared categories, labelled by the question.
+  function question(id, name, text, f) {
+    const d = el("div", { class: "field" });
+    d.append(el("label", { for: id }, text));
+    let input;
+    if (f.type === "categorical") {
+      input = el("select", { id, name, required: "" });
+      input.append(el("option", { value: "" }, "Choose…"));
+      for (const c of f.categories) input.append(el("option", { value: c }, c));
+    } else {
+      input = el("input", { id, name, type: "number", inputmode: "decimal", min: f.min, max: f.max, step: "any", required: "",
+        "aria-describedby": id + "-hint" });
+      d.append(input, el("p", { id: id + "-hint", class: "hint" }, `A number from ${f.min} to ${f.max}.`));
+      d.append(el("p", { id: id + "-err", class: "field-error", hidden: "" }));
+      return d;
+    }
+    d.append(input, el("p", { id: id + "-err", class: "field-error", hidden: "" }));
+    return d;
+  }
+  async function readCSV() {
+    const f = $("task-file").files[0];
+    study.rows = 0;
+    if (!f) return;
+    const res = $("task-csv-result");
+    res.dataset.state = "";
+    res.textContent = `Reading ${f.name} here on this device…`;
+    study.bytes = new Uint8Array(await f.arrayBuffer());
+    if (api) checkCSV(study.bytes);
+  }
+  // checkCSV hands the file to the wasm client and shows what it found.
+  function checkCSV(bytes) {
+    const res = $("task-csv-result"), list = $("task-csv-errors");
+    const r = api.parseCSV(bytes);
+    study.bytes = null; // the module has the rows now
+    list.replaceChildren();
+    res.dataset.rows = String(r.rows || 0);
+    res.dataset.skipped = String(r.skipped || 0);
+    study.rows = r.ok ? r.rows : 0;
+    if (!r.ok && !(r.skipped > 0)) {
+      res.dataset.state = "error";
+      res.textContent = `This file cannot be used: ${String(r.error || "").replace(/^task: /, "").replace(/: unusable data$/, "")}.`;
+      return;
+    }
+    res.dataset.state = r.ok ? "ok" : "error";
+    res.textContent = (r.ok ? `${r.rows} row${r.rows === 1 ? "" : "s"} ready to learn from. They stay on this device.` : "No row of this file can be used.") +
+      (r.skipped ? ` ${r.skipped} row${r.skipped === 1 ? "" : "s"} cannot be used and will be skipped:` : "") +
+      (r.ignored && r.ignored.length ? ` (Ignored columns: ${r.ignored.join(", ")}.)` : "");
+    for (const e of r.errors || []) list.append(el("li", { "data-row": e.row, "data-column": e.column }, e.text));
+    if (r.skipped > (r.errors || []).length) list.append(el("li", {}, `… and ${r.skipped - r.errors.length} more.`));
+  }
+  // studyRows checks that the volunteer's rows are ready (and for a form,
+  // encodes the answers): false, with the reason on the page, if not.
+  function studyRows() {
+    if (!api) return false;
+    if (study.def.source === "csv") {
+      if (study.rows > 0) return true;
+      setStatus("error", "Choose a CSV file with at least one usable row first.");
+      $("task-file").focus();
+      return false;
+    }
+    const answers = {}, q = $("task-questions");
+    for (const input of q.querySelectorAll("input, select")) {
+      input.removeAttribute("aria-invalid");
+      const err = $(input.id + "-err");
+      err.hidden = true;
+      if (input.value.trim() === "") {
+        input.setAttribute("aria-invalid", "true");
+        err.textContent = "Please answer this question.";
+        err.hidden = false;
+        input.focus();
+        setStatus("error", "Answer every question first.");
+        return false;
+      }
+      answers[input.name] = input.value.trim();
+    }
+    const r = api.setAnswers(answers);
+    if (!r.ok) {
+      const input = q.querySelector(`[name="${CSS.escape(r.column || "")}"]`);
+      const msg = (r.message || r.error || "").replace(/^is /, "This is ");
+      if (input) {
+        input.setAttribute("aria-invalid", "true");
+        const err = $(input.id + "-err");
+        err.textContent = msg;
+        err.hidden = false;
+        input.focus();
+      }
+      setStatus("error", `Check your answers: ${msg}`);
+      return false;
+    }
+    $("task-form-result").textContent = "Your answers are ready; they stay on this device.";
+    return true;
+  }
 
   load().catch((e) => {
     setRunning(false);

@@ -47,6 +47,9 @@ var (
 	// ErrRollback: the ledger file is shorter than, or diverges from, a
 	// head recorded earlier (Verify): records were deleted or rewritten.
 	ErrRollback = errors.New("ledger: file is behind or diverges from the recorded head")
+	// ErrSuspended: charges are suspended (Suspend), e.g. until the
+	// ledger has been checked against the head the relay holds.
+	ErrSuspended = errors.New("ledger: charges suspended")
 )
 
 // NoProvenMethod is the Method of a *BudgetError whose round no valid,
@@ -141,6 +144,7 @@ type Ledger struct {
 	report   privacy.Report   // the session's report after the last charge
 	tail     []byte           // torn fragment discarded by Open
 	broken   error            // first write/fsync failure
+	suspend  error            // Suspend's reason: every charge refused
 	closed   bool
 }
 
@@ -342,6 +346,9 @@ func (l *Ledger) checkInner(rel privacy.Release) (float64, string, *privacy.Sess
 	if l.broken != nil {
 		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: %w", ErrBroken, l.broken)
 	}
+	if l.suspend != nil {
+		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: %w", ErrSuspended, l.suspend)
+	}
 	if err := rel.Validate(); err != nil {
 		return 0, "", nil, privacy.Report{}, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
 	}
@@ -495,6 +502,30 @@ func (l *Ledger) Verify(count int, hash Hash) error {
 		return fmt.Errorf("%w: record %d hashes to %s, the head says %s", ErrRollback, count, got, hash)
 	}
 	return nil
+}
+
+// Suspend makes Charge and CanCharge refuse every release with
+// ErrSuspended (wrapping why) until Resume: the aggregator suspends its
+// ledger at start until it has verified it against the head the relay
+// holds (docs/threat-model.md, "Ledgers that anchor each other").
+func (l *Ledger) Suspend(why error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.suspend = why
+}
+
+// Resume ends a suspension.
+func (l *Ledger) Resume() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.suspend = nil
+}
+
+// Suspended returns the suspension's reason (nil: charges allowed).
+func (l *Ledger) Suspended() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.suspend
 }
 
 // Target returns the budget the ledger enforces.

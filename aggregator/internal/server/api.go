@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -20,6 +22,9 @@ func (s *Server) Handler() http.Handler {
 	api.Register(mux, s, s.cfg.Token, s.log)
 	s.registerWeb(mux)
 	mux.HandleFunc("GET /api/task", s.serveTask)
+	mux.HandleFunc("GET /api/export", s.serveExport)
+	mux.HandleFunc("GET /v1/anchor", s.handleAnchor)  // anchor.go
+	mux.HandleFunc("POST /v1/anchor", s.handleAnchor) // anchor.go
 	return mux
 }
 
@@ -40,6 +45,88 @@ func (s *Server) serveTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
+}
+
+// Export is the JSON of GET /api/export: the trained model with the task
+// definition it was trained for, enough to use the model elsewhere: encode
+// a row by the task's declared ranges and categories (shared/task's
+// encoding, one input per entry of Inputs), then the logits are
+// Σ_j Weights[c·len(Inputs)+j]·x_j + Bias[c] and the prediction is the
+// class of the largest (Task.Label.Classes[c]).
+type Export struct {
+	Task *task.Task `json:"task"`
+	// Round is the last finished round, RoundsOK how many updated the
+	// model; Accuracy is on public test data (AccuracySource
+	// "public_holdout"), nil with "none".
+	Round          int      `json:"round"`
+	RoundsOK       int      `json:"rounds_ok"`
+	AccuracySource string   `json:"accuracy_source"`
+	Accuracy       *float64 `json:"accuracy"`
+	// Inputs names the encoded inputs in order: a numeric feature's name
+	// (name_j for a feature of count > 1), "name=category" for each
+	// category of a categorical one.
+	Inputs  []string  `json:"inputs"`
+	Weights []float64 `json:"weights"`
+	Bias    []float64 `json:"bias"`
+}
+
+// EncodedInputs names the encoded input columns of t in the layout of
+// shared/task (Export.Inputs).
+func EncodedInputs(t *task.Task) []string {
+	var out []string
+	for _, f := range t.Features {
+		switch {
+		case f.Type == task.TypeCategorical:
+			for _, c := range f.Categories {
+				out = append(out, f.Name+"="+c)
+			}
+		case f.Count > 1:
+			for j := range f.Count {
+				out = append(out, fmt.Sprintf("%s_%d", f.Name, j))
+			}
+		default:
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// serveExport is GET /api/export (Export), served as a download
+// (blanket-model-TASK-roundN.json); 404 when the server was given no
+// task. Everything in it is already public: the task definition (GET
+// /api/task) and the model (GET /api/model).
+func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Task == nil {
+		http.NotFound(w, r)
+		return
+	}
+	t := *s.cfg.Task
+	t.Holdout, t.Simulation = "", ""
+	st := s.Status()
+	m := s.ModelView()
+	sh := t.Shape()
+	if len(m.Params) != sh.NumParams() {
+		http.Error(w, "export: the model does not fit the task", http.StatusInternalServerError)
+		return
+	}
+	e := Export{Task: &t, Round: m.Round, RoundsOK: st.RoundsOK, AccuracySource: st.AccuracySource,
+		Inputs: EncodedInputs(&t), Weights: m.Params[:sh.Classes*sh.Features], Bias: m.Params[sh.Classes*sh.Features:]}
+	if st.AccuracySource == "public_holdout" {
+		e.Accuracy = st.Accuracy
+	}
+	b, err := json.MarshalIndent(&e, "", " ")
+	if err != nil {
+		http.Error(w, "export: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Access-Control-Allow-Origin", "*")
+	if r.URL.Query().Get("download") != "" {
+		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="blanket-model-%s-round%d.json"`, t.Name, m.Round))
+	}
 	w.Write(append(b, '\n'))
 }
 

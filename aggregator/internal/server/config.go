@@ -26,6 +26,10 @@ type Config struct {
 	// RelayURL is the relay's base URL (announcements are POSTed to
 	// RelayURL + "/v1/rounds").
 	RelayURL string
+	// Anchor checks the ledger at start against the head the relay holds
+	// and exchanges ledger heads with the relay (anchor.go;
+	// docs/threat-model.md). The binary sets it (-anchor, default on).
+	Anchor bool
 	// Token is the shared bearer token of the relay-aggregator link
 	// (required, at least 16 bytes).
 	Token string

@@ -26,8 +26,9 @@ import (
 // answering until the caller shuts it down). It returns an error only for
 // a configuration the ledger rejects outright.
 func (s *Server) Run(ctx context.Context) error {
+	go s.anchorLoop(ctx) // anchor.go
 	for {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !s.waitAnchor(ctx) {
 			return nil
 		}
 		open, err := s.nextRound()
@@ -80,12 +81,55 @@ func (s *Server) nextRound() (*checkpoint.Open, error) {
 		return nil, fmt.Errorf("server: budget check for round %d: %w", r, err)
 	}
 	now := time.Now()
-	o := checkpoint.Open{Round: r, AnnouncedAt: now, Deadline: now.Add(rc.timeout).Truncate(time.Millisecond)}
+	timeout := stretchTimeout(rc.timeout, s.st.History)
+	if timeout != rc.timeout {
+		s.log.Info("round timeout stretched: the last rounds ran out of time with reports missing", "round", r,
+			"timeout", timeout, "configured", rc.timeout)
+	}
+	o := checkpoint.Open{Round: r, AnnouncedAt: now, Deadline: now.Add(timeout).Truncate(time.Millisecond)}
 	if err := s.commit(func(st *checkpoint.State) { st.Open = &o }); err != nil {
 		return nil, err
 	}
 	s.watchAudit(r, rc)
 	return &o, nil
+}
+
+// Round timeouts adapt to slow volunteers (docs/protocol.md, "Closing a
+// round"): the relay closes a round as soon as every volunteer who checked
+// in has reported, so a round that finished after its deadline with the
+// reports of checked-in volunteers missing ran out of time while they
+// were still at work. Each such round in a row stretches the next round's
+// timeout by stretchFactor, up to stretchMax times the configured one; a
+// round with no more than missingTolerance of them missing ends the run of
+// late rounds. Only the deadline changes: what the round releases and
+// what the ledger charges do not depend on it.
+const (
+	stretchFactor    = 1.5
+	stretchMax       = 4.0
+	missingTolerance = 0.05
+)
+
+// stretchTimeout returns the timeout of the next round after history,
+// from the configured one (see stretchFactor).
+func stretchTimeout(configured time.Duration, history []checkpoint.RoundRecord) time.Duration {
+	f := 1.0
+	for i := len(history) - 1; i >= 0; i-- {
+		r := history[i]
+		if r.Status != checkpoint.StatusOK && r.Status != checkpoint.StatusAborted {
+			continue // abandoned, refused, lost: says nothing about the volunteers' speed
+		}
+		reports := max(r.N, r.Reports)
+		if r.FinishedAt.Before(r.Deadline) || r.CheckedIn == 0 ||
+			float64(r.CheckedIn-reports) <= missingTolerance*float64(r.CheckedIn) {
+			break
+		}
+		f *= stretchFactor
+		if f >= stretchMax {
+			f = stretchMax
+			break
+		}
+	}
+	return time.Duration(float64(configured) * f).Round(time.Millisecond)
 }
 
 func (s *Server) stoppedReason() string {

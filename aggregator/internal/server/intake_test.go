@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -92,5 +94,37 @@ func TestIntakeAfterAbandon(t *testing.T) {
 	}
 	if a := relay.next(t); a.Round != 3 {
 		t.Fatalf("after the abort: round %d, want 3", a.Round)
+	}
+}
+
+// TestStretchTimeout: rounds that finished after their deadline with the
+// reports of checked-in volunteers missing stretch the next round's
+// timeout by 1.5 each, up to 4x; a round with at most 5% missing, or that
+// finished before its deadline, resets it; abandoned rounds say nothing.
+func TestStretchTimeout(t *testing.T) {
+	d := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	after := d.Add(time.Second)
+	late := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 200, Deadline: d, FinishedAt: after}
+	aborted := checkpoint.RoundRecord{Status: checkpoint.StatusAborted, CheckedIn: 400, N: 12, Deadline: d, FinishedAt: after}
+	done := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 390, Deadline: d, FinishedAt: after}
+	early := checkpoint.RoundRecord{Status: checkpoint.StatusOK, CheckedIn: 400, N: 200, Deadline: d, FinishedAt: d.Add(-time.Second)}
+	gone := checkpoint.RoundRecord{Status: checkpoint.StatusAbandoned}
+	const c = 30 * time.Second
+	for _, tc := range []struct {
+		h    []checkpoint.RoundRecord
+		want time.Duration
+	}{
+		{nil, c},
+		{[]checkpoint.RoundRecord{done}, c},
+		{[]checkpoint.RoundRecord{late}, 45 * time.Second},
+		{[]checkpoint.RoundRecord{late, gone, aborted}, 67500 * time.Millisecond},
+		{[]checkpoint.RoundRecord{late, late, late, late, late}, 120 * time.Second},
+		{[]checkpoint.RoundRecord{late, late, done}, c},
+		{[]checkpoint.RoundRecord{done, late}, 45 * time.Second},
+		{[]checkpoint.RoundRecord{late, early}, c},
+	} {
+		if got := stretchTimeout(c, tc.h); got != tc.want {
+			t.Errorf("history %+v: timeout %v, want %v", tc.h, got, tc.want)
+		}
 	}
 }

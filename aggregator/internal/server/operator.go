@@ -371,6 +371,9 @@ func (s *Server) OperatorData(loggedIn bool) console.OperatorData {
 	d := console.OperatorData{State: dashboard.State(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
 		ModelResets: len(s.st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
 		LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
+	if cfg.Task != nil {
+		d.TaskName, d.TaskTitle = cfg.Task.Name, cfg.Task.Title
+	}
 	if s.st.Open != nil {
 		d.Deadline, d.OpenRound = s.st.Open.Deadline, s.st.Open.Round
 	}

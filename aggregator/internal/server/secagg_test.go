@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
@@ -728,7 +729,10 @@ func TestSecAggSigmaCalibration(t *testing.T) {
 // secagg configuration.
 func TestSecAggOperatorSwitch(t *testing.T) {
 	relay := newSecAggRelay(t)
-	h := newHarness(t, t.TempDir(), relay.fakeRelay, nil)
+	// Reconfigure calibrates σ while round 1 is open: 20 to 30 s on two
+	// loaded cores, beyond the harness's 10 s timeout and grace; generous
+	// here, as the round is finished right after.
+	h := newHarness(t, t.TempDir(), relay.fakeRelay, func(c *Config) { c.RoundTimeout, c.BatchGrace = 10*time.Minute, 10*time.Minute })
 	relay.next(t)
 	h.waitAnnounced(1)
 	shown := h.srv.OperatorData(true).Form

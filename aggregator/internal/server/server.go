@@ -130,6 +130,8 @@ type Server struct {
 	opened atomic.Int64 // messages opened since start (tests and metrics)
 
 	sa secaggState // secure summation (secagg.go)
+
+	peer *ledger.Peer // the relay's noise-ledger head (anchor.go)
 }
 
 // New validates cfg, creates the state directory, loads or creates the
@@ -196,6 +198,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if err := ck.VerifyLedger(l); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := s.openAnchor(l); err != nil { // anchor.go: against the head the relay holds
 		l.Close()
 		return nil, err
 	}

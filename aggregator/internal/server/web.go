@@ -18,6 +18,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
 )
@@ -246,6 +247,11 @@ func (s *Server) DashboardData() console.DashboardData {
 	}
 	chance := dashboard.ExplainChance(dashboard.ChanceFacts{Accuracy: st.Accuracy, Classes: sh.Classes,
 		Reports: dashboard.MeanReports(rounds), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated})
+	if cfg.Task != nil && cfg.Task.Source != task.SourceBuiltin {
+		// ExplainChance speaks of digits, and its threshold (twice
+		// chance) is always met with two classes: not for a study.
+		chance = ""
+	}
 	return console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
@@ -254,7 +260,16 @@ func (s *Server) DashboardData() console.DashboardData {
 		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
 		Rounds: dashboard.Rounds(rounds), Audit: auditView(st.Audit), LastAbort: note, Chance: chance,
+		Task: s.taskView(),
 	}
+}
+
+// taskView is the study as the pages show it (nil without a task).
+func (s *Server) taskView() *console.TaskView {
+	if s.cfg.Task == nil {
+		return nil
+	}
+	return &console.TaskView{Def: s.cfg.Task, Inputs: EncodedInputs(s.cfg.Task), AccuracySource: s.accuracySource()}
 }
 
 // auditView is the dashboard's form of a live audit status.

@@ -6,9 +6,35 @@
 // decides) and says what the closed round owes the aggregator (a batch to
 // pad, or an abort and why).
 //
-// The transport (relay/internal/server) owns the websockets, the deadline
-// timer, the outbox and the counters; it hands this package one
-// Participant per connection and one frame at a time. A Machine is safe
+// The transport (relay/internal/server) owns the websockets, the timer
+// (it calls Tick when NextTick says), the outbox and the counters; it
+// hands this package one Participant per connection and one frame at a
+// time.
+//
+// # Closing a round
+//
+// A round closes at the first of (docs/protocol.md, "Closing a round"):
+//
+//   - quota: Params.Quota complete reports (0: no quota);
+//   - complete: every volunteer expected has reported. The expected ones
+//     are those who checked in (a volunteer sends its CheckIn as soon as
+//     its coin says yes, before it trains) minus those whose report can no
+//     longer come (left, or disqualified). The round closes when all
+//     invited participants are accounted for (reported, failed or left;
+//     with no report at all, not before the end of the check-in window:
+//     the first fifth of the round, CheckInWindow), or, once the check-in
+//     window has passed, when every volunteer who checked in has reported
+//     and they are at least MinBatch;
+//   - deadline: the announced deadline, the round's cap. The aggregator
+//     chooses it (its round timeout); the round waits for the volunteers
+//     who checked in until then.
+//
+// Closing on the count of arrivals releases nothing the aggregator does
+// not already receive: the close time is the arrival of the last expected
+// report (a time the relay sees for every frame), and the report and
+// check-in counts are in the batch (docs/privacy.md; docs/secagg.md: "the
+// released count of accepted reports is not noised"). The quota rule has
+// always closed rounds on a count. A Machine is safe
 // for concurrent use: frames of different connections are judged in
 // parallel (a Report is decoded outside the lock).
 //
@@ -130,13 +156,44 @@ type Round struct {
 	SecAgg               *roundspec.Spec
 	LeaderLen, HelperLen int
 
+	// CheckInBy ends the check-in window (see "Closing a round").
+	CheckInBy time.Time
+
 	// guarded by Machine.mu
 	closed    bool
 	checkedIn uint32
 	reports   uint32
+	failed    uint32 // checked in, report can no longer complete (left, disqualified)
+	absent    uint32 // invited, left before checking in
 	real      []wire.BatchMessage
 	shares    []SharesReport
 }
+
+// CheckInWindow is the fraction of a round (from its opening to its
+// deadline) after which the volunteers who have not checked in are no
+// longer waited for.
+const CheckInWindow = 0.2
+
+// completeLocked reports whether every expected report is in (see
+// "Closing a round").
+func (r *Round) completeLocked(now time.Time) bool {
+	if r.reports+r.failed < r.checkedIn {
+		return false // a volunteer who checked in is still at work
+	}
+	if r.reports+r.failed+r.absent >= r.Population {
+		// Every invited participant is accounted for. Without a single
+		// report (nobody was connected, or all left) nothing can come
+		// either, but the round waits for the check-in window, so that
+		// empty rounds follow each other at most that often.
+		return r.reports > 0 || !now.Before(r.CheckInBy)
+	}
+	return !now.Before(r.CheckInBy) && r.reports >= max(r.Params.MinBatch, 1)
+}
+
+// pollEvery is how often Tick asks to be called after the check-in window:
+// a participant leaving (or being disqualified) can complete a round
+// between two reports.
+const pollEvery = time.Second
 
 // SharesReport is one volunteer's secure-summation report: its two sealed
 // shares, aliasing the Shares frame as received.
@@ -152,6 +209,7 @@ type Closed struct {
 	Why        string // "deadline", "quota", ...
 	Population uint32
 	CheckedIn  uint32
+	Failed     uint32              // checked in, report never completed (left, disqualified)
 	Reports    uint32              // complete reports
 	Real       []wire.BatchMessage // their messages, in arrival order (shuffle protocols)
 	Discarded  int                 // partial reports discarded at the close
@@ -202,7 +260,8 @@ type Machine struct {
 	lastRound uint64 // highest round number seen (opened or persisted)
 	limit     int    // read limit for every participant's next frame
 	halted    bool
-	stream    bool // SetStreamShares
+	stream    bool             // SetStreamShares
+	now       func() time.Time // the clock of the complete rule (tests set it)
 
 	seen, prevSeen map[[wire.EncSize]byte]struct{} // encapsulated keys admitted
 }
@@ -210,7 +269,7 @@ type Machine struct {
 // New returns a machine whose next round must be numbered above
 // lastRound (the highest round the relay's outbox knows).
 func New(lastRound uint64) *Machine {
-	return &Machine{parts: make(map[*Participant]struct{}), lastRound: lastRound, limit: wire.CheckInSize}
+	return &Machine{parts: make(map[*Participant]struct{}), lastRound: lastRound, limit: wire.CheckInSize, now: time.Now}
 }
 
 // SetStreamShares makes the machine hand every accepted secure-summation
@@ -239,7 +298,15 @@ func (m *Machine) Leave(p *Participant) bool {
 	defer m.mu.Unlock()
 	delete(m.parts, p)
 	d := p.round != 0 && !p.done && len(p.pending) > 0
-	p.pending = nil
+	if r := m.open; r != nil && p.invited == r.Num {
+		switch {
+		case p.round != r.Num:
+			r.absent++
+		case !p.done:
+			r.failed++
+		}
+	}
+	p.pending, p.done = nil, true
 	return d
 }
 
@@ -298,6 +365,7 @@ func (m *Machine) Open(a *wire.Announcement, frame []byte, now time.Time) (*Roun
 	r := &Round{
 		Num: a.Round, Ann: frame, Params: a.Params, HPKEPub: a.HPKEPub, Deadline: a.Deadline,
 		Msgs: a.Params.Messages(), FrameSize: a.Params.ReportFrameSize(),
+		CheckInBy: now.Add(time.Duration(CheckInWindow * float64(a.Deadline.Sub(now)))),
 	}
 	if a.Params.Protocol == wire.ProtocolSecAgg {
 		spec, lead, help, err := SecAggSpec(a.Params)
@@ -348,6 +416,46 @@ func (m *Machine) Halt() {
 	m.mu.Unlock()
 }
 
+// NextTick returns when the transport should call Tick for r next: the
+// end of the check-in window, then every pollEvery, never after the
+// deadline; the zero time once r is closed.
+func (m *Machine) NextTick(r *Round, now time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r.closed {
+		return time.Time{}
+	}
+	if now.Before(r.CheckInBy) {
+		return r.CheckInBy
+	}
+	return minTime(r.Deadline, now.Add(pollEvery))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// Tick closes r at its deadline ("deadline") or once every expected
+// report is in ("complete", see "Closing a round"), and returns it
+// closed; nil if it stays open (call again at NextTick), was already
+// closed or the machine halted.
+func (m *Machine) Tick(r *Round, now time.Time) *Closed {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case r.closed:
+		return nil
+	case !now.Before(r.Deadline):
+		return m.closeLocked(r, "deadline")
+	case r.completeLocked(now):
+		return m.closeLocked(r, "complete")
+	}
+	return nil
+}
+
 // Close closes r exactly once (why: "deadline", "quota", ...): partial
 // reports are discarded and the complete ones returned. It returns nil if
 // r was already closed or the machine halted.
@@ -366,7 +474,7 @@ func (m *Machine) closeLocked(r *Round, why string) *Closed {
 		m.open, m.lastNum = nil, r.Num
 	}
 	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, Population: r.Population,
-		CheckedIn: r.checkedIn, Reports: r.reports, Real: r.real, SecAgg: r.SecAgg, Shares: r.shares}
+		CheckedIn: r.checkedIn, Failed: r.failed, Reports: r.reports, Real: r.real, SecAgg: r.SecAgg, Shares: r.shares}
 	r.real, r.shares = nil, nil
 	for p := range m.parts {
 		if p.round == r.Num {
@@ -401,6 +509,9 @@ func (m *Machine) admitLocked(p *Participant, num uint64) (Verdict, bool) {
 func (m *Machine) disqualifyLocked(p *Participant) bool {
 	if m.open == nil || p.round != m.open.Num {
 		return false
+	}
+	if !p.done {
+		m.open.failed++
 	}
 	d := !p.done && len(p.pending) > 0
 	p.done, p.pending = true, nil
@@ -512,11 +623,21 @@ func (m *Machine) report(p *Participant, b []byte, num uint64) Verdict {
 		p.pending, p.done = nil, true
 		r.reports++
 		v.Complete = true
-		if q := r.Params.Quota; q > 0 && r.reports >= q {
-			v.Closed = m.closeLocked(r, "quota")
-		}
+		v.Closed = m.afterReportLocked(r)
 	}
 	return v
+}
+
+// afterReportLocked closes r if a complete report reached the quota or
+// completed the round.
+func (m *Machine) afterReportLocked(r *Round) *Closed {
+	if q := r.Params.Quota; q > 0 && r.reports >= q {
+		return m.closeLocked(r, "quota")
+	}
+	if r.completeLocked(m.now()) {
+		return m.closeLocked(r, "complete")
+	}
+	return nil
 }
 
 // sharesFrame judges a secure-summation report: one Shares frame of the
@@ -571,9 +692,7 @@ func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
 	} else {
 		r.shares = append(r.shares, rep)
 	}
-	if q := r.Params.Quota; q > 0 && r.reports >= q {
-		v.Closed = m.closeLocked(r, "quota")
-	}
+	v.Closed = m.afterReportLocked(r)
 	return v
 }
 

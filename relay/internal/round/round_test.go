@@ -43,6 +43,14 @@ func open(t *testing.T, m *Machine, num uint64, p wire.Params) *Round {
 	return r
 }
 
+// newAt returns a machine whose clock stands at t0, the rounds' opening
+// time (the complete rule reads it).
+func newAt(lastRound uint64) *Machine {
+	m := New(lastRound)
+	m.now = func() time.Time { return t0 }
+	return m
+}
+
 func checkIn(num uint64) []byte {
 	b, _ := (&wire.CheckIn{Round: num}).MarshalBinary()
 	return b
@@ -98,7 +106,7 @@ func participate(t *testing.T, m *Machine, p *Participant, frames [][]byte, num 
 }
 
 func TestOpenRules(t *testing.T) {
-	m := New(4)
+	m := newAt(4)
 	a, b := announcement(t, 4, params())
 	if _, err := m.Open(a, b, t0); !errors.Is(err, ErrStale) {
 		t.Fatalf("round 4 after the outbox's round 4: %v", err)
@@ -146,7 +154,7 @@ func TestOpenRules(t *testing.T) {
 func TestFrameRules(t *testing.T) {
 	p := params()
 	var s sealer
-	m := New(0)
+	m := newAt(0)
 	c := m.Join()
 	expect(t, m.Frame(c, checkIn(1)), Rejected, ReasonNoOpenRound, wire.AckNoRound, Keep)
 	r := open(t, m, 1, p)
@@ -193,8 +201,9 @@ func TestFrameRules(t *testing.T) {
 	}
 	for _, tc := range seqs {
 		t.Run(tc.name, func(t *testing.T) {
-			m := New(1)
+			m := newAt(1)
 			c := m.Join()
+			m.Join() // a silent volunteer: the round stays open
 			open(t, m, 2, p)
 			expect(t, m.Frame(c, checkIn(2)), CheckIn, "", 0, Keep)
 			fs := tc.frames(&sealer{})
@@ -216,7 +225,7 @@ func TestFrameRules(t *testing.T) {
 func TestReplayRejected(t *testing.T) {
 	p := params()
 	var s sealer
-	m := New(0)
+	m := newAt(0)
 	honest, thief, thief2 := m.Join(), m.Join(), m.Join()
 	r := open(t, m, 1, p)
 	captured := s.full(t, 1, p)
@@ -257,7 +266,7 @@ func TestQuotaAndPlan(t *testing.T) {
 	p := params()
 	p.Quota = 2
 	var s sealer
-	m := New(0)
+	m := newAt(0)
 	a, b, c := m.Join(), m.Join(), m.Join()
 	r := open(t, m, 1, p)
 	participate(t, m, a, s.full(t, 1, p), 1)
@@ -352,7 +361,7 @@ func (s *sharesSealer) frame(t *testing.T, num uint64, r *Round, lead, help []by
 // the quota with their shares in arrival order.
 func TestSecAggRules(t *testing.T) {
 	p := secAggParams()
-	m := New(0)
+	m := newAt(0)
 	a, thief, b1, b2, c, d, e, f := m.Join(), m.Join(), m.Join(), m.Join(), m.Join(), m.Join(), m.Join(), m.Join()
 	r := openSecAgg(t, m, 1, p)
 	if r.SecAgg == nil || r.Msgs != 1 || r.FrameSize != wire.SharesSize(r.LeaderLen, r.HelperLen) ||
@@ -436,7 +445,7 @@ func TestSecAggRules(t *testing.T) {
 func TestSecAggRefusedParams(t *testing.T) {
 	p := secAggParams()
 	p.Quota = 1 << 30 // beyond what the field arithmetic supports
-	m := New(0)
+	m := newAt(0)
 	a := &wire.Announcement{Round: 1, Deadline: t0.Add(time.Minute), Params: p, Model: make([]float64, p.D), RelayPub: [32]byte{5}}
 	b, err := a.MarshalBinary()
 	if err != nil {
@@ -455,7 +464,7 @@ func TestSecAggRefusedParams(t *testing.T) {
 func TestSecAggReadLimitMNIST(t *testing.T) {
 	p := secAggParams()
 	p.D, p.Sigma, p.Quota = 7850, 300, 1000
-	m := New(0)
+	m := newAt(0)
 	r := openSecAgg(t, m, 1, p)
 	lead, help, err := r.SecAgg.SharesSizes()
 	if err != nil {
@@ -487,4 +496,116 @@ func TestSecAggCopiedShareDoesNotDisplace(t *testing.T) {
 	expect(t, m.Frame(thief, s.frame(t, 1, r, fg[18:21], nil)), Shares, "", 0, Keep)
 	expect(t, m.Frame(thief2, s.frame(t, 1, r, nil, fg[18+r.LeaderLen:][:3])), Shares, "", 0, Keep)
 	expect(t, m.Frame(genuine, fg), Shares, "", 0, Keep)
+}
+
+// TestCloseComplete: the round closes once every expected report is in
+// ("complete"): at once when every invited participant is accounted for
+// (reported, left or disqualified); after the check-in window when every
+// volunteer who checked in has reported and they reach MinBatch; a late
+// check-in is waited for; below MinBatch the round waits for its
+// deadline; with nobody left who could report, for the check-in window.
+func TestCloseComplete(t *testing.T) {
+	p := params() // MinBatch 2, no quota; deadline t0 + 1 min, window 12 s
+	var s sealer
+
+	t.Run("everyone accounted for", func(t *testing.T) {
+		m := newAt(0)
+		a, b, c := m.Join(), m.Join(), m.Join()
+		r := open(t, m, 1, p)
+		for _, pt := range []*Participant{a, b, c} {
+			expect(t, m.Frame(pt, checkIn(1)), CheckIn, "", 0, Keep)
+		}
+		for _, f := range s.full(t, 1, p) {
+			if v := m.Frame(a, f); v.Closed != nil {
+				t.Fatalf("closed with b and c outstanding: %+v", v.Closed)
+			}
+		}
+		m.Leave(c) // checked in, never reports
+		if cl := m.Tick(r, t0.Add(time.Second)); cl != nil {
+			t.Fatalf("closed with b outstanding: %+v", cl)
+		}
+		var v Verdict
+		for _, f := range s.full(t, 1, p) {
+			v = m.Frame(b, f)
+		}
+		cl := v.Closed
+		if cl == nil || cl.Why != "complete" || cl.Reports != 2 || cl.CheckedIn != 3 || cl.Failed != 1 || cl.Plan().Abort {
+			t.Fatalf("closed %+v", cl)
+		}
+	})
+
+	t.Run("after the check-in window", func(t *testing.T) {
+		m := newAt(0)
+		a, b, c, d := m.Join(), m.Join(), m.Join(), m.Join()
+		r := open(t, m, 1, p)
+		if want := t0.Add(12 * time.Second); !r.CheckInBy.Equal(want) || !m.NextTick(r, t0).Equal(want) {
+			t.Fatalf("check-in window ends %v (next tick %v), want %v", r.CheckInBy, m.NextTick(r, t0), want)
+		}
+		participate(t, m, a, s.full(t, 1, p), 1)
+		participate(t, m, b, s.full(t, 1, p), 1)
+		if cl := m.Tick(r, t0.Add(11*time.Second)); cl != nil {
+			t.Fatalf("closed inside the check-in window: %+v", cl)
+		}
+		// c checks in late: it is waited for.
+		expect(t, m.Frame(c, checkIn(1)), CheckIn, "", 0, Keep)
+		if cl := m.Tick(r, t0.Add(13*time.Second)); cl != nil {
+			t.Fatalf("closed with c outstanding: %+v", cl)
+		}
+		if next := m.NextTick(r, t0.Add(13*time.Second)); !next.Equal(t0.Add(14 * time.Second)) {
+			t.Fatalf("next tick %v, want every second after the window", next)
+		}
+		m.now = func() time.Time { return t0.Add(20 * time.Second) }
+		var v Verdict
+		for _, f := range s.full(t, 1, p) {
+			v = m.Frame(c, f)
+		}
+		cl := v.Closed
+		if cl == nil || cl.Why != "complete" || cl.Reports != 3 || cl.CheckedIn != 3 || cl.Population != 4 {
+			t.Fatalf("closed %+v", cl)
+		}
+		_ = d // invited, sat out: not waited for after the window
+	})
+
+	t.Run("below MinBatch waits for the deadline", func(t *testing.T) {
+		m := newAt(0)
+		a, _ := m.Join(), m.Join()
+		r := open(t, m, 1, p)
+		participate(t, m, a, s.full(t, 1, p), 1)
+		if cl := m.Tick(r, t0.Add(30*time.Second)); cl != nil {
+			t.Fatalf("closed below MinBatch before the deadline: %+v", cl)
+		}
+		if next := m.NextTick(r, t0.Add(59500*time.Millisecond)); !next.Equal(r.Deadline) {
+			t.Fatalf("next tick %v after the deadline %v", next, r.Deadline)
+		}
+		cl := m.Tick(r, r.Deadline)
+		if cl == nil || cl.Why != "deadline" || !cl.Plan().Abort {
+			t.Fatalf("closed %+v", cl)
+		}
+		if m.Tick(r, r.Deadline) != nil || !m.NextTick(r, r.Deadline).IsZero() {
+			t.Fatal("closed twice")
+		}
+	})
+
+	t.Run("nobody left to report", func(t *testing.T) {
+		m := newAt(0)
+		a, b := m.Join(), m.Join()
+		r := open(t, m, 1, p)
+		m.Leave(a)
+		m.Leave(b)
+		if cl := m.Tick(r, t0.Add(11*time.Second)); cl != nil {
+			t.Fatalf("an empty round closed inside the check-in window: %+v", cl)
+		}
+		cl := m.Tick(r, r.CheckInBy)
+		if cl == nil || cl.Why != "complete" || cl.Reports != 0 || !cl.Plan().Abort {
+			t.Fatalf("closed %+v", cl)
+		}
+		// A round opened with nobody connected: the same.
+		r2 := open(t, m, 2, p)
+		if r2.Population != 0 || m.Tick(r2, t0) != nil {
+			t.Fatal("an empty round closed at once")
+		}
+		if cl := m.Tick(r2, r2.CheckInBy); cl == nil || cl.Why != "complete" {
+			t.Fatalf("closed %+v", cl)
+		}
+	})
 }

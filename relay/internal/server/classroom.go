@@ -21,6 +21,7 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -332,3 +333,74 @@ func (s *Server) predictor(ctx context.Context, info RoundInfo) (body, gz []byte
 
 // secAggReceipt is the receipt of a Shares report's helper share.
 func secAggReceipt(helper []byte) [32]byte { return wire.ReportReceipt(helper) }
+
+// taskTTL is how long the relay reuses the aggregator's task definition
+// for GET /api/task (it is fixed when the aggregator starts; a new class
+// may bring another).
+const taskTTL = 10 * time.Second
+
+// taskCache holds the last GET /api/task answer.
+type taskCache struct {
+	mu   sync.Mutex
+	body []byte
+	at   time.Time
+}
+
+// handleTask serves the aggregator's public task definition (its GET
+// /api/task: title, consent text, features with their declared ranges or
+// categories, label classes, source), so that the join page can show the
+// study and build its survey form or check a volunteer's CSV. The relay
+// checks it is a valid definition (task.Parse) and serves it re-encoded,
+// nothing else; any origin may read it, as the aggregator's own copy is
+// public. 503 while the aggregator is unreachable or has no task.
+func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Cache-Control", "no-cache")
+	body, err := s.taskJSON(r.Context())
+	if err != nil {
+		s.log.Debug("no task definition", "err", err)
+		http.Error(w, "the study's definition is not available", http.StatusServiceUnavailable)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	w.Write(body)
+}
+
+// taskJSON returns the task definition, fetched at most once per taskTTL.
+func (s *Server) taskJSON(ctx context.Context) ([]byte, error) {
+	tc := &s.web.task
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.body != nil && time.Since(tc.at) < taskTTL {
+		return tc.body, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.Aggregator, "/")+"/api/task", nil)
+	if err != nil {
+		return nil, fmt.Errorf("task request: %w", err)
+	}
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("task request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("task request: HTTP %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, task.MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	t, err := task.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	tc.body, tc.at = append(body, '\n'), time.Now()
+	return tc.body, nil
+}

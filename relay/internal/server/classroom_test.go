@@ -4,15 +4,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/dataset"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -217,6 +220,74 @@ func TestWebPredictor(t *testing.T) {
 		var info RoundInfo
 		if json.Unmarshal(b, &info) != nil || info.Protocol != "secagg" || info.Accuracy == nil || *info.Accuracy != 0.5 || info.RoundsOK != 2 {
 			t.Errorf("round info: %s", b)
+		}
+	})
+}
+
+// taskAgg serves /api/key, /api/status and /api/task (body; "" is 404).
+type taskAgg struct {
+	statusAgg
+	body  string
+	tasks int
+}
+
+func (a *taskAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/api/task" {
+		a.mu.Lock()
+		a.tasks++
+		body := a.body
+		a.mu.Unlock()
+		if body == "" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, body)
+		return
+	}
+	a.statusAgg.ServeHTTP(w, r)
+}
+
+// TestWebTask: GET /api/task is the aggregator's task definition, checked
+// and cached (one fetch per taskTTL); an invalid definition or none is a
+// 503, never passed on.
+func TestWebTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		def, err := os.ReadFile("../../../tasks/class-survey/task.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		agg := &taskAgg{statusAgg: statusAgg{keyAgg: keyAgg{key: pubKey(t, 1)}, status: `{"round": 0}`}, body: string(def)}
+		w := newWebRelay(t, agg, nil, time.Minute)
+		defer w.close()
+		synctest.Wait()
+		for range 3 {
+			resp, b := w.get("/api/task", nil)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Fatalf("HTTP %d %s", resp.StatusCode, b)
+			}
+			tk, err := task.Parse(b)
+			if err != nil {
+				t.Fatalf("served definition: %v", err)
+			}
+			if tk.Name != "class-survey" || tk.Source != task.SourceForm || len(tk.Features) != 4 {
+				t.Fatalf("served %s %s with %d features", tk.Name, tk.Source, len(tk.Features))
+			}
+		}
+		if agg.tasks != 1 {
+			t.Errorf("%d task fetches within %v, want 1", agg.tasks, taskTTL)
+		}
+		agg.mu.Lock()
+		agg.body = `{"version": 1, "name": "x"}`
+		agg.mu.Unlock()
+		time.Sleep(taskTTL + time.Second)
+		if resp, b := w.get("/api/task", nil); resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("an invalid definition: HTTP %d %s, want 503", resp.StatusCode, b)
+		}
+		agg.mu.Lock()
+		agg.body = ""
+		agg.mu.Unlock()
+		if resp, b := w.get("/api/task", nil); resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("no task: HTTP %d %s, want 503", resp.StatusCode, b)
 		}
 	})
 }

@@ -37,6 +37,8 @@ var publishedRoutes = map[string]string{
 	"GET /ws":               "the volunteer's own websocket: the aggregator's announcements and acks of the volunteer's own frames",
 	"POST /v1/rounds":       "takes the aggregator's announcement (bearer token); answers a status code",
 	"GET /v1/helper-key":    "the relay's public secure-summation key (bearer token)",
+	"GET /v1/anchor":        "the noise ledger's head and the aggregator's ledger head the relay holds (bearer token; wire.Anchor): counts and hashes, no values",
+	"POST /v1/anchor":       "records the aggregator's ledger head (bearer token; wire.Anchor); answers as GET",
 	"GET /healthz":          "a constant",
 	"GET /metrics":          "JSON: publishedFields[\"metrics\"]",
 	"GET /{$}":              "the join page: the aggregator's key fingerprint and the wasm module's hash",
@@ -52,6 +54,7 @@ var publishedRoutes = map[string]string{
 	"GET /favicon.ico":      "an icon embedded in the binary",
 	"GET /api/receipt":      "whether the report with this receipt (a hash only its volunteer and the relay know) went into a round's sum: the aggregator's own verdict on it",
 	"GET /api/predictor":    "the public model after the latest round, as the aggregator publishes it",
+	"GET /api/task":         "the study's public definition (title, consent, features, classes): " + fromAggregator,
 }
 
 // publishedFields lists, per JSON document, every field path (maps: "*")
@@ -103,6 +106,7 @@ var publishedFields = map[string]map[string]string{
 		"now":        "the relay's clock",
 		// The class's progress, copied from the aggregator's public /api/status.
 		"accuracy":             fromAggregator,
+		"accuracy_source":      fromAggregator,
 		"rounds_ok":            fromAggregator,
 		"epsilon":              fromAggregator,
 		"target_epsilon":       fromAggregator,

@@ -390,7 +390,7 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 	s.m.setLast(rep)
 	s.log.Info("secure-summation round forwarded; closing it", "round", c.Num, "reports", st.sent, "chunks", st.chunks,
 		"accepted", st.h.Accepted())
-	s.secAggClose(ctx, c.Num, rep, st.h, frame)
+	s.secAggClose(ctx, c.Num, rep, st.h, frame, c.Params)
 }
 
 // resumeClose is outbox.SecAggClose's content.
@@ -410,7 +410,7 @@ func (s *Server) putResume(num uint64, r resumeClose) error {
 
 // secAggClose posts the persisted close, and on a charge releases and
 // posts the aggregate share.
-func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h *helper.Helper, frame []byte) {
+func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h *helper.Helper, frame []byte, params wire.Params) {
 	out, reply, why, err := s.secAggPost(ctx, num, secAggClosePath, frame, wire.SecAggChargedSize, func(b []byte) error {
 		c, err := wire.ParseSecAggCharged(b)
 		if err == nil && c.Round != num {
@@ -441,7 +441,13 @@ func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h
 	}
 	// Released once, noised, only for a charge of exactly the helper's
 	// accepted reports and at least the minimum batch (helper.Release).
-	share, err := h.Release(int(ch.Accepted), s.cfg.NewSource())
+	var share []byte
+	if h.Awaiting() == 0 && int(ch.Accepted) == h.Accepted() { // else Release refuses: nothing to charge
+		err = s.chargeNoise(num, params, int(ch.Accepted)) // anchor.go: the relay's own ledger first
+	}
+	if err == nil {
+		share, err = h.Release(int(ch.Accepted), s.cfg.NewSource())
+	}
 	var agg []byte
 	if err == nil {
 		agg, err = (&wire.SecAggAggregate{Round: num, Share: share}).MarshalBinary()
@@ -510,7 +516,12 @@ func (s *Server) resumeSecAgg(ctx context.Context, e outbox.Entry) {
 		return
 	}
 	rep.Reports, rep.CheckedIn, rep.Population = cl.Reports, cl.CheckedIn, cl.Population
-	s.secAggClose(ctx, e.Round, rep, h, rc.Close)
+	var p wire.Params
+	if err := json.Unmarshal(rc.Params, &p); err != nil { // restoreHelper parsed it
+		s.secAggEnd(e.Round, rep, SecAggFailed, "persisted close unreadable")
+		return
+	}
+	s.secAggClose(ctx, e.Round, rep, h, rc.Close, p)
 }
 
 // restoreHelper rebuilds a helper whose every report has its verdict

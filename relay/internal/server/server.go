@@ -47,6 +47,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
 	"io"
 	"log/slog"
 	"net"
@@ -132,6 +133,9 @@ type Config struct {
 	// for GET /api/key and the join page; 0 means the relay never fetches
 	// it (GET /api/key answers 503).
 	KeyRefresh time.Duration
+	// NoiseLedger is the relay's ledger of the noise it adds in secure
+	// summation (anchor.go; nil: none, and no anchor exchange).
+	NoiseLedger *noiseledger.Ledger
 }
 
 func (c *Config) validate() error {
@@ -198,14 +202,16 @@ func (c *Config) validate() error {
 
 // Server is the relay. Create it with New, serve Handler, and call Run.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	up     websocket.Upgrader
-	token  [32]byte // SHA-256 of "Bearer " + token
-	m      *metrics
-	web    webState // the aggregator's key as fetched (web.go)
-	rounds *round.Machine
-	sender *outbox.Sender
+	cfg Config
+	// anchorNudge wakes anchorLoop after a noise charge (anchor.go).
+	anchorNudge chan struct{}
+	log         *slog.Logger
+	up          websocket.Upgrader
+	token       [32]byte // SHA-256 of "Bearer " + token
+	m           *metrics
+	web         webState // the aggregator's key as fetched (web.go)
+	rounds      *round.Machine
+	sender      *outbox.Sender
 	// preseal holds the dummies sealed in the background while a round
 	// is open, until its batch is built.
 	preseal shuffler.Presealer
@@ -241,13 +247,17 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		m:     newMetrics(),
-		conns: make(map[*client]struct{}),
-		jobs:  make(chan *round.Closed, 64),
+		anchorNudge: make(chan struct{}, 1),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		m:           newMetrics(),
+		conns:       make(map[*client]struct{}),
+		jobs:        make(chan *round.Closed, 64),
 	}
 	s.token = sha256.Sum256([]byte("Bearer " + cfg.Token))
+	if cfg.NoiseLedger != nil {
+		cfg.NoiseLedger.Suspend(errUnchecked) // anchor.go: until anchorLoop checks it
+	}
 	s.up = websocket.Upgrader{
 		HandshakeTimeout:  10 * time.Second,
 		ReadBufferSize:    512,
@@ -349,6 +359,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.forward(ctx) })
 	wg.Go(func() { s.sender.Run(ctx) })
 	wg.Go(func() { s.pinger(ctx) })
+	wg.Go(func() { s.anchorLoop(ctx) }) // anchor.go
 	if s.cfg.KeyRefresh > 0 {
 		wg.Go(func() { s.fetchKeys(ctx) })
 	}
@@ -429,6 +440,15 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 			writeOutcome(w, http.StatusConflict, a.Round, "invalid", "helper key mismatch")
 			return
 		}
+		if err := s.noiseAdmit(a); err != nil { // anchor.go: the relay's own budget and schedule
+			s.log.Warn("announcement rejected", "round", a.Round, "reason", "noise ledger", "err", err)
+			if errors.Is(err, errUnchecked) { // not yet checked: the aggregator retries
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			writeOutcome(w, http.StatusConflict, a.Round, "refused", err.Error())
+			return
+		}
 		if _, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), a.Round); err != nil {
 			s.log.Error("announcement rejected: cannot derive the round's verify key", "round", a.Round, "err", err)
 			http.Error(w, "the relay's token cannot key secure summation (16 bytes at least)", http.StatusInternalServerError)
@@ -491,7 +511,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.m.roundsOpened.Add(1)
-	s.timer, s.timerOf = time.AfterFunc(time.Until(rd.Deadline), func() { s.closeRound(rd, "deadline") }), rd.Num
+	s.timer, s.timerOf = time.AfterFunc(time.Until(s.rounds.NextTick(rd, now)), func() { s.tickRound(rd) }), rd.Num
 	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messages_per_client", rd.Msgs,
 		"min_batch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
 	s.wg.Go(func() { s.broadcast(rd, targets) })
@@ -585,10 +605,24 @@ func (s *Server) pinger(ctx context.Context) {
 	}
 }
 
-// closeRound closes rd at its deadline, exactly once (the quota may have
-// closed it first).
-func (s *Server) closeRound(rd *round.Round, why string) {
-	s.closed(s.rounds.Close(rd, why))
+// tickRound closes rd at its deadline or once every expected report is
+// in (round.Machine.Tick), exactly once (a report may have closed it
+// first), else sets the timer for the next check.
+func (s *Server) tickRound(rd *round.Round) {
+	now := time.Now()
+	if c := s.rounds.Tick(rd, now); c != nil {
+		s.closed(c)
+		return
+	}
+	next := s.rounds.NextTick(rd, now)
+	if next.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	if s.timer != nil && s.timerOf == rd.Num {
+		s.timer.Reset(time.Until(next))
+	}
+	s.mu.Unlock()
 }
 
 // closed hands a round the machine closed (nil: none) to the forwarder.

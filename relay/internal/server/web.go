@@ -50,6 +50,8 @@ type webState struct {
 	// /api/predictor (classroom.go).
 	receipts  receiptBook
 	predictor predictorCache
+	// task serves GET /api/task (classroom.go).
+	task taskCache
 }
 
 // roundTTL is how long the relay reuses the aggregator's status for GET
@@ -95,6 +97,9 @@ type RoundInfo struct {
 	Protocol      string          `json:"protocol,omitempty"`
 	ModelResets   int             `json:"model_resets"`
 	LastAbort     *RoundAbortNote `json:"last_abort,omitempty"`
+	// AccuracySource is where Accuracy comes from ("public_holdout", or
+	// "none": the study has no public test data; docs/tasks.md).
+	AccuracySource string `json:"accuracy_source,omitempty"`
 }
 
 // RoundAbortNote is the part of the aggregator's last_abort a volunteer's
@@ -139,6 +144,8 @@ func (s *Server) routes() []route {
 		{"GET /ws", http.HandlerFunc(s.handleWS)},
 		{"POST /v1/rounds", http.HandlerFunc(s.handleRounds)},
 		{"GET /v1/helper-key", http.HandlerFunc(s.handleHelperKey)},
+		{"GET /v1/anchor", http.HandlerFunc(s.handleAnchor)},  // anchor.go
+		{"POST /v1/anchor", http.HandlerFunc(s.handleAnchor)}, // anchor.go
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })},
 		{"GET /metrics", http.HandlerFunc(s.handleMetrics)},
 		{"GET /{$}", http.HandlerFunc(s.handleJoin)},
@@ -155,6 +162,7 @@ func (s *Server) routes() []route {
 		{"GET /favicon.ico", web.Icon()},
 		{"GET /api/receipt", http.HandlerFunc(s.handleReceipt)},
 		{"GET /api/predictor", http.HandlerFunc(s.handlePredictor)},
+		{"GET /api/task", http.HandlerFunc(s.handleTask)},
 	}
 }
 
@@ -281,6 +289,7 @@ func (s *Server) fetchRound(ctx context.Context) (RoundInfo, error) {
 		TargetEpsilon float64         `json:"target_epsilon"`
 		ModelResets   int             `json:"model_resets"`
 		LastAbort     *RoundAbortNote `json:"last_abort"`
+		AccuracySrc   string          `json:"accuracy_source"`
 		Params        struct {
 			Protocol string `json:"protocol"`
 		} `json:"params"`
@@ -290,7 +299,8 @@ func (s *Server) fetchRound(ctx context.Context) (RoundInfo, error) {
 	}
 	return RoundInfo{Reachable: true, Round: st.Round, OpenRound: st.OpenRound, Deadline: st.Deadline,
 		Paused: st.Paused, Stopped: st.Stopped, Accuracy: st.Accuracy, RoundsOK: st.RoundsOK, Epsilon: st.Epsilon,
-		TargetEpsilon: st.TargetEpsilon, Protocol: st.Params.Protocol, ModelResets: st.ModelResets, LastAbort: st.LastAbort}, nil
+		TargetEpsilon: st.TargetEpsilon, Protocol: st.Params.Protocol, ModelResets: st.ModelResets, LastAbort: st.LastAbort,
+		AccuracySource: st.AccuracySrc}, nil
 }
 
 // handleKey serves the aggregator's public key (JSON of envelope.PublicKey)

@@ -2,11 +2,25 @@
 // relay: the load generator behind scripts/cohort, exported so tests can run
 // a cohort in-process. Every volunteer is a shared/client.Client on its own
 // goroutine with its own transport, reconnecting with backoff, holding a
-// disjoint IID share of the standardized training digits.
+// disjoint IID share of the standardized training digits (a slice of one
+// array shared by the cohort, not a copy of its own).
+//
+// The volunteers check in as soon as a round is announced but prepare
+// their reports (train, shard or encode, seal) through one client.Pool of
+// Config.Workers slots: on a machine with fewer cores than volunteers they
+// finish one after another at the machine's pace, each report reaching the
+// relay as soon as it is sealed, instead of all of them finishing together
+// late; and only Workers rounds hold their transient buffers (about 44 MB
+// each for secure summation at d = 7850: BenchmarkRoundSecAgg in
+// shared/client) at a time. BenchmarkVolunteerMemory measures the memory
+// per volunteer with and without the pool.
 package cohort
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/ed25519"
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +28,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/wsclient"
 	"github.com/blanket-fl/blanket/shared/client"
@@ -25,6 +41,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // Config configures a cohort. Run validates it.
@@ -66,7 +83,15 @@ type Config struct {
 	// Personal, if set, gives volunteer i's privacy level
 	// (client.Config.PersonalFraction; APES: its own budget).
 	Personal func(i int) float64
+	// Workers is how many volunteers prepare a report at once (a
+	// client.Pool shared by the cohort); 0 means DefaultWorkers(), a
+	// negative value no bound (every volunteer at once).
+	Workers int
 }
+
+// DefaultWorkers is the cohort's default pool: two reports in preparation
+// per core (GOMAXPROCS), so the cores stay busy while a volunteer sends.
+func DefaultWorkers() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // RoundSummary aggregates what the cohort saw of one round.
 type RoundSummary struct {
@@ -121,13 +146,18 @@ func (cfg *Config) fill() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Workers == 0 {
+		cfg.Workers = DefaultWorkers()
+	}
 	return nil
 }
 
 // LoadShares opens the named dataset, standardizes it with
 // client.StandardizeSplit (the aggregator evaluates with the same map) and
 // deals the training examples IID to train.Len()/perUser users, from seed;
-// it returns the first clients users' shares.
+// it returns the first clients users' shares. The shares are consecutive
+// slices of one array holding exactly the examples dealt (the standardized
+// set is dropped), so the cohort holds one copy of its data.
 func LoadShares(name, dir string, clients, perUser int, seed uint64) ([]logreg.Dataset, error) {
 	train, test, err := sample.Open(name, dir)
 	if err != nil {
@@ -144,15 +174,24 @@ func LoadShares(name, dir string, clients, perUser int, seed uint64) ([]logreg.D
 	if err != nil {
 		return nil, fmt.Errorf("cohort: partition: %w", err)
 	}
+	var idx []int
+	for _, p := range parts[:clients] {
+		idx = append(idx, p...)
+	}
+	all, err := train.Subset(idx)
+	if err != nil {
+		return nil, fmt.Errorf("cohort: %w", err)
+	}
+	f := all.Features
 	out := make([]logreg.Dataset, clients)
+	at := 0
 	for i := range out {
-		s, err := train.Subset(parts[i])
-		if err != nil {
-			return nil, fmt.Errorf("cohort: user %d: %w", i, err)
-		}
+		n := len(parts[i])
+		s := &dataset.Set{X: all.X[at*f : (at+n)*f : (at+n)*f], Y: all.Y[at : at+n : at+n], Features: f, Classes: all.Classes}
 		if out[i], err = client.LocalDataset(s); err != nil {
 			return nil, fmt.Errorf("cohort: user %d: %w", i, err)
 		}
+		at += n
 	}
 	return out, nil
 }
@@ -175,6 +214,10 @@ func Run(ctx context.Context, cfg Config) ([]RoundSummary, error) {
 	}
 	var err error
 	col := newCollector(cfg.Out)
+	var pool *client.Pool
+	if cfg.Workers > 0 {
+		pool = client.NewPool(cfg.Workers)
+	}
 	clients := make([]*client.Client, cfg.Clients)
 	for i := range clients {
 		var src noise.Source // nil: crypto/rand
@@ -188,6 +231,7 @@ func Run(ctx context.Context, cfg Config) ([]RoundSummary, error) {
 			Source:  src,
 			Logger:  cfg.Logger.With("client", i),
 			OnEvent: col.add,
+			Pool:    pool,
 		}
 		if cfg.Personal != nil {
 			cc.PersonalFraction = cfg.Personal(i)
@@ -347,4 +391,66 @@ func FetchKey(ctx context.Context, hc *http.Client, base, want string) (envelope
 		return envelope.PublicKey{}, fmt.Errorf("cohort: aggregator key fingerprint %s, expected %s", k.Fingerprint(), want)
 	}
 	return k, nil
+}
+
+// ReportCost measures what a volunteer's report costs on this machine now,
+// the way the cohort runs them: cfg.Workers volunteers (0: DefaultWorkers)
+// of cfg's data and training (cfg.Key may be the zero value: a throwaway
+// key is pinned then) each prepare reports for parameters p at once
+// (client.Client.Rehearse: train, encode or shard, seal; nothing sent),
+// once to warm up and then twice; it returns the wall time of those rounds
+// divided by the reports prepared: the cohort's time per report, with
+// whatever else competes for the cores right now.
+func ReportCost(ctx context.Context, cfg Config, p wire.Params) (time.Duration, error) {
+	if cfg.Dataset == "" {
+		cfg.Dataset = sample.Name
+	}
+	if cfg.Train == (logreg.TrainConfig{}) {
+		cfg.Train = logreg.FLAMEConfig(10, 0.1)
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers()
+	}
+	shares, err := LoadShares(cfg.Dataset, cfg.DataDir, workers, cfg.PerUser, cfg.Seed)
+	if err != nil {
+		return 0, err
+	}
+	if cfg.Key.Validate() != nil {
+		sign, _, err := ed25519.GenerateKey(crand.Reader)
+		if err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal key: %w", err)
+		}
+		x, err := ecdh.X25519().GenerateKey(crand.Reader)
+		if err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal key: %w", err)
+		}
+		if cfg.Key, err = envelope.ParsePublicKey(sign, x.PublicKey().Bytes()); err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal key: %w", err)
+		}
+	}
+	clients := make([]*client.Client, workers)
+	for i := range clients {
+		if clients[i], err = client.New(client.Config{Pinned: cfg.Key, Data: shares[i], Train: cfg.Train}); err != nil {
+			return 0, fmt.Errorf("cohort: %w", err)
+		}
+	}
+	model := make([]float64, p.D)
+	const warm, timed = 1, 2
+	var start time.Time
+	for rep := range warm + timed {
+		if rep == warm {
+			start = time.Now()
+		}
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() { _, errs[i] = c.Rehearse(ctx, p, model) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return 0, fmt.Errorf("cohort: rehearsal: %w", err)
+		}
+	}
+	return time.Since(start) / time.Duration(timed*workers), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -279,4 +280,18 @@ func TestConfigValidated(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// TestReportCost: a volunteer's rehearsed report at make run's secure
+// summation size takes a positive time and sends nothing.
+func TestReportCost(t *testing.T) {
+	p, _, err := roundspec.Build(logreg.MNISTParams, 400, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 100, MinBatch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ReportCost(t.Context(), Config{PerUser: 20, Seed: 1}, p)
+	if err != nil || d <= 0 {
+		t.Fatalf("report cost %v (%v)", d, err)
+	}
+	t.Logf("one secure-summation report: %v", d)
 }

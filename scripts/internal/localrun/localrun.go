@@ -272,8 +272,34 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	if err := c.StopAggregator(); err != nil {
 		return err
 	}
+	// The relay anchors the aggregator's ledger and keeps its own noise
+	// ledger (docs/threat-model.md): a fresh ledger is a rollback to it
+	// unless its operator (here the same) archives both with the class.
+	if err := c.archiveRelayLedgers(ctx); err != nil {
+		return err
+	}
 	c.opts.AggregatorDir, c.startPaused = dir, true
 	return c.StartAggregator(ctx)
+}
+
+// archiveRelayLedgers stops the relay, moves its noise ledger and the
+// aggregator head it holds into a class-<unix ms> directory of its state,
+// and starts it again.
+func (c *Cluster) archiveRelayLedgers(ctx context.Context) error {
+	if err := c.StopRelay(); err != nil {
+		return err
+	}
+	state := filepath.Join(c.opts.Dir, "relay")
+	arch := filepath.Join(state, fmt.Sprintf("class-%d", time.Now().UnixMilli()))
+	if err := os.MkdirAll(arch, 0o700); err != nil {
+		return fmt.Errorf("localrun: new class: %w", err)
+	}
+	for _, f := range []string{"noise-ledger.jsonl", "peer-anchor"} { // relay/internal/noiseledger File, PeerFile
+		if err := os.Rename(filepath.Join(state, f), filepath.Join(arch, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("localrun: new class: %w", err)
+		}
+	}
+	return c.StartRelay(ctx)
 }
 
 // keyFile is the aggregator's key file in its state directory

@@ -1,11 +1,11 @@
-//go:build !linux
+//go:build !linux && !js
 
 package benchclock
 
 import "testing"
 
-// Clock is a no-op where no per-thread CPU clock is available (js/wasm: Node
-// runs the benchmark on one thread and only ns/op is reported).
+// Clock is a no-op where no CPU clock is available here (neither Linux
+// nor js/wasm under Node): only ns/op is reported.
 type Clock struct{}
 
 // Start does nothing here.

@@ -13,6 +13,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/wasm/internal/jsws"
 	"github.com/blanket-fl/blanket/wasm/internal/volunteer"
@@ -39,6 +40,7 @@ type app struct {
 	digits    *volunteer.Digits // fetched once per page
 	session   volunteer.Session
 	cancel    context.CancelFunc // non-nil while starting or running
+	task      taskState          // a study's definition and rows (task.go)
 }
 
 // Main installs globalThis.blanket, dispatches "blanket-ready" and keeps the
@@ -57,6 +59,7 @@ func install() *app {
 	obj.Set("addDrawing", a.fn(a.addDrawing))
 	obj.Set("onEvent", a.fn(a.onEvent))
 	obj.Set("drawings", a.fn(func([]js.Value) any { return a.countDrawings() }))
+	a.installTask(obj)
 	js.Global().Set("blanket", obj)
 	ready()
 	return a
@@ -327,7 +330,7 @@ func options(v js.Value) (volunteer.Options, error) {
 	}
 	o.ShardSeed = seed
 	o.EpsLevel = num("epsLevel")
-	return o, o.Validate()
+	return o, validateOptions(&o)
 }
 
 // start(opts) -> Promise: resolves once the client runs (key checked,
@@ -386,6 +389,9 @@ func (a *app) setup(ctx context.Context, o volunteer.Options) (*client.Client, e
 	a.emit(r)
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if o.Source == sourceTask {
+		return a.taskClient(key, o)
 	}
 	d, err := a.loadData(o.Source)
 	if err != nil {
@@ -456,6 +462,12 @@ func (a *app) newClient(key envelope.PublicKey, d *volunteer.Digits, o volunteer
 	if err != nil {
 		return nil, err
 	}
+	return a.clientOn(key, data, o)
+}
+
+// clientOn builds the client on the volunteer's local examples.
+func (a *app) clientOn(key envelope.PublicKey, data logreg.Dataset, o volunteer.Options) (*client.Client, error) {
+	src := noise.Secure()
 	r := a.session.Note(volunteer.KindData)
 	r.Examples = data.Len()
 	a.emit(r)

@@ -25,15 +25,20 @@ import (
 // computes when it shards an update) brought it to 6.16 MB raw, 1.726 MB
 // gzip -9, 1.289 MB brotli: about 90 KB more for a phone than the 1.2 MB
 // target of the shuffle-only client, which the brotli target (1.35 MB) now
-// allows. PINE (shared/pine) on the wire, with SumVec still linked as
-// shared/secagg's baseline: 6,469,387 raw, 1,803,564 gzip -9, 1,339,857
-// brotli (go test -run TestModuleSize -v ./wasm/internal/browser/); moving
-// SumVec out of shared/secagg would drop circl's Prio3 from the module.
-// maxGzipBytes is the SumVec-only gzip size plus 5%, so a regression
-// fails here.
+// allows. A study's own data (shared/task's CSV parser and row encoder:
+// encoding/csv, strconv.ParseFloat; the definition is read with the
+// browser's JSON.parse and task.New, and shared/task uses no regexp, to
+// keep encoding/json's decoder and regexp out) brought it to 6.55 MB raw,
+// 1.824 MB gzip -9, 1.351 MB brotli (+62 KB gzip). maxGzipBytes is that
+// gzip size plus 2%, so a regression fails here. PINE (shared/pine) on
+// the wire, with SumVec still linked as shared/secagg's baseline, measured
+// alone (before the task parser): 6,469,387 raw, 1,803,564 gzip -9,
+// 1,339,857 brotli (go test -run TestModuleSize -v
+// ./wasm/internal/browser/); moving SumVec out of shared/secagg would drop
+// circl's Prio3 from the module.
 const (
-	maxBrotliBytes = 1_350_000
-	maxGzipBytes   = 1_815_000
+	maxBrotliBytes = 1_360_000
+	maxGzipBytes   = 1_860_000
 )
 
 // TestModuleSize builds the browser client as docs/web.md serves it

@@ -1,0 +1,22 @@
+//go:build js
+
+package envelope
+
+import (
+	"sync/atomic"
+
+	"github.com/blanket-fl/blanket/shared/envelope/webhpke"
+)
+
+// noWebCrypto makes webSealer report no WebCrypto, so that the tests under
+// js also run the crypto/hpke fallback.
+var noWebCrypto atomic.Bool
+
+// webSealer returns webhpke.Seal when the JavaScript environment's
+// WebCrypto has X25519 (probed once, webhpke.Available), nil otherwise.
+func webSealer() sealFunc {
+	if noWebCrypto.Load() || !webhpke.Available() {
+		return nil
+	}
+	return webhpke.Seal
+}
