@@ -27,12 +27,13 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// secAggTestParams is a small secure-summation round: d = 8, 8 bits,
-// clip 1, sigma 2 grid units per server.
+// secAggTestParams is a small secure-summation (PINE) round: d = 8, clip
+// 1 (32,768 fixed-point units), sigma 20,000 units per server (so that a
+// few rounds' epsilon stays within the relay ledger's test targets).
 func secAggTestParams() wire.Params {
 	return wire.Params{
 		Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian,
-		D: 8, K: 1, L: 1, Width: 1, Sigma: 2, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 16,
+		D: 8, K: 1, L: 1, Width: 1, Sigma: 20000, Clip: 1, CheckInP: 1, MinBatch: 2, Quota: 16,
 	}
 }
 
