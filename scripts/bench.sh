@@ -30,10 +30,11 @@ count=${BENCH_COUNT:-1}
 curated=(
   "./shared/logreg ^(BenchmarkLocalEpoch|BenchmarkGradient)$"
   "./shared/envelope ^BenchmarkSealValues$"
-  "./shared/secagg ^(BenchmarkShard|BenchmarkQuantize)$"
+  "./shared/secagg ^(BenchmarkShard|BenchmarkEngine|BenchmarkQuantize)$"
   "./shared/client ^(BenchmarkRoundMNIST|BenchmarkRoundSecAgg)$"
-  # PINE (shared/pine): its BenchmarkPine... benchmarks join the set here.
-  "./shared/pine ^BenchmarkPine"
+  # PINE itself (secagg's BenchmarkShard and BenchmarkEngine put it beside
+  # the SumVec baseline in one run).
+  "./shared/pine ^(BenchmarkShard|BenchmarkPrep)$"
 )
 
 : >"$out/native.txt"
