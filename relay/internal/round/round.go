@@ -180,14 +180,22 @@ func (r *Round) completeLocked(now time.Time) bool {
 	if r.reports+r.failed < r.checkedIn {
 		return false // a volunteer who checked in is still at work
 	}
-	if r.reports+r.failed+r.absent >= r.Population {
-		// Every invited participant is accounted for. Without a single
-		// report (nobody was connected, or all left) nothing can come
-		// either, but the round waits for the check-in window, so that
-		// empty rounds follow each other at most that often.
-		return r.reports > 0 || !now.Before(r.CheckInBy)
+	if r.reports == 0 && r.reports+r.failed+r.absent >= r.Population {
+		// Nobody was connected, or all left: nothing can come, but the
+		// round waits for the check-in window, so that empty rounds
+		// follow each other at most that often.
+		return !now.Before(r.CheckInBy)
 	}
-	return !now.Before(r.CheckInBy) && r.reports >= max(r.Params.MinBatch, 1)
+	if r.reports < max(r.Params.MinBatch, 1) {
+		// Closed now, the round could only abort, and the next one would
+		// be announced at once (a class of one phone would spin through
+		// rounds): below the minimum batch it waits for its deadline,
+		// when a volunteer who connects late may still check in.
+		return false
+	}
+	// Every invited participant accounted for, or everyone who checked
+	// in has reported once the check-in window is over.
+	return r.reports+r.failed+r.absent >= r.Population || !now.Before(r.CheckInBy)
 }
 
 // pollEvery is how often Tick asks to be called after the check-in window:

@@ -566,6 +566,22 @@ func TestCloseComplete(t *testing.T) {
 		_ = d // invited, sat out: not waited for after the window
 	})
 
+	t.Run("everyone accounted for below MinBatch waits for the deadline", func(t *testing.T) {
+		// One phone alone in a class whose minimum batch is 2: its report
+		// does not close the round (closing could only abort it, and the
+		// next round would follow at once).
+		m := newAt(0)
+		a := m.Join()
+		r := open(t, m, 1, p)
+		participate(t, m, a, s.full(t, 1, p), 1)
+		if cl := m.Tick(r, r.CheckInBy.Add(time.Second)); cl != nil {
+			t.Fatalf("closed below MinBatch before the deadline: %+v", cl)
+		}
+		if cl := m.Tick(r, r.Deadline); cl == nil || cl.Why != "deadline" || !cl.Plan().Abort {
+			t.Fatalf("closed %+v", cl)
+		}
+	})
+
 	t.Run("below MinBatch waits for the deadline", func(t *testing.T) {
 		m := newAt(0)
 		a, _ := m.Join(), m.Join()
