@@ -16,7 +16,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
-	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/task/taskdata"
 )
@@ -117,30 +116,7 @@ func TestStudyInBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	logPath := filepath.Join(artifacts, "study-servers.log")
-	logs, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	cl, err := localrun.Start(ctx, bins, localrun.Options{
-		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost,
-		RelayArgs: []string{"-wasm", wasmPath},
-		AggregatorArgs: []string{"-wasm", wasmPath, "-task", taskPath, "-protocol", "secagg", "-epsilon", "4", "-check-in", "1",
-			"-expected-n", "5", "-quota", "0", "-round-timeout", "20s", "-min-batch", "3", "-rounds", "3"},
-		Stdout: logs, Stderr: logs,
-	})
-	if err != nil {
-		t.Fatalf("%v (logs: %s)", err, logPath)
-	}
-	t.Cleanup(func() { cl.Stop() })
-
-	b := newBrowser(t, ctx, exe)
-	t.Cleanup(func() {
-		for _, p := range b.Problems() {
-			t.Errorf("browser: %s", p)
-		}
-	})
+	cl, b := startStudy(t, ctx, bins, wasmPath, exe, filepath.Join(artifacts, "study-servers.log"), taskPath)
 
 	ph := b.open(t, "study-phone", cl.JoinURL(), phone())
 	var sent bodyLog

@@ -36,29 +36,7 @@ func TestSurveyInBrowser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	logPath := filepath.Join(artifacts, "survey-servers.log")
-	logs, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	cl, err := localrun.Start(ctx, bins, localrun.Options{
-		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost,
-		RelayArgs: []string{"-wasm", wasmPath},
-		AggregatorArgs: []string{"-wasm", wasmPath, "-task", taskPath, "-protocol", "secagg", "-epsilon", "4", "-check-in", "1",
-			"-expected-n", "5", "-quota", "0", "-round-timeout", "20s", "-min-batch", "3", "-rounds", "3"},
-		Stdout: logs, Stderr: logs,
-	})
-	if err != nil {
-		t.Fatalf("%v (logs: %s)", err, logPath)
-	}
-	t.Cleanup(func() { cl.Stop() })
-	b := newBrowser(t, ctx, exe)
-	t.Cleanup(func() {
-		for _, p := range b.Problems() {
-			t.Errorf("browser: %s", p)
-		}
-	})
+	cl, b := startStudy(t, ctx, bins, wasmPath, exe, filepath.Join(artifacts, "survey-servers.log"), taskPath)
 
 	ph := b.open(t, "survey-phone", cl.JoinURL(), phone())
 	if err := waitFor(ph, `!document.getElementById("task-form").hidden && !document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
@@ -163,4 +141,35 @@ func TestSurveyInBrowser(t *testing.T) {
 	if err := dash.screenshot(filepath.Join(artifacts, "survey-dashboard-1920.png")); err != nil {
 		t.Error(err)
 	}
+}
+
+// startStudy starts the relay and the aggregator on task taskPath (secure
+// summation, ε = 4, rounds of 20 s for a class of 5, minimum batch 3, 3
+// rounds; the servers' output in logPath) and a headless Chromium whose
+// console problems fail the test.
+func startStudy(t *testing.T, ctx context.Context, bins localrun.Binaries, wasmPath, exe, logPath, taskPath string) (*localrun.Cluster, *browser) {
+	t.Helper()
+	logs, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logs.Close() })
+	cl, err := localrun.Start(ctx, bins, localrun.Options{
+		Dir: filepath.Join(t.TempDir(), "state"), Host: classHost,
+		RelayArgs: []string{"-wasm", wasmPath},
+		AggregatorArgs: []string{"-wasm", wasmPath, "-task", taskPath, "-protocol", "secagg", "-epsilon", "4", "-check-in", "1",
+			"-expected-n", "5", "-quota", "0", "-round-timeout", "20s", "-min-batch", "3", "-rounds", "3"},
+		Stdout: logs, Stderr: logs,
+	})
+	if err != nil {
+		t.Fatalf("%v (logs: %s)", err, logPath)
+	}
+	t.Cleanup(func() { cl.Stop() })
+	b := newBrowser(t, ctx, exe)
+	t.Cleanup(func() {
+		for _, p := range b.Problems() {
+			t.Errorf("browser: %s", p)
+		}
+	})
+	return cl, b
 }
