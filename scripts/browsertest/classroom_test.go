@@ -345,6 +345,7 @@ func TestClassroom(t *testing.T) {
 		t.Fatal(err)
 	}
 	visible := `(() => { const r = document.getElementById("status").getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; })()`
+	statusPlace := `(() => { const r = document.getElementById("status").getBoundingClientRect(); return "status top " + r.top + " bottom " + r.bottom + ", viewport " + window.innerHeight + ", scrollY " + window.scrollY + ", page height " + document.documentElement.scrollHeight + ", focus " + (document.activeElement && document.activeElement.id); })()`
 	if err := waitFor(ph, `document.getElementById("round-info").dataset.state === "paused"`, `document.getElementById("live").innerText`, 20*time.Second); err != nil {
 		t.Error(err)
 	}
@@ -381,6 +382,43 @@ func TestClassroom(t *testing.T) {
 		t.Error(err)
 	}
 	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-cancelled.png")); err != nil {
+		t.Error(err)
+	}
+
+	// A laptop (1280x800) joins with its own drawings: previews, undo,
+	// and the status on screen after Start.
+	lap := b.open(t, "laptop", short[0], chromedp.EmulateViewport(1280, 800))
+	if err := waitFor(lap, `!document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := eval[string](lap, `location.hash`); err != nil || h != "#code="+served.Fingerprint[:4] {
+		t.Errorf("the short link leads to %q (%v), want the join page with #code=%s", h, err, served.Fingerprint[:4])
+	}
+	if err := drawDigits(lap); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := eval[float64](lap, `document.querySelectorAll("#drawing-previews canvas").length`); err != nil || n != 3 {
+		t.Errorf("%v drawing previews (%v), want 3", n, err)
+	}
+	if err := lap.click("undo-drawing"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := eval[[]float64](lap, `[Number(document.getElementById("drawings").dataset.value), document.querySelectorAll("#drawing-previews canvas").length]`); err != nil || v[0] != 2 || v[1] != 2 {
+		t.Errorf("after undo: %v drawings and previews (%v), want 2 and 2", v, err)
+	}
+	if err := lap.click("start"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(lap, `document.getElementById("round-info").textContent !== ""`, `document.getElementById("live").innerText`, 20*time.Second); err != nil {
+		t.Error(err)
+	}
+	// The page scrolls the status into view after Start (smoothly, so it
+	// may take a moment on a busy machine).
+	if err := waitFor(lap, visible, statusPlace, 10*time.Second); err != nil {
+		t.Errorf("after Start on a 1280x800 laptop the status is not on screen: %v", err)
+	}
+	noOverflow(t, lap, "the join page at 1280 px")
+	if err := lap.screenshot(filepath.Join(artifacts, "classroom-laptop-drawings.png")); err != nil {
 		t.Error(err)
 	}
 
@@ -436,47 +474,20 @@ func TestClassroom(t *testing.T) {
 	series := []string{"#chart-accuracy circle.pt", "#chart-epsilon circle.pt", "#chart-epsilon line.ref", "#chart-participants circle.pt"}
 	checkContrast(t, dash, "light", []string{"join-url", "round", "accuracy", "epsilon"}, series)
 
-	// A laptop (1280x800) joins with its own drawings: previews, undo,
-	// and the status on screen after Start.
-	lap := b.open(t, "laptop", short[0], chromedp.EmulateViewport(1280, 800))
-	if err := waitFor(lap, `!document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if h, err := eval[string](lap, `location.hash`); err != nil || h != "#code="+served.Fingerprint[:4] {
-		t.Errorf("the short link leads to %q (%v), want the join page with #code=%s", h, err, served.Fingerprint[:4])
-	}
-	if err := drawDigits(lap); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := eval[float64](lap, `document.querySelectorAll("#drawing-previews canvas").length`); err != nil || n != 3 {
-		t.Errorf("%v drawing previews (%v), want 3", n, err)
-	}
-	if err := lap.click("undo-drawing"); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := eval[[]float64](lap, `[Number(document.getElementById("drawings").dataset.value), document.querySelectorAll("#drawing-previews canvas").length]`); err != nil || v[0] != 2 || v[1] != 2 {
-		t.Errorf("after undo: %v drawings and previews (%v), want 2 and 2", v, err)
-	}
-	if err := lap.click("start"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitFor(lap, `document.getElementById("round-info").textContent !== ""`, `document.getElementById("live").innerText`, 20*time.Second); err != nil {
-		t.Error(err)
-	}
-	// The page scrolls the status into view after Start (smoothly, so it
-	// may take a moment on a busy machine).
-	if err := waitFor(lap, visible, `document.getElementById("status").getBoundingClientRect().top`, 10*time.Second); err != nil {
-		t.Errorf("after Start on a 1280x800 laptop the status is not on screen: %v", err)
-	}
-	noOverflow(t, lap, "the join page at 1280 px")
-	if err := lap.screenshot(filepath.Join(artifacts, "classroom-laptop-drawings.png")); err != nil {
-		t.Error(err)
-	}
-
 	// The end (-rounds 2): the phone says training is finished with the
 	// class's accuracy, Stop is off, and every figure the phone shows is
 	// the projector's.
 	checkEnd(t, ctx, cl, ph, dash, artifacts)
+
+	// A student who opens the page after the end is told so, and is not
+	// offered a Start that can only fail.
+	late := b.open(t, "late", short[0], chromedp.EmulateViewport(390, 844))
+	if err := waitFor(late, `document.getElementById("status").dataset.state === "finished"`, joinStateJS, 90*time.Second); err != nil {
+		t.Error(err)
+	}
+	if ok, err := eval[bool](late, `document.getElementById("start").disabled && /Training is finished/.test(document.getElementById("status").textContent)`); err != nil || !ok {
+		t.Errorf("a page opened after the end: Start not disabled or no \"Training is finished\" (%v)", err)
+	}
 
 	// Dark mode.
 	for _, tb := range []*tab{ph, dash} {

@@ -328,11 +328,14 @@
       }
       if (study.bytes) checkCSV(study.bytes);
     }
+    // Learn whether the class is still training before offering Start: a
+    // student who opens the page after the end sees "finished", not a
+    // Start button that can only fail.
+    await pollRound();
     setRunning(false);
     if (cls.finished) finish();
     else setStatus("idle", "Ready. Read the text above, make your choices, then press Start.");
     api.onEvent(onEvent); // after "Ready": the client may report at once
-    pollRound();
   }
 
   function onEvent(e) {
@@ -526,7 +529,11 @@
       await api.start({ relay, fingerprint, source, shardSeed, epsLevel: Number($("eps-level").value) || 0 });
     } catch (e) {
       setRunning(false);
-      setError("Could not start. ", errText(e));
+      // The class may have ended while this student was drawing: say so
+      // rather than "could not start".
+      await pollRound();
+      if (cls.finished) finish();
+      else setError("Could not start. ", errText(e));
     }
   });
 
