@@ -1,21 +1,17 @@
 package chaos
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/scripts/internal/procmem"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 )
 
@@ -122,31 +118,9 @@ func loadRun(t *testing.T, b localrun.Binaries, n int) (relayHWM, aggHWM int64, 
 // hwmOf returns the peak resident set (VmHWM) of the running process
 // whose argv[0] is bin, in bytes, or -1.
 func hwmOf(bin string) int64 {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if arg0, _, _ := bytes.Cut(cmd, []byte{0}); string(arg0) != bin {
-			continue
-		}
-		f, err := os.Open(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			return -1
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-				var kb int64
-				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-				return kb << 10
-			}
-		}
+	pid := procmem.PIDOf(bin)
+	if pid == 0 {
+		return -1
 	}
-	return -1
+	return procmem.OfPID(pid, procmem.Peak)
 }

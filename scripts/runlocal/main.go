@@ -33,6 +33,7 @@ import (
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/scripts/internal/procmem"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
@@ -436,6 +437,7 @@ func password() string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	began := time.Now()
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -501,6 +503,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "\n  dashboard (project it):  %s\n  join page (students):    %s\n  operator controls:       %s\n  operator password:       %s\n  aggregator key fingerprint %s\n  class (ledger and model): %s\n\n",
 		cl.DashboardURL(), cl.JoinURL(), cl.OperatorURL(), pw, key.Fingerprint(), aggDir)
+	fmt.Fprintf(stdout, "the pages are up %.0f s after start (building included)\n", time.Since(began).Seconds())
 	if host == "" || net.ParseIP(host).IsLoopback() {
 		fmt.Fprintln(stdout, "only this computer can open these pages; for students' phones on the same Wi-Fi, run with -lan.")
 	} else {
@@ -591,6 +594,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			stoppedShown = true
 			fmt.Fprintf(stdout, "\ntraining stopped: %s\nprivacy spent: epsilon %.4g at delta %.0e (%s); target %.4g\n",
 				st.Stopped, st.Epsilon, st.Delta, st.Method, st.TargetEpsilon)
+			fmt.Fprintln(stdout, memoryLine(cl, o.clients, time.Since(began)))
 			fmt.Fprintln(stdout, "the dashboard and the pages stay up; Ctrl-C to stop (or New class on the operator page).")
 		}
 	}
@@ -640,4 +644,19 @@ func formatRound(r localrun.Round) string {
 		s += "  " + r.Detail
 	}
 	return s
+}
+
+// memoryLine says what this run cost: each process's peak resident memory
+// (Linux's VmHWM; "?" elsewhere), their sum (an upper bound on what the
+// run held at once), and the time since start. The README's footprint
+// figure is this line.
+func memoryLine(cl *localrun.Cluster, clients int, took time.Duration) string {
+	relay, agg := cl.PeakMemory()
+	self := procmem.Read("self", procmem.Peak)
+	total := "?"
+	if relay >= 0 && agg >= 0 && self >= 0 {
+		total = procmem.MB(relay + agg + self)
+	}
+	return fmt.Sprintf("peak memory (resident): relay %s, aggregator %s, this process with its %d simulated volunteers %s; %s in all; %.0f s since start",
+		procmem.MB(relay), procmem.MB(agg), clients, procmem.MB(self), total, took.Seconds())
 }

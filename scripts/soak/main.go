@@ -34,6 +34,7 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/invariant"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/scripts/internal/procmem"
 	"github.com/blanket-fl/blanket/scripts/internal/wsclient"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 )
@@ -425,7 +426,7 @@ loop:
 			ok, all := prog.get()
 			eps, _ := watch.Last()
 			w := acks.takeWindow()
-			r, a, c := rssOf(bins.Relay), rssOf(bins.Aggregator), rss("self")
+			r, a, c := procmem.OfPID(procmem.PIDOf(bins.Relay), procmem.Resident), procmem.OfPID(procmem.PIDOf(bins.Aggregator), procmem.Resident), procmem.Read("self", procmem.Resident)
 			for _, s := range []struct {
 				v   int64
 				dst *[]memSample

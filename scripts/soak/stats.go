@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
@@ -145,59 +140,4 @@ func mib(b int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
-}
-
-// pidOf finds the process whose argv[0] is bin (the soak's own build, in
-// its temporary directory), or 0.
-func pidOf(bin string) int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if arg0, _, _ := bytes.Cut(cmd, []byte{0}); string(arg0) == bin {
-			return pid
-		}
-	}
-	return 0
-}
-
-// rss reads VmRSS from /proc/<pid>/status ("self" for this process), in
-// bytes, or -1.
-func rss(pid string) int64 {
-	f, err := os.Open(filepath.Join("/proc", pid, "status"))
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			// "   123456 kB"
-			fs := strings.Fields(v)
-			if len(fs) == 2 && fs[1] == "kB" {
-				if kb, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	return -1
-}
-
-// rssOf is the resident set of the process running bin, or -1.
-func rssOf(bin string) int64 {
-	pid := pidOf(bin)
-	if pid == 0 {
-		return -1
-	}
-	return rss(strconv.Itoa(pid))
 }

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blanket-fl/blanket/scripts/internal/procmem"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -242,6 +243,19 @@ func (c *Cluster) StopRelay() error      { return stop(c.relay, syscall.SIGINT) 
 func (c *Cluster) StopAggregator() error { return stop(c.agg, syscall.SIGINT) }
 func (c *Cluster) KillRelay() error      { return stop(c.relay, syscall.SIGKILL) }
 func (c *Cluster) KillAggregator() error { return stop(c.agg, syscall.SIGKILL) }
+
+// PeakMemory returns the highest resident set (VmHWM, bytes) the running
+// relay and aggregator have had, -1 for one that is down or on a system
+// without /proc. A new class's aggregator counts from its restart.
+func (c *Cluster) PeakMemory() (relay, aggregator int64) {
+	peak := func(cmd *exec.Cmd) int64 {
+		if cmd == nil || cmd.Process == nil {
+			return -1
+		}
+		return procmem.OfPID(cmd.Process.Pid, procmem.Peak)
+	}
+	return peak(c.relay), peak(c.agg)
+}
 
 // Stop stops the aggregator, then the relay.
 func (c *Cluster) Stop() error {
