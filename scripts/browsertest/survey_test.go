@@ -82,6 +82,18 @@ func TestSurveyInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The phone connects first, so that the classmates' rounds cannot all
+	// run before it (on a loaded machine its wasm client may take a while
+	// to connect: three rounds of four native clients once finished
+	// before it did, in CI under two busy loops). A volunteer who checked
+	// in is waited for until the round's deadline.
+	if err := ph.click("start"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(ph, `["waiting", "training", "sent"].includes(document.getElementById("status").dataset.state)`, phoneStateJS, 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
 	// Four classmates answer too (native clients, one row each).
 	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
 	if err != nil {
@@ -112,9 +124,6 @@ func TestSurveyInBrowser(t *testing.T) {
 	}()
 	t.Cleanup(func() { ccancel(); <-cohortDone })
 
-	if err := ph.click("start"); err != nil {
-		t.Fatal(err)
-	}
 	if err := waitFor(ph, `Number(document.getElementById("rounds-joined").dataset.value) >= 1`, phoneStateJS, 150*time.Second); err != nil {
 		t.Error(err)
 	}
