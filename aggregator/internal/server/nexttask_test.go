@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 )
 
@@ -167,5 +168,25 @@ func TestOperatorChooseTask(t *testing.T) {
 	}
 	if entries, _ := filepath.Glob(filepath.Join(dir, NextTaskDir+".tmp-*")); len(entries) != 0 {
 		t.Errorf("temporary directories left: %v", entries)
+	}
+}
+
+// TestMajorityRate: the chance bar of a study is its holdout's most common
+// class (here "a" on 3 of 5 rows, not 1/2), and a task without a holdout
+// has none.
+func TestMajorityRate(t *testing.T) {
+	ds, err := logreg.NewDataset(logreg.Shape{Features: 1, Classes: 2}, []float32{0, 0, 0, 0, 0}, []uint8{1, 0, 0, 1, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, c := majorityRate(ds, []string{"a", "b"}); r != 0.6 || c != "a" {
+		t.Errorf("majority %v %q, want 0.6 \"a\"", r, c)
+	}
+	none, err := logreg.ShapeOnly(logreg.Shape{Features: 1, Classes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, c := majorityRate(none, []string{"a", "b"}); r != 0 || c != "" {
+		t.Errorf("no holdout: %v %q", r, c)
 	}
 }
