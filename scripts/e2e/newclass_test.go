@@ -107,6 +107,9 @@ func TestNewClassSwitchesTask(t *testing.T) {
 	if name, d := shape(); name != "breast-cancer" || d != 62 {
 		t.Fatalf("new class: task %q, d = %d; want breast-cancer, 62", name, d)
 	}
+	if p, ok := cl.ClassTask(); !ok || filepath.Dir(filepath.Dir(p)) != cl.AggregatorDir() {
+		t.Errorf("the new class's task file: %q, %v", p, ok)
+	}
 	var after struct {
 		Fingerprint string
 		Round       int

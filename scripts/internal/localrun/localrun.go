@@ -330,6 +330,19 @@ func classTask(old, dir string) error {
 	return nil
 }
 
+// ClassTask returns the current class's own task file (the one chosen for
+// it on the operator page, which its aggregator loads in place of -task)
+// and true, or "" and false when the class runs the aggregator's -task. A
+// supervisor whose simulated volunteers hold a task's data (make run)
+// reads it after NewClass to deal them the new task's rows.
+func (c *Cluster) ClassTask() (string, bool) {
+	p := filepath.Join(c.opts.AggregatorDir, classTaskDir, "task.json")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p, true
+	}
+	return "", false
+}
+
 // archiveRelayLedgers stops the relay, moves its noise ledger and the
 // aggregator head it holds into a class-<unix ms> directory of its state,
 // and starts it again.
