@@ -1,10 +1,10 @@
 // Package tasks embeds the example task definitions shipped in this
 // directory (docs/tasks.md), so that the aggregator's operator page can
 // offer them to a teacher at run time next to the built-in digits, without
-// the files next to the binary. Each example's public holdout, if it has
-// one, is embedded with it (the aggregator evaluates on it); the
-// simulation rows (make run's simulated volunteers) are not, as only the
-// runner deals them.
+// the files next to the binary. The files an example names are embedded
+// with it: its public holdout (the aggregator evaluates on it) and its
+// simulation rows (make run's runner deals them to simulated volunteers
+// when a new class switches to the example).
 package tasks
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/task"
 )
 
-//go:embed breast-cancer/task.json breast-cancer/holdout.csv class-survey/task.json
+//go:embed breast-cancer/task.json breast-cancer/holdout.csv breast-cancer/train.csv class-survey/task.json
 var files embed.FS
 
 // dirs are the embedded examples' directories, in the order the operator
@@ -24,11 +24,11 @@ var dirs = []string{"class-survey", "breast-cancer"}
 
 // Example is a shipped example task.
 type Example struct {
-	// Task is the parsed definition; its Holdout is the embedded file's
-	// name ("holdout.csv") or "", and its Simulation is "".
+	// Task is the parsed definition.
 	Task *task.Task
-	// Holdout is the content of the public holdout file, nil if none.
-	Holdout []byte
+	// Files are the files the definition names (its Holdout and
+	// Simulation, names relative to its directory), by name.
+	Files map[string][]byte
 }
 
 // Examples returns the shipped examples, each parsed and validated by
@@ -46,11 +46,13 @@ func Examples() ([]Example, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tasks: %s: %w", d, err)
 		}
-		ex := Example{Task: t}
-		t.Simulation = ""
-		if t.Holdout != "" {
-			if ex.Holdout, err = files.ReadFile(path.Join(d, t.Holdout)); err != nil {
-				return nil, fmt.Errorf("tasks: %s: holdout: %w", d, err)
+		ex := Example{Task: t, Files: map[string][]byte{}}
+		for _, name := range []string{t.Holdout, t.Simulation} {
+			if name == "" {
+				continue
+			}
+			if ex.Files[name], err = files.ReadFile(path.Join(d, name)); err != nil {
+				return nil, fmt.Errorf("tasks: %s: %w", d, err)
 			}
 		}
 		out = append(out, ex)

@@ -10,8 +10,9 @@ import (
 )
 
 // TestExamples: every shipped task directory is embedded (none forgotten
-// when one is added), each parses, and an example with a holdout carries
-// the same bytes as its file, which parse without a skipped row.
+// when one is added), each parses, and the files it names (holdout,
+// simulation) are embedded with the same bytes as on disk and parse
+// without a skipped row.
 func TestExamples(t *testing.T) {
 	exs, err := Examples()
 	if err != nil {
@@ -24,25 +25,26 @@ func TestExamples(t *testing.T) {
 	var names []string
 	for _, ex := range exs {
 		names = append(names, ex.Task.Name)
-		if ex.Task.Simulation != "" {
-			t.Errorf("%s: simulation %q kept", ex.Task.Name, ex.Task.Simulation)
-		}
-		if ex.Task.Holdout == "" {
-			if ex.Holdout != nil {
-				t.Errorf("%s: holdout bytes without a holdout file", ex.Task.Name)
+		want := 0
+		for _, p := range []string{ex.Task.Holdout, ex.Task.Simulation} {
+			if p == "" {
+				continue
 			}
-			continue
+			want++
+			disk, err := os.ReadFile(filepath.Join(ex.Task.Name, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ex.Files[p], disk) {
+				t.Errorf("%s: embedded %s differs from the file", ex.Task.Name, p)
+			}
+			parsed, err := ex.Task.ParseCSV(ex.Files[p])
+			if err != nil || parsed.Skipped != 0 {
+				t.Errorf("%s: %s: %v, %d rows skipped", ex.Task.Name, p, err, parsed.Skipped)
+			}
 		}
-		want, err := os.ReadFile(filepath.Join(ex.Task.Name, ex.Task.Holdout))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(ex.Holdout, want) {
-			t.Errorf("%s: embedded holdout differs from the file", ex.Task.Name)
-		}
-		p, err := ex.Task.ParseCSV(ex.Holdout)
-		if err != nil || p.Skipped != 0 {
-			t.Errorf("%s: holdout: %v, %d rows skipped", ex.Task.Name, err, p.Skipped)
+		if len(ex.Files) != want {
+			t.Errorf("%s: %d files embedded, the definition names %d", ex.Task.Name, len(ex.Files), want)
 		}
 	}
 	if len(onDisk) != len(exs) {

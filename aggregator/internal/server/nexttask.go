@@ -26,7 +26,8 @@ import (
 //
 //   - NextTaskDir, inside the current class's state directory, holds the
 //     task the operator chose for the next class (ChooseTask): TaskFile
-//     and, for an example with a public holdout, HoldoutFile.
+//     and, for a shipped example, the files it names (its public holdout
+//     and its simulation rows), under the names it gives them.
 //   - ClassTaskDir, inside a class's state directory, holds the task that
 //     class learns, in the same form. The supervisor that starts a new
 //     class (make run: scripts/internal/localrun Cluster.NewClass) copies
@@ -41,7 +42,6 @@ const (
 	NextTaskDir  = "next-class-task"
 	ClassTaskDir = "task"
 	TaskFile     = "task.json"
-	HoldoutFile  = "holdout.csv"
 )
 
 // maxTaskUpload bounds POST /operator/task: a task definition
@@ -55,8 +55,9 @@ var ErrUploadFiles = errors.New("an uploaded task definition cannot bring the fi
 
 // TaskOption is a task the operator page offers for the next class.
 type TaskOption struct {
-	Task    *task.Task
-	Holdout []byte // the public holdout's content, nil if none
+	Task *task.Task
+	// Files are the files Task names (holdout, simulation), by name.
+	Files map[string][]byte
 }
 
 // taskOptions returns the built-in digits and the shipped examples
@@ -72,7 +73,7 @@ func taskOptions() ([]TaskOption, error) {
 	}
 	out := []TaskOption{{Task: digits}}
 	for _, ex := range exs {
-		out = append(out, TaskOption{Task: ex.Task, Holdout: ex.Holdout})
+		out = append(out, TaskOption{Task: ex.Task, Files: ex.Files})
 	}
 	return out, nil
 }
@@ -97,17 +98,26 @@ func ParseUploadedTask(b []byte) (*task.Task, error) {
 
 // ChooseTask makes t the task of the next class: it checks that an
 // aggregator can start with it (its public data open, taskdata.Open and
-// Holdout, as main.go does at start) and writes it, with its holdout's
-// content if any, to NextTaskDir in the state directory, replacing an
+// Holdout, as main.go does at start) and writes it, with the files it
+// names (its holdout and simulation rows, by the names t gives them, each
+// a plain file name), to NextTaskDir in the state directory, replacing an
 // earlier choice. The current class is unchanged: its task, model and
 // ledger stay as they are, and the choice applies when the supervisor
 // starts the next class (RequestNewClass), whose ledger and model are
-// fresh. t.Holdout must be HoldoutFile when holdout is not nil, and ""
-// otherwise; t.Simulation must be "".
-func (s *Server) ChooseTask(t *task.Task, holdout []byte) error {
-	if (holdout != nil) != (t.Holdout != "") || (t.Holdout != "" && t.Holdout != HoldoutFile) || t.Simulation != "" {
-		return fmt.Errorf("server: task %q: holdout %q with %d bytes, simulation %q: want %q with its content, or neither, and no simulation",
-			t.Name, t.Holdout, len(holdout), t.Simulation, HoldoutFile)
+// fresh.
+func (s *Server) ChooseTask(t *task.Task, files map[string][]byte) error {
+	want := 0
+	for _, name := range []string{t.Holdout, t.Simulation} {
+		if name == "" {
+			continue
+		}
+		want++
+		if _, ok := files[name]; !ok || name != filepath.Base(name) || name == TaskFile || name == "." || name == ".." {
+			return fmt.Errorf("server: task %q names the file %q, which is not a plain file name given with it", t.Name, name)
+		}
+	}
+	if len(files) != want {
+		return fmt.Errorf("server: task %q: %d files given, it names %d", t.Name, len(files), want)
 	}
 	s.taskMu.Lock()
 	defer s.taskMu.Unlock()
@@ -124,8 +134,8 @@ func (s *Server) ChooseTask(t *task.Task, holdout []byte) error {
 	if err := durable.WriteFile(filepath.Join(tmp, TaskFile), b, 0o600); err != nil {
 		return fmt.Errorf("server: next task: %w", err)
 	}
-	if holdout != nil {
-		if err := durable.WriteFile(filepath.Join(tmp, HoldoutFile), holdout, 0o600); err != nil {
+	for name, b := range files {
+		if err := durable.WriteFile(filepath.Join(tmp, name), b, 0o600); err != nil {
 			return fmt.Errorf("server: next task: %w", err)
 		}
 	}
@@ -220,10 +230,7 @@ func (s *Server) chooseTaskRequest(r *http.Request) (*task.Task, error) {
 	}
 	for _, o := range opts {
 		if o.Task.Name == name {
-			if o.Task.Holdout != "" {
-				o.Task.Holdout = HoldoutFile
-			}
-			return o.Task, s.ChooseTask(o.Task, o.Holdout)
+			return o.Task, s.ChooseTask(o.Task, o.Files)
 		}
 	}
 	return nil, fmt.Errorf("no example task is named %q", name)

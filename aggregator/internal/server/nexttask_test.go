@@ -120,29 +120,31 @@ func TestOperatorChooseTask(t *testing.T) {
 	if tk := next(); tk == nil || tk.Name != "my-survey" || tk.D() != (1+2+1)*3 {
 		t.Fatalf("next task after the upload: %+v", tk)
 	}
-	if _, err := os.Stat(filepath.Join(dir, NextTaskDir, HoldoutFile)); !os.IsNotExist(err) {
-		t.Errorf("an upload without a holdout left a holdout file: %v", err)
+	if ents, _ := os.ReadDir(filepath.Join(dir, NextTaskDir)); len(ents) != 1 {
+		t.Errorf("an upload left %d files, want the definition alone", len(ents))
 	}
 	// The running class is unchanged.
 	if code, body := get(t, h.http.URL+"/api/task"); code != 200 || !strings.Contains(body, `"name": "tiny"`) {
 		t.Errorf("the current class's task changed: HTTP %d %s", code, body)
 	}
 
-	// A shipped example replaces the choice, with its holdout, loadable
-	// as the next aggregator loads it.
+	// A shipped example replaces the choice, with its holdout and
+	// simulation rows, loadable as the next aggregator loads it.
 	if code, body := h.opPost("task", url.Values{"example": {"breast-cancer"}}, nil); code != http.StatusSeeOther {
 		t.Fatalf("example: HTTP %d: %.300s", code, html.UnescapeString(body))
 	}
 	tk, err := loadClassTask(filepath.Join(dir, NextTaskDir))
-	if err != nil || tk.Name != "breast-cancer" || tk.D() != (30+1)*2 || tk.Holdout != HoldoutFile || tk.Simulation != "" {
+	if err != nil || tk.Name != "breast-cancer" || tk.D() != (30+1)*2 || tk.Holdout == "" || tk.Simulation == "" {
 		t.Fatalf("stored example: %v, %+v", err, tk)
 	}
-	want, err := os.ReadFile("../../../tasks/breast-cancer/holdout.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(dir, NextTaskDir, HoldoutFile)); !bytes.Equal(got, want) {
-		t.Error("the stored holdout differs from tasks/breast-cancer/holdout.csv")
+	for _, f := range []string{tk.Holdout, tk.Simulation} {
+		want, err := os.ReadFile(filepath.Join("../../../tasks/breast-cancer", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, NextTaskDir, f)); !bytes.Equal(got, want) {
+			t.Errorf("the stored %s differs from tasks/breast-cancer's", f)
+		}
 	}
 	if code, _ := h.opPost("task", url.Values{"example": {"nonesuch"}}, nil); code != http.StatusBadRequest || next().Name != "breast-cancer" {
 		t.Errorf("unknown example: HTTP %d, next %q", code, next().Name)
@@ -165,6 +167,18 @@ func TestOperatorChooseTask(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || next().Name != "my-survey" {
 		t.Errorf("JSON body: HTTP %d, next %q", resp.StatusCode, next().Name)
+	}
+	// ChooseTask writes only plain file names the definition gives.
+	bad := *next()
+	bad.Holdout = "../escape.csv"
+	if err := h.srv.ChooseTask(&bad, map[string][]byte{"../escape.csv": []byte("x")}); err == nil {
+		t.Error("a holdout path outside the task directory was accepted")
+	}
+	if err := h.srv.ChooseTask(next(), map[string][]byte{"extra.csv": []byte("x")}); err == nil {
+		t.Error("a file the definition does not name was accepted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "escape.csv")); !os.IsNotExist(err) {
+		t.Errorf("a refused choice wrote outside its directory: %v", err)
 	}
 	if entries, _ := filepath.Glob(filepath.Join(dir, NextTaskDir+".tmp-*")); len(entries) != 0 {
 		t.Errorf("temporary directories left: %v", entries)
