@@ -576,10 +576,16 @@ func TestClassroom(t *testing.T) {
 	if err := waitFor(dash, `document.getElementById("round").dataset.value === "0"`, `document.querySelector("#summary").innerText`, 30*time.Second); err != nil {
 		t.Error(err)
 	}
+	// (the projected dashboard reloads itself for the new task)
 	survey := b.open(t, "survey", cl.JoinURL(), phone())
-	if err := waitFor(survey, `document.getElementById("join-title").textContent === "How do we get to school?"`,
-		`document.getElementById("join-title").textContent`, 30*time.Second); err != nil {
-		t.Errorf("the new class's join page does not show the task chosen on the operator page: %v", err)
+	for _, c := range []struct {
+		tb *tab
+		id string
+	}{{survey, "join-title"}, {dash, "task-title"}} {
+		if err := waitFor(c.tb, `document.getElementById("`+c.id+`") && document.getElementById("`+c.id+`").textContent === "How do we get to school?"`,
+			`document.querySelector("h1").textContent`, 30*time.Second); err != nil {
+			t.Errorf("the new class's page does not show the task chosen on the operator page: %v", err)
+		}
 	}
 
 	// The aggregator goes away: the projected dashboard says so instead of

@@ -126,7 +126,10 @@
   function updateClass(info) {
     if (!info.reachable) return;
     setProtocol(info.protocol);
-    if (info.round < cls.round) forget(); // a new class: its own rounds and ledger
+    if (info.round < cls.round) { // a new class: its own rounds and ledger
+      forget();
+      taskChanged();
+    }
     if (info.round > 0 && !cls.epsAt.has(info.round)) cls.epsAt.set(info.round, info.epsilon || 0);
     const newRound = info.round !== cls.round;
     cls.round = info.round;
@@ -645,6 +648,23 @@
     if (study.def.source === "builtin") return;
     showStudy(study.def);
   })();
+  // taskChanged reloads the page when a new class studies another task
+  // (chosen on the operator page): its consent text, data and model are
+  // not this page's, and the volunteer has not agreed to it. Checked at
+  // once and again after the relay's cache of the definition (10 s).
+  function taskChanged() {
+    const check = async () => {
+      if (!study.def) return;
+      try {
+        const r = await fetch("/api/task", { cache: "no-store" });
+        if (!r.ok) return;
+        const t = await r.json();
+        if (t.name !== study.def.name) location.reload();
+      } catch { /* the relay is restarting: the next check */ }
+    };
+    check();
+    setTimeout(check, 11000);
+  }
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);
