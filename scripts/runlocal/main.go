@@ -547,8 +547,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		stopCohort = func() { cancel(); <-done }
 	}
 	defer func() { stopCohort() }()
-	if o.clients > 0 {
-		startCohort(o.tk, o.sets)
+	if tk, sets, ok := o.cohortTask(cl, stdout); ok && o.clients > 0 {
+		startCohort(tk, sets)
 		if !o.paused {
 			if err := startWhenConnected(ctx, cl, o.clients, pw); err != nil {
 				return fmt.Errorf("starting the first round: %w", err)
@@ -580,14 +580,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "new class %s: fresh model and privacy ledger, same key and links; press Start on the operator page\n\n", dir)
-			if p, ok := cl.ClassTask(); ok && o.clients > 0 {
+			if _, ok := cl.ClassTask(); ok && o.clients > 0 {
 				stopCohort()
 				stopCohort = func() {}
-				if tk, sets, err := classTask(p); err != nil {
-					fmt.Fprintf(stdout, "the new class's task: %v; no simulated volunteers\n", err)
-				} else if rows := sets.Train; tk.Source != task.SourceBuiltin && (rows == nil || rows.Len() < o.clients) {
-					fmt.Fprintf(stdout, "task %q has too few simulation rows for %d simulated volunteers: real volunteers only\n", tk.Name, o.clients)
-				} else {
+				if tk, sets, ok := o.cohortTask(cl, stdout); ok {
 					fmt.Fprintf(stdout, "the %d simulated volunteers now learn task %q\n", o.clients, tk.Name)
 					startCohort(tk, sets)
 				}
@@ -623,18 +619,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// classTask loads a class's own task file (localrun.Cluster.ClassTask)
-// and its public data.
-func classTask(path string) (*task.Task, *taskdata.Sets, error) {
-	tk, dir, err := task.Load(path)
-	if err != nil {
-		return nil, nil, err
+// cohortTask returns the task the simulated volunteers of cl's current
+// class learn and its public data: the class's own (chosen on the operator
+// page for it: localrun.Cluster.ClassTask, which its aggregator loads in
+// place of -task), or else -task's (nil: the digits). ok is false, and
+// stdout says why, when there are none to run: no -clients, or the task
+// has fewer simulation rows than volunteers (the survey has none).
+func (o options) cohortTask(cl *localrun.Cluster, stdout io.Writer) (tk *task.Task, sets *taskdata.Sets, ok bool) {
+	if o.clients == 0 {
+		return nil, nil, false
 	}
-	sets, err := taskdata.Open(tk, dir, "", "")
-	if err != nil {
-		return nil, nil, err
+	tk, sets = o.tk, o.sets
+	if p, has := cl.ClassTask(); has {
+		t, dir, err := task.Load(p)
+		if err == nil {
+			sets, err = taskdata.Open(t, dir, "", "")
+		}
+		if err != nil {
+			fmt.Fprintf(stdout, "the class's task: %v; no simulated volunteers\n", err)
+			return nil, nil, false
+		}
+		tk = t
 	}
-	return tk, sets, nil
+	if tk != nil && tk.Source != task.SourceBuiltin && (sets.Train == nil || sets.Train.Len() < o.clients) {
+		fmt.Fprintf(stdout, "task %q has too few simulation rows for %d simulated volunteers: real volunteers only\n", tk.Name, o.clients)
+		return nil, nil, false
+	}
+	return tk, sets, true
 }
 
 // status is the part of /api/status the runner reads.
