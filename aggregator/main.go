@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -195,11 +196,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	tk, test, accSource, err := loadTask(*taskFile, *data, *dataDir, set["data"])
+	// A class's own task (chosen on the operator page for it, and copied
+	// into its state directory when it started: server.ClassTaskDir) is
+	// the task of that class, in place of -task.
+	taskPath := *taskFile
+	if p := filepath.Join(*stateDir, server.ClassTaskDir, server.TaskFile); fileExists(p) {
+		if taskPath != "" && taskPath != p {
+			log.Info("this class's task (chosen on the operator page) replaces -task", "task_file", p, "flag", taskPath)
+		}
+		taskPath = p
+	}
+	tk, test, accSource, err := loadTask(taskPath, *data, *dataDir, set["data"])
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	if *taskFile != "" {
+	if taskPath != "" {
 		suggest(tk.Privacy, set, protocol, epsilon, delta, rounds)
 	}
 	d := tk.D()
@@ -315,6 +326,12 @@ func loadTask(path, data, dataDir string, dataSet bool) (*task.Task, logreg.Data
 		return nil, logreg.Dataset{}, "", err
 	}
 	return tk, test, src, nil
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // suggest applies a task's suggested privacy parameters to the flags the

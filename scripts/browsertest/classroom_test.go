@@ -529,6 +529,16 @@ func TestClassroom(t *testing.T) {
 	// so, and make run's supervisor (localrun.NewClass here) restarts it
 	// on a fresh state directory: same key, round 0, paused, and the old
 	// class's ledger untouched on disk.
+	// Before it, the teacher picks the next class's task on the operator
+	// page (the survey, by the page's own form); the new class's join page
+	// then shows it.
+	if _, err := eval[bool](op, `(() => { document.getElementById("op-example").value = "class-survey"; document.getElementById("op-task-choose").click(); return true; })()`); err != nil {
+		t.Error(err)
+	}
+	if err := waitFor(op, `document.getElementById("op-next-task") && document.getElementById("op-next-task").dataset.name === "class-survey"`,
+		`document.body.innerText.slice(0, 400)`, 20*time.Second); err != nil {
+		t.Error(err)
+	}
 	oldDir := cl.AggregatorDir()
 	oldLedger, err := os.ReadFile(filepath.Join(oldDir, "ledger.jsonl"))
 	if err != nil {
@@ -565,6 +575,17 @@ func TestClassroom(t *testing.T) {
 	}
 	if err := waitFor(dash, `document.getElementById("round").dataset.value === "0"`, `document.querySelector("#summary").innerText`, 30*time.Second); err != nil {
 		t.Error(err)
+	}
+	// (the projected dashboard reloads itself for the new task)
+	survey := b.open(t, "survey", cl.JoinURL(), phone())
+	for _, c := range []struct {
+		tb *tab
+		id string
+	}{{survey, "join-title"}, {dash, "task-title"}} {
+		if err := waitFor(c.tb, `document.getElementById("`+c.id+`") && document.getElementById("`+c.id+`").textContent === "How do we get to school?"`,
+			`document.querySelector("h1").textContent`, 30*time.Second); err != nil {
+			t.Errorf("the new class's page does not show the task chosen on the operator page: %v", err)
+		}
 	}
 
 	// The aggregator goes away: the projected dashboard says so instead of

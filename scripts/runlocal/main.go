@@ -518,25 +518,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "no simulated volunteers: real students only (rounds sized for %d), protocol %s, %d rounds; Ctrl-C to stop\n\n", o.students, o.protocol, o.rounds)
 	}
 
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	cohortDone := make(chan error, 1)
-	if o.clients > 0 {
+	// startCohort runs the simulated volunteers on tk's simulation rows
+	// (nil: the digits) until stopCohort; a new class of another task
+	// (chosen on the operator page) gets new ones.
+	stopCohort := func() {}
+	startCohort := func(tk *task.Task, sets *taskdata.Sets) {
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			cc := cohort.Config{
 				Relay: cl.WebSocketURL(), Key: key, Clients: o.clients, PerUser: 8000 / o.clients,
 				Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler), Workers: o.workers,
 			}
-			if o.taskFile != "" && o.tk.Source != task.SourceBuiltin {
-				if cc.Shares, err = taskdata.Shares(o.sets, o.clients, cc.Seed); err != nil {
-					cohortDone <- err
-					return
-				}
+			var err error
+			if tk != nil && tk.Source != task.SourceBuiltin {
+				cc.Shares, err = taskdata.Shares(sets, o.clients, cc.Seed)
 				cc.PerUser = 1
 			}
-			_, err := cohort.Run(cctx, cc)
-			cohortDone <- err
+			if err == nil {
+				_, err = cohort.Run(cctx, cc)
+			}
+			if cctx.Err() == nil {
+				select {
+				case cohortDone <- err:
+				default:
+				}
+			}
 		}()
+		stopCohort = func() { cancel(); <-done }
+	}
+	defer func() { stopCohort() }()
+	if tk, sets, ok := o.cohortTask(cl, stdout); ok && o.clients > 0 {
+		startCohort(tk, sets)
 		if !o.paused {
 			if err := startWhenConnected(ctx, cl, o.clients, pw); err != nil {
 				return fmt.Errorf("starting the first round: %w", err)
@@ -568,6 +583,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "new class %s: fresh model and privacy ledger, same key and links; press Start on the operator page\n\n", dir)
+			if _, ok := cl.ClassTask(); ok && o.clients > 0 {
+				stopCohort()
+				stopCohort = func() {}
+				if tk, sets, ok := o.cohortTask(cl, stdout); ok {
+					fmt.Fprintf(stdout, "the %d simulated volunteers now learn task %q\n", o.clients, tk.Name)
+					startCohort(tk, sets)
+				}
+			}
 			printed, stoppedShown = 0, false
 			continue
 		}
@@ -598,6 +621,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, "the dashboard and the pages stay up; Ctrl-C to stop (or New class on the operator page).")
 		}
 	}
+}
+
+// cohortTask returns the task the simulated volunteers of cl's current
+// class learn and its public data: the class's own (chosen on the operator
+// page for it: localrun.Cluster.ClassTask, which its aggregator loads in
+// place of -task), or else -task's (nil: the digits). ok is false, and
+// stdout says why, when there are none to run: no -clients, or the task
+// has fewer simulation rows than volunteers (the survey has none).
+func (o options) cohortTask(cl *localrun.Cluster, stdout io.Writer) (tk *task.Task, sets *taskdata.Sets, ok bool) {
+	if o.clients == 0 {
+		return nil, nil, false
+	}
+	tk, sets = o.tk, o.sets
+	if p, has := cl.ClassTask(); has {
+		t, dir, err := task.Load(p)
+		if err == nil {
+			sets, err = taskdata.Open(t, dir, "", "")
+		}
+		if err != nil {
+			fmt.Fprintf(stdout, "the class's task: %v; no simulated volunteers\n", err)
+			return nil, nil, false
+		}
+		tk = t
+	}
+	if tk != nil && tk.Source != task.SourceBuiltin && (sets.Train == nil || sets.Train.Len() < o.clients) {
+		fmt.Fprintf(stdout, "task %q has too few simulation rows for %d simulated volunteers: real volunteers only\n", tk.Name, o.clients)
+		return nil, nil, false
+	}
+	return tk, sets, true
 }
 
 // status is the part of /api/status the runner reads.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"unicode"
 
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -208,10 +209,127 @@ func Parse(b []byte) (*Task, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("task: %s: data after the definition: %w", lineOf(b, dec.InputOffset()), ErrInvalid)
 	}
+	if err := duplicateKeys(b); err != nil {
+		return nil, err
+	}
 	if err := t.validate(); err != nil {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// duplicateKeys refuses an object with the same key twice, which
+// encoding/json would accept, keeping the last value: a definition with
+// "epsilon" twice is ambiguous to its reader. Keys are compared as
+// encoding/json matches them to fields, case-insensitively (Unicode
+// simple folding, as strings.EqualFold), so "name" and "Name" are the same
+// key. b is a syntactically valid JSON value (Parse decoded it).
+func duplicateKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	// One frame per open object or array: where it is (for the message),
+	// the keys seen (nil for an array) and the pending key or index of the
+	// next value.
+	type frame struct {
+		path    string
+		keys    map[string]string
+		key     string // the key of the value being read, if haveKey
+		haveKey bool
+		index   int // an array's next element
+	}
+	var stack []*frame
+	// valuePath names the value about to be read in the innermost frame.
+	valuePath := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.keys == nil {
+			return fmt.Sprintf("%s[%d]", f.path, f.index)
+		}
+		if f.path == "" {
+			return f.key
+		}
+		return f.path + "." + f.key
+	}
+	// consumed records that the innermost frame's value was read.
+	consumed := func() {
+		if len(stack) == 0 {
+			return
+		}
+		f := stack[len(stack)-1]
+		if f.keys == nil {
+			f.index++
+		} else {
+			f.haveKey = false
+		}
+	}
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return jsonError(b, dec, err)
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil && !stack[n-1].haveKey && tok != json.Delim('}') {
+			f := stack[n-1]
+			k, _ := tok.(string) // in key position the token is the key
+			fk := foldKey(k)
+			if prev, dup := f.keys[fk]; dup {
+				where := "the top-level object"
+				if f.path != "" {
+					where = f.path
+				}
+				what := fmt.Sprintf("%q", k)
+				if prev != k {
+					what = fmt.Sprintf("%q (the same field as %q: keys match regardless of case)", k, prev)
+				}
+				at := start + int64(max(0, bytes.IndexByte(b[start:], '"')))
+				return fmt.Errorf("task: %s: key %s appears twice in %s; keep one: %w", lineOf(b, at), what, where, ErrInvalid)
+			}
+			f.keys[fk] = k
+			f.key, f.haveKey = k, true
+			continue
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			f := &frame{path: valuePath()}
+			if tok == json.Delim('{') {
+				f.keys = map[string]string{}
+			}
+			stack = append(stack, f)
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			consumed()
+		default:
+			consumed()
+		}
+	}
+}
+
+// keyStart is the offset of the key's opening quote in b, which starts
+// just after the previous token (a comma or a brace and spaces).
+func keyStart(b []byte) int {
+	if i := bytes.IndexByte(b, '"'); i >= 0 {
+		return i
+	}
+	return 0
+}
+
+// foldKey maps s to one representative of its case-folding class
+// (strings.EqualFold(a, b) iff foldKey(a) == foldKey(b)): every rune
+// becomes the smallest rune of its unicode.SimpleFold orbit.
+func foldKey(s string) string {
+	var sb strings.Builder
+	for _, r := range s {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		sb.WriteRune(m)
+	}
+	return sb.String()
 }
 
 // New validates a task definition built field by field, exactly as Parse

@@ -144,7 +144,7 @@ func main() {
 		Version: 1,
 		Name:    "breast-cancer",
 		Title:   "Breast cancer diagnosis from cell nuclei (UCI Wisconsin Diagnostic)",
-		Consent: "This is a demonstration study on a public data set (Breast Cancer Wisconsin (Diagnostic), UCI Machine Learning Repository, CC BY 4.0). " +
+		Consent: "This is a demonstration study on a public data set (Breast Cancer Wisconsin (Diagnostic), UCI Machine Learning Repository, as copied by scikit-learn). " +
 			"If you take part, you choose a CSV file on your device with the columns listed below; its rows never leave your device. " +
 			"Your device trains a small model on them and sends only a clipped, noised update, through a relay to an aggregator, two servers that do not collude. " +
 			"The model is not a medical device and must not be used for diagnosis.",

@@ -194,7 +194,7 @@ func TestDashboardProjector(t *testing.T) {
 	if !strings.Contains(page, `data-simulated="200"`) || !strings.Contains(page, `id="volunteers-split"`) {
 		t.Error("the dashboard cannot tell real from simulated volunteers")
 	}
-	head := page[strings.Index(page, `<header class="dash-head">`):strings.Index(page, "</header>")]
+	head := page[strings.Index(page, `<header class="dash-head"`):strings.Index(page, "</header>")]
 	for _, want := range []string{`id="join-url"`, `id="join-qr"`, `id="volunteers" data-url="http://127.0.0.1:8081/api/round"`, `id="state" data-state="running"`} {
 		if !strings.Contains(head, want) {
 			t.Errorf("dashboard header lacks %s", want)

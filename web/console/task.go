@@ -44,6 +44,15 @@ func (d DashboardData) TaskTitle() string {
 	return d.Task.Def.Title
 }
 
+// TaskName is the task's name, as /api/status says it ("" without a
+// task); the dashboard reloads when a new class's differs.
+func (d DashboardData) TaskName() string {
+	if d.Task == nil || d.Task.Def == nil {
+		return ""
+	}
+	return d.Task.Def.Name
+}
+
 // ClassName is class c's declared name (its number without a task).
 func (d DashboardData) ClassName(c int) string {
 	if d.Task != nil && d.Task.Def != nil && c < len(d.Task.Def.Label.Classes) {

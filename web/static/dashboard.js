@@ -110,6 +110,10 @@
     es.addEventListener("status", (ev) => {
       const s = JSON.parse(ev.data), charts = $("charts");
       showConnected(true);
+      // A new class of another task (chosen on the operator page): the
+      // page's layout is the old task's, so load it again.
+      const head = document.querySelector(".dash-head");
+      if (head && (s.task || "") !== (head.dataset.task || "")) { location.reload(); return; }
       set("round", s.round, String(s.round));
       accuracy(s.accuracy);
       epsilon(s.epsilon);

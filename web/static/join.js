@@ -60,6 +60,17 @@
     for (const [k, v] of cls.epsAt) if (k >= r && (best === undefined || k < best[0])) best = [k, v];
     return best ? best[1] : undefined;
   }
+  // guessing says whether an accuracy is no better than guessing. The
+  // digits: below twice the 1/10 of picking a digit at random (as the
+  // dashboard). A study: at most 1/classes, what picking one of its classes
+  // at random scores whatever their balance. (The dashboard compares a
+  // study with its holdout's majority class, a higher bar this page does
+  // not know; it says so on the projector.)
+  function guessing(accuracy) {
+    const classes = study.def && study.def.label && study.def.label.classes ? study.def.label.classes.length : 10;
+    if (study.def && study.def.source !== "builtin") return accuracy <= 1 / classes;
+    return accuracy < 2 / classes;
+  }
   function showClass() {
     const acc = $("class-accuracy");
     if (study.def && study.def.source !== "builtin" && cls.accuracySource === "none") {
@@ -70,8 +81,9 @@
       acc.textContent = "No round has updated the model yet.";
     } else {
       acc.dataset.value = String(cls.accuracy);
-      acc.textContent = `${study.def && study.def.source !== "builtin" ? "is right on" : "recognizes"} ${(100 * cls.accuracy).toFixed(1)} % of the ${study.def && study.def.source !== "builtin" ? "public test rows" : "test digits"} (after ${cls.roundsOK} round${cls.roundsOK === 1 ? "" : "s"})` +
-        (cls.accuracy < 0.2 ? ": no better than guessing. The noise that protects each of you is larger than what so few updates learned together; the projector says more." : ".");
+      const isStudy = study.def && study.def.source !== "builtin";
+      acc.textContent = `${isStudy ? "is right on" : "recognizes"} ${(100 * cls.accuracy).toFixed(1)} % of the ${isStudy ? "public test rows" : "test digits"} (after ${cls.roundsOK} round${cls.roundsOK === 1 ? "" : "s"})` +
+        (guessing(cls.accuracy) ? ": no better than guessing. The noise that protects each of you is larger than what so few updates learned together; the projector says more." : ".");
     }
     const mine = myRounds(), rj = $("rounds-joined");
     rj.dataset.value = String(mine.length);
@@ -114,7 +126,10 @@
   function updateClass(info) {
     if (!info.reachable) return;
     setProtocol(info.protocol);
-    if (info.round < cls.round) forget(); // a new class: its own rounds and ledger
+    if (info.round < cls.round) { // a new class: its own rounds and ledger
+      forget();
+      taskChanged();
+    }
     if (info.round > 0 && !cls.epsAt.has(info.round)) cls.epsAt.set(info.round, info.epsilon || 0);
     const newRound = info.round !== cls.round;
     cls.round = info.round;
@@ -633,6 +648,23 @@
     if (study.def.source === "builtin") return;
     showStudy(study.def);
   })();
+  // taskChanged reloads the page when a new class studies another task
+  // (chosen on the operator page): its consent text, data and model are
+  // not this page's, and the volunteer has not agreed to it. Checked at
+  // once and again after the relay's cache of the definition (10 s).
+  function taskChanged() {
+    const check = async () => {
+      if (!study.def) return;
+      try {
+        const r = await fetch("/api/task", { cache: "no-store" });
+        if (!r.ok) return;
+        const t = await r.json();
+        if (t.name !== study.def.name) location.reload();
+      } catch { /* the relay is restarting: the next check */ }
+    };
+    check();
+    setTimeout(check, 11000);
+  }
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);

@@ -100,6 +100,13 @@ type ChanceFacts struct {
 	Reports       float64
 	TargetEpsilon float64
 	Simulated     int
+	// Majority, for a study (a task other than the built-in digits), is
+	// the fraction of its public holdout's rows in the most common class,
+	// MajorityClass, what always answering that class scores: the bar a
+	// model must clear to be better than guessing, which 1/Classes is not
+	// when the classes are unbalanced. MajorityClass "" is the digits.
+	Majority      float64
+	MajorityClass string
 }
 
 // ExplainChance says, when the model is no better than guessing (test
@@ -107,16 +114,30 @@ type ChanceFacts struct {
 // whole run within the privacy target is the same however many volunteers
 // share it, so a few updates cannot rise above it. It returns "" while the
 // model does better or has no accuracy yet.
+//
+// For a study (MajorityClass set) the bar is the majority-class rate
+// instead: the model is no better than guessing when its accuracy on the
+// public holdout is at most what always answering the most common class
+// scores there.
 func ExplainChance(c ChanceFacts) string {
 	if c.Accuracy == nil || c.Classes < 2 {
 		return ""
 	}
-	chance := 1 / float64(c.Classes)
-	if *c.Accuracy >= 2*chance {
-		return ""
+	var s string
+	if c.MajorityClass != "" {
+		if *c.Accuracy > c.Majority {
+			return ""
+		}
+		s = fmt.Sprintf("The model is no better than guessing: it is right on %.1f %% of the public test rows, and always answering %q is right on %.1f %% of them. ",
+			100**c.Accuracy, c.MajorityClass, 100*c.Majority)
+	} else {
+		chance := 1 / float64(c.Classes)
+		if *c.Accuracy >= 2*chance {
+			return ""
+		}
+		s = fmt.Sprintf("The model is no better than guessing (%.0f %% is what picking one of %d digits at random scores). ",
+			100*chance, c.Classes)
 	}
-	s := fmt.Sprintf("The model is no better than guessing (%.0f %% is what picking one of %d digits at random scores). ",
-		100*chance, c.Classes)
 	s += fmt.Sprintf("To keep every volunteer's privacy within ε = %s, noise is added that hides any one of them; "+
 		"with about %.0f updates per round, it is larger than what they learned together. ",
 		strconv.FormatFloat(c.TargetEpsilon, 'g', 4, 64), c.Reports)

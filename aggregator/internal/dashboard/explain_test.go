@@ -73,6 +73,22 @@ func TestExplainChance(t *testing.T) {
 	if s := ExplainChance(ChanceFacts{Classes: 10}); s != "" {
 		t.Errorf("note without accuracy: %q", s)
 	}
+	// A study of two unbalanced classes: 60 % is no better than always
+	// answering the majority class (63 %), though above 1/2; 70 % is
+	// better. The digits are not mentioned.
+	mid, better := 0.60, 0.70
+	s = ExplainChance(ChanceFacts{Accuracy: &mid, Classes: 2, Reports: 20, TargetEpsilon: 4, Majority: 0.63, MajorityClass: "benign"})
+	for _, want := range []string{"no better than guessing", "60.0 %", `always answering "benign" is right on 63.0 %`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("study chance note %q lacks %q", s, want)
+		}
+	}
+	if strings.Contains(s, "digits") {
+		t.Errorf("study chance note speaks of digits: %q", s)
+	}
+	if s := ExplainChance(ChanceFacts{Accuracy: &better, Classes: 2, Majority: 0.63, MajorityClass: "benign"}); s != "" {
+		t.Errorf("note at 70%% against a 63%% majority: %q", s)
+	}
 	if m := MeanReports([]checkpoint.RoundRecord{{Status: checkpoint.StatusOK, N: 4}, {Status: checkpoint.StatusAborted, N: 1}, {Status: checkpoint.StatusOK, N: 6}}); m != 5 {
 		t.Errorf("MeanReports = %v, want 5", m)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web/console"
 )
 
@@ -258,6 +260,7 @@ var operatorMessages = map[string]string{
 	"newclass": "A new class is starting: a fresh model and privacy ledger; the previous class's ledger stays on disk. " +
 		"Press Start when the students are ready.",
 	"login": "Logged in.",
+	"task":  "Task chosen for the next class: it starts with New class. This class keeps its task, model and ledger.",
 }
 
 func (s *Server) serveOperator(w http.ResponseWriter, r *http.Request) {
@@ -281,12 +284,24 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 		s.serveLogin(w, r)
 		return
 	}
-	if _, ok := operatorMessages[action]; !ok || (action == "newclass" && !s.cfg.Web.NewClass) {
+	if _, ok := operatorMessages[action]; !ok || ((action == "newclass" || action == "task") && !s.cfg.Web.NewClass) {
 		http.NotFound(w, r)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxOperatorForm)
-	if err := r.ParseForm(); err != nil {
+	limit := int64(maxOperatorForm)
+	if action == "task" {
+		limit = maxTaskUpload
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	err := r.ParseForm()
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && action == "task" && mt == "multipart/form-data" {
+		err = r.ParseMultipartForm(maxTaskUpload)
+	}
+	if err != nil {
+		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
+			http.Error(w, fmt.Sprintf("request larger than %d bytes (a task definition is at most %d)", limit, task.MaxFileBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
 		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -301,7 +316,6 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, why, code)
 		return
 	}
-	var err error
 	code := http.StatusBadRequest
 	switch action {
 	case "start":
@@ -320,6 +334,11 @@ func (s *Server) serveOperatorAction(w http.ResponseWriter, r *http.Request) {
 		}
 	case "newclass":
 		s.RequestNewClass()
+	case "task":
+		_, err = s.chooseTaskRequest(r)
+		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
+			code = http.StatusRequestEntityTooLarge
+		}
 	}
 	if err != nil {
 		d := s.OperatorData(true)
@@ -384,6 +403,9 @@ func (s *Server) OperatorData(loggedIn bool) console.OperatorData {
 		d.Pending = append(d.Pending, "model reset to zero")
 	}
 	s.mu.RUnlock()
+	if loggedIn && cfg.Web.NewClass {
+		s.operatorTasks(&d)
+	}
 	rc := s.rounds()
 	d.Form = dashboard.Form(s.settings(), func() (float64, error) { return s.operatorSigma(rc) })
 	return d

@@ -102,7 +102,10 @@ type Server struct {
 
 	// procMu serializes every state transition (batch, abort, announce,
 	// abandon); mu guards st and stopped for the API's readers.
-	procMu  sync.Mutex
+	procMu sync.Mutex
+	// taskMu serializes the operator's choice of the next class's task
+	// (nexttask.go).
+	taskMu  sync.Mutex
 	mu      sync.RWMutex
 	st      checkpoint.State
 	stopped string // why the round loop stopped announcing ("" while running)

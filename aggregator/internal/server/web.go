@@ -18,6 +18,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
+	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
@@ -245,12 +246,16 @@ func (s *Server) DashboardData() console.DashboardData {
 	if a := st.LastAbort; a != nil {
 		note = &console.AbortNote{Round: a.Round, Message: a.Message, Advice: a.Advice}
 	}
-	chance := dashboard.ExplainChance(dashboard.ChanceFacts{Accuracy: st.Accuracy, Classes: sh.Classes,
-		Reports: dashboard.MeanReports(rounds), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated})
+	cf := dashboard.ChanceFacts{Accuracy: st.Accuracy, Classes: sh.Classes,
+		Reports: dashboard.MeanReports(rounds), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated}
 	if cfg.Task != nil && cfg.Task.Source != task.SourceBuiltin {
-		// ExplainChance speaks of digits, and its threshold (twice
-		// chance) is always met with two classes: not for a study.
-		chance = ""
+		// A study is measured against its holdout's majority class, not
+		// the digits' 1/10 (with no holdout there is no accuracy).
+		cf.Majority, cf.MajorityClass = majorityRate(cfg.Test, cfg.Task.Label.Classes)
+	}
+	chance := ""
+	if cf.MajorityClass != "" || cfg.Task == nil || cfg.Task.Source == task.SourceBuiltin {
+		chance = dashboard.ExplainChance(cf)
 	}
 	return console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
@@ -282,4 +287,29 @@ func auditView(st *liveaudit.Status) console.AuditView {
 		v.Lower, v.Charged, v.Confidence, v.Trials, v.Attack = b.Lower, b.Charged, b.Confidence, b.Trials, b.Attack
 	}
 	return v
+}
+
+// majorityRate returns the fraction of test's examples in its most common
+// class and that class's name (classes[label]); 0 and "" for a test set
+// of no examples.
+func majorityRate(test logreg.Dataset, classes []string) (float64, string) {
+	n := test.Len()
+	if n == 0 {
+		return 0, ""
+	}
+	counts := make([]int, test.Shape().Classes)
+	for i := range n {
+		counts[test.Label(i)]++
+	}
+	best := 0
+	for c := range counts {
+		if counts[c] > counts[best] {
+			best = c
+		}
+	}
+	name := strconv.Itoa(best)
+	if best < len(classes) {
+		name = classes[best]
+	}
+	return float64(counts[best]) / float64(n), name
 }

@@ -265,7 +265,8 @@ func (c *Cluster) Stop() error {
 // NewClass starts a new class: it stops the aggregator and starts it again,
 // on the same address, paused, with a fresh state directory dir, so the new
 // class has its own privacy ledger and model and starts when the operator
-// presses Start. The previous class's directory,
+// presses Start. The new class learns the task the operator chose for it
+// on the operator page, or else the previous class's (classTask). The previous class's directory,
 // ledger included, stays on disk untouched. The key file is copied so
 // that the fingerprint volunteers compare stays the same (the relay keeps
 // running and need not refetch it).
@@ -283,6 +284,9 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, keyFile), key, 0o600); err != nil {
 		return fmt.Errorf("localrun: new class: %w", err)
 	}
+	if err := classTask(c.opts.AggregatorDir, dir); err != nil {
+		return err
+	}
 	if err := c.StopAggregator(); err != nil {
 		return err
 	}
@@ -294,6 +298,63 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	}
 	c.opts.AggregatorDir, c.startPaused = dir, true
 	return c.StartAggregator(ctx)
+}
+
+// The aggregator's class task directories (aggregator/internal/server
+// NextTaskDir and ClassTaskDir, which this package cannot import).
+const (
+	nextTaskDir  = "next-class-task"
+	classTaskDir = "task"
+)
+
+// classTask gives the new class in dir its task: the files of the task
+// the operator chose on the old class's operator page (old/nextTaskDir),
+// or else the old class's own task (old/classTaskDir), copied to
+// dir/classTaskDir, where the aggregator loads it in place of -task. With
+// neither, the new class runs the aggregator's -task like the first. The
+// old class's directory is not changed.
+func classTask(old, dir string) error {
+	src := filepath.Join(old, nextTaskDir)
+	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+		src = filepath.Join(old, classTaskDir)
+	}
+	ents, err := os.ReadDir(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("localrun: new class: task: %w", err)
+	}
+	dst := filepath.Join(dir, classTaskDir)
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return fmt.Errorf("localrun: new class: task: %w", err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return fmt.Errorf("localrun: new class: task: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			return fmt.Errorf("localrun: new class: task: %w", err)
+		}
+	}
+	return nil
+}
+
+// ClassTask returns the current class's own task file (the one chosen for
+// it on the operator page, which its aggregator loads in place of -task)
+// and true, or "" and false when the class runs the aggregator's -task. A
+// supervisor whose simulated volunteers hold a task's data (make run)
+// reads it after NewClass to deal them the new task's rows.
+func (c *Cluster) ClassTask() (string, bool) {
+	p := filepath.Join(c.opts.AggregatorDir, classTaskDir, "task.json")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p, true
+	}
+	return "", false
 }
 
 // archiveRelayLedgers stops the relay, moves its noise ledger and the

@@ -2,6 +2,8 @@ package localrun
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,5 +47,55 @@ func TestFreeAddrOnHost(t *testing.T) {
 	}
 	if !strings.HasPrefix(a, "127.0.0.2:") {
 		t.Errorf("address %s, want one on 127.0.0.2", a)
+	}
+}
+
+// TestClassTask: a new class learns the task chosen for it on the
+// operator page (next-class-task/, files copied), else keeps the previous
+// class's own (task/), else has none (the aggregator's -task); the old
+// class's directory is not changed.
+func TestClassTask(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "(none)"
+		}
+		return string(b)
+	}
+	a, b, c, d := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c"), filepath.Join(root, "d")
+	os.MkdirAll(a, 0o700)
+	if err := classTask(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b, classTaskDir)); !os.IsNotExist(err) {
+		t.Fatalf("no task chosen, yet the new class has a task directory: %v", err)
+	}
+	write(filepath.Join(b, classTaskDir, "task.json"), "class b")
+	write(filepath.Join(b, nextTaskDir, "task.json"), "chosen")
+	write(filepath.Join(b, nextTaskDir, "holdout.csv"), "rows")
+	if err := classTask(b, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(filepath.Join(c, classTaskDir, "task.json")) + "/" + read(filepath.Join(c, classTaskDir, "holdout.csv")); got != "chosen/rows" {
+		t.Errorf("chosen task: new class has %s", got)
+	}
+	if got := read(filepath.Join(b, classTaskDir, "task.json")); got != "class b" {
+		t.Errorf("the old class's task changed: %s", got)
+	}
+	if err := classTask(c, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(filepath.Join(d, classTaskDir, "task.json")); got != "chosen" {
+		t.Errorf("nothing chosen: the new class has %s, want the previous class's task", got)
 	}
 }
