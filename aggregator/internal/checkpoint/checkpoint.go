@@ -42,6 +42,11 @@ type RoundRecord struct {
 	AnnouncedAt time.Time `json:"announced_at,omitzero"`
 	Deadline    time.Time `json:"deadline,omitzero"`
 	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// ClosedAt is when the relay's close of a secure-summation round
+	// reached the aggregator (FinishedAt minus ClosedAt is the work left
+	// at the close: the charge, the relay's noisy share, unsharding and
+	// the model update).
+	ClosedAt time.Time `json:"closed_at,omitzero"`
 	// Accuracy and Loss of the model after the round on the held-out test
 	// set (null when the round did not update the model).
 	Accuracy *float64 `json:"accuracy"`

@@ -271,7 +271,7 @@ func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 	// A chunk the relay should never send closes the round, nothing
 	// charged: the relay ends it too on the invalid answer.
 	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
-		rec: s.openRecord(r, dig, c.leader.Reports(), 0, 0), fail: func(st uint8) []byte { return prepFrame(round, st) }}
+		rec: s.openRecord(r, dig, c.leader.Reports(), 0, 0, time.Time{}), fail: func(st uint8) []byte { return prepFrame(round, st) }}
 	if ch.Seq != c.next {
 		return fc.closeInvalid(s, fmt.Sprintf("chunk %d, expected %d", ch.Seq, c.next))
 	}
@@ -300,8 +300,8 @@ func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 }
 
 // openRecord is the record of the open round r with the relay's counts.
-func (s *Server) openRecord(r int, dig string, reports, checkedIn, population int) checkpoint.RoundRecord {
-	rec := checkpoint.RoundRecord{Round: r, Digest: dig, Reports: reports, CheckedIn: checkedIn, Population: population}
+func (s *Server) openRecord(r int, dig string, reports, checkedIn, population int, closedAt time.Time) checkpoint.RoundRecord {
+	rec := checkpoint.RoundRecord{Round: r, Digest: dig, Reports: reports, CheckedIn: checkedIn, Population: population, ClosedAt: closedAt}
 	if o := s.st.Open; o != nil && o.Round == r {
 		rec.AnnouncedAt, rec.Deadline = o.AnnouncedAt, o.Deadline
 	}
@@ -366,7 +366,7 @@ func (s *Server) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d has no chunks here", r))
 	}
 	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
-		rec:  s.openRecord(r, dig, int(cl.Reports), int(cl.CheckedIn), int(cl.Population)),
+		rec:  s.openRecord(r, dig, int(cl.Reports), int(cl.CheckedIn), int(cl.Population), time.Now()),
 		fail: func(st uint8) []byte { return chargedFrame(round, st) },
 		ok: func(n int) ([]byte, error) {
 			return (&wire.SecAggCharged{Round: round, Status: wire.BatchStatusOK, Accepted: uint32(n)}).MarshalBinary()
