@@ -33,7 +33,7 @@ func TestSimulateTask(t *testing.T) {
 		t.Skip("trains 10 rounds")
 	}
 	o := Options{Task: "../../../tasks/breast-cancer/task.json", Protocols: []string{"secagg"}, PerUser: 1, Rounds: 10, Seed: 1, JSON: true}
-	o.SecAgg = secaggParams{Pop: 456, Q: 1, Rounds: 10, Clip: 1, Bits: 10, Eps: 4}
+	o.SecAgg = secaggParams{Pop: 456, PerUser: 1, Q: 1, Rounds: 10, Clip: 1, Eps: 4}
 	var out strings.Builder
 	if err := Simulate(context.Background(), o, &out, io.Discard); err != nil {
 		t.Fatal(err)
