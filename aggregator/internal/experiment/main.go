@@ -106,6 +106,28 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if protocols != "" {
 		o.Protocols = strings.Split(protocols, ",")
 	}
+	if o.Task != "" {
+		// As make run: the task's suggested epsilon, delta and rounds are
+		// secure summation's defaults (scripts/runlocal).
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		tk, _, err := task.Load(o.Task)
+		if err != nil {
+			fmt.Fprintln(stderr, "simulate:", err)
+			return 2
+		}
+		if p := tk.Privacy; p.Protocol == "" || p.Protocol == tableSecAgg {
+			if p.Epsilon > 0 && !set["secagg-eps"] {
+				o.SecAgg.Eps = p.Epsilon
+			}
+			if p.Delta > 0 && !set["secagg-delta"] {
+				o.SecAgg.Delta = p.Delta
+			}
+			if p.Rounds > 0 && !set["secagg-rounds"] {
+				o.SecAgg.Rounds = p.Rounds
+			}
+		}
+	}
 	if *list {
 		for _, id := range allMethodIDs() {
 			fmt.Fprintln(stdout, id)
@@ -223,10 +245,15 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !o.JSON {
-		fmt.Fprintf(stdout, "dataset %s: %d users of %d examples, %d test examples; n = %d users per round, %d rounds, seed %d\n",
-			o.Dataset, len(w.users), o.PerUser, w.test.Len(), n, o.Rounds, o.Seed)
-		if sw != w {
-			fmt.Fprintf(stdout, "secure summation: %d shards of %d examples\n", len(sw.users), sw.perUser)
+		secOnly := o.Table == tableRobust || slices.Equal(ids, []string{"secagg"})
+		if !secOnly {
+			fmt.Fprintf(stdout, "dataset %s: %d users of %d examples, %d test examples; n = %d users per round, %d rounds, seed %d\n",
+				o.Dataset, len(w.users), o.PerUser, w.test.Len(), n, o.Rounds, o.Seed)
+		}
+		if secOnly || (o.Table != tableEqualEps && slices.Contains(ids, "secagg")) {
+			sp := o.SecAgg.withDefaults()
+			fmt.Fprintf(stdout, "secure summation on %s: %d volunteers (%d shards of %d examples), %d test examples; %d rounds, seed %d\n",
+				o.Dataset, sp.Pop, len(sw.users), sw.perUser, sw.test.Len(), sp.Rounds, o.Seed)
 		}
 	}
 	var results []*runResult
