@@ -256,8 +256,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if cfg.Release.Protocol == privacy.ProtocolSecAgg {
-		// The rows are add/remove; replace-one (the relation of every
-		// other protocol) by experiment.SecAggReplaceOne.
+		// The ledger's charge: replace-one (the relation of every other
+		// protocol), experiment.SecAggReplaceOne (the tightest row).
 		e, route, err := experiment.SecAggReplaceOne(cfg.releases(), cfg.Delta)
 		if err != nil {
 			fmt.Fprintf(stderr, "aggregator privacy: replace-one: %v\n", err)
@@ -390,7 +390,7 @@ func writeTable(w io.Writer, c config, rep privacy.Report) error {
 	}
 	_, err := fmt.Fprintf(w, "tightest valid: %s (%.4g, %.3g)\n", rep.Rows[rep.Tightest].Method, rep.Rows[rep.Tightest].Epsilon, rep.Rows[rep.Tightest].Delta)
 	if err == nil && c.ReplaceOne != nil {
-		_, err = fmt.Fprintf(w, "the rows are add/remove one volunteer; replace-one: (%.4g, %.3g) by %s\n", c.ReplaceOne.Epsilon, c.ReplaceOne.Delta, c.ReplaceOne.Route)
+		_, err = fmt.Fprintf(w, "the ledger charges replace-one: (%.4g, %.3g) by %s\n", c.ReplaceOne.Epsilon, c.ReplaceOne.Delta, c.ReplaceOne.Route)
 	}
 	return err
 }
