@@ -11,7 +11,7 @@ import (
 const tableEqualEps = "equal-eps"
 
 // equalEpsIDs are the equal-epsilon table's rows in print order.
-var equalEpsIDs = []string{"secagg", "pine", "dp-fl", "secagg-tuned", "pine-tuned", "dp-fl-tuned", "ss-topk", "ss-double", "ss-simple", "apes"}
+var equalEpsIDs = []string{"secagg", "dp-fl", "secagg-tuned", "dp-fl-tuned", "ss-topk", "ss-double", "ss-simple", "apes"}
 
 // equalEpsMethods builds the rows of the equal-epsilon table: every
 // protocol on the same users (n per round in disjoint groups, FLAME's
@@ -20,12 +20,11 @@ var equalEpsIDs = []string{"secagg", "pine", "dp-fl", "secagg-tuned", "pine-tune
 // privacy.Account's tightest proven ε over the whole run, for replacing
 // one volunteer, is at most eps at δ = delta:
 //
-//   - secagg (SumVec) and pine (PINE): per-server σ by
-//     calibrateSecAggSigma (replace-one) at each one's sensitivity,
-//     check-in rate n/population, DP-FL's clip and server learning rate;
+//   - secagg (PINE, the product's): per-server σ by the aggregator's
+//     params.SecAggSigma (replace-one, secaggSpec), check-in rate
+//     n/population, DP-FL's clip and server learning rate;
 //   - DP-FL: the central Gaussian's noise multiplier σ/(2C);
-//   - the tuned rows (secagg-tuned, pine-tuned, dp-fl-tuned): the same
-//     three at clip o.TunedClip and server learning rate o.TunedLR
+//   - the tuned rows (secagg-tuned, dp-fl-tuned): the same two at clip o.TunedClip and server learning rate o.TunedLR
 //     (secure summation's defaults, 0.3 and 8), so that DP-FL is tuned
 //     as carefully as secure summation;
 //   - SS-Topk, SS-Double, SS-Simple: the local budget ε_l of one report;
@@ -74,36 +73,29 @@ func equalEpsMethods(w *world, d, n int, o Options, eps, delta float64) (map[str
 	}
 	out := map[string]*method{}
 
-	// secagg with DP-FL's clip and server learning rate, so that the two
-	// rows differ only in the mechanism (quantization, two servers'
-	// discrete noise, RDP accounting) and the schedule's coins.
+	// Secure summation with DP-FL's clip and server learning rate, so
+	// that the two rows differ only in the mechanism (PINE's fixed point,
+	// two servers' discrete noise, RDP accounting) and the schedule's coins.
 	sp := o.SecAgg.withDefaults()
-	sp.Pop, sp.Q, sp.Rounds, sp.Eps, sp.Delta, sp.Relation, sp.Sigma = pop, float64(n)/float64(pop), rounds, eps, delta, relationReplaceOne, 0
+	sp.Pop, sp.Q, sp.Rounds, sp.Eps, sp.Delta, sp.Sigma = pop, float64(n)/float64(pop), rounds, eps, delta, 0
 	sp.Clip, sp.ServerLR = fp.DPClip, 1
 	sa, err := secaggMethod(sp, d, pop, tableEqualEps)
 	if err != nil {
 		return nil, err
 	}
 	out["secagg"] = sa
-	pn, err := pineMethod(sp, d, pop, tableEqualEps)
-	if err != nil {
-		return nil, err
-	}
-	out["pine"] = pn
 	tuned := sp
 	tuned.Clip, tuned.ServerLR = o.TunedClip, o.TunedLR
 	if !(tuned.Clip > 0 && tuned.ServerLR > 0) {
 		return nil, fmt.Errorf("tuned rows need a clip and a server learning rate > 0, got %v and %v", tuned.Clip, tuned.ServerLR)
 	}
-	for id, build := range map[string]func(secaggParams, int, int, string) (*method, error){"secagg-tuned": secaggMethod, "pine-tuned": pineMethod} {
-		m, err := build(tuned, d, pop, tableEqualEps)
-		if err != nil {
-			return nil, err
-		}
-		m.id = id
-		m.name += fmt.Sprintf(" (C %g, lr %g)", tuned.Clip, tuned.ServerLR)
-		out[id] = m
+	st, err := secaggMethod(tuned, d, pop, tableEqualEps)
+	if err != nil {
+		return nil, err
 	}
+	st.id = "secagg-tuned"
+	st.name += fmt.Sprintf(" (C %g, lr %g)", tuned.Clip, tuned.ServerLR)
+	out["secagg-tuned"] = st
 
 	// DP-FL: the smallest multiplier meeting eps (ε falls as it grows).
 	mult, err := calibrateKnob(func(x float64) (float64, error) {

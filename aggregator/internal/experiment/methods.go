@@ -62,6 +62,9 @@ type method struct {
 	pop int
 	// rounds overrides the run's round count when > 0.
 	rounds int
+	// world, when set, is the partition the method trains on instead of
+	// the run's (secure summation's population of make run's shares).
+	world *world
 	// aggregate turns one round's updates into the model delta.
 	aggregate func(ctx context.Context, w *world, in roundInput) (roundOutput, error)
 	// claim computes the central privacy the run claims (see claims.go).

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/pine"
 	"github.com/blanket-fl/blanket/shared/secagg"
@@ -24,16 +23,12 @@ import (
 //   - attackFlip: -u scaled to L2 norm exactly C, the strongest update
 //     any proof that bounds the L2 norm must accept (it is an honest
 //     update's norm);
-//   - attackEdge: every entry at the edge of what the proof admits, with
-//     the opposite sign of u (where u_j = 0: B+1 under SumVec, -C under
-//     PINE).
-//     Under SumVec (range proof only) this is q_j = B+1 or -B, the edge of
-//     [0, 2^Bits) that the proof accepts (shared/secagg's
-//     TestProofBoundsEntriesNotNorm): L2 norm about 88 C at d = 7,850.
-//     Under PINE it is the same vector in model units, ±C per entry, put
-//     into the leader's gradient share of an honestly sharded flipped
-//     update (the client cannot make shared/pine's honest Shard encode a
-//     vector above the bound): PINE must reject it.
+//   - attackEdge: every entry at ±C with the opposite sign of u (-C where
+//     u_j = 0), L2 norm C sqrt(d), put into the leader's gradient share of
+//     an honestly sharded flipped update (the client cannot make
+//     shared/pine's honest Shard encode a vector above the bound): PINE
+//     must reject it. (It is the vector a per-entry range proof such as
+//     Prio3 SumVec's accepts: shared/secagg's TestProofBoundsEntriesNotNorm.)
 const (
 	attackNone = ""
 	attackFlip = "flip"
@@ -134,7 +129,7 @@ type pineResult struct {
 // parallel, one Verifier per worker and server), accepted output shares
 // are folded into each server's AggShare; each server adds N_Z(0, sigma^2)
 // per coordinate (secagg.DiscreteGaussianNoise, the sampler of secagg's
-// AddNoise, on the same streams as the SumVec simulation) to its encoded
+// AddNoise, on secaggStreams) to its encoded
 // aggregate share as Field64 elements, and Unshard decodes the sum in
 // model units (each sum in (-q/2, q/2] divided by 2^NumFracBits).
 //
@@ -245,7 +240,7 @@ func pineSum(ctx context.Context, w *world, p *pine.Pine, clip, sigma float64, n
 			return nil, err
 		}
 	}
-	// The helper draws first, then the leader, as the SumVec simulation.
+	// The helper draws first, then the leader.
 	for k, src := range []noise.Source{hsrc, lsrc} {
 		if sigma == 0 || (noiseShares == 1 && k == 0) {
 			continue
@@ -290,66 +285,6 @@ func edgeTamper(p *pine.Pine, leader []byte, x, u []float64, clip float64) error
 		k[j] = int64(math.RoundToEven(t*scale)) - ex[j]
 	}
 	return addFieldNoise(leader[:8*len(k)], k)
-}
-
-// pineParams derives the PINE instance and the per-server σ (fixed-point
-// units) of a run: ForBlanket(d, Clip), σ given or calibrated to the
-// target at the sensitivity p.Sensitivity() (every accepted report,
-// rounding included) by calibrateSecAggSigma.
-func pineParams(sp secaggParams, d int) (*pine.Pine, float64, error) {
-	p, err := pine.ForBlanket(d, sp.Clip)
-	if err != nil {
-		return nil, 0, err
-	}
-	sigma := sp.Sigma
-	if sigma == 0 {
-		if sigma, err = calibrateSecAggSigma(sp.Relation, sp.Eps, sp.Delta, sp.Rounds, sp.Q, p.Sensitivity()); err != nil {
-			return nil, 0, fmt.Errorf("calibrate sigma: %w", err)
-		}
-		sigma = math.Max(1, sigma)
-	}
-	return p, sigma, nil
-}
-
-// pineMethod builds the "pine" method: secaggMethod's schedule and
-// accounting with PINE's proof (pineSum) instead of SumVec's.
-func pineMethod(sp secaggParams, d, worldUsers int, table string) (*method, error) {
-	pop := sp.Pop
-	if pop == 0 {
-		pop = worldUsers
-	}
-	if !(sp.Q > 0 && sp.Q <= 1) {
-		return nil, fmt.Errorf("pine: check-in rate %v outside (0, 1]", sp.Q)
-	}
-	if sp.Rounds < 1 || sp.Epochs < 1 || !(sp.ServerLR > 0) {
-		return nil, fmt.Errorf("pine: rounds %d, local epochs %d, server lr %v", sp.Rounds, sp.Epochs, sp.ServerLR)
-	}
-	p, sigma, err := pineParams(sp, d)
-	if err != nil {
-		return nil, fmt.Errorf("pine: %w", err)
-	}
-	sens := p.Sensitivity()
-	target := "sigma given"
-	if sp.Sigma == 0 {
-		target = fmt.Sprintf("sigma calibrated to eps %g (%s) at delta %g over %d rounds", sp.Eps, sp.Relation, sp.Delta, sp.Rounds)
-	}
-	shares := sp.noiseShares()
-	atk := attackSpec{Kind: sp.Attack, Count: sp.Attackers, Pop: pop}
-	m := &method{
-		id: "pine", name: "PINE", table: table, train: logreg.FLAMEConfig(sp.Epochs, 0.1), serverLR: sp.ServerLR,
-		checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
-		note: fmt.Sprintf("population %d (shards of %d users), check-in q = %.4g, L2 clip %g, PINE ForBlanket (num_frac_bits %d, l2_norm_bound %.0f units = sensitivity %.5f model units = %.5f C), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), %s, server lr %g, %d local epochs; real shared/pine pipeline (Shard, both servers' PrepInit/PrepSharesToPrep/PrepNext, AggShare, noise on each aggregate share, Unshard)",
-			pop, worldUsers, sp.Q, sp.Clip, p.Config().NumFracBits, sens, sens/p.Scale(), sens/p.Scale()/sp.Clip, sigma, sigma/sens, target, noiseSharesNote(shares), sp.ServerLR, sp.Epochs),
-	}
-	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
-		res, err := pineSum(ctx, w, p, sp.Clip, sigma, shares, uint64(in.round+1), in.users, in.updates, atk)
-		if err != nil {
-			return roundOutput{}, err
-		}
-		return roundOutput{delta: res.Mean, rejected: res.Rejected}, nil
-	}
-	m.claim = secaggClaimFunc(sigma, sens, d, sp)
-	return m, nil
 }
 
 // noiseSharesNote describes who adds noise.

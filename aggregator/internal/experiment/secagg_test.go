@@ -1,34 +1,37 @@
 package experiment
 
 import (
-	"context"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/pine"
 	"github.com/blanket-fl/blanket/shared/privacy"
-	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// tinySecAgg is a small secure-summation run: 800 volunteers (the
-// partition's users), q = 1 (all 800 every round: at q < 1 the charge
-// claims no check-in amplification, since the released count says when a
-// volunteer took part), 3 rounds, sigma calibrated to replace-one eps 4
-// over the 3 rounds.
+// tinySecAgg is a small secure-summation run: 800 volunteers of 10 digits
+// (the run's partition), q = 1 (all 800 every round, as the product), 2
+// rounds, sigma calibrated to replace-one eps 4 over the 2 rounds.
 func tinySecAgg() Options {
 	o := smallOptions("secagg")
-	o.SecAgg = secaggParams{Pop: 800, Q: 1, Rounds: 3}.withDefaults()
+	o.SecAgg = secaggParams{Pop: 800, PerUser: 10, Q: 1, Rounds: 2}.withDefaults()
 	return o
 }
 
-// TestSecAggLearnsAndAccounts: three rounds of the secagg method on the
-// embedded digits beat chance (10 classes: 10%) by far, and the claim is
-// exactly the accountant's: no add/remove ε is claimed (the row is not
-// applicable: the released count is not covered), the replace-one ε is
-// privacy.Account's tightest row of the releases built here from the
-// run's rounds and secaggReplaceOne of them, and meets the calibration
-// target.
+// TestSecAggLearnsAndAccounts: two rounds of the secagg method (PINE) on
+// the embedded digits beat chance (10 classes: 10%) by far, every
+// volunteer takes part at q = 1, and the claim is exactly the
+// accountant's: no add/remove ε is claimed (the row is not applicable:
+// the released count is not covered), the replace-one ε is
+// privacy.Account's tightest row of the round spec's releases built here
+// from the run's rounds, and meets the calibration target.
 func TestSecAggLearnsAndAccounts(t *testing.T) {
 	o := tinySecAgg()
 	res := simulateJSON(t, o)
@@ -37,12 +40,12 @@ func TestSecAggLearnsAndAccounts(t *testing.T) {
 	}
 	r := res[0]
 	if r.Final < 0.5 {
-		t.Errorf("secagg accuracy after 3 rounds = %.3f, want >= 0.5 (chance 0.1)", r.Final)
+		t.Errorf("secagg accuracy after 2 rounds = %.3f, want >= 0.5 (chance 0.1)", r.Final)
 	}
-	if len(r.Rounds) != 3 || r.Pop != 800 {
+	if len(r.Rounds) != 2 || r.Pop != 800 {
 		t.Fatalf("rounds %d, population %d", len(r.Rounds), r.Pop)
 	}
-	p, err := secaggRoundParams(o.SecAgg, 7850, 800)
+	spec, _, err := secaggSpec(o.SecAgg, logreg.MNISTParams, 800)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +54,7 @@ func TestSecAggLearnsAndAccounts(t *testing.T) {
 		if rec.Participants != 800 {
 			t.Errorf("round %d: %d participants of 800 at q = 1", rec.Round, rec.Participants)
 		}
-		rs = append(rs, privacy.Release{Round: rec.Round, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
-			D: 7850, N: rec.Participants, SecAggSigma: p.Sigma, SecAggSensitivity: p.Sensitivity(), CheckInRate: 1})
+		rs = append(rs, spec.Release(rec.Round, rec.Participants, 0))
 	}
 	rep, err := privacy.Account(rs, 1e-5)
 	if err != nil || rep.Tightest < 0 {
@@ -64,23 +66,17 @@ func TestSecAggLearnsAndAccounts(t *testing.T) {
 	if got := rep.Rows[rep.Tightest].Epsilon; r.Claim.Total != got {
 		t.Errorf("claimed replace-one eps %v, privacy.Account's tightest (replace-one) row %v", r.Claim.Total, got)
 	}
-	one, _, err := secaggReplaceOne(rs, 1e-5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Claim.Total != one {
-		t.Errorf("claimed replace-one eps %v, recomputed %v", r.Claim.Total, one)
-	}
 	if !(r.Claim.Total <= 4*(1+1e-9) && r.Claim.Delta == 1e-5) {
 		t.Errorf("claim %+v: want replace-one <= 4 at delta 1e-5", r.Claim)
 	}
 }
 
 // TestSecAggDeterministic: a fixed seed gives the same run whatever the
-// number of workers; another seed does not.
+// number of workers; another seed does not; -protocols pine is the same
+// method (an alias).
 func TestSecAggDeterministic(t *testing.T) {
 	o := tinySecAgg()
-	o.SecAgg.Rounds = 2
+	o.SecAgg.Rounds = 1
 	strip := func(rs []runResult) []runResult {
 		for i := range rs {
 			rs[i].Duration = 0
@@ -92,8 +88,9 @@ func TestSecAggDeterministic(t *testing.T) {
 	}
 	a := strip(simulateJSON(t, o))
 	o.Workers = 1
+	o.Protocols = []string{secaggAlias}
 	b := strip(simulateJSON(t, o))
-	if a[0].Final != b[0].Final || !slices.Equal(a[0].Rounds, b[0].Rounds) || a[0].Claim != b[0].Claim {
+	if len(b) != 1 || b[0].ID != "secagg" || a[0].Final != b[0].Final || !slices.Equal(a[0].Rounds, b[0].Rounds) || a[0].Claim != b[0].Claim {
 		t.Errorf("same seed, different runs:\n%+v\n%+v", a[0], b[0])
 	}
 	o.Seed++
@@ -103,140 +100,115 @@ func TestSecAggDeterministic(t *testing.T) {
 	}
 }
 
-// TestFastPathMatchesPrio3: on the same seeds the fast path and the real
-// Prio3 pipeline (Shard with the FLP proof, both servers' preparation,
-// AddNoise, Unshard) return identical counts, integer sums and means,
-// for a small dimension with updates above and below the clip and for
-// the MNIST dimension, with and without noise.
-func TestFastPathMatchesPrio3(t *testing.T) {
-	w := &world{seed: 11, workers: 2}
-	for _, c := range []struct {
-		d, n  int
-		sigma float64
-	}{{d: 40, n: 25, sigma: 3.5}, {d: 40, n: 7, sigma: 0}, {d: 40, n: 9, sigma: 250}, {d: 7850, n: 3, sigma: 181}} {
-		p, err := secagg.NewParams(c.d, 0.5, 8, c.sigma, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := noise.NewSeeded(uint64(c.d*1000 + c.n))
-		users := make([]int, c.n)
-		updates := make([][]float64, c.n)
-		for i := range updates {
-			users[i] = 3*i + 1
-			scale := 0.05 * float64(i%4) // L2 norms from 0 to well above the clip
-			updates[i] = make([]float64, c.d)
-			for j := range updates[i] {
-				updates[i][j] = scale * (2*noise.Uniform(src) - 1)
-			}
-		}
-		for round := uint64(1); round <= 2; round++ {
-			fast, err := fastSecAggSum(context.Background(), w, p, round, users, updates)
-			if err != nil {
-				t.Fatal(err)
-			}
-			real, err := prio3SecAggSum(context.Background(), w, p, round, users, updates)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fast.Count != real.Count || fast.NoiseShares != real.NoiseShares || !slices.Equal(fast.Sum, real.Sum) || !slices.Equal(fast.Mean, real.Mean) {
-				t.Errorf("d=%d n=%d sigma=%v round %d: fast path (count %d, shares %d, sum[:4] %v) differs from Prio3 (count %d, shares %d, sum[:4] %v)",
-					c.d, c.n, c.sigma, round, fast.Count, fast.NoiseShares, fast.Sum[:4], real.Count, real.NoiseShares, real.Sum[:4])
-			}
-			if c.sigma > 0 && slices.Equal(fast.Sum, noiseless(t, p, w, round, users, updates)) {
-				t.Errorf("d=%d sigma=%v: the noisy sum equals the noise-free one", c.d, c.sigma)
-			}
-		}
+// TestSecAggIsTheProducts is the equivalence of the runner's secure
+// summation with the product's at make run's settings (scripts/runlocal
+// starts the aggregator with -protocol secagg -check-in 1 -expected-n 400
+// -rounds 5 -epsilon 4 and the default clip, delta and server learning
+// rate):
+//
+//   - the runner's defaults are those settings;
+//   - σ is the aggregator's own calibration (params.SecAggSigma for
+//     those flags), the server learning rate its roundspec default, and
+//     the PINE instance the volunteers and servers use is
+//     pine.ForBlanket(7850, C) (same configuration);
+//   - the ε the runner claims for a run of 5 full rounds equals what the
+//     aggregator's ledger (ledger.Open with accounting's options, the
+//     incremental privacy.Session) has spent after charging the same 5
+//     rounds, and is at most 4; a 6th round is refused by the ledger;
+//   - the charge lies between an upper and a lower bound written here
+//     from their formulas (below);
+//   - at 0.99 σ the claim exceeds 4 (σ is the smallest).
+func TestSecAggIsTheProducts(t *testing.T) {
+	const d = logreg.MNISTParams
+	sp := defaultSecAggParams()
+	if sp.Pop != 400 || sp.Q != 1 || sp.Rounds != 5 || sp.Eps != 4 || sp.Delta != 1e-5 ||
+		sp.Clip != roundspec.DefaultSecAggClip || sp.ServerLR != roundspec.DefaultSecAggLR || sp.perVolunteer(8000) != 20 {
+		t.Fatalf("defaults %+v are not make run's", sp)
 	}
-}
-
-// noiseless returns the sum of the quantized updates without noise.
-func noiseless(t *testing.T, p secagg.Params, w *world, round uint64, users []int, updates [][]float64) []int64 {
-	t.Helper()
-	p0, err := secagg.NewParams(p.Dim, p.Clip, p.Bits, 0, p.MaxReports)
+	sr, err := newSecAggRun(sp, d, sp.Pop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := fastSecAggSum(context.Background(), w, p0, round, users, updates)
+	agg := params.Choice{Protocol: wire.ProtocolSecAgg.String(), Randomizer: "laplace", CheckIn: 1} // the aggregator's flag defaults
+	sigma, err := params.SecAggSigma(d, 400, agg, 5, 4, 1e-5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Sum
-}
-
-// TestCalibrateSecAggSigma: the calibrated sigma meets the target under
-// its relation (replace-one through secaggReplaceOne, add/remove of the
-// noisy sum through privacy.SecAggEpsilon), 1% less sigma misses it (it is the smallest), and
-// sigma is non-increasing in the target epsilon and non-decreasing in the
-// number of rounds and in the check-in rate.
-func TestCalibrateSecAggSigma(t *testing.T) {
-	const delta, sens = 1e-5, 137.8
-	claim := func(relation string, sigma float64, rounds int, q float64) float64 {
-		rs := make([]privacy.Release, rounds)
-		for i := range rs {
-			rs[i] = privacy.Release{Round: i + 1, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
-				D: 7850, N: 200, SecAggSigma: sigma, SecAggSensitivity: sens, CheckInRate: q}
-		}
-		var e float64
-		var err error
-		if relation == relationReplaceOne {
-			e, _, err = secaggReplaceOne(rs, delta)
-		} else {
-			// The noisy sum alone, what add/remove calibrates to (the
-			// release's add/remove row is not applicable).
-			e, err = privacy.SecAggEpsilon(sigma, sens, q, len(rs), delta)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
+	agg.Sigma = sigma
+	_, lr, err := params.Build(d, 400, agg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, relation := range []string{relationReplaceOne, relationAddRemove} {
-		for _, c := range []struct {
-			eps    float64
-			rounds int
-			q      float64
-		}{{4, 20, 0.05}, {1, 12, 1}, {8, 60, 0.25}} {
-			s, err := calibrateSecAggSigma(relation, c.eps, delta, c.rounds, c.q, sens)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e := claim(relation, s, c.rounds, c.q); e > c.eps*(1+1e-9) {
-				t.Errorf("%s %+v: sigma %v gives eps %v above the target", relation, c, s, e)
-			}
-			if e := claim(relation, 0.99*s, c.rounds, c.q); e <= c.eps {
-				t.Errorf("%s %+v: 0.99 sigma still meets the target (eps %v): not the smallest", relation, c, e)
-			}
-		}
-		prev := math.Inf(1)
-		for _, eps := range []float64{0.5, 1, 2, 4, 8} {
-			s, err := calibrateSecAggSigma(relation, eps, delta, 20, 0.05, sens)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s > prev {
-				t.Errorf("%s: sigma %v at eps %v above %v at a smaller eps", relation, s, eps, prev)
-			}
-			prev = s
-		}
-		prev = 0
-		for _, rounds := range []int{1, 5, 20, 80} {
-			s, _ := calibrateSecAggSigma(relation, 4, delta, rounds, 0.05, sens)
-			if s < prev {
-				t.Errorf("%s: sigma %v for %d rounds below %v for fewer", relation, s, rounds, prev)
-			}
-			prev = s
-		}
-		prev = 0
-		for _, q := range []float64{0.01, 0.05, 0.2, 1} {
-			s, _ := calibrateSecAggSigma(relation, 4, delta, 20, q, sens)
-			if s < prev {
-				t.Errorf("%s: sigma %v at q = %v below %v at a smaller q", relation, s, q, prev)
-			}
-			prev = s
+	pn, err := pine.ForBlanket(d, roundspec.DefaultSecAggClip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.sigma != sigma || sr.lr != lr || sr.pn.Config() != pn.Config() || sr.sens != pn.Sensitivity() {
+		t.Fatalf("runner: sigma %v, lr %v, sensitivity %v, PINE %+v; aggregator: sigma %v, lr %v, sensitivity %v, PINE %+v",
+			sr.sigma, sr.lr, sr.sens, sr.pn.Config(), sigma, lr, pn.Sensitivity(), pn.Config())
+	}
+	m, err := secaggMethod(sp, d, sp.Pop, tableSecAgg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &runResult{Users: 400, Pop: 400}
+	for r := range 5 {
+		run.Rounds = append(run.Rounds, roundRecord{Round: r + 1, Participants: 400, CheckInRate: 1})
+	}
+	claim := m.claim(run)
+	lo, err := accounting.New(nil).LedgerOptions(4, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger"), lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for r := 1; r <= 5; r++ {
+		if err := l.Charge(sr.spec.Release(r, 400, 0)); err != nil {
+			t.Fatalf("the ledger refuses round %d: %v", r, err)
 		}
 	}
-	if _, err := calibrateSecAggSigma("swap", 4, delta, 20, 0.05, sens); err == nil {
-		t.Error("unknown relation accepted")
+	spent, _, _ := l.Spent()
+	if math.Abs(claim.Total-spent) > 1e-9*spent || !(claim.Total <= 4*(1+1e-9)) {
+		t.Fatalf("runner claims eps %v, the ledger spent %v (target 4)", claim.Total, spent)
+	}
+	if err := l.Charge(sr.spec.Release(6, 400, 0)); err == nil {
+		t.Error("the ledger admits a 6th round")
+	}
+	// The charge lies between two computations written in pine_test.go
+	// from their formulas, for the better of the ledger's two replace-one
+	// routes (sensitivity 2Δ; or group privacy, 2ε' at δ' = δ/(1 + e^ε'),
+	// of add/remove Δ): at most Balle et al.'s conversion of the discrete
+	// Gaussian's RDP curve α·R·s²/(2σ²) on integer orders, at least the
+	// exact ε of the continuous Gaussian with the same RDP curve.
+	const delta = 1e-5
+	rho := func(s float64) float64 { return 5 * s * s / (2 * sigma * sigma) }
+	upper1 := balleEpsilon(rho(2*sr.sens), delta)
+	e2 := balleEpsilon(rho(sr.sens), delta/2)
+	for range 200 {
+		e := balleEpsilon(rho(sr.sens), delta/(1+math.Exp(e2)))
+		if math.Abs(e-e2) < 1e-12 {
+			break
+		}
+		e2 = e
+	}
+	upper := math.Min(upper1, 2*e2)
+	lower := math.Min(gaussEpsilon(math.Sqrt(2*rho(2*sr.sens)), delta), 2*gaussEpsilon(math.Sqrt(2*rho(sr.sens)), delta))
+	t.Logf("sigma %.1f units (%.3f x sensitivity %.0f = %.5f C): eps %.6f, Balle (formula) %.6f, exact Gaussian %.6f",
+		sigma, sigma/sr.sens, sr.sens, sr.sens/sr.pn.Scale()/sp.Clip, claim.Total, upper, lower)
+	if !(lower <= claim.Total && claim.Total <= upper*(1+1e-9)) {
+		t.Errorf("charged eps %v outside [%v, %v]", claim.Total, lower, upper)
+	}
+	sp2 := sp
+	sp2.Sigma = 0.99 * sigma
+	m2, err := secaggMethod(sp2, d, sp.Pop, tableSecAgg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m2.claim(run); !(c.Total > 4) {
+		t.Errorf("0.99 sigma still meets eps 4 (claim %v): not the smallest", c.Total)
 	}
 }
 

@@ -22,6 +22,22 @@ type world struct {
 	users   []logreg.Dataset // users[u] is user u's local data
 	workers int
 	seed    uint64
+	// perUser is the examples per user; trainLen the training examples;
+	// train, rawTest and nonIID what the partition was made from
+	// (repartition).
+	perUser, trainLen int
+	train, rawTest    *dataset.Set
+	nonIID            bool
+}
+
+// repartition returns the world with the same data split into users of
+// perUser examples each (w itself when that is its split), for secure
+// summation's population (secaggParams.perVolunteer).
+func (w *world) repartition(perUser int, nonIID bool) (*world, error) {
+	if perUser == w.perUser && nonIID == w.nonIID {
+		return w, nil
+	}
+	return newWorld(w.train, w.rawTest, perUser, nonIID, w.seed, w.workers)
 }
 
 // loadWorld opens the named dataset (the embedded sample by default),
@@ -85,7 +101,7 @@ func newWorld(train, test *dataset.Set, perUser int, nonIID bool, seed uint64, w
 	if err != nil {
 		return nil, fmt.Errorf("partition %d examples into %d users: %w", train.Len(), nUsers, err)
 	}
-	w := &world{shape: shape, seed: seed, workers: workers}
+	w := &world{shape: shape, seed: seed, workers: workers, perUser: perUser, trainLen: train.Len(), train: train, rawTest: test, nonIID: nonIID}
 	if w.workers < 1 {
 		w.workers = runtime.GOMAXPROCS(0)
 	}

@@ -29,7 +29,7 @@ func SecAggSigma(d, n int, f Choice, rounds int, eps, delta float64) (float64, e
 	}
 	// The calibration takes seconds; its inputs repeat (every operator
 	// page of a run, every server of a test binary).
-	key := sigmaKey{d: d, n: n, rounds: rounds, bits: f.Bits, quota: f.Quota, q: f.CheckIn, eps: eps, delta: delta}
+	key := sigmaKey{d: d, n: n, rounds: rounds, bits: f.Bits, quota: f.Quota, q: f.CheckIn, clip: f.Clip, eps: eps, delta: delta}
 	if v, ok := sigmaMemo.Load(key); ok {
 		return v.(float64), nil
 	}
@@ -40,11 +40,14 @@ func SecAggSigma(d, n int, f Choice, rounds int, eps, delta float64) (float64, e
 	return sigma, err
 }
 
-// sigmaKey is what SecAggSigma's result depends on (σ in grid units does
-// not depend on the clip: the scale is 2^(bits-1)-1 over it).
+// sigmaKey is what SecAggSigma's result depends on. The clip is part of
+// it: PINE's fixed-point unit is 2^-num_frac_bits with num_frac_bits
+// chosen from the clip's binary exponent, so σ in those units (PINE's
+// norm bound times a factor) changes with the clip (0.3: 39,367 units;
+// 0.886: 58,111).
 type sigmaKey struct {
 	d, n, rounds, bits, quota int
-	q, eps, delta             float64
+	q, clip, eps, delta       float64
 }
 
 var sigmaMemo sync.Map // sigmaKey -> float64

@@ -20,9 +20,6 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/experiment"
 	"github.com/blanket-fl/blanket/shared/privacy"
-	"github.com/blanket-fl/blanket/shared/roundspec"
-	"github.com/blanket-fl/blanket/shared/secagg"
-	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // config is one accounting request: a release repeated for Rounds rounds at
@@ -75,30 +72,25 @@ var presets = map[string]func() config{
 	},
 	// Shuffled check-in (Liew et al.): ε0 = 2, 60000 clients, rate 0.1;
 	// the whole report is one ε0-LDP vector randomizer.
-	// Secure summation (PINE, the product's) at the recommended live
-	// defaults (experiment.LiveSecAggDefaults: about 230 volunteers, every
-	// one in every round, 3 rounds, C = 0.3), with the round spec's PINE
-	// parameters (secagg.NewPineParams) and the per-server σ the round
-	// spec calibrates (roundspec.CalibrateSigma: replace-one ε = 4 at
-	// δ = 1e-5) at PINE's sensitivity. The rows are add/remove (the
-	// accountant's relation for secure summation); the replace-one line
-	// under the table is the one comparable with the other protocols.
+	// Secure summation (PINE, the product's) at the experiment runner's
+	// defaults, which are make run's (experiment.MakeRunSecAgg: 400
+	// volunteers, every one in every round, 5 rounds, C = 0.3), with the
+	// round spec the aggregator derives for them: PINE's parameters
+	// (secagg.NewPineParams) and the per-server σ the aggregator
+	// calibrates (params.SecAggSigma: replace-one ε = 4 at δ = 1e-5), and
+	// the release the ledger charges for each round (roundspec.Spec.Release).
+	// The replace-one line under the table is the ledger's charge.
 	"secagg": func() config {
-		l, err := experiment.LiveSecAggDefaults()
-		var pp secagg.Params
-		if err == nil {
-			pp, err = livePine(l)
-		}
+		l, err := experiment.MakeRunSecAgg()
 		if err != nil {
 			// Fixed constants; cannot fail unless the calibration breaks,
 			// which the package's tests catch. Fall back to an invalid
 			// release so Main reports it.
 			return config{Release: privacy.Release{Protocol: privacy.ProtocolSecAgg}, Rounds: 1, Delta: 1e-5, Paper: err.Error()}
 		}
-		return config{Release: privacy.Release{Round: 1, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
-			D: pp.Dim, K: pp.Dim, N: l.Population, SecAggSigma: pp.Sigma, SecAggSensitivity: pp.Sensitivity(), CheckInRate: l.Q},
-			Rounds: l.Rounds, Delta: l.Delta,
-			Paper: fmt.Sprintf("recommended live defaults, PINE: population %d, check-in q = %g, %d rounds, L2 clip C = %g (scale %.6g fixed-point units per model unit, norm bound %d units), per-server sigma %.6g units, server learning rate %g; target replace-one eps %g",
+		pp := l.Params
+		return config{Release: l.Spec.Release(1, l.Population, 0), Rounds: l.Rounds, Delta: l.Delta,
+			Paper: fmt.Sprintf("make run's secure summation, PINE: %d volunteers, check-in q = %g, %d rounds, L2 clip C = %g (scale %.6g fixed-point units per model unit, norm bound %d units), per-server sigma %.6g units, server learning rate %g; target replace-one eps %g",
 				l.Population, l.Q, l.Rounds, l.Clip, pp.Scale, pp.NormBound, pp.Sigma, l.ServerLR, l.Eps)}
 	},
 	"checkin": func() config {
@@ -264,8 +256,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if cfg.Release.Protocol == privacy.ProtocolSecAgg {
-		// The rows are add/remove; replace-one (the relation of every
-		// other protocol) by experiment.SecAggReplaceOne.
+		// The ledger's charge: replace-one (the relation of every other
+		// protocol), experiment.SecAggReplaceOne (the tightest row).
 		e, route, err := experiment.SecAggReplaceOne(cfg.releases(), cfg.Delta)
 		if err != nil {
 			fmt.Fprintf(stderr, "aggregator privacy: replace-one: %v\n", err)
@@ -398,7 +390,7 @@ func writeTable(w io.Writer, c config, rep privacy.Report) error {
 	}
 	_, err := fmt.Fprintf(w, "tightest valid: %s (%.4g, %.3g)\n", rep.Rows[rep.Tightest].Method, rep.Rows[rep.Tightest].Epsilon, rep.Rows[rep.Tightest].Delta)
 	if err == nil && c.ReplaceOne != nil {
-		_, err = fmt.Fprintf(w, "the rows are add/remove one volunteer; replace-one: (%.4g, %.3g) by %s\n", c.ReplaceOne.Epsilon, c.ReplaceOne.Delta, c.ReplaceOne.Route)
+		_, err = fmt.Fprintf(w, "the ledger charges replace-one: (%.4g, %.3g) by %s\n", c.ReplaceOne.Epsilon, c.ReplaceOne.Delta, c.ReplaceOne.Route)
 	}
 	return err
 }
@@ -447,16 +439,4 @@ func writeJSON(w io.Writer, c config, rep privacy.Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-// livePine returns the PINE round parameters of the live defaults l: σ
-// from roundspec.CalibrateSigma (replace-one, at PINE's sensitivity).
-func livePine(l experiment.LiveSecAgg) (secagg.Params, error) {
-	d := l.Params.Dim
-	sigma, err := roundspec.CalibrateSigma(d, roundspec.Options{Protocol: wire.ProtocolSecAgg, Clip: l.Clip, Quota: l.Population},
-		l.Rounds, l.Q, l.Eps, l.Delta)
-	if err != nil {
-		return secagg.Params{}, err
-	}
-	return secagg.NewPineParams(d, l.Clip, sigma, l.Population)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/blanket-fl/blanket/shared/pine"
 	"math"
 	"os"
 	"strconv"
@@ -12,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/experiment"
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/pine"
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 
@@ -111,25 +113,30 @@ func TestPresets(t *testing.T) {
 	}
 }
 
-// TestSecAggPreset: the secagg preset is the recommended live defaults
-// (experiment.LiveSecAggDefaults) with the round spec's PINE parameters
-// (its sensitivity is pine.ForBlanket(d, C)'s norm bound), its rows are privacy.Account of those
-// releases (add/remove), and its replace-one line meets the defaults'
-// target (4 at 1e-5) without being below the add/remove epsilon.
+// TestSecAggPreset: the secagg preset is the experiment runner's
+// defaults, make run's (experiment.MakeRunSecAgg), with the aggregator's
+// round: its release is the one the round spec gives the ledger (PINE's
+// sensitivity, pine.ForBlanket(d, C)'s norm bound; the σ
+// params.SecAggSigma calibrates for the aggregator's flags as
+// scripts/runlocal passes them), its rows are privacy.Account of those
+// releases, and its replace-one line, the ledger's charge, meets the
+// target (4 at 1e-5).
 func TestSecAggPreset(t *testing.T) {
-	l, err := experiment.LiveSecAggDefaults()
+	l, err := experiment.MakeRunSecAgg()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pp, err := livePine(l)
-	if err != nil {
-		t.Fatal(err)
+	pn, err := pine.ForBlanket(logreg.MNISTParams, l.Clip)
+	if err != nil || l.Params.Sensitivity() != pn.Sensitivity() {
+		t.Fatalf("PINE sensitivity %v, pine.ForBlanket's %v (%v)", l.Params.Sensitivity(), pn.Sensitivity(), err)
 	}
-	pn, err := pine.ForBlanket(pp.Dim, l.Clip)
-	if err != nil || pp.Sensitivity() != pn.Sensitivity() {
-		t.Fatalf("PINE sensitivity %v, pine.ForBlanket's %v (%v)", pp.Sensitivity(), pn.Sensitivity(), err)
+	// The aggregator's own calibration for `make run` (aggregator main.go
+	// with -protocol secagg -check-in 1 -expected-n 400 -rounds 5
+	// -epsilon 4, default clip and delta).
+	sigma, err := params.SecAggSigma(logreg.MNISTParams, 400, params.Choice{Protocol: "secagg", Randomizer: "laplace", CheckIn: 1}, 5, 4, 1e-5)
+	if err != nil || sigma != l.Params.Sigma {
+		t.Fatalf("preset sigma %v, the aggregator's %v (%v)", l.Params.Sigma, sigma, err)
 	}
-	l.Params = pp
 	code, out, errs := run("-preset", "secagg", "-json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -139,23 +146,27 @@ func TestSecAggPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rep.Release
-	if r.Protocol != privacy.ProtocolSecAgg || r.SecAggSigma != l.Params.Sigma || r.SecAggSensitivity != l.Params.Sensitivity() ||
-		r.CheckInRate != l.Q || r.N != l.Population || rep.Rounds != l.Rounds || rep.Delta != l.Delta {
-		t.Fatalf("preset release %+v (%d rounds, delta %v) is not the live defaults %+v", r, rep.Rounds, rep.Delta, l)
+	if r.Protocol != privacy.ProtocolSecAgg || r.SecAggSigma != sigma || r.SecAggSensitivity != pn.Sensitivity() ||
+		r.CheckInRate != 1 || r.N != 400 || rep.Rounds != 5 || rep.Delta != 1e-5 {
+		t.Fatalf("preset release %+v (%d rounds, delta %v) is not make run's", r, rep.Rounds, rep.Delta)
 	}
-	want, err := privacy.Account(experiment.SecAggReleases(l.Params, l.Q, l.Population, l.Rounds), l.Delta)
+	rs := make([]privacy.Release, l.Rounds)
+	for i := range rs {
+		rs[i] = l.Spec.Release(i+1, l.Population, 0)
+	}
+	want, err := privacy.Account(rs, l.Delta)
 	if err != nil || want.Tightest < 0 {
 		t.Fatal(err)
 	}
-	addRemove := want.Rows[want.Tightest].Epsilon
-	if rep.Tightest < 0 || *rep.Rows[rep.Tightest].Epsilon != addRemove {
-		t.Errorf("preset's tightest row %v, privacy.Account %v", rep.Rows[rep.Tightest], addRemove)
+	charge := want.Rows[want.Tightest].Epsilon
+	if rep.Tightest < 0 || *rep.Rows[rep.Tightest].Epsilon != charge {
+		t.Errorf("preset's tightest row %v, privacy.Account %v", rep.Rows[rep.Tightest], charge)
 	}
-	if rep.ReplaceOne == nil || !(rep.ReplaceOne.Epsilon <= l.Eps*(1+1e-9) && rep.ReplaceOne.Epsilon >= addRemove) || rep.ReplaceOne.Delta != l.Delta {
-		t.Errorf("replace-one %+v: want add/remove %v <= eps <= %v at delta %v", rep.ReplaceOne, addRemove, l.Eps, l.Delta)
+	if rep.ReplaceOne == nil || rep.ReplaceOne.Epsilon != charge || !(charge <= 4*(1+1e-9)) || rep.ReplaceOne.Delta != l.Delta {
+		t.Errorf("replace-one %+v: want the ledger's charge %v <= 4 at delta %v", rep.ReplaceOne, charge, l.Delta)
 	}
 	_, table, _ := run("-preset", "secagg")
-	if !strings.Contains(table, "replace-one: (") || !strings.Contains(table, "recommended live defaults") {
+	if !strings.Contains(table, "replace-one: (") || !strings.Contains(table, "make run's secure summation") {
 		t.Errorf("table lacks the replace-one line or the defaults:\n%s", table)
 	}
 }
