@@ -17,6 +17,18 @@ import (
 // Version is the task definition format this package reads.
 const Version = 1
 
+// Where a class keeps its task, inside the aggregator's state directory
+// for that class. The aggregator writes the operator's choice for the next
+// class to NextClassDir; whoever starts the next class (make run's
+// supervisor) copies it, or else the old class's ClassDir, to the new
+// class's ClassDir; the aggregator loads ClassDir/FileName in place of
+// -task. One definition, so that the two cannot disagree.
+const (
+	NextClassDir = "next-class-task"
+	ClassDir     = "task"
+	FileName     = "task.json"
+)
+
 // Limits of a task definition: what Decode accepts.
 const (
 	// MaxFileBytes is the largest task definition accepted.

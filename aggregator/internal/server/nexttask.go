@@ -36,12 +36,12 @@ import (
 //     chosen; the aggregator (main.go) then loads ClassTaskDir/TaskFile in
 //     place of -task.
 //
-// The names are repeated in scripts/internal/localrun, which cannot import
-// this package.
+// The names are shared/task's (one definition for the aggregator and the
+// supervisor in scripts/internal/localrun).
 const (
-	NextTaskDir  = "next-class-task"
-	ClassTaskDir = "task"
-	TaskFile     = "task.json"
+	NextTaskDir  = task.NextClassDir
+	ClassTaskDir = task.ClassDir
+	TaskFile     = task.FileName
 )
 
 // maxTaskUpload bounds POST /operator/task: a task definition

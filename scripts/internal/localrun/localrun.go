@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/procmem"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -300,23 +301,16 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	return c.StartAggregator(ctx)
 }
 
-// The aggregator's class task directories (aggregator/internal/server
-// NextTaskDir and ClassTaskDir, which this package cannot import).
-const (
-	nextTaskDir  = "next-class-task"
-	classTaskDir = "task"
-)
-
 // classTask gives the new class in dir its task: the files of the task
-// the operator chose on the old class's operator page (old/nextTaskDir),
-// or else the old class's own task (old/classTaskDir), copied to
-// dir/classTaskDir, where the aggregator loads it in place of -task. With
+// the operator chose on the old class's operator page (old/task.NextClassDir),
+// or else the old class's own task (old/task.ClassDir), copied to
+// dir/task.ClassDir, where the aggregator loads it in place of -task. With
 // neither, the new class runs the aggregator's -task like the first. The
 // old class's directory is not changed.
 func classTask(old, dir string) error {
-	src := filepath.Join(old, nextTaskDir)
+	src := filepath.Join(old, task.NextClassDir)
 	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
-		src = filepath.Join(old, classTaskDir)
+		src = filepath.Join(old, task.ClassDir)
 	}
 	ents, err := os.ReadDir(src)
 	if errors.Is(err, os.ErrNotExist) {
@@ -325,7 +319,7 @@ func classTask(old, dir string) error {
 	if err != nil {
 		return fmt.Errorf("localrun: new class: task: %w", err)
 	}
-	dst := filepath.Join(dir, classTaskDir)
+	dst := filepath.Join(dir, task.ClassDir)
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return fmt.Errorf("localrun: new class: task: %w", err)
 	}
@@ -350,7 +344,7 @@ func classTask(old, dir string) error {
 // supervisor whose simulated volunteers hold a task's data (make run)
 // reads it after NewClass to deal them the new task's rows.
 func (c *Cluster) ClassTask() (string, bool) {
-	p := filepath.Join(c.opts.AggregatorDir, classTaskDir, "task.json")
+	p := filepath.Join(c.opts.AggregatorDir, task.ClassDir, task.FileName)
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 		return p, true
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 // TestLaunchQuotesOutputOnFailure: a server that exits during start is
@@ -77,25 +79,25 @@ func TestClassTask(t *testing.T) {
 	if err := classTask(a, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(b, classTaskDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(b, task.ClassDir)); !os.IsNotExist(err) {
 		t.Fatalf("no task chosen, yet the new class has a task directory: %v", err)
 	}
-	write(filepath.Join(b, classTaskDir, "task.json"), "class b")
-	write(filepath.Join(b, nextTaskDir, "task.json"), "chosen")
-	write(filepath.Join(b, nextTaskDir, "holdout.csv"), "rows")
+	write(filepath.Join(b, task.ClassDir, "task.json"), "class b")
+	write(filepath.Join(b, task.NextClassDir, "task.json"), "chosen")
+	write(filepath.Join(b, task.NextClassDir, "holdout.csv"), "rows")
 	if err := classTask(b, c); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(filepath.Join(c, classTaskDir, "task.json")) + "/" + read(filepath.Join(c, classTaskDir, "holdout.csv")); got != "chosen/rows" {
+	if got := read(filepath.Join(c, task.ClassDir, "task.json")) + "/" + read(filepath.Join(c, task.ClassDir, "holdout.csv")); got != "chosen/rows" {
 		t.Errorf("chosen task: new class has %s", got)
 	}
-	if got := read(filepath.Join(b, classTaskDir, "task.json")); got != "class b" {
+	if got := read(filepath.Join(b, task.ClassDir, "task.json")); got != "class b" {
 		t.Errorf("the old class's task changed: %s", got)
 	}
 	if err := classTask(c, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(filepath.Join(d, classTaskDir, "task.json")); got != "chosen" {
+	if got := read(filepath.Join(d, task.ClassDir, "task.json")); got != "chosen" {
 		t.Errorf("nothing chosen: the new class has %s, want the previous class's task", got)
 	}
 }
