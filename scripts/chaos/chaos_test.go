@@ -79,6 +79,21 @@ func envInt(name string, def int) int {
 }
 
 // waitOK waits until more than `before` rounds are ok, or fails.
+// logBadRounds prints what both servers logged about every round not ok
+// (CI keeps no server logs: this is how a failure there explains itself).
+func logBadRounds(t *testing.T, logs *invariant.Logs, rs []localrun.Round) {
+	t.Helper()
+	for _, r := range rs {
+		if r.Status == "ok" {
+			continue
+		}
+		t.Logf("round %d (%s): what the servers logged about it:", r.Round, r.Status)
+		for _, l := range logs.RoundLines(r.Round) {
+			t.Log("  " + l)
+		}
+	}
+}
+
 func waitOK(t *testing.T, cl *localrun.Cluster, before int, within time.Duration, what string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -209,6 +224,9 @@ func TestChaos(t *testing.T) {
 		} else {
 			t.Log("KNOWN: " + msg)
 		}
+	}
+	if t.Failed() {
+		logBadRounds(t, logs, rs)
 	}
 	okN, _ := invariant.OKRounds(context.Background(), cl)
 	t.Logf("%d kills (seed %d): %d rounds, %d ok, %d batches padded", kills, seed, len(rs), okN, len(padded))

@@ -147,6 +147,9 @@ func TestSecAggChaos(t *testing.T) {
 	for _, msg := range res.Lost {
 		t.Error("a charged secure-summation round was lost: " + msg)
 	}
+	if t.Failed() {
+		logBadRounds(t, logs, rs)
+	}
 	okN, _ := invariant.OKRounds(context.Background(), cl)
 	t.Logf("%d kills at secure-summation steps: %d rounds, %d ok", len(secaggKills), len(rs), okN)
 	for _, r := range rs {

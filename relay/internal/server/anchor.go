@@ -56,11 +56,20 @@ func (s *Server) noiseAdmit(a *wire.Announcement) error {
 }
 
 // chargeNoise charges round num's release (its announced parameters,
-// accepted reports) to the noise ledger before its share is noised.
-func (s *Server) chargeNoise(num uint64, p wire.Params, accepted int) error {
+// accepted reports) to the noise ledger before its share is noised. A
+// relay that has just restarted has not yet checked its ledger against
+// the aggregator's copy of its head (anchorLoop): a round it resumes
+// waits for that check instead of being refused by it (which lost the
+// round though both servers were up); errStopped if ctx ends first.
+func (s *Server) chargeNoise(ctx context.Context, num uint64, p wire.Params, accepted int) error {
 	l := s.cfg.NoiseLedger
 	if l == nil {
 		return nil
+	}
+	select {
+	case <-s.anchorChecked:
+	case <-ctx.Done():
+		return errStopped
 	}
 	spec, _, _, err := round.SecAggSpec(p)
 	if err != nil {
@@ -179,6 +188,7 @@ func (s *Server) CheckAnchor(ctx context.Context) error {
 func (s *Server) anchorLoop(ctx context.Context) {
 	l := s.cfg.NoiseLedger
 	if l == nil {
+		close(s.anchorChecked)
 		return
 	}
 	wait := s.cfg.RetryMin
@@ -186,11 +196,13 @@ func (s *Server) anchorLoop(ctx context.Context) {
 		err := s.CheckAnchor(ctx)
 		if err == nil {
 			l.Resume()
+			close(s.anchorChecked)
 			s.log.Info("noise ledger checked against the aggregator's copy of its head", "count", l.Head().Count)
 			break
 		}
 		if errors.Is(err, noiseledger.ErrRollback) {
 			l.Suspend(err)
+			close(s.anchorChecked)
 			s.log.Error("state rollback detected: the relay refuses to noise any round", "err", err)
 			return
 		}

@@ -26,6 +26,7 @@ type anchorAgg struct {
 	amu       sync.Mutex
 	own, held wire.Head
 	posts     int
+	down      bool // answer every anchor request 503 (the aggregator busy or restarting)
 }
 
 func (a *anchorAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,6 +36,10 @@ func (a *anchorAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.amu.Lock()
 	defer a.amu.Unlock()
+	if a.down {
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	}
 	if r.Method == http.MethodPost {
 		b, _ := io.ReadAll(r.Body)
 		in, err := wire.ParseAnchor(b)
@@ -251,6 +256,69 @@ func TestSecAggRelayNoShareWhenLedgerRefusesAtClose(t *testing.T) {
 			t.Fatalf("%d closes, %d aggregate shares, %d noise-ledger lines: want 1, 0, 0", nc, na, nl.Head().Count)
 		}
 		if s := h.srv.Metrics(); s.SecAgg.Rounds[SecAggFailed] != 1 {
+			t.Fatalf("metrics %+v", s.SecAgg)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
+
+// TestSecAggResumedCloseWaitsForTheLedgerCheck: a relay restarted after
+// persisting a close resumes the round while its noise ledger is still
+// suspended for the start check (the aggregator's anchor answers 503 for
+// a while). The round waits for the check and is then released, once; it
+// is not failed for a suspension that only means "not yet checked" (the
+// chaos tier lost a charged round this way: TestSecAggChaos, kill 4).
+func TestSecAggResumedCloseWaitsForTheLedgerCheck(t *testing.T) {
+	p := secAggTestParams()
+	synctest.Test(t, func(t *testing.T) {
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &anchorAgg{leaderAgg: &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{}), holdPath: secAggClosePath}}
+		dir := t.TempDir()
+		opt, nl := withNoiseLedger(t, dir, 1e9)
+		h := newHarness(t, agg, dir, opt)
+		defer h.close()
+		time.Sleep(time.Second) // the start check
+		synctest.Wait()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait() // the close is persisted and held at the aggregator
+		h.stop()
+		agg.amu.Lock()
+		agg.down = true
+		agg.amu.Unlock()
+		close(agg.hold)
+		h.start(opt)
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		agg.mu.Lock()
+		na := len(agg.attempts[secAggAggregatePath])
+		agg.mu.Unlock()
+		if na != 0 || nl.Head().Count != 0 {
+			t.Fatalf("with the ledger unchecked: %d aggregate shares, %d noise-ledger lines", na, nl.Head().Count)
+		}
+		if s := h.srv.Metrics(); s.SecAgg.Rounds[SecAggFailed] != 0 {
+			t.Fatalf("the resumed round failed while the ledger was unchecked: %+v", s.SecAgg)
+		}
+		agg.amu.Lock()
+		agg.down = false
+		agg.amu.Unlock()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		agg.mu.Lock()
+		na, res := len(agg.attempts[secAggAggregatePath]), agg.result
+		agg.mu.Unlock()
+		if na != 1 || res == nil || res.Count != 3 || nl.Head().Count != 1 {
+			t.Fatalf("after the check: %d aggregate shares, result %v, %d noise-ledger lines", na, res, nl.Head().Count)
+		}
+		if s := h.srv.Metrics(); s.SecAgg.Rounds[SecAggForwarded] != 1 {
 			t.Fatalf("metrics %+v", s.SecAgg)
 		}
 		for _, c := range clients {

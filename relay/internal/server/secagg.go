@@ -443,7 +443,11 @@ func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h
 	// accepted reports and at least the minimum batch (helper.Release).
 	var share []byte
 	if h.Awaiting() == 0 && int(ch.Accepted) == h.Accepted() { // else Release refuses: nothing to charge
-		err = s.chargeNoise(num, params, int(ch.Accepted)) // anchor.go: the relay's own ledger first
+		err = s.chargeNoise(ctx, num, params, int(ch.Accepted)) // anchor.go: the relay's own ledger first
+	}
+	if errors.Is(err, errStopped) {
+		s.secAggStopped(num, rep, err) // the persisted close stays: the next start resumes it
+		return
 	}
 	if err == nil {
 		share, err = h.Release(int(ch.Accepted), s.cfg.NewSource())

@@ -841,6 +841,75 @@ func TestSecAggRestartAfterCloseResumes(t *testing.T) {
 	})
 }
 
+// TestSecAggRestartBetweenShareAndCloseSendsOneShare: a relay killed after
+// it persisted its noised aggregate share but before it removed the
+// persisted close holds both at restart. It must resend the persisted
+// share, byte for byte, and not resume the close: that would noise the
+// round a second time, and two independently noised shares of one sum let
+// the aggregator average the relay's noise down (docs/secagg.md, "Crash
+// safety"; the noise ledger charges one release per round).
+func TestSecAggRestartBetweenShareAndCloseSendsOneShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{}), holdPath: secAggClosePath}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+		clients := h.openSecAggRound(1, p, 3)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait() // the close is persisted and held at the aggregator
+		closeEntry, err := h.srv.cfg.Outbox.Get(1, outbox.SecAggClose)
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(agg.hold)
+		synctest.Wait() // the round ends: its share is sent and its state removed
+		agg.mu.Lock()
+		if len(agg.aggs) != 1 || agg.result == nil {
+			t.Fatalf("before the crash: %d aggregate shares, result %v", len(agg.aggs), agg.result)
+		}
+		share := agg.aggs[0]
+		closesBefore := len(agg.attempts[secAggClosePath])
+		agg.mu.Unlock()
+		h.stop()
+		// The state a kill between Put(aggregate) and Remove(close) leaves.
+		frame, err := (&wire.SecAggAggregate{Round: 1, Share: share}).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob := h.srv.cfg.Outbox
+		if err := ob.Put(1, outbox.SecAggClose, closeEntry); err != nil {
+			t.Fatal(err)
+		}
+		if err := ob.Put(1, outbox.SecAggAggregate, frame); err != nil {
+			t.Fatal(err)
+		}
+		h.start()
+		synctest.Wait()
+		agg.mu.Lock()
+		aggs, closes := agg.aggs, len(agg.attempts[secAggClosePath])
+		agg.mu.Unlock()
+		if closes != closesBefore {
+			t.Errorf("the close was posted again after the share was persisted (%d posts, %d before)", closes, closesBefore)
+		}
+		if len(aggs) != 2 {
+			t.Fatalf("%d aggregate shares posted, want the first and its resend", len(aggs))
+		}
+		if !bytes.Equal(aggs[1], aggs[0]) {
+			t.Fatal("a second, differently noised aggregate share left the relay")
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after the resend: %v", l)
+		}
+	})
+}
+
 // TestSecAggDeviatingAggregatorGetsNoShare: an aggregator that answers the
 // close with another accepted count than the helper's — here fewer than
 // the announced minimum batch — gets no aggregate share: the relay does

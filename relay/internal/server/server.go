@@ -205,13 +205,16 @@ type Server struct {
 	cfg Config
 	// anchorNudge wakes anchorLoop after a noise charge (anchor.go).
 	anchorNudge chan struct{}
-	log         *slog.Logger
-	up          websocket.Upgrader
-	token       [32]byte // SHA-256 of "Bearer " + token
-	m           *metrics
-	web         webState // the aggregator's key as fetched (web.go)
-	rounds      *round.Machine
-	sender      *outbox.Sender
+	// anchorChecked is closed once the start check of the noise ledger
+	// has an answer (verified, or a rollback that keeps it suspended).
+	anchorChecked chan struct{}
+	log           *slog.Logger
+	up            websocket.Upgrader
+	token         [32]byte // SHA-256 of "Bearer " + token
+	m             *metrics
+	web           webState // the aggregator's key as fetched (web.go)
+	rounds        *round.Machine
+	sender        *outbox.Sender
 	// preseal holds the dummies sealed in the background while a round
 	// is open, until its batch is built.
 	preseal shuffler.Presealer
@@ -247,12 +250,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		anchorNudge: make(chan struct{}, 1),
-		cfg:         cfg,
-		log:         cfg.Logger,
-		m:           newMetrics(),
-		conns:       make(map[*client]struct{}),
-		jobs:        make(chan *round.Closed, 64),
+		anchorNudge:   make(chan struct{}, 1),
+		anchorChecked: make(chan struct{}),
+		cfg:           cfg,
+		log:           cfg.Logger,
+		m:             newMetrics(),
+		conns:         make(map[*client]struct{}),
+		jobs:          make(chan *round.Closed, 64),
 	}
 	s.token = sha256.Sum256([]byte("Bearer " + cfg.Token))
 	if cfg.NoiseLedger != nil {
@@ -299,17 +303,32 @@ func (s *Server) recover() (uint64, bool, error) {
 	}
 	var last uint64
 	done := make(map[uint64]bool)
+	released := make(map[uint64]bool) // rounds whose noised share is persisted
 	for _, e := range ents {
 		if e.Kind != outbox.OpenRound {
 			done[e.Round] = true
+		}
+		if e.Kind == outbox.SecAggAggregate {
+			released[e.Round] = true
 		}
 		last = max(last, e.Round)
 	}
 	for _, e := range ents {
 		switch e.Kind {
-		case outbox.SecAggClose, outbox.SecAggAggregate:
-			// A secure-summation round past its close: Run resumes it
-			// (secagg.go, resumeSecAgg).
+		case outbox.SecAggClose:
+			if released[e.Round] {
+				// Killed between persisting the share and removing the
+				// close: resuming the close would noise the round again,
+				// and two noise draws of one sum average the relay's noise
+				// down. The persisted share is the round's only release.
+				if err := s.cfg.Outbox.Remove(e.Round, outbox.SecAggClose); err != nil {
+					return 0, false, err
+				}
+				continue
+			}
+			s.sa.resume = append(s.sa.resume, e) // Run resumes it (secagg.go, resumeSecAgg)
+		case outbox.SecAggAggregate:
+			// Past its release: Run resends the persisted share.
 			s.sa.resume = append(s.sa.resume, e)
 		case outbox.OpenRound:
 			if !done[e.Round] {

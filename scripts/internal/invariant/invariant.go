@@ -30,13 +30,18 @@ type Logs struct {
 
 	mu      sync.Mutex
 	partial []byte
-	reports map[int]int // round -> complete reports at the relay's close
-	padded  map[int]int // round -> batches persisted (padded)
+	reports map[int]int      // round -> complete reports at the relay's close
+	padded  map[int]int      // round -> batches persisted (padded)
+	byRound map[int][]string // round -> its log lines (at most maxRoundLines each)
 }
+
+// maxRoundLines bounds the lines Logs keeps per round for RoundLines.
+const maxRoundLines = 200
 
 var (
 	reClosed    = regexp.MustCompile(`msg="round closed" round=(\d+) .*reports=(\d+)`)
 	rePersisted = regexp.MustCompile(`msg="batch persisted" round=(\d+) `)
+	reRound     = regexp.MustCompile(` round=(\d+)\b`)
 )
 
 // Write records the relay's "round closed" and "batch persisted" lines.
@@ -47,7 +52,7 @@ func (l *Logs) Write(p []byte) (int, error) {
 		l.Echo.Write(p)
 	}
 	if l.reports == nil {
-		l.reports, l.padded = map[int]int{}, map[int]int{}
+		l.reports, l.padded, l.byRound = map[int]int{}, map[int]int{}, map[int][]string{}
 	}
 	l.partial = append(l.partial, p...)
 	for {
@@ -73,6 +78,20 @@ func (l *Logs) line(b []byte) {
 		r, _ := strconv.Atoi(string(m[1]))
 		l.padded[r]++
 	}
+	if m := reRound.FindSubmatch(b); m != nil {
+		r, _ := strconv.Atoi(string(m[1]))
+		if len(l.byRound[r]) < maxRoundLines {
+			l.byRound[r] = append(l.byRound[r], string(b))
+		}
+	}
+}
+
+// RoundLines returns the log lines (both servers) that name round r, in
+// the order written: what a failing chaos test prints about a round.
+func (l *Logs) RoundLines(r int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.byRound[r]...)
 }
 
 // RelayRounds returns the relay's complete reports per closed round and how
