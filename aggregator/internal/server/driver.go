@@ -266,25 +266,68 @@ func (s *Server) post(ctx context.Context, path string, body []byte) error {
 
 // waitRound waits until the round is closed (batch or abort), or abandons
 // it at deadline + BatchGrace.
+//
+// A charged secure-summation round waits BatchGrace for its aggregate
+// share from when its batch was answered, and longer while the relay is
+// unreachable: the relay persists its share before sending it and resends
+// it when it is back (docs/secagg.md, "Crash safety"), and no other round
+// could run without it anyway. The grace counts again from when the relay
+// answers /healthz; only a relay that is up and silent for BatchGrace
+// loses the round.
 func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
 	timer := time.NewTimer(time.Until(deadline.Add(s.cfg.BatchGrace)))
 	defer timer.Stop()
+	probe := min(5*time.Second, s.cfg.BatchGrace)
+	relayWasDown := false
 	for s.isOpen(round) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
 		case <-timer.C:
-			// A charged secure-summation round waits BatchGrace for its
-			// aggregate from when its batch was answered.
-			if until := s.secaggPendingUntil(round); time.Now().Before(until) {
-				timer.Reset(time.Until(until))
-				continue
+			if until := s.secaggPendingUntil(round); !until.IsZero() {
+				if time.Now().Before(until) {
+					timer.Reset(time.Until(until))
+					continue
+				}
+				if !s.relayUp(ctx) {
+					if !relayWasDown {
+						s.log.Warn("charged round waits for its aggregate share while the relay is unreachable", "round", round)
+					}
+					relayWasDown = true
+					timer.Reset(probe)
+					continue
+				}
+				if relayWasDown {
+					relayWasDown = false
+					s.log.Info("the relay is back; waiting for its aggregate share", "round", round, "grace", s.cfg.BatchGrace)
+					s.extendSecAggPending(round, time.Now().Add(s.cfg.BatchGrace))
+					timer.Reset(s.cfg.BatchGrace)
+					continue
+				}
 			}
 			s.abandon(round, fmt.Sprintf("no batch or abort within %v after the deadline", s.cfg.BatchGrace))
 			return
 		}
 	}
+}
+
+// relayUp reports whether the relay answers GET /healthz with 2xx within
+// five seconds.
+func (s *Server) relayUp(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.cfg.RelayURL, "/")+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 512))
+	return resp.StatusCode/100 == 2
 }
 
 // abandon closes an open round without charging anything.

@@ -343,6 +343,16 @@ func (s *Server) secaggPendingUntil(round int) time.Time {
 	return time.Time{}
 }
 
+// extendSecAggPending moves the expiry of round's pending aggregate to
+// until (nothing if the round has none).
+func (s *Server) extendSecAggPending(round int, until time.Time) {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if p := s.sa.pending; p != nil && p.round == round {
+		p.until = until
+	}
+}
+
 // loseSecAggIfPending records round lost if it is charged and awaiting its
 // aggregate, and reports whether it did. The caller holds procMu.
 func (s *Server) loseSecAggIfPending(round int, why string) bool {

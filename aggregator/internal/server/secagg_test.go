@@ -50,7 +50,8 @@ type secaggRelay struct {
 	*fakeRelay
 	key      *envelopetest.HelperKey
 	keyGets  int
-	mismatch int // announcements refused for their RelayPub
+	mismatch int  // announcements refused for their RelayPub
+	down     bool // GET /healthz answers 503 (the relay unreachable)
 }
 
 func newSecAggRelay(t *testing.T) *secaggRelay {
@@ -62,6 +63,15 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 	sr := &secaggRelay{fakeRelay: &fakeRelay{t: t, ch: make(chan *wire.Announcement, 64)}, key: k}
 	f := sr.fakeRelay
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			f.mu.Lock()
+			down := sr.down
+			f.mu.Unlock()
+			if down {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+			}
+			return
+		}
 		if r.Header.Get("Authorization") != "Bearer "+testToken {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
@@ -549,6 +559,59 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 		t.Fatalf("round record %+v", rec)
 	}
 	checkLostRound(t, h, helper, prep, batch)
+}
+
+// TestSecAggChargedRoundWaitsForADownRelay: a charged round whose
+// aggregate share has not come within BatchGrace is not lost while the
+// relay is unreachable (it has the share persisted and resends it when
+// back); the share that arrives late is applied. With the relay up and
+// silent, the same wait ends with the round lost. Grace 300 ms, round
+// timeout 3 s; the down relay is kept down for more than ten graces.
+func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	for _, down := range []bool{true, false} {
+		relay := newSecAggRelay(t)
+		h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) {
+			c.RoundTimeout, c.BatchGrace = 3*time.Second, grace
+		})
+		a := relay.next(t)
+		var vs []volunteer
+		for i := range 4 {
+			vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+		}
+		helper, batch := relay.relayRound(t, a, vs)
+		prep, in := h.sendSecAggBatch(batch)
+		if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
+			t.Fatalf("batch: %s %+v", in, prep)
+		}
+		relay.mu.Lock()
+		relay.down = down
+		relay.mu.Unlock()
+		if !down {
+			// Up and silent: lost once the grace after the deadline ends.
+			deadline := time.Now().Add(30 * time.Second)
+			for len(h.srv.Rounds()) == 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if rs := h.srv.Rounds(); len(rs) != 1 || rs[0].Status != checkpoint.StatusLost {
+				t.Fatalf("relay up, no share: rounds %+v, want round 1 lost", rs)
+			}
+			h.stop()
+			continue
+		}
+		time.Sleep(time.Until(a.Deadline.Add(12 * grace)))
+		if rs := h.srv.Rounds(); len(rs) != 0 {
+			t.Fatalf("a charged round was closed while the relay was unreachable: %+v", rs)
+		}
+		if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
+			t.Fatalf("the share sent after the outage: %s %s", in, body)
+		}
+		checkNear(t, h.srv.Model(), wantMean(vs), 4)
+		if rs := h.srv.Rounds(); len(rs) != 1 || rs[0].Status != checkpoint.StatusOK {
+			t.Fatalf("rounds %+v", rs)
+		}
+		h.stop()
+	}
 }
 
 // checkLostRound asserts what a lost round 1 (charged, never applied)

@@ -42,7 +42,8 @@
 // the leader's 'M' is answered, refused or invalid without it) followed by
 // its noised aggregate share (POST /v1/secagg/aggregate: unsharded and
 // applied); a round charged but not applied (no aggregate within
-// BatchGrace, a relay abort, a restart in between) is lost.
+// BatchGrace while the relay answers /healthz, or a relay abort) is lost;
+// a restart of either server resumes it (waitRound, restorePending).
 //
 // Every batch and abort gets a definitive outcome (api.Intake): accepted,
 // duplicate (an identical re-send, same SHA-256: the stored reply again),
