@@ -12,8 +12,9 @@
 // charge and the checkpoint; logged as known otherwise).
 //
 // TestSecAggChaos kills one server at each step of a streamed
-// secure-summation round (secagg_test.go; 142 s measured on 2 shared
-// cores) and fails on any charged round lost. TestSecAggLoad (skipped
+// secure-summation round, and the relay once for longer than the batch
+// grace (secagg_test.go; 83 s measured on 2 quiet cores, build included),
+// and fails on any charged round lost. TestSecAggLoad (skipped
 // unless BLANKET_SECAGG_LOAD is set) measures peak RSS and close-to-model
 // time (load_test.go).
 package chaos

@@ -27,25 +27,34 @@ type secaggKill struct {
 	relay   bool   // kill the relay (else the aggregator)
 	agg     bool   // the trigger is in the aggregator's directory
 	trigger string // a file name (glob) that marks the step
+	// down is how long the server stays down (zero: one second).
+	down time.Duration
 }
 
 var secaggKills = []secaggKill{
 	// After a chunk's 'P' was prepared and its 'M' persisted (answered or
 	// about to be): the aggregator resumes collecting.
-	{"aggregator after a chunk ('P' in, 'M' persisted)", false, true, "secagg-collect.json"},
+	{"aggregator after a chunk ('P' in, 'M' persisted)", false, true, "secagg-collect.json", 0},
 	// The relay in the middle of its chunks, before its close: the round
 	// is aborted, nothing charged.
-	{"relay between chunks, before the close", true, true, "secagg-collect.json"},
+	{"relay between chunks, before the close", true, true, "secagg-collect.json", 0},
 	// Around the charge ('M' of the close): the prepared round is written
 	// just before the ledger's charge, so the kill lands before or after
 	// it; either the round is resumed, or it was never charged.
-	{"aggregator around the charge", false, true, "secagg-pending.json"},
+	{"aggregator around the charge", false, true, "secagg-pending.json", 0},
 	// After the relay persisted its close (before or after the charge).
-	{"relay after its close is persisted", true, false, "*.secagg-close"},
+	{"relay after its close is persisted", true, false, "*.secagg-close", 0},
 	// After the relay persisted its noised aggregate share (before or
 	// after the aggregator unsharded it).
-	{"relay after its aggregate share is persisted", true, false, "*.secagg-aggregate"},
+	{"relay after its aggregate share is persisted", true, false, "*.secagg-aggregate", 0},
+	// After the relay persisted its close, down for longer than the batch
+	// grace: the aggregator waits for the share while the relay does not
+	// answer, and applies it when the restarted relay sends it.
+	{"relay after its close is persisted, down past the batch grace", true, false, "*.secagg-close", secaggGrace + 5*time.Second},
 }
+
+// secaggGrace is TestSecAggChaos's -batch-grace.
+const secaggGrace = 20 * time.Second
 
 // TestSecAggChaos kills the relay or the aggregator (SIGKILL) at each step
 // of a streamed secure-summation round, restarts it on its state, and
@@ -60,7 +69,7 @@ func TestSecAggChaos(t *testing.T) {
 	const (
 		clients      = 24
 		roundTimeout = 15 * time.Second
-		grace        = 20 * time.Second
+		grace        = secaggGrace
 		warmup       = 5 * time.Second
 	)
 	logs := &invariant.Logs{}
@@ -121,7 +130,7 @@ func TestSecAggChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("kill %d: %s (ok rounds so far %d)", i+1, k.name, before)
-		time.Sleep(time.Second)
+		time.Sleep(max(k.down, time.Second))
 		if k.relay {
 			err = cl.StartRelay(context.Background())
 		} else {
