@@ -42,6 +42,11 @@ const (
 	AbortBelowMinBatch uint8 = 1 // fewer than MinBatch reports at the deadline
 	AbortRelayRestart  uint8 = 2 // the relay restarted during the round
 	AbortOverflow      uint8 = 3 // a dimension exceeded n_p
+	// AbortNoRelease: a secure-summation round the aggregator charged, for
+	// which the relay releases no aggregate share (its noise ledger or the
+	// helper refused): the aggregator records it lost at once instead of
+	// waiting out its grace.
+	AbortNoRelease uint8 = 4
 )
 
 // Ack statuses.
@@ -155,7 +160,7 @@ func (a *Abort) check() error {
 	if a.Round < 1 {
 		return malformed(ErrValue, "abort round must be >= 1")
 	}
-	if a.Reason < AbortBelowMinBatch || a.Reason > AbortOverflow {
+	if a.Reason < AbortBelowMinBatch || a.Reason > AbortNoRelease {
 		return malformed(ErrValue, "unknown abort reason %d", a.Reason)
 	}
 	return nil

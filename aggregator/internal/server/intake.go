@@ -355,6 +355,8 @@ func abortReason(r uint8) string {
 		return "relay restart"
 	case wire.AbortOverflow:
 		return "overflow"
+	case wire.AbortNoRelease:
+		return "the relay released no aggregate share: its noise ledger or its helper refused"
 	}
 	return fmt.Sprintf("reason %d", r)
 }

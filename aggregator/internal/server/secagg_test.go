@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -864,14 +865,15 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	if h.srv.secaggPendingUntil(1).IsZero() {
 		t.Fatal("an invalid aggregate ended the pending round")
 	}
-	abort, err := (&wire.Abort{Round: 1, Reason: wire.AbortRelayRestart, Reports: 4}).MarshalBinary()
+	// The relay's word that it releases no share (its noise ledger refused).
+	abort, err := (&wire.Abort{Round: 1, Reason: wire.AbortNoRelease, Reports: 4}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := post(t, h.http.URL+"/v1/abort", testToken, abort); code != http.StatusOK {
 		t.Fatalf("abort after the charge: HTTP %d", code)
 	}
-	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusLost || rec.N != 4 {
+	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusLost || rec.N != 4 || !strings.Contains(rec.Detail, "released no aggregate share") {
 		t.Fatalf("round record %+v", rec)
 	}
 	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeObsolete {

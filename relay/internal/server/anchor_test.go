@@ -255,6 +255,13 @@ func TestSecAggRelayNoShareWhenLedgerRefusesAtClose(t *testing.T) {
 		if nc != 1 || na != 0 || nl.Head().Count != 0 {
 			t.Fatalf("%d closes, %d aggregate shares, %d noise-ledger lines: want 1, 0, 0", nc, na, nl.Head().Count)
 		}
+		// The aggregator is told at once that no share will come.
+		agg.mu.Lock()
+		aborts := agg.aborts
+		agg.mu.Unlock()
+		if len(aborts) != 1 || aborts[0].Round != 1 || aborts[0].Reason != wire.AbortNoRelease || aborts[0].Reports != 3 {
+			t.Fatalf("aborts %+v: want one no-release abort for round 1 over 3 reports", aborts)
+		}
 		if s := h.srv.Metrics(); s.SecAgg.Rounds[SecAggFailed] != 1 {
 			t.Fatalf("metrics %+v", s.SecAgg)
 		}

@@ -462,12 +462,30 @@ func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h
 	if err != nil {
 		s.log.Error("no aggregate share released", "round", num, "err", err,
 			"below_min_batch", errors.Is(err, helper.ErrBelowMinBatch), "count_mismatch", errors.Is(err, helper.ErrCountMismatch))
+		s.secAggNoRelease(num, rep)
 		s.secAggEnd(num, rep, SecAggFailed, "aggregate share refused: "+err.Error())
 		return
 	}
 	s.cfg.Outbox.Remove(num, outbox.SecAggClose)
 	s.log.Info("secure-summation aggregate share noised", "round", num, "aggregated", ch.Accepted, "bytes", len(agg))
 	s.secAggSendAggregate(ctx, num, rep, agg, int(ch.Accepted))
+}
+
+// secAggNoRelease tells the aggregator, through the outbox (persisted,
+// retried), that the round it charged gets no aggregate share, so that it
+// records the round lost now and says why, rather than after its grace.
+// The abort carries the round's counts only: nothing about any value.
+func (s *Server) secAggNoRelease(num uint64, rep RoundReport) {
+	a := wire.Abort{Round: num, Reason: wire.AbortNoRelease, Reports: rep.Reports, CheckedIn: rep.CheckedIn, Population: rep.Population}
+	b, err := a.MarshalBinary()
+	if err == nil {
+		err = s.cfg.Outbox.Put(num, outbox.Abort, b)
+	}
+	if err != nil {
+		s.log.Error("cannot persist the no-release abort; the aggregator will wait out its grace", "round", num, "err", err)
+		return
+	}
+	s.sender.Enqueue(outbox.Entry{Round: num, Kind: outbox.Abort})
 }
 
 // secAggSendAggregate posts the persisted noised aggregate share.
