@@ -306,6 +306,24 @@ func (h *harness) postSecAgg(path string, frame []byte) (api.Intake, []byte) {
 	return in, body
 }
 
+// chargeHonestRound takes the relay's next announcement, has n honest
+// volunteers report in it, sends the relay's batch and requires it
+// accepted and charged ('M' with status ok).
+func chargeHonestRound(t *testing.T, h *harness, relay *secaggRelay, n int) (*wire.Announcement, []volunteer, *secagg.Helper, []byte, *wire.SecAggPrep) {
+	t.Helper()
+	a := relay.next(t)
+	var vs []volunteer
+	for i := range n {
+		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
+	}
+	helper, batch := relay.relayRound(t, a, vs)
+	prep, in := h.sendSecAggBatch(batch)
+	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
+		t.Fatalf("batch: %s %+v", in, prep)
+	}
+	return a, vs, helper, batch, prep
+}
+
 func (h *harness) sendSecAggBatch(frame []byte) (*wire.SecAggPrep, api.Intake) {
 	h.t.Helper()
 	in, body := h.postSecAgg("/v1/secagg/batch", frame)
@@ -538,16 +556,7 @@ func TestSecAggTooFewAccepted(t *testing.T) {
 func TestSecAggMissingAggregateLost(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
-	a := relay.next(t)
-	var vs []volunteer
-	for i := range 4 {
-		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
-	}
-	helper, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
-		t.Fatalf("batch: %s %+v", in, prep)
-	}
+	_, _, helper, batch, prep := chargeHonestRound(t, h, relay, 4)
 	if until := h.srv.secaggPendingUntil(1); until.IsZero() {
 		t.Fatal("no pending aggregate after the batch")
 	}
@@ -575,16 +584,7 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 		h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) {
 			c.RoundTimeout, c.BatchGrace = 3*time.Second, grace
 		})
-		a := relay.next(t)
-		var vs []volunteer
-		for i := range 4 {
-			vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
-		}
-		helper, batch := relay.relayRound(t, a, vs)
-		prep, in := h.sendSecAggBatch(batch)
-		if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
-			t.Fatalf("batch: %s %+v", in, prep)
-		}
+		a, vs, helper, _, prep := chargeHonestRound(t, h, relay, 4)
 		relay.mu.Lock()
 		relay.down = down
 		relay.mu.Unlock()
@@ -644,16 +644,7 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	dir := t.TempDir()
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, dir, relay, nil)
-	a := relay.next(t)
-	var vs []volunteer
-	for i := range 4 {
-		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
-	}
-	helper, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
-		t.Fatalf("batch: %s %+v", in, prep)
-	}
+	_, vs, helper, batch, prep := chargeHonestRound(t, h, relay, 4)
 	h.stop()
 
 	h2 := newSecAggHarness(t, dir, relay, nil)
@@ -686,16 +677,7 @@ func TestSecAggRestartWithoutAggregateLost(t *testing.T) {
 	dir := t.TempDir()
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, dir, relay, nil)
-	a := relay.next(t)
-	var vs []volunteer
-	for i := range 4 {
-		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
-	}
-	helper, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
-		t.Fatalf("batch: %s %+v", in, prep)
-	}
+	_, _, helper, batch, prep := chargeHonestRound(t, h, relay, 4)
 	h.stop()
 	h2 := newSecAggHarness(t, dir, relay, nil)
 	h2.srv.abandon(1, "test: grace expired")
@@ -839,16 +821,7 @@ func TestSecAggOperatorSwitch(t *testing.T) {
 func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
-	a := relay.next(t)
-	var vs []volunteer
-	for i := range 4 {
-		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
-	}
-	helper, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
-		t.Fatalf("batch: %s %+v", in, prep)
-	}
+	_, _, helper, _, prep := chargeHonestRound(t, h, relay, 4)
 	agg := aggregateFrame(t, 1, helper, prep.Msg)
 	short, err := (&wire.SecAggAggregate{Round: 1, Share: agg[14 : len(agg)-16]}).MarshalBinary()
 	if err != nil {

@@ -108,15 +108,7 @@ func TestSecAggRelayEnforcesItsOwnBudget(t *testing.T) {
 		if err := nl.Suspended(); err != nil {
 			t.Fatalf("still suspended after the start check: %v", err)
 		}
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		clients := h.sendHonestSecAggRound(p)
 		agg.mu.Lock()
 		na := len(agg.attempts[secAggAggregatePath])
 		agg.mu.Unlock()
@@ -129,7 +121,7 @@ func TestSecAggRelayEnforcesItsOwnBudget(t *testing.T) {
 		if held != nl.Head() {
 			t.Fatalf("the aggregator holds %+v, the relay's head is %+v", held, nl.Head())
 		}
-		st, out, body := h.postFull("/v1/rounds", h.secAggAnnouncement(2, p, time.Minute, pub))
+		st, out, body := h.postFull("/v1/rounds", h.secAggAnnouncement(2, p, time.Minute, h.helperPub()))
 		if st != http.StatusConflict || out != "refused" {
 			t.Fatalf("round 2 past the relay's target: HTTP %d %s %s", st, out, body)
 		}
@@ -288,15 +280,7 @@ func TestSecAggResumedCloseWaitsForTheLedgerCheck(t *testing.T) {
 		defer h.close()
 		time.Sleep(time.Second) // the start check
 		synctest.Wait()
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait() // the close is persisted and held at the aggregator
+		clients := h.sendHonestSecAggRound(p) // the close is persisted and held at the aggregator
 		h.stop()
 		agg.amu.Lock()
 		agg.down = true

@@ -518,6 +518,28 @@ func TestSecAggRound(t *testing.T) {
 	})
 }
 
+// honestX is the update every volunteer of sendHonestSecAggRound sends.
+var honestX = []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
+
+// sendHonestSecAggRound opens round 1 with three volunteers, each sending
+// the shares of honestX, and lets the relay act on them (a minute of the
+// bubble's clock, then synctest.Wait); it returns the volunteers.
+func (h *harness) sendHonestSecAggRound(p wire.Params) []*tclient {
+	h.t.Helper()
+	spec, err := roundspec.New(p)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	pub := h.helperPub()
+	clients := h.openSecAggRound(1, p, 3)
+	for i, c := range clients {
+		c.sendShares(h.volunteerShares(spec, 1, 1, pub, honestX, uint64(i+1)))
+	}
+	time.Sleep(time.Minute)
+	synctest.Wait()
+	return clients
+}
+
 // openSecAggRound dials n clients, announces a secure-summation round and
 // has every client check in.
 func (h *harness) openSecAggRound(round uint64, p wire.Params, n int) []*tclient {
@@ -618,16 +640,7 @@ func TestSecAggRoundEnds(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, refuse: true}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		clients := h.sendHonestSecAggRound(p)
 		s := h.srv.Metrics()
 		agg.mu.Lock()
 		nb, na := len(agg.closes), len(agg.aggs)
@@ -648,10 +661,12 @@ func TestSecAggRoundEnds(t *testing.T) {
 			t.Errorf("refused round: receipt %s (%q)", st, why)
 		}
 
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
 		clients = h.openSecAggRound(2, p, 2)
-		kept := h.volunteerShares(spec, 2, 2, pub, x, 10)
+		kept := h.volunteerShares(spec, 2, 2, pub, honestX, 10)
 		clients[0].sendShares(kept)
-		clients[1].sendShares(h.volunteerShares(spec, 2, 1, pub, x, 11)) // helper share sealed for round 1
+		clients[1].sendShares(h.volunteerShares(spec, 2, 1, pub, honestX, 11)) // helper share sealed for round 1
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		agg.mu.Lock()
@@ -689,15 +704,7 @@ func TestSecAggRestartAborts(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{})}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait() // a chunk is posted; the aggregator holds it
+		h.sendHonestSecAggRound(p) // a chunk is posted; the aggregator holds it
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 1, Kind: outbox.OpenRound}) {
 			t.Fatalf("outbox while the chunk is at the aggregator: %v", l)
 		}
@@ -728,15 +735,7 @@ func TestSecAggRetries(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, failChunk: 2, failAgg: 2}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		clients := h.sendHonestSecAggRound(p)
 		time.Sleep(time.Minute) // the backoff, on the bubble's clock
 		synctest.Wait()
 		agg.mu.Lock()
@@ -763,9 +762,10 @@ func TestSecAggRetries(t *testing.T) {
 		agg.mu.Lock()
 		agg.down = true
 		agg.mu.Unlock()
+		spec, _ := roundspec.New(p)
 		clients = h.openSecAggRound(2, p, 2)
 		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 2, 2, pub, x, uint64(i+10)))
+			c.sendShares(h.volunteerShares(spec, 2, 2, h.helperPub(), honestX, uint64(i+10)))
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -804,15 +804,7 @@ func TestSecAggRestartAfterCloseResumes(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{}), holdPath: secAggClosePath}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait() // the close is posted; the aggregator holds it
+		h.sendHonestSecAggRound(p) // the close is posted; the aggregator holds it
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 1 || l[0] != (outbox.Entry{Round: 1, Kind: outbox.SecAggClose}) {
 			t.Fatalf("outbox while the close is at the aggregator: %v", l)
 		}
@@ -855,15 +847,7 @@ func TestSecAggRestartBetweenShareAndCloseSendsOneShare(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{}), holdPath: secAggClosePath}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait() // the close is persisted and held at the aggregator
+		h.sendHonestSecAggRound(p) // the close is persisted and held at the aggregator
 		closeEntry, err := h.srv.cfg.Outbox.Get(1, outbox.SecAggClose)
 		if err != nil {
 			t.Fatal(err)
@@ -922,15 +906,7 @@ func TestSecAggDeviatingAggregatorGetsNoShare(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, lie: 1}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		spec, _ := roundspec.New(p)
-		pub := h.helperPub()
-		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
-		clients := h.openSecAggRound(1, p, 3)
-		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1)))
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		h.sendHonestSecAggRound(p)
 		agg.mu.Lock()
 		nc, na := len(agg.closes), len(agg.attempts[secAggAggregatePath])
 		agg.mu.Unlock()
