@@ -33,8 +33,10 @@ import (
 // updates in opposite directions: the quantized vectors differ by 2c in
 // coordinate j, c = Params.ClipUnits(), the largest change one volunteer
 // can make in one direction), everyone else's updates fixed (n − 1
-// full-norm updates in seeded random directions, quantized once by
-// secagg.Quantize: the adversary may know them, the worst case). Under
+// full-norm updates in seeded random directions, encoded once by
+// secagg.Encode, as Shard puts them in the sum (PINE's fixed-point grid
+// for the product's rounds, Quantize for the SumVec baseline): the
+// adversary may know them, the worst case). Under
 // Poisson check-in the target takes part with probability q under both
 // hypotheses (its coin is not its data).
 //
@@ -59,12 +61,13 @@ import (
 // adds beyond the integer sum — the validity proof, the field — only
 // rejects malformed reports and changes no honest release.
 //
-// The canary's quantization: Quantize of C·e_j at dimension d clips by the
-// norm (C), scales and rounds each coordinate independently; the zero
-// coordinates round to 0 and the conditional-rounding check cannot
-// resample (|q_j| <= ⌈c⌉ keeps q_j² under NormBoundSq at any dimension),
-// so q_j has the law of Quantize of the one-coordinate vector (C) under
-// the same Clip, Scale, Bits and Beta, which is what each trial runs.
+// The canary's encoding: Encode of C·e_j at dimension d clips by the norm
+// (C), scales and rounds each coordinate independently (PINE: round half
+// to even, deterministic; SumVec: Quantize's randomized rounding, whose
+// conditional check cannot resample since |q_j| <= ⌈c⌉ keeps q_j² under
+// NormBoundSq); the zero coordinates encode to 0, so q_j is the encoding
+// of the one-coordinate vector (C) under the same parameters, which is
+// what each trial runs.
 
 // NeighboursReplaceOne names secure summation's neighbouring datasets: the
 // target's full-norm update against its opposite.
@@ -275,7 +278,7 @@ func secAggCharge(spec *roundspec.Spec, n, rounds int, delta float64) (float64, 
 }
 
 // othersSum is Σ q_i over n others: full-norm updates in seeded random
-// directions, each quantized by secagg.Quantize.
+// directions, each encoded by secagg.Encode.
 func othersSum(p secagg.Params, n int, seed uint64) ([]int64, error) {
 	src := noise.NewSeeded(seed ^ 0x07e5)
 	sum := make([]int64, p.Dim)
@@ -284,7 +287,7 @@ func othersSum(p secagg.Params, n int, seed uint64) ([]int64, error) {
 		for j := range x {
 			x[j] = 2*noise.Uniform(src) - 1
 		}
-		// Quantize clips to norm Clip: scale up so that it does.
+		// Encode clips to norm Clip: scale up so that it does.
 		for j := range x {
 			x[j] *= 1e3 * p.Clip
 		}
@@ -312,9 +315,10 @@ type noiseStream struct {
 }
 
 // noiseDim is the smallest dimension of the rounds noiseStream draws
-// from: a small model's round is widened to it (same Clip, Bits and σ;
-// NewParams recomputes the public NoiseOffset for the width, which the
-// decoding removes), so that the per-round setup is paid for thousands of
+// from: a small model's round is widened to it (Params.Resize: same Clip
+// and σ; a SumVec round's public NoiseOffset is recomputed for the width
+// and removed by the decoding, a PINE round has none), so that the
+// per-round setup is paid for thousands of
 // coordinates. The law of each coordinate's K does not depend on the
 // dimension.
 const noiseDim = 4096
