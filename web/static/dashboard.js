@@ -74,10 +74,11 @@
       el.append(" ", b);
     }
   }
-  let deadline = 0, openRound = 0;
+  let deadline = 0, openRound = 0, waiting = "";
   function countdown() {
     const el = $("countdown");
     if (!openRound || !deadline) { el.textContent = ""; return; }
+    if (waiting) { el.textContent = ` · round ${openRound} ${waiting}`; return; }
     const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
     el.textContent = left > 0 ? ` · round ${openRound} closes in ${left} s` : ` · round ${openRound} closing`;
   }
@@ -125,6 +126,7 @@
       roundNote(s.last_abort);
       openRound = s.open_round || 0;
       deadline = s.deadline ? Date.parse(s.deadline) : 0;
+      waiting = s.waiting || "";
       countdown();
       if (charts && (charts.dataset.round !== String(s.round) || charts.dataset.resets !== String(s.model_resets || 0))) {
         refreshCharts();

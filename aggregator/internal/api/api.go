@@ -62,7 +62,11 @@ type Status struct {
 	Round     int       `json:"round"`
 	OpenRound int       `json:"open_round"`
 	Deadline  time.Time `json:"deadline,omitzero"`
-	RoundsOK  int       `json:"rounds_ok"`
+	// Waiting says, in words, what the open round waits for when it is
+	// not the volunteers (a charged secure-summation round whose relay
+	// does not answer); empty otherwise.
+	Waiting  string `json:"waiting,omitempty"`
+	RoundsOK int    `json:"rounds_ok"`
 	// Accuracy and Loss on the held-out test set after the last ok round.
 	Accuracy *float64 `json:"accuracy"`
 	Loss     *float64 `json:"loss"`

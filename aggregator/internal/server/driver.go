@@ -279,6 +279,7 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
 	defer timer.Stop()
 	probe := min(5*time.Second, s.cfg.BatchGrace)
 	relayWasDown := false
+	defer s.sa.relayDown.CompareAndSwap(int64(round), 0)
 	for s.isOpen(round) {
 		select {
 		case <-ctx.Done():
@@ -293,6 +294,8 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
 				if !s.relayUp(ctx) {
 					if !relayWasDown {
 						s.log.Warn("charged round waits for its aggregate share while the relay is unreachable", "round", round)
+						s.sa.relayDown.Store(int64(round))
+						s.publishStatus()
 					}
 					relayWasDown = true
 					timer.Reset(probe)
@@ -300,6 +303,8 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
 				}
 				if relayWasDown {
 					relayWasDown = false
+					s.sa.relayDown.Store(0)
+					s.publishStatus()
 					s.log.Info("the relay is back; waiting for its aggregate share", "round", round, "grace", s.cfg.BatchGrace)
 					s.extendSecAggPending(round, time.Now().Add(s.cfg.BatchGrace))
 					timer.Reset(s.cfg.BatchGrace)

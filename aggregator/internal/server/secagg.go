@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
@@ -59,6 +60,10 @@ type secaggState struct {
 	sigmaOnce sync.Once // the operator page's calibrated σ
 	sigma     float64
 	sigmaErr  error
+
+	// relayDown is the charged round whose share waits for a relay that
+	// does not answer (0: none); set by waitRound, read by Status.
+	relayDown atomic.Int64
 }
 
 // secaggPending is a charged round whose 'M' was answered: the leader

@@ -604,12 +604,18 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 		if rs := h.srv.Rounds(); len(rs) != 0 {
 			t.Fatalf("a charged round was closed while the relay was unreachable: %+v", rs)
 		}
+		if st := h.srv.Status(); st.OpenRound != 1 || st.Waiting != RelayDownWaiting {
+			t.Fatalf("status while waiting for the relay: open round %d, waiting %q", st.OpenRound, st.Waiting)
+		}
 		if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
 			t.Fatalf("the share sent after the outage: %s %s", in, body)
 		}
 		checkNear(t, h.srv.Model(), wantMean(vs), 4)
 		if rs := h.srv.Rounds(); len(rs) != 1 || rs[0].Status != checkpoint.StatusOK {
 			t.Fatalf("rounds %+v", rs)
+		}
+		if st := h.srv.Status(); st.Waiting != "" {
+			t.Fatalf("still waiting after the share: %q", st.Waiting)
 		}
 		h.stop()
 	}
