@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -83,6 +84,53 @@ type options struct {
 	taskFile string
 	tk       *task.Task
 	sets     *taskdata.Sets
+	// given is the protocol, epsilon and rounds as the command line gave
+	// them (zero: not given), whatever a task suggests (privacyFor).
+	given cliPrivacy
+}
+
+// cliPrivacy is what the command line said of the privacy parameters.
+type cliPrivacy struct {
+	protocol string
+	epsilon  float64
+	rounds   int
+}
+
+// privacyFor returns the protocol, epsilon and rounds of a class that
+// learns tk (nil: the digits): the command line's where it gave them,
+// else tk's suggestions (task.Privacy), else the defaults of the live demo
+// (docs/experiments.md, "Secure summation": with secure summation, 5
+// rounds of 400 volunteers reach about 78% on the digits at epsilon 4,
+// replace one volunteer, delta 1e-5; more rounds at the same budget need
+// more noise per round; the shuffle protocols 30 rounds at 750).
+func (o options) privacyFor(tk *task.Task) (protocol string, epsilon float64, rounds int) {
+	var p task.Privacy
+	if tk != nil {
+		p = tk.Privacy
+	}
+	protocol, epsilon, rounds = o.given.protocol, o.given.epsilon, o.given.rounds
+	if protocol == "" {
+		protocol = cmp.Or(p.Protocol, "secagg")
+	}
+	if epsilon == 0 {
+		epsilon = p.Epsilon
+	}
+	if rounds == 0 {
+		rounds = p.Rounds
+	}
+	if rounds == 0 {
+		rounds = 30
+		if protocol == "secagg" {
+			rounds = 5
+		}
+	}
+	if epsilon == 0 {
+		epsilon = 750
+		if protocol == "secagg" {
+			epsilon = 4
+		}
+	}
+	return protocol, epsilon, rounds
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -95,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.epsilon, "epsilon", 0, "the privacy budget of the whole run at delta 1e-5 (default 4 for secagg, 750 for the shuffle protocols); secagg's noise is calibrated so that -rounds rounds fit it")
 	fs.DurationVar(&o.roundTime, "round-time", 0, "the most a round waits for the volunteers who checked in (it closes as soon as their reports are in); default 30s, or more as measured for the simulated volunteers on this computer")
 	fs.IntVar(&o.workers, "workers", 0, "simulated volunteers preparing a report at once (default 2 x the cores)")
-	fs.StringVar(&o.protocol, "protocol", "secagg", "secagg (secure summation through the relay, docs/secagg.md), ss-simple, ss-double or ss-topk (the FLAME shuffle protocols), apes or s-apes (each volunteer chooses its own budget, docs/privacy.md)")
+	fs.StringVar(&o.protocol, "protocol", "", "secagg (secure summation through the relay, docs/secagg.md; the default, or the task's suggestion), ss-simple, ss-double or ss-topk (the FLAME shuffle protocols), apes or s-apes (each volunteer chooses its own budget, docs/privacy.md)")
 	fs.StringVar(&o.dir, "dir", "out/run", "state directory; every class keeps its ledger under DIR/classes/")
 	fs.StringVar(&o.class, "class", "", "the class (session) to use: a name under DIR/classes/ (default: a new class named by the date and time, or the latest with -resume)")
 	fs.BoolVar(&o.resume, "resume", false, "continue the latest class (model, ledger) instead of starting a new one")
@@ -108,9 +156,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.given = cliPrivacy{protocol: o.protocol, epsilon: o.epsilon, rounds: o.rounds}
 	if err := o.loadTask(fs); err != nil {
 		return o, err
 	}
+	o.protocol, o.epsilon, o.rounds = o.privacyFor(o.tk)
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -147,23 +197,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.host != "" && net.ParseIP(o.host) == nil {
 		return o, fmt.Errorf("-host %q must be an IP address", o.host)
 	}
-	// The defaults of the live demo (docs/experiments.md, "Secure
-	// summation"): with secure summation, 5 rounds of 400 volunteers reach
-	// about 78% on the digits at epsilon 4 (replace one volunteer, delta
-	// 1e-5); more rounds at the same budget need more noise per round,
-	// fewer volunteers more noise per volunteer.
-	if o.rounds == 0 {
-		o.rounds = 30
-		if o.protocol == "secagg" {
-			o.rounds = 5
-		}
-	}
-	if o.epsilon == 0 {
-		o.epsilon = 750
-		if o.protocol == "secagg" {
-			o.epsilon = 4
-		}
-	}
 	o.roundTimeSet = set["round-time"]
 	if o.roundTime == 0 {
 		// The least a round waits: a browser volunteer's time to train
@@ -197,16 +230,6 @@ func (o *options) loadTask(fs *flag.FlagSet) error {
 	o.tk, o.sets = tk, sets
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	p := tk.Privacy
-	if p.Protocol != "" && !set["protocol"] {
-		o.protocol = p.Protocol
-	}
-	if p.Epsilon > 0 && !set["epsilon"] {
-		o.epsilon = p.Epsilon
-	}
-	if p.Rounds > 0 && !set["rounds"] {
-		o.rounds = p.Rounds
-	}
 	if tk.Source == task.SourceBuiltin {
 		return nil
 	}
@@ -266,6 +289,37 @@ func (o options) aggregatorArgs() []string {
 		args = append(args, "-paused")
 	}
 	return args
+}
+
+// relayArgs: the relay enforces the same budget on the noise it adds (its
+// own noise ledger): it agreed to this run's target, not the aggregator's
+// word for it.
+func (o options) relayArgs() []string {
+	return []string{"-target-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)}
+}
+
+// nextClass applies to o the privacy parameters of the task the operator
+// chose for the next class (in the current class's directory), where the
+// command line did not give them (privacyFor), and says so; it reports
+// whether they changed.
+func (o *options) nextClass(classDir string, stdout io.Writer) bool {
+	path := filepath.Join(classDir, task.NextClassDir, task.FileName)
+	if _, err := os.Stat(path); err != nil {
+		return false // the new class keeps the current class's task
+	}
+	tk, _, err := task.Load(path)
+	if err != nil {
+		fmt.Fprintf(stdout, "the next class's task: %v\n", err)
+		return false
+	}
+	protocol, epsilon, rounds := o.privacyFor(tk)
+	if protocol == o.protocol && epsilon == o.epsilon && rounds == o.rounds {
+		return false
+	}
+	o.protocol, o.epsilon, o.rounds = protocol, epsilon, rounds
+	fmt.Fprintf(stdout, "task %q: %s, %d rounds, privacy budget epsilon %g (its suggestions where the command line gave none)\n",
+		tk.Name, protocol, rounds, epsilon)
+	return true
 }
 
 // roundTiming sizes the rounds of n simulated volunteers from the
@@ -485,10 +539,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// No quota: a round stays open for -round-time so that a volunteer
 		// who joins from a browser has time to train and report.
 		AggregatorArgs: o.aggregatorArgs(),
-		// The relay enforces the same budget on the noise it adds (its own
-		// noise ledger): it agreed to this run's target, not the
-		// aggregator's word for it.
-		RelayArgs: []string{"-target-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)},
+		RelayArgs:      o.relayArgs(),
 	})
 	if err != nil {
 		return err
@@ -579,6 +630,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if st.NewClass {
 			dir := newClassDir(filepath.Join(o.dir, "classes"), time.Now())
 			fmt.Fprintf(stdout, "\nnew class requested on the operator page: the previous class's ledger stays in %s\n", cl.AggregatorDir())
+			if o.nextClass(cl.AggregatorDir(), stdout) {
+				cl.SetArgs(o.aggregatorArgs(), o.relayArgs())
+			}
 			if err := cl.NewClass(ctx, dir); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/blanket-fl/blanket/shared/task"
 	"io"
 	"os"
 	"path/filepath"
@@ -119,6 +120,53 @@ func TestTaskFlag(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-task", "../../tasks/class-survey/task.json", "-clients", "5"}, io.Discard); err == nil {
 		t.Error("simulated volunteers without simulation rows accepted")
+	}
+}
+
+// TestNextClassTaskSuggestions: a new class whose task was chosen on the
+// operator page runs with that task's suggested rounds and budget where
+// the command line gave none (breast cancer suggests 10 rounds, the
+// digits' default is 5), the relay's target follows, a flag still wins,
+// and a class without a chosen task changes nothing.
+func TestNextClassTaskSuggestions(t *testing.T) {
+	class := t.TempDir()
+	next := filepath.Join(class, task.NextClassDir)
+	if err := os.MkdirAll(next, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../tasks/breast-cancer/task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(next, task.FileName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{"-epsilon", "2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.rounds != 5 || o.epsilon != 2 || o.protocol != "secagg" {
+		t.Fatalf("digits: %s, %d rounds, epsilon %v", o.protocol, o.rounds, o.epsilon)
+	}
+	if o.nextClass(t.TempDir(), io.Discard) {
+		t.Error("a class without a chosen task changed the parameters")
+	}
+	var out strings.Builder
+	if !o.nextClass(class, &out) || o.rounds != 10 || o.epsilon != 2 || o.protocol != "secagg" {
+		t.Fatalf("breast cancer next: %s, %d rounds, epsilon %v (%q)", o.protocol, o.rounds, o.epsilon, out.String())
+	}
+	if args := strings.Join(o.aggregatorArgs(), " "); !strings.Contains(args, "-rounds 10") || !strings.Contains(args, "-epsilon 2") {
+		t.Errorf("aggregator args %s", args)
+	}
+	if r := strings.Join(o.relayArgs(), " "); r != "-target-epsilon 2" {
+		t.Errorf("relay args %s", r)
+	}
+	if !strings.Contains(out.String(), "10 rounds") {
+		t.Errorf("the terminal was not told: %q", out.String())
+	}
+	o, _ = parseFlags([]string{"-rounds", "3"}, io.Discard)
+	if o.nextClass(class, io.Discard) || o.rounds != 3 {
+		t.Errorf("-rounds 3 given: %d rounds for the next class", o.rounds)
 	}
 }
 

@@ -263,6 +263,12 @@ func (c *Cluster) Stop() error {
 	return errors.Join(stop(c.agg, syscall.SIGINT), stop(c.relay, syscall.SIGINT))
 }
 
+// SetArgs replaces the servers' extra arguments (Options.AggregatorArgs,
+// RelayArgs) for their next starts: NewClass restarts both.
+func (c *Cluster) SetArgs(aggregator, relay []string) {
+	c.opts.AggregatorArgs, c.opts.RelayArgs = aggregator, relay
+}
+
 // NewClass starts a new class: it stops the aggregator and starts it again,
 // on the same address, paused, with a fresh state directory dir, so the new
 // class has its own privacy ledger and model and starts when the operator
