@@ -13,9 +13,10 @@ import (
 //
 // Mechanism (one round). Each volunteer checks in independently with
 // probability q (Poisson subsampling of a population), L2-clips its update,
-// quantizes it to an integer grid by conditional randomized rounding so
-// that the quantized vector x_i ∈ Z^d has ‖x_i‖₂ ≤ Δ (integer units), and
-// secret-shares it (Prio3 SumVec) between two servers. EACH server adds
+// encodes it on an integer grid so that x_i ∈ Z^d has ‖x_i‖₂ ≤ Δ (integer
+// units; PINE's fixed-point grid, whose proof enforces the bound on every
+// accepted report, or the Prio3 SumVec baseline's conditional randomized
+// rounding), and secret-shares it between two servers. EACH server adds
 // multivariate discrete Gaussian noise N_Z(0, σ²)^d to its aggregate share.
 // What is released is Σ_i x_i + Z_1 + Z_2.
 //

@@ -287,8 +287,9 @@ func (ssTopk) Defaults(d, n int, o Options) (wire.Params, float64, error) {
 	return wire.Params{K: uint32(k), L: uint32(l), Width: 1, NP: uint32(np)}, float64(d) / float64(k), nil
 }
 
-// secAgg: secure summation through the relay (Prio3 SumVec, shared/secagg)
-// with discrete Gaussian noise from both servers. One report per volunteer
+// secAgg: secure summation through the relay (PINE rounds, shared/secagg
+// and shared/pine: the proof bounds each report's L2 norm) with discrete
+// Gaussian noise from both servers. One report per volunteer
 // (two sealed input shares); no local noise, no padding, no shuffle. Its
 // privacy rests on one honest server's noise (docs/privacy.md).
 type secAgg struct{}

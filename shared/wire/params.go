@@ -17,7 +17,7 @@ const (
 	ProtocolSSSimple Protocol = 1 // all D coordinates, randomizer at EpsL/D
 	ProtocolSSDouble Protocol = 2 // K sampled coordinates, randomizer at EpsL/K
 	ProtocolSSTopk   Protocol = 3 // top K plus K(L-1) decoys, randomizer at EpsL/K
-	// ProtocolSecAgg is secure summation through the relay (Prio3 SumVec,
+	// ProtocolSecAgg is secure summation through the relay (PINE,
 	// shared/secagg): one report of two sealed input shares per volunteer,
 	// discrete Gaussian noise from both servers.
 	ProtocolSecAgg Protocol = 4
