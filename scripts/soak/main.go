@@ -83,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.grace, "grace", 0, "the aggregator's -batch-grace (default 30s for secagg, 15s for ss-double)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the kill schedule (which server, when, how long down)")
 	fs.StringVar(&o.protocol, "protocol", "ss-double", "ss-double (k = 20, n_p = 3, as scripts/chaos) or secagg (the default of make run; about 35 ms of CPU and 16 MB of transient heap per volunteer a round: see docs/soak.md)")
-	fs.BoolVar(&o.strict, "strict", false, "fail on rounds the aggregator records as lost (killed between the charge and the checkpoint; reported as known otherwise, as scripts/chaos does)")
+	fs.BoolVar(&o.strict, "strict", true, "fail on rounds the aggregator records as lost (charged, never applied), as scripts/chaos does; -strict=false reports them as known")
 	fs.BoolVar(&o.verbose, "v", false, "show the relay's and the aggregator's logs")
 	if err := fs.Parse(args); err != nil {
 		return o, err
