@@ -161,7 +161,7 @@ func (s *Server) Status() api.Status {
 	}
 	if s.st.Open != nil {
 		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
-		if s.sa.relayDown.Load() == int64(s.st.Open.Round) {
+		if s.relayDown.Load() == int64(s.st.Open.Round) {
 			st.Waiting = RelayDownWaiting
 		}
 	}
@@ -180,9 +180,9 @@ func (s *Server) Status() api.Status {
 	return st
 }
 
-// RelayDownWaiting is api.Status.Waiting while a charged secure-summation
-// round waits for the share of a relay that does not answer.
-const RelayDownWaiting = "charged; waiting for the relay, which does not answer: the round finishes when it is back"
+// RelayDownWaiting is api.Status.Waiting while the open round waits for a
+// relay that does not answer (waitRound).
+const RelayDownWaiting = "waits for the relay, which does not answer: the round goes on when it is back"
 
 // accuracySource is api.Status.AccuracySource: "public_holdout" when
 // there is a test set to evaluate on, "none" otherwise.

@@ -265,51 +265,53 @@ func (s *Server) post(ctx context.Context, path string, body []byte) error {
 }
 
 // waitRound waits until the round is closed (batch or abort), or abandons
-// it at deadline + BatchGrace.
+// it at deadline + BatchGrace, or, for a charged secure-summation round,
+// BatchGrace after its batch was answered (then it is lost).
 //
-// A charged secure-summation round waits BatchGrace for its aggregate
-// share from when its batch was answered, and longer while the relay is
-// unreachable: the relay persists its share before sending it and resends
-// it when it is back (docs/secagg.md, "Crash safety"), and no other round
-// could run without it anyway. The grace counts again from when the relay
-// answers /healthz; only a relay that is up and silent for BatchGrace
-// loses the round.
+// Both graces count only while the relay answers /healthz. A relay that
+// is down cannot have closed the round the way it will when it is back:
+// it persists what it owes before acknowledging (a batch, a close, its
+// noised share) and resends it, or aborts a round it had open (docs/
+// secagg.md, "Crash safety"; docs/protocol.md); and no other round could
+// run without it anyway. So while it does not answer the round waits, the
+// dashboard says why (api.Status.Waiting), and the grace starts again when
+// it is back; only a relay that is up and silent for the grace closes the
+// round without it.
 func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
 	timer := time.NewTimer(time.Until(deadline.Add(s.cfg.BatchGrace)))
 	defer timer.Stop()
 	probe := min(5*time.Second, s.cfg.BatchGrace)
 	relayWasDown := false
-	defer s.sa.relayDown.CompareAndSwap(int64(round), 0)
+	defer s.relayDown.CompareAndSwap(int64(round), 0)
 	for s.isOpen(round) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
 		case <-timer.C:
-			if until := s.secaggPendingUntil(round); !until.IsZero() {
-				if time.Now().Before(until) {
-					timer.Reset(time.Until(until))
-					continue
-				}
-				if !s.relayUp(ctx) {
-					if !relayWasDown {
-						s.log.Warn("charged round waits for its aggregate share while the relay is unreachable", "round", round)
-						s.sa.relayDown.Store(int64(round))
-						s.publishStatus()
-					}
-					relayWasDown = true
-					timer.Reset(probe)
-					continue
-				}
-				if relayWasDown {
-					relayWasDown = false
-					s.sa.relayDown.Store(0)
+			until := s.secaggPendingUntil(round)
+			if time.Now().Before(until) {
+				timer.Reset(time.Until(until))
+				continue
+			}
+			if !s.relayUp(ctx) {
+				if !relayWasDown {
+					s.log.Warn("the round waits for the relay, which does not answer", "round", round, "charged", !until.IsZero())
+					s.relayDown.Store(int64(round))
 					s.publishStatus()
-					s.log.Info("the relay is back; waiting for its aggregate share", "round", round, "grace", s.cfg.BatchGrace)
-					s.extendSecAggPending(round, time.Now().Add(s.cfg.BatchGrace))
-					timer.Reset(s.cfg.BatchGrace)
-					continue
 				}
+				relayWasDown = true
+				timer.Reset(probe)
+				continue
+			}
+			if relayWasDown {
+				relayWasDown = false
+				s.relayDown.Store(0)
+				s.publishStatus()
+				s.log.Info("the relay is back; the round waits for it once more", "round", round, "grace", s.cfg.BatchGrace)
+				s.extendSecAggPending(round, time.Now().Add(s.cfg.BatchGrace))
+				timer.Reset(s.cfg.BatchGrace)
+				continue
 			}
 			s.abandon(round, fmt.Sprintf("no batch or abort within %v after the deadline", s.cfg.BatchGrace))
 			return

@@ -67,12 +67,34 @@ type fakeRelay struct {
 	mu    sync.Mutex
 	anns  []*wire.Announcement
 	ch    chan *wire.Announcement
-	fails int // answer 503 to this many requests first
+	fails int  // answer 503 to this many requests first
+	down  bool // GET /healthz answers 503 (the relay unreachable)
+}
+
+// setDown makes GET /healthz answer 503 (down) or 200.
+func (f *fakeRelay) setDown(down bool) {
+	f.mu.Lock()
+	f.down = down
+	f.mu.Unlock()
+}
+
+// healthz answers GET /healthz as the relay does, 503 while it is down.
+func (f *fakeRelay) healthz(w http.ResponseWriter) {
+	f.mu.Lock()
+	down := f.down
+	f.mu.Unlock()
+	if down {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}
 }
 
 func newFakeRelay(t testing.TB) *fakeRelay {
 	f := &fakeRelay{t: t, ch: make(chan *wire.Announcement, 64)}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" { // the aggregator's waitRound asks
+			f.healthz(w)
+			return
+		}
 		if r.URL.Path != "/v1/rounds" || r.Header.Get("Authorization") != "Bearer "+testToken {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return

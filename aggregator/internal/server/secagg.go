@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
@@ -41,10 +40,10 @@ import (
 const helperKeyMismatch = "helper key mismatch"
 
 // secaggState is the aggregator's secure-summation state. The relay's key
-// has its own lock; everything else is guarded by Server.procMu. Nothing
-// of it is persisted: the leader's preparation state lives in memory only,
-// so a restart between batch and aggregate leaves the round lost
-// (reconcile), charged once and never applied.
+// has its own lock; everything else is guarded by Server.procMu. The open
+// round's collection and the charged round's pending aggregate are
+// persisted at each step (CollectFile, PendingFile), so a restart resumes
+// them (restoreCollect, restorePending).
 type secaggState struct {
 	keyMu    sync.Mutex
 	relayPub [32]byte // the relay's helper key, once fetched
@@ -60,10 +59,6 @@ type secaggState struct {
 	sigmaOnce sync.Once // the operator page's calibrated σ
 	sigma     float64
 	sigmaErr  error
-
-	// relayDown is the charged round whose share waits for a relay that
-	// does not answer (0: none); set by waitRound, read by Status.
-	relayDown atomic.Int64
 }
 
 // secaggPending is a charged round whose 'M' was answered: the leader

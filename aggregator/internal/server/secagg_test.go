@@ -51,8 +51,7 @@ type secaggRelay struct {
 	*fakeRelay
 	key      *envelopetest.HelperKey
 	keyGets  int
-	mismatch int  // announcements refused for their RelayPub
-	down     bool // GET /healthz answers 503 (the relay unreachable)
+	mismatch int // announcements refused for their RelayPub
 }
 
 func newSecAggRelay(t *testing.T) *secaggRelay {
@@ -65,12 +64,7 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 	f := sr.fakeRelay
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
-			f.mu.Lock()
-			down := sr.down
-			f.mu.Unlock()
-			if down {
-				http.Error(w, "down", http.StatusServiceUnavailable)
-			}
+			f.healthz(w)
 			return
 		}
 		if r.Header.Get("Authorization") != "Bearer "+testToken {
@@ -585,9 +579,7 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 			c.RoundTimeout, c.BatchGrace = 3*time.Second, grace
 		})
 		a, vs, helper, _, prep := chargeHonestRound(t, h, relay, 4)
-		relay.mu.Lock()
-		relay.down = down
-		relay.mu.Unlock()
+		relay.setDown(down)
 		if !down {
 			// Up and silent: lost once the grace after the deadline ends.
 			deadline := time.Now().Add(30 * time.Second)

@@ -35,7 +35,8 @@
 //     applied; status ok. A refused charge answers "refused", decrypts
 //     nothing and stops the announcements.
 //   - an abort (POST /v1/abort): nothing charged; the next round follows.
-//   - nothing by deadline + BatchGrace: abandoned, nothing charged.
+//   - nothing by deadline + BatchGrace (counted while the relay answers
+//     /healthz: waitRound): abandoned, nothing charged.
 //
 // A secure-summation round (docs/secagg.md; secagg.go) ends instead with
 // the relay's SecAggBatch (POST /v1/secagg/batch: prepared, charged before
@@ -134,6 +135,9 @@ type Server struct {
 	opened atomic.Int64 // messages opened since start (tests and metrics)
 
 	sa secaggState // secure summation (secagg.go)
+	// relayDown is the open round waiting for a relay that does not
+	// answer (0: none); set by waitRound, read by Status.
+	relayDown atomic.Int64
 
 	peer *ledger.Peer // the relay's noise-ledger head (anchor.go)
 }
