@@ -578,8 +578,8 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 		h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) {
 			c.RoundTimeout, c.BatchGrace = 3*time.Second, grace
 		})
+		relay.setDown(down) // only /healthz: the round goes on as usual
 		a, vs, helper, _, prep := chargeHonestRound(t, h, relay, 4)
-		relay.setDown(down)
 		if !down {
 			// Up and silent: lost once the grace after the deadline ends.
 			deadline := time.Now().Add(30 * time.Second)

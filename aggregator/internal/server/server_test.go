@@ -374,15 +374,16 @@ func TestAbort(t *testing.T) {
 // TestRoundWaitsForADownRelay: a round whose relay does not answer
 // /healthz is not abandoned at deadline + grace: the relay persists what
 // it owes and sends it when it is back (here the batch, after more than
-// ten graces), and the status says what the round waits for. Round
+// ten graces, before /healthz answers again), and the status says what
+// the round waits for. Round
 // timeout 300 ms, grace 100 ms.
 func TestRoundWaitsForADownRelay(t *testing.T) {
 	relay := newFakeRelay(t)
 	h := newHarness(t, t.TempDir(), relay, func(c *Config) {
 		c.RoundTimeout, c.BatchGrace = 300*time.Millisecond, 100*time.Millisecond
 	})
+	relay.setDown(true) // only /healthz: the announcement still goes through
 	a := relay.next(t)
-	relay.setDown(true)
 	time.Sleep(time.Until(a.Deadline.Add(15 * 100 * time.Millisecond)))
 	if rs := h.srv.Rounds(); len(rs) != 0 {
 		t.Fatalf("a round was closed while the relay was down: %+v", rs)
@@ -390,13 +391,14 @@ func TestRoundWaitsForADownRelay(t *testing.T) {
 	if st := h.srv.Status(); st.OpenRound != 1 || st.Waiting != RelayDownWaiting {
 		t.Fatalf("status while the relay is down: open round %d, waiting %q", st.OpenRound, st.Waiting)
 	}
-	relay.setDown(false)
+	// The relay's first act when it is back: the batch it persisted.
 	if r := h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})); r.Status != wire.BatchStatusOK {
 		t.Fatalf("the batch sent after the outage: %+v", r)
 	}
 	if rs := h.srv.Rounds(); len(rs) != 1 || rs[0].Status != checkpoint.StatusOK {
 		t.Fatalf("rounds %+v", rs)
 	}
+	relay.setDown(false)
 	if a := relay.next(t); a.Round != 2 {
 		t.Fatalf("next round %d", a.Round)
 	}
