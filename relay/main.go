@@ -32,6 +32,7 @@ import (
 
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/server"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -81,7 +82,9 @@ func run(args []string) error {
 	warmup := fs.Duration("warmup", 5*time.Second, "after a restart that interrupted a round or left frames undelivered, refuse announcements this long so volunteers reconnect first (the aggregator retries)")
 	keyRefresh := fs.Duration("key-refresh", time.Minute, "how often to refetch the aggregator's public key for GET /api/key and the join page")
 	targetEps := fs.Float64("target-epsilon", 750, "secure summation: the relay's own budget for the noise it adds (its noise ledger, noise-ledger.jsonl in -state, refuses to prepare or noise a round past it); set it to the target the aggregator announces (the aggregator's -epsilon; 750 is its default)")
-	targetDelta := fs.Float64("target-delta", 1e-5, "secure summation: the delta at which the relay's noise ledger composes (the aggregator's -delta)")
+	targetDelta := fs.Float64("target-delta", 1e-5, "secure summation: the delta at which the relay's noise ledger composes (the aggregator's -delta); an announcement with another target is refused")
+	minBatch := fs.Int("min-batch", 3, "the relay's own minimum batch: a round with fewer complete (shuffle) or accepted (secure summation) reports is aborted whatever the aggregator announces (set it to the task's; no announcement lowers it)")
+	maxRejected := fs.Float64("max-rejected-share", roundspec.DefaultMaxRejectedShare, "secure summation: the relay releases nothing for a round in which more than this share of the reports failed the aggregator's verification (honest reports fail with probability about 2^-101)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -110,6 +113,13 @@ func run(args []string) error {
 	}
 	if *keyRefresh <= 0 {
 		return errors.New("-key-refresh must be positive")
+	}
+	floor := roundspec.Floor{MinBatch: *minBatch, MaxRejectedShare: *maxRejected}
+	if err := floor.Validate(); err != nil {
+		return fmt.Errorf("-min-batch %d, -max-rejected-share %v: %w", *minBatch, *maxRejected, err)
+	}
+	if !(*targetEps > 0) || !(*targetDelta > 0 && *targetDelta < 1) {
+		return fmt.Errorf("-target-epsilon %v must be positive and -target-delta %v in (0, 1)", *targetEps, *targetDelta)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	wasm, err := loadWasm(fs, *wasmPath, log)
@@ -143,6 +153,11 @@ func run(args []string) error {
 		Wasm:        wasm,
 		KeyRefresh:  *keyRefresh,
 		Warmup:      *warmup,
+		Floor:       floor,
+		// The target the relay agreed to: an announcement with another is
+		// refused (both ledgers compose at one δ).
+		TargetEpsilon: *targetEps,
+		TargetDelta:   *targetDelta,
 	})
 	if err != nil {
 		return err

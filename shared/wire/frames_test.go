@@ -538,7 +538,7 @@ func TestSmallFramesErrors(t *testing.T) {
 		"reply status 4":    {TypeBatchReply, mutate(br, func(c []byte) []byte { c[22] = 4; return c })},
 		"abort round 0":     {TypeAbort, mutate(ab, func(c []byte) []byte { c[9] = 0; return c })},
 		"abort reason 0":    {TypeAbort, mutate(ab, func(c []byte) []byte { c[10] = 0; return c })},
-		"abort reason 5":    {TypeAbort, mutate(ab, func(c []byte) []byte { c[10] = 5; return c })},
+		"abort reason 8":    {TypeAbort, mutate(ab, func(c []byte) []byte { c[10] = 8; return c })},
 		"ack status 6":      {TypeAck, mutate(ack, func(c []byte) []byte { c[10] = 6; return c })},
 		"ack status 0xff":   {TypeAck, mutate(ack, func(c []byte) []byte { c[10] = 0xff; return c })},
 		"check-in as abort": {TypeAbort, ci},

@@ -47,6 +47,18 @@ const (
 	// helper refused): the aggregator records it lost at once instead of
 	// waiting out its grace.
 	AbortNoRelease uint8 = 4
+	// AbortRelayFloor: fewer reports were accepted than the relay's own
+	// minimum batch, which no announcement lowers (roundspec.Floor):
+	// the relay releases nothing for the round.
+	AbortRelayFloor uint8 = 5
+	// AbortRejected: more than the relay's stated share of the round's
+	// reports failed the aggregator's verification (roundspec.Floor):
+	// honest PINE reports fail with probability about 2^-101, so the
+	// relay releases nothing for a round most of whose reports "failed".
+	AbortRejected uint8 = 6
+	// AbortRelayBudget: the relay's own noise ledger refused the round
+	// (its privacy budget is spent).
+	AbortRelayBudget uint8 = 7
 )
 
 // Ack statuses.
@@ -160,7 +172,7 @@ func (a *Abort) check() error {
 	if a.Round < 1 {
 		return malformed(ErrValue, "abort round must be >= 1")
 	}
-	if a.Reason < AbortBelowMinBatch || a.Reason > AbortNoRelease {
+	if a.Reason < AbortBelowMinBatch || a.Reason > AbortRelayBudget {
 		return malformed(ErrValue, "unknown abort reason %d", a.Reason)
 	}
 	return nil

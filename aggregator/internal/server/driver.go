@@ -7,6 +7,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -189,10 +191,19 @@ func (s *Server) announce(ctx context.Context, o checkpoint.Open) bool {
 			}
 		}
 		if err == nil {
-			err = s.post(ctx, "/v1/rounds", frame)
+			te, td := s.ledger.Target()
+			err = s.post(ctx, "/v1/rounds", frame, wire.TargetEpsilonHeader, wire.FormatTarget(te),
+				wire.TargetDeltaHeader, wire.FormatTarget(td))
 			if isHelperKeyMismatch(err) {
 				s.forgetRelayKey()
 				frame = nil
+			} else if why, ok := relayRefusal(err); ok {
+				// The relay says no for good (its budget is spent, or it
+				// cannot run this configuration): announcing again would
+				// only be refused again, every RetryInterval, forever.
+				s.abandon(o.Round, why)
+				s.stop(why)
+				return false
 			}
 		}
 		if err == nil {
@@ -238,20 +249,53 @@ var errRelayKey = errors.New("server: relay helper key unavailable")
 
 // relayError is the relay's non-2xx answer to a POST.
 type relayError struct {
-	status string
-	body   string
+	status  string
+	code    int
+	outcome string // the relay's OutcomeHeader, if any
+	body    string
 }
 
 func (e *relayError) Error() string { return fmt.Sprintf("relay answered %s: %s", e.status, e.body) }
 
-// post sends body to the relay with the bearer token.
-func (s *Server) post(ctx context.Context, path string, body []byte) error {
+// relayRefusal reports whether err is the relay's definitive refusal of an
+// announcement (409 with outcome refused or invalid: its noise ledger's
+// budget is spent, the announced target is not its own, or it cannot run
+// the parameters), and the words that say so, for the round's record,
+// /api/status and the dashboard. A helper-key mismatch is not one (the
+// aggregator fetches the key again), nor a 409 without an outcome (a round
+// still open or a stale number, which the relay's next close resolves).
+func relayRefusal(err error) (string, bool) {
+	var re *relayError
+	if !errors.As(err, &re) || re.code != http.StatusConflict || strings.Contains(re.body, helperKeyMismatch) {
+		return "", false
+	}
+	var ans struct {
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal([]byte(re.body), &ans) != nil || ans.Detail == "" {
+		ans.Detail = re.body
+	}
+	switch re.outcome {
+	case "refused":
+		return "the relay refused the round: its own privacy budget is spent (" + ans.Detail + ")", true
+	case "invalid":
+		return "the relay refused the round: " + ans.Detail, true
+	}
+	return "", false
+}
+
+// post sends body to the relay with the bearer token and headers (name,
+// value pairs).
+func (s *Server) post(ctx context.Context, path string, body []byte, headers ...string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.cfg.RelayURL, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+s.cfg.Token)
 	req.Header.Set("Content-Type", "application/octet-stream")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return err
@@ -259,7 +303,8 @@ func (s *Server) post(ctx context.Context, path string, body []byte) error {
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return &relayError{status: resp.Status, body: strings.TrimSpace(string(msg))}
+		return &relayError{status: resp.Status, code: resp.StatusCode, outcome: resp.Header.Get(api.OutcomeHeader),
+			body: strings.TrimSpace(string(msg))}
 	}
 	return nil
 }

@@ -12,8 +12,10 @@
 //	          the running aggregate and the report dropped.
 //	Release:  once nothing awaits a verdict, and only for a round the
 //	          aggregator says it charged with exactly the helper's accepted
-//	          count, at least the announced minimum batch: the aggregate
-//	          share with the relay's noise, once ('A').
+//	          count, within the relay's own floor (at least the larger of
+//	          the announced and the relay's minimum batch, and no more than
+//	          the stated share of reports rejected, roundspec.Floor): the
+//	          aggregate share with the relay's noise, once ('A').
 //
 // The relay never holds more of a report than its 'P' entry and prep
 // state between Add and its verdict.
@@ -24,12 +26,19 @@ import (
 	"fmt"
 
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 )
 
 // ErrBelowMinBatch: the aggregator answered a round with fewer accepted
-// reports than the announced minimum batch; the relay does not noise it.
-var ErrBelowMinBatch = errors.New("fewer accepted reports than the minimum batch")
+// reports than the minimum batch (the larger of the announced one and the
+// relay's own); the relay does not noise it. It is roundspec.ErrBelowFloor.
+var ErrBelowMinBatch = roundspec.ErrBelowFloor
+
+// ErrTooManyRejected: more than the relay's stated share of the round's
+// reports failed the leader's verification; the relay does not noise it.
+// It is roundspec.ErrTooManyRejected.
+var ErrTooManyRejected = roundspec.ErrTooManyRejected
 
 // ErrCountMismatch: the aggregator's accepted count is not the helper's.
 var ErrCountMismatch = errors.New("the aggregator's accepted count differs from the helper's")
@@ -44,7 +53,8 @@ type Helper struct {
 	eng      secagg.Engine
 	r        *secagg.Round
 	open     Opener
-	minBatch int
+	minBatch int             // the announced minimum batch
+	floor    roundspec.Floor // the relay's own, from its start
 
 	awaiting []secagg.Prep // reports sent, in order, awaiting their verdicts
 	nonces   map[[16]byte]struct{}
@@ -54,13 +64,17 @@ type Helper struct {
 	released bool
 }
 
-// New returns the helper of round r (r.ID()) with engine eng (the helper's)
-// and the announced minimum batch.
-func New(r *secagg.Round, eng secagg.Engine, open Opener, minBatch int) (*Helper, error) {
+// New returns the helper of round r (r.ID()) with engine eng (the helper's),
+// the announced minimum batch and the relay's own floor (which no
+// announcement lowers).
+func New(r *secagg.Round, eng secagg.Engine, open Opener, minBatch int, floor roundspec.Floor) (*Helper, error) {
 	if r == nil || eng == nil || eng.Leader() || open == nil {
 		return nil, errors.New("helper: needs a round, a helper engine and an opener")
 	}
-	return &Helper{eng: eng, r: r, open: open, minBatch: minBatch, agg: eng.NewAggregate(),
+	if err := floor.Validate(); err != nil {
+		return nil, fmt.Errorf("helper: %w", err)
+	}
+	return &Helper{eng: eng, r: r, open: open, minBatch: minBatch, floor: floor, agg: eng.NewAggregate(),
 		nonces: make(map[[16]byte]struct{}), rejected: make(map[secagg.Reason]int)}, nil
 }
 
@@ -146,17 +160,30 @@ func (h *Helper) Verdicts(m []secagg.Entry) error {
 func (h *Helper) MarshalAggregate() ([]byte, error) { return h.agg.MarshalBinary() }
 
 // Restore returns a helper whose every report has its verdict, from
-// MarshalAggregate's bytes: what a restarted relay needs to Release.
-func Restore(r *secagg.Round, eng secagg.Engine, open Opener, minBatch int, aggregate []byte) (*Helper, error) {
-	h, err := New(r, eng, open, minBatch)
+// MarshalAggregate's bytes and the number of reports it had added (the
+// persisted close's count): what a restarted relay needs to Release.
+func Restore(r *secagg.Round, eng secagg.Engine, open Opener, minBatch int, floor roundspec.Floor, aggregate []byte, added int) (*Helper, error) {
+	h, err := New(r, eng, open, minBatch, floor)
 	if err != nil {
 		return nil, err
 	}
 	if h.agg, err = r.ParseAggregate(aggregate); err != nil {
 		return nil, err
 	}
-	h.added = h.agg.Count()
+	if added < h.agg.Count() {
+		return nil, fmt.Errorf("helper: %d reports added, %d in the aggregate: %w", added, h.agg.Count(), secagg.ErrProtocol)
+	}
+	h.added = added
 	return h, nil
+}
+
+// CheckFloor applies the relay's floor (roundspec.Floor.Check) to the
+// reports whose verdicts are in: the accepted ones and those the leader
+// rejected. The relay calls it before posting its close, so that a round
+// the aggregator cut down is aborted before anything is charged, and
+// Release calls it again.
+func (h *Helper) CheckFloor() error {
+	return h.floor.Check(h.minBatch, h.agg.Count(), h.added-len(h.awaiting)-h.agg.Count())
 }
 
 // Awaiting returns how many added reports await their verdict.
@@ -180,9 +207,11 @@ func (h *Helper) Rejected() map[secagg.Reason]int {
 // Release returns the helper's noised aggregate share ('A' message) for a
 // round the aggregator charged with leaderAccepted reports, once. It
 // refuses (and releases nothing) while reports await verdicts, when
-// leaderAccepted is not the helper's count (ErrCountMismatch), or when it
-// is below the announced minimum batch (ErrBelowMinBatch): an aggregator
-// that accepts fewer reports than announced must not get a sum of them.
+// leaderAccepted is not the helper's count (ErrCountMismatch), when it is
+// below the larger of the announced and the relay's minimum batch
+// (ErrBelowMinBatch), or when more than the relay's stated share of the
+// reports were rejected (ErrTooManyRejected): an aggregator that marks
+// honest reports invalid to isolate a few must not get a sum of them.
 //
 // Guarantee: the share leaves with the relay's discrete Gaussian noise
 // (secagg.AggregateShare.AddNoise: rho-zCDP with rho = Δ²/(2σ²) by this
@@ -199,8 +228,8 @@ func (h *Helper) Release(leaderAccepted int, src noise.Source) ([]byte, error) {
 	if leaderAccepted != n {
 		return nil, fmt.Errorf("%w: aggregator %d, helper %d", ErrCountMismatch, leaderAccepted, n)
 	}
-	if n < h.minBatch || n == 0 {
-		return nil, fmt.Errorf("%w: %d accepted, minimum %d", ErrBelowMinBatch, n, h.minBatch)
+	if err := h.CheckFloor(); err != nil {
+		return nil, err
 	}
 	h.released = true
 	share, err := h.agg.Share()

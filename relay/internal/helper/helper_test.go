@@ -7,8 +7,14 @@ import (
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 )
+
+// open is a floor that leaves the announced minimum batch in charge and
+// allows any share of rejections but all (the tests of the floor itself
+// set their own).
+var open = roundspec.Floor{MinBatch: 1, MaxRejectedShare: 0.99}
 
 var vk = bytes.Repeat([]byte{4}, secagg.VerifyKeySize)
 
@@ -103,7 +109,7 @@ func TestStreamedRoundSums(t *testing.T) {
 	f.helps[2][len(f.helps[2])-1] ^= 1 // PINE: the helper's verification blind: its proofs no longer verify
 	f.leads = append(f.leads, f.leads[4])
 	f.helps = append(f.helps, f.helps[4]) // a replay the round rules missed
-	h, err := New(f.r, f.he, identity, 2)
+	h, err := New(f.r, f.he, identity, 2, open)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +163,7 @@ func TestStreamedRoundSums(t *testing.T) {
 // aggregator that would learn a sum of too few reports).
 func TestReleaseRefusals(t *testing.T) {
 	f := newFixture(t, 3)
-	h, _ := New(f.r, f.he, identity, 4) // minimum batch 4, only 3 reports
+	h, _ := New(f.r, f.he, identity, 4, open) // minimum batch 4, only 3 reports
 	var ps []secagg.Entry
 	for _, s := range f.helps {
 		p, _ := h.Prepare(s)
@@ -182,7 +188,7 @@ func TestReleaseRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := Restore(f.r, f.he, identity, 3, b)
+	back, err := Restore(f.r, f.he, identity, 3, open, b, 3)
 	if err != nil || back.Accepted() != 3 {
 		t.Fatalf("restore: %v", err)
 	}
@@ -196,7 +202,7 @@ func TestReleaseRefusals(t *testing.T) {
 // protocol violation and folds nothing.
 func TestVerdictsContradictionAppliesNothing(t *testing.T) {
 	f := newFixture(t, 2)
-	h, _ := New(f.r, f.he, identity, 1)
+	h, _ := New(f.r, f.he, identity, 1, open)
 	var ps []secagg.Entry
 	for _, s := range f.helps {
 		p, _ := h.Prepare(s)
@@ -219,7 +225,7 @@ func TestVerdictsContradictionAppliesNothing(t *testing.T) {
 	g := newFixture(t, 1)
 	g.dedupe = false
 	g.leads, g.helps = append(g.leads, g.leads[0]), append(g.helps, g.helps[0])
-	hg, _ := New(g.r, g.he, identity, 1)
+	hg, _ := New(g.r, g.he, identity, 1, open)
 	var gs []secagg.Entry
 	for _, sh := range g.helps {
 		p, _ := hg.Prepare(sh)
@@ -231,5 +237,73 @@ func TestVerdictsContradictionAppliesNothing(t *testing.T) {
 	}
 	if _, ok := h.Prepare(f.helps[0][:5]); ok {
 		t.Fatal("a share that does not open was prepared")
+	}
+}
+
+// TestFloorRefusesTheNMinusOneAttack (issue 23): a leader that marks every
+// report but one invalid, for a round announced with a minimum batch of
+// 1, gets no release: the relay's own minimum batch (3 here) is not
+// lowered by the announcement, and with its own minimum met, more than
+// half of the reports "failing" is refused as well. The floor holds after
+// a restart from the persisted aggregate and count. An honest round of
+// the same reports is released.
+func TestFloorRefusesTheNMinusOneAttack(t *testing.T) {
+	const n = 8
+	run := func(floor roundspec.Floor, keep int) (*Helper, error) {
+		f := newFixture(t, n)
+		h, err := New(f.r, f.he, identity, 1, floor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []secagg.Entry
+		for _, s := range f.helps {
+			p, ok := h.Prepare(s)
+			if !ok {
+				t.Fatal("a share did not open")
+			}
+			e, _ := h.Add(p)
+			ps = append(ps, e)
+		}
+		ms := f.leader(t, 0, ps)
+		for i := keep; i < len(ms); i++ { // the deviating leader's verdicts
+			ms[i] = secagg.Entry{Nonce: ms[i].Nonce, Reason: secagg.RejectInvalidProof}
+		}
+		if err := h.Verdicts(ms); err != nil {
+			t.Fatal(err)
+		}
+		if h.Accepted() != keep {
+			t.Fatalf("%d accepted, want %d", h.Accepted(), keep)
+		}
+		_, err = h.Release(keep, noise.NewSeeded(1))
+		return h, err
+	}
+	if _, err := run(roundspec.Floor{MinBatch: 3, MaxRejectedShare: 0.5}, 1); !errors.Is(err, ErrBelowMinBatch) {
+		t.Fatalf("one report kept, relay floor 3: %v", err)
+	}
+	h, err := run(roundspec.Floor{MinBatch: 1, MaxRejectedShare: 0.5}, 3)
+	if !errors.Is(err, ErrTooManyRejected) {
+		t.Fatalf("3 of 8 kept: %v", err)
+	}
+	// Restored from what the relay persists with its close (the aggregate
+	// and the count of reports sent), the same refusal.
+	b, err := h.MarshalAggregate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Restore(h.r, h.eng, identity, 1, roundspec.Floor{MinBatch: 1, MaxRejectedShare: 0.5}, b, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := back.Release(3, noise.NewSeeded(1)); !errors.Is(err, ErrTooManyRejected) {
+		t.Fatalf("restored, 3 of 8 kept: %v", err)
+	}
+	if _, err := Restore(h.r, h.eng, identity, 1, open, b, 2); err == nil {
+		t.Fatal("a count below the aggregate's restored")
+	}
+	if _, err := run(roundspec.Floor{MinBatch: 3, MaxRejectedShare: 0.5}, n); err != nil {
+		t.Fatalf("honest round refused: %v", err)
+	}
+	if _, err := New(h.r, h.eng, identity, 1, roundspec.Floor{}); err == nil {
+		t.Fatal("a zero floor accepted")
 	}
 }

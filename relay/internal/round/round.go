@@ -163,6 +163,7 @@ type Round struct {
 	closed    bool
 	checkedIn uint32
 	reports   uint32
+	floor     uint32 // the machine's SetMinBatchFloor when the round opened
 	failed    uint32 // checked in, report can no longer complete (left, disqualified)
 	absent    uint32 // invited, left before checking in
 	real      []wire.BatchMessage
@@ -186,7 +187,7 @@ func (r *Round) completeLocked(now time.Time) bool {
 		// follow each other at most that often.
 		return !now.Before(r.CheckInBy)
 	}
-	if r.reports < max(r.Params.MinBatch, 1) {
+	if r.reports < max(r.Params.MinBatch, r.floor, 1) {
 		// Closed now, the round could only abort, and the next one would
 		// be announced at once (a class of one phone would spin through
 		// rounds): below the minimum batch it waits for its deadline,
@@ -221,6 +222,7 @@ type Closed struct {
 	Reports    uint32              // complete reports
 	Real       []wire.BatchMessage // their messages, in arrival order (shuffle protocols)
 	Discarded  int                 // partial reports discarded at the close
+	Floor      uint32              // the relay's own minimum batch (Machine.SetMinBatchFloor)
 	// Secure summation: the round's spec (nil for a shuffle protocol) and
 	// the reports' sealed shares in arrival order.
 	SecAgg *roundspec.Spec
@@ -235,12 +237,16 @@ type Plan struct {
 	Why    string // for logs and metrics
 }
 
-// Plan decides what to forward: an abort below MinBatch complete reports,
-// else a batch (whose padding may still turn out infeasible: AbortFor
-// wire.AbortOverflow).
+// Plan decides what to forward: an abort below the announced minimum
+// batch of complete reports, or below the relay's own (Floor, which no
+// announcement lowers), else a batch (whose padding may still turn out
+// infeasible: AbortFor wire.AbortOverflow).
 func (c *Closed) Plan() Plan {
 	if c.Reports < c.Params.MinBatch {
 		return Plan{Abort: true, Reason: wire.AbortBelowMinBatch, Why: "below minimum batch"}
+	}
+	if c.Reports < c.Floor {
+		return Plan{Abort: true, Reason: wire.AbortRelayFloor, Why: "below the relay's own minimum batch"}
 	}
 	return Plan{}
 }
@@ -269,6 +275,7 @@ type Machine struct {
 	limit     int    // read limit for every participant's next frame
 	halted    bool
 	stream    bool             // SetStreamShares
+	floor     uint32           // SetMinBatchFloor: the relay's own minimum batch
 	now       func() time.Time // the clock of the complete rule (tests set it)
 
 	seen, prevSeen map[[wire.EncSize]byte]struct{} // encapsulated keys admitted
@@ -286,6 +293,16 @@ func New(lastRound uint64) *Machine {
 func (m *Machine) SetStreamShares(on bool) {
 	m.mu.Lock()
 	m.stream = on
+	m.mu.Unlock()
+}
+
+// SetMinBatchFloor sets the relay's own minimum batch, fixed at its start
+// (roundspec.Floor.MinBatch): a round closing with fewer complete reports
+// than the larger of it and the announced minimum aborts (Plan), whatever
+// the announcement says.
+func (m *Machine) SetMinBatchFloor(n uint32) {
+	m.mu.Lock()
+	m.floor = n
 	m.mu.Unlock()
 }
 
@@ -388,7 +405,7 @@ func (m *Machine) Open(a *wire.Announcement, frame []byte, now time.Time) (*Roun
 	if err := m.canOpenLocked(a, now); err != nil {
 		return nil, err
 	}
-	r.Population = uint32(len(m.parts))
+	r.Population, r.floor = uint32(len(m.parts)), m.floor
 	for p := range m.parts {
 		p.invited = r.Num
 	}
@@ -482,7 +499,8 @@ func (m *Machine) closeLocked(r *Round, why string) *Closed {
 		m.open, m.lastNum = nil, r.Num
 	}
 	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, Population: r.Population,
-		CheckedIn: r.checkedIn, Failed: r.failed, Reports: r.reports, Real: r.real, SecAgg: r.SecAgg, Shares: r.shares}
+		CheckedIn: r.checkedIn, Failed: r.failed, Reports: r.reports, Real: r.real, SecAgg: r.SecAgg, Shares: r.shares,
+		Floor: m.floor}
 	r.real, r.shares = nil, nil
 	for p := range m.parts {
 		if p.round == r.Num {

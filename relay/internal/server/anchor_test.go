@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -176,7 +177,7 @@ func TestSecAggRelayRefusesRolledBackLedger(t *testing.T) {
 			t.Fatalf("not suspended for the rollback: %v", err)
 		}
 		st, out, body := h.postFull("/v1/rounds", h.secAggAnnouncement(3, p, time.Minute, h.helperPub()))
-		if st != http.StatusConflict || out != "refused" {
+		if st != http.StatusConflict || out != "invalid" || !strings.Contains(string(body), "behind") {
 			t.Fatalf("announcement to a rolled-back relay: HTTP %d %s %s", st, out, body)
 		}
 	})
@@ -206,7 +207,7 @@ func TestSecAggRelayRefusesAggregatorGoingBack(t *testing.T) {
 		if err := nl.Suspended(); !errors.Is(err, noiseledger.ErrRollback) {
 			t.Fatalf("still noising for a rolled-back aggregator: %v", err)
 		}
-		if st, out, _ := h.postFull("/v1/rounds", h.secAggAnnouncement(1, p, time.Minute, h.helperPub())); st != http.StatusConflict || out != "refused" {
+		if st, out, _ := h.postFull("/v1/rounds", h.secAggAnnouncement(1, p, time.Minute, h.helperPub())); st != http.StatusConflict || out != "invalid" {
 			t.Fatalf("announcement: HTTP %d %s", st, out)
 		}
 	})

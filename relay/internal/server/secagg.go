@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/helper"
+	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -161,7 +163,7 @@ func (s *Server) openStream(rd *round.Round) {
 	}
 	if err == nil {
 		st.sr = sr
-		st.h, err = helper.New(sr, eng, s.cfg.HelperKey.OpenHelperShare, int(rd.Params.MinBatch))
+		st.h, err = helper.New(sr, eng, s.cfg.HelperKey.OpenHelperShare, int(rd.Params.MinBatch), s.cfg.Floor)
 	}
 	s.sa.mu.Lock()
 	if s.sa.streams == nil {
@@ -364,6 +366,16 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 		abort(wire.AbortBelowMinBatch, "below minimum batch after dropping unopened or late reports")
 		return
 	}
+	// The relay's own floor, before anything is charged: an aggregator
+	// whose verdicts cut the round below the relay's minimum batch, or
+	// rejected most of its reports, gets an abort instead of a close.
+	if err := st.h.CheckFloor(); err != nil {
+		reason, why := floorAbort(err, c.Params.MinBatch, s.cfg.Floor)
+		s.log.Warn("secure-summation round refused by the relay's floor", "round", c.Num, "reason", why,
+			"reports", st.sent, "accepted", st.h.Accepted())
+		abort(reason, why)
+		return
+	}
 	cl := &wire.SecAggClose{Round: c.Num, Chunks: st.chunks, Reports: st.sent, Accepted: uint32(st.h.Accepted()),
 		CheckedIn: c.CheckedIn, Population: c.Population}
 	frame, err := cl.MarshalBinary()
@@ -461,8 +473,9 @@ func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h
 	}
 	if err != nil {
 		s.log.Error("no aggregate share released", "round", num, "err", err,
-			"below_min_batch", errors.Is(err, helper.ErrBelowMinBatch), "count_mismatch", errors.Is(err, helper.ErrCountMismatch))
-		s.secAggNoRelease(num, rep)
+			"below_min_batch", errors.Is(err, helper.ErrBelowMinBatch), "count_mismatch", errors.Is(err, helper.ErrCountMismatch),
+			"too_many_rejected", errors.Is(err, helper.ErrTooManyRejected))
+		s.secAggNoRelease(num, rep, noReleaseReason(err, params.MinBatch, s.cfg.Floor))
 		s.secAggEnd(num, rep, SecAggFailed, "aggregate share refused: "+err.Error())
 		return
 	}
@@ -471,12 +484,40 @@ func (s *Server) secAggClose(ctx context.Context, num uint64, rep RoundReport, h
 	s.secAggSendAggregate(ctx, num, rep, agg, int(ch.Accepted))
 }
 
+// floorAbort names a refusal of the relay's floor (helper.CheckFloor) for
+// an abort: the reason code and words an operator can act on.
+func floorAbort(err error, announced uint32, f roundspec.Floor) (uint8, string) {
+	switch {
+	case errors.Is(err, roundspec.ErrTooManyRejected):
+		return wire.AbortRejected, "the relay released nothing: " + err.Error()
+	case errors.Is(err, roundspec.ErrBelowFloor) && f.MinBatch > int(announced):
+		return wire.AbortRelayFloor, fmt.Sprintf("the relay released nothing: %v (the relay's own minimum batch %d is above the announced %d)",
+			err, f.MinBatch, announced)
+	}
+	return wire.AbortBelowMinBatch, "below minimum batch after verification: " + err.Error()
+}
+
+// noReleaseReason is the abort reason of a charged round the relay
+// releases nothing for (secAggNoRelease).
+func noReleaseReason(err error, announced uint32, f roundspec.Floor) uint8 {
+	switch {
+	case errors.Is(err, noiseledger.ErrBudget):
+		return wire.AbortRelayBudget
+	case errors.Is(err, roundspec.ErrTooManyRejected), errors.Is(err, roundspec.ErrBelowFloor):
+		r, _ := floorAbort(err, announced, f)
+		return r
+	}
+	return wire.AbortNoRelease
+}
+
 // secAggNoRelease tells the aggregator, through the outbox (persisted,
 // retried), that the round it charged gets no aggregate share, so that it
-// records the round lost now and says why, rather than after its grace.
-// The abort carries the round's counts only: nothing about any value.
-func (s *Server) secAggNoRelease(num uint64, rep RoundReport) {
-	a := wire.Abort{Round: num, Reason: wire.AbortNoRelease, Reports: rep.Reports, CheckedIn: rep.CheckedIn, Population: rep.Population}
+// records the round lost now and says why (reason: wire.AbortNoRelease,
+// or the more precise AbortRelayBudget, AbortRelayFloor, AbortRejected),
+// rather than after its grace. The abort carries the round's counts only:
+// nothing about any value.
+func (s *Server) secAggNoRelease(num uint64, rep RoundReport, reason uint8) {
+	a := wire.Abort{Round: num, Reason: reason, Reports: rep.Reports, CheckedIn: rep.CheckedIn, Population: rep.Population}
 	b, err := a.MarshalBinary()
 	if err == nil {
 		err = s.cfg.Outbox.Put(num, outbox.Abort, b)
@@ -530,7 +571,7 @@ func (s *Server) resumeSecAgg(ctx context.Context, e outbox.Entry) {
 		cl, err = wire.ParseSecAggClose(rc.Close)
 	}
 	if err == nil {
-		h, err = s.restoreHelper(e.Round, rc)
+		h, err = s.restoreHelper(e.Round, rc, int(cl.Reports))
 	}
 	if err != nil {
 		s.log.Error("persisted secure-summation close does not restore", "round", e.Round, "err", err)
@@ -547,8 +588,10 @@ func (s *Server) resumeSecAgg(ctx context.Context, e outbox.Entry) {
 }
 
 // restoreHelper rebuilds a helper whose every report has its verdict
-// from a persisted close (its round's parameters are those persisted).
-func (s *Server) restoreHelper(num uint64, rc resumeClose) (*helper.Helper, error) {
+// from a persisted close (its round's parameters are those persisted;
+// reports is the close's count of reports sent, so that the relay's floor
+// still sees the rejected ones).
+func (s *Server) restoreHelper(num uint64, rc resumeClose, reports int) (*helper.Helper, error) {
 	var p wire.Params
 	if err := json.Unmarshal(rc.Params, &p); err != nil {
 		return nil, err
@@ -569,7 +612,7 @@ func (s *Server) restoreHelper(num uint64, rc resumeClose) (*helper.Helper, erro
 	if err != nil {
 		return nil, err
 	}
-	return helper.Restore(sr, eng, s.cfg.HelperKey.OpenHelperShare, int(p.MinBatch), rc.Aggregate)
+	return helper.Restore(sr, eng, s.cfg.HelperKey.OpenHelperShare, int(p.MinBatch), s.cfg.Floor, rc.Aggregate, reports)
 }
 
 // secAggEnd records how a secure-summation round ended and removes its

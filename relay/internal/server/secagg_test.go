@@ -58,7 +58,11 @@ type leaderAgg struct {
 	down               bool
 	// lie: answer the close with this accepted count instead of the
 	// leader's (a deviating aggregator); 0: the leader's.
-	lie      uint32
+	lie uint32
+	// keep: a deviating leader that marks every report of the round after
+	// the first keep as failing its proof (the n − 1 attack with keep 1);
+	// 0: honest verdicts.
+	keep     int
 	attempts map[string][][]byte // every request body by path
 
 	mu       sync.Mutex
@@ -162,6 +166,9 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				pt = sealed // rejected by PrepInit: not a share's length
 			}
 			m, out := a.eng.Decide(a.eng.PrepInit(pt), ps[i])
+			if a.keep > 0 && a.reports >= a.keep {
+				m, out = secagg.Entry{Nonce: m.Nonce, Reason: secagg.RejectInvalidProof}, nil
+			}
 			if out != nil && a.nonces[m.Nonce] {
 				m, out = secagg.Entry{Nonce: m.Nonce, Reason: secagg.RejectDuplicateNonce}, nil
 			}
@@ -977,4 +984,97 @@ func (h *harness) helperLen(spec *roundspec.Spec) int {
 		h.t.Fatal(err)
 	}
 	return help
+}
+
+// TestSecAggNMinusOneAttackGetsNoRelease (issue 23): a deviating
+// aggregator announces a minimum batch of 1 and marks every report but the
+// first invalid in its verdicts, so that the round's sum would be one
+// volunteer's update plus the relay's noise. The relay's own minimum batch
+// (2, set at its start) is not lowered by the announcement: no close is
+// posted (nothing charged), no share leaves, and the aggregator is told
+// why (AbortRelayFloor). With the relay's own minimum met (1), two of three
+// reports "failing" is more than half: AbortRejected, again no close and
+// no share.
+func TestSecAggNMinusOneAttackGetsNoRelease(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		floor  roundspec.Floor
+		reason uint8
+	}{
+		{"relay floor", roundspec.Floor{MinBatch: 2, MaxRejectedShare: 0.5}, wire.AbortRelayFloor},
+		{"rejected share", roundspec.Floor{MinBatch: 1, MaxRejectedShare: 0.5}, wire.AbortRejected},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := secAggTestParams()
+				p.MinBatch = 1
+				key, _ := envelopetest.DeriveKey([32]byte{7})
+				agg := &leaderAgg{t: t, key: key, p: p, keep: 1}
+				h := newHarness(t, agg, "", func(cfg *Config) { cfg.Floor = c.floor })
+				defer h.close()
+				clients := h.sendHonestSecAggRound(p)
+				agg.mu.Lock()
+				nc, na, aborts := len(agg.closes), len(agg.attempts[secAggAggregatePath]), agg.aborts
+				agg.mu.Unlock()
+				if nc != 0 || na != 0 {
+					t.Fatalf("%d closes, %d aggregate shares for a round cut to 1 of 3 reports", nc, na)
+				}
+				if len(aborts) != 1 || aborts[0].Reason != c.reason || aborts[0].Round != 1 {
+					t.Fatalf("aborts %+v, want one with reason %d", aborts, c.reason)
+				}
+				if s := h.srv.Metrics(); s.SecAgg.Aggregated != 0 || s.LastRound.Outcome != "aborted" {
+					t.Fatalf("metrics %+v, last %+v", s.SecAgg, s.LastRound)
+				}
+				for _, cl := range clients {
+					cl.ws.Close()
+				}
+			})
+		})
+	}
+}
+
+// TestSecAggAnnouncementWithAnotherTargetRefused (issue 23): a relay that
+// agreed to (ε, δ) = (4, 1e-5) refuses, 409 invalid, a secure-summation
+// announcement carrying δ = 1e-6 or no target, naming both values and the
+// flag to change, and opens nothing; the matching target opens the round.
+func TestSecAggAnnouncementWithAnotherTargetRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		h := newHarness(t, &leaderAgg{t: t, key: key, p: p}, "", func(cfg *Config) { cfg.TargetEpsilon, cfg.TargetDelta = 4, 1e-5 })
+		defer h.close()
+		post := func(eps, delta string) (int, string, string) {
+			req, _ := http.NewRequest(http.MethodPost, "http://relay/v1/rounds",
+				bytes.NewReader(h.secAggAnnouncement(1, p, time.Minute, h.helperPub())))
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			if eps != "" {
+				req.Header.Set(wire.TargetEpsilonHeader, eps)
+			}
+			if delta != "" {
+				req.Header.Set(wire.TargetDeltaHeader, delta)
+			}
+			resp, err := h.httpClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, resp.Header.Get(OutcomeHeader), string(b)
+		}
+		for _, bad := range [][2]string{{"4", "1e-06"}, {"", ""}, {"8", "1e-05"}, {"4", "NaN"}} {
+			st, out, body := post(bad[0], bad[1])
+			if st != http.StatusConflict || out != "invalid" {
+				t.Fatalf("target %v: HTTP %d %s %s", bad, st, out, body)
+			}
+			if bad == [2]string{"4", "1e-06"} && !(strings.Contains(body, "1e-06") && strings.Contains(body, "1e-05") && strings.Contains(body, "-target-delta")) {
+				t.Fatalf("the refusal does not say what differs: %s", body)
+			}
+		}
+		if s := h.srv.Metrics(); s.RoundsOpened != 0 {
+			t.Fatalf("opened %d rounds", s.RoundsOpened)
+		}
+		if st, out, body := post(wire.FormatTarget(4), wire.FormatTarget(1e-5)); st != http.StatusOK {
+			t.Fatalf("the relay's own target: HTTP %d %s %s", st, out, body)
+		}
+	})
 }

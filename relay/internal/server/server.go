@@ -64,6 +64,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
@@ -136,6 +137,21 @@ type Config struct {
 	// NoiseLedger is the relay's ledger of the noise it adds in secure
 	// summation (anchor.go; nil: none, and no anchor exchange).
 	NoiseLedger *noiseledger.Ledger
+	// Floor is the relay's own condition for releasing a round, fixed at
+	// its start from the task and never lowered by an announcement
+	// (roundspec.Floor): a round with fewer complete (shuffle) or accepted
+	// (secure summation) reports than the larger of Floor.MinBatch and the
+	// announced minimum batch is aborted, and so is a secure-summation
+	// round in which more than Floor.MaxRejectedShare of the reports
+	// failed the aggregator's verification. Zero: a minimum batch of 1 (the
+	// announced one rules) and roundspec.DefaultMaxRejectedShare.
+	Floor roundspec.Floor
+	// TargetEpsilon and TargetDelta are the privacy target the relay agreed
+	// to (its noise ledger's): a secure-summation announcement whose
+	// target (wire.TargetEpsilonHeader, wire.TargetDeltaHeader) differs is
+	// refused, so that both ledgers compose at the same δ. Zero: not
+	// checked (tests of other parts).
+	TargetEpsilon, TargetDelta float64
 }
 
 func (c *Config) validate() error {
@@ -193,6 +209,15 @@ func (c *Config) validate() error {
 	}
 	if c.NewSource == nil {
 		c.NewSource = noise.Secure
+	}
+	if c.Floor == (roundspec.Floor{}) {
+		c.Floor = roundspec.Floor{MinBatch: 1, MaxRejectedShare: roundspec.DefaultMaxRejectedShare}
+	}
+	if err := c.Floor.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if c.TargetEpsilon < 0 || !(c.TargetDelta >= 0 && c.TargetDelta < 1) {
+		return fmt.Errorf("server: target epsilon %v, delta %v", c.TargetEpsilon, c.TargetDelta)
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
@@ -286,6 +311,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.rounds = round.New(last)
 	s.rounds.SetStreamShares(true) // secure summation's reports go to their stream as they arrive (secagg.go)
+	s.rounds.SetMinBatchFloor(uint32(cfg.Floor.MinBatch))
 	if interrupted {
 		s.warm = time.Now().Add(cfg.Warmup)
 	}
@@ -459,13 +485,26 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 			writeOutcome(w, http.StatusConflict, a.Round, "invalid", "helper key mismatch")
 			return
 		}
+		if err := s.checkTarget(r.Header); err != nil {
+			s.log.Warn("announcement rejected", "round", a.Round, "reason", "privacy target", "err", err)
+			writeOutcome(w, http.StatusConflict, a.Round, "invalid", err.Error())
+			return
+		}
 		if err := s.noiseAdmit(a); err != nil { // anchor.go: the relay's own budget and schedule
 			s.log.Warn("announcement rejected", "round", a.Round, "reason", "noise ledger", "err", err)
 			if errors.Is(err, errUnchecked) { // not yet checked: the aggregator retries
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
 			}
-			writeOutcome(w, http.StatusConflict, a.Round, "refused", err.Error())
+			// Refused (the aggregator stops announcing and says the relay's
+			// budget is spent) only for the budget; another refusal of the
+			// noise ledger (a schedule it has already noised past, a ledger
+			// broken by a failed write) is invalid, in its own words.
+			outcome := "invalid"
+			if errors.Is(err, noiseledger.ErrBudget) {
+				outcome = "refused"
+			}
+			writeOutcome(w, http.StatusConflict, a.Round, outcome, err.Error())
 			return
 		}
 		if _, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), a.Round); err != nil {
@@ -541,6 +580,37 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 // writeOutcome answers the aggregator with the outcome format of
 // docs/protocol.md: the Blanket-Outcome header and {"round", "outcome",
 // "detail"}.
+// checkTarget compares the privacy target an announcement carries
+// (wire.TargetEpsilonHeader, wire.TargetDeltaHeader) with the relay's own
+// (Config.TargetEpsilon, TargetDelta): a missing or different one is
+// refused, in words an operator can act on.
+func (s *Server) checkTarget(h http.Header) error {
+	for _, t := range []struct {
+		header, name, flag string
+		own                float64
+	}{
+		{wire.TargetEpsilonHeader, "epsilon", "-target-epsilon", s.cfg.TargetEpsilon},
+		{wire.TargetDeltaHeader, "delta", "-target-delta", s.cfg.TargetDelta},
+	} {
+		if t.own == 0 {
+			continue
+		}
+		v := h.Get(t.header)
+		if v == "" {
+			return fmt.Errorf("the announcement carries no target %s; the relay's is %s", t.name, wire.FormatTarget(t.own))
+		}
+		got, err := wire.ParseTarget(v)
+		if err != nil {
+			return err
+		}
+		if got != t.own {
+			return fmt.Errorf("the aggregator's target %s %s differs from the relay's %s: start the relay with %s %s, or the aggregator with the relay's",
+				t.name, wire.FormatTarget(got), wire.FormatTarget(t.own), t.flag, wire.FormatTarget(got))
+		}
+	}
+	return nil
+}
+
 func writeOutcome(w http.ResponseWriter, status int, round uint64, outcome, detail string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(OutcomeHeader, outcome)
