@@ -72,6 +72,7 @@ type options struct {
 	clients, students, rounds int
 	workers                   int
 	epsilon                   float64
+	delta                     float64 // the task's δ, else 1e-5 (deltaFor): both servers compose at it
 	roundTime                 time.Duration
 	roundTimeSet              bool          // -round-time given: no sizing from the measured speed
 	batchGrace                time.Duration // set by sizeRounds
@@ -161,6 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	o.protocol, o.epsilon, o.rounds = o.privacyFor(o.tk)
+	o.delta = deltaFor(o.tk)
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -254,18 +256,47 @@ func (o options) dataName() string {
 	return fmt.Sprintf("task %q's simulation rows", o.tk.Name)
 }
 
-// aggregatorArgs sizes the rounds: n is the simulated volunteers, or the
-// students expected when there are none; the minimum batch is at most
-// half of them (at least 3, so no round ever averages one or two
-// volunteers' reports).
-func (o options) aggregatorArgs() []string {
-	n := o.clients
-	if n == 0 {
-		n = o.students
+// deltaFor returns the δ of a class that learns tk (nil: the digits): the
+// task's suggestion, else the aggregator's default 1e-5. runlocal passes it
+// to both servers, so that the relay's noise ledger and the aggregator's
+// ledger compose at one δ (the relay refuses an announcement with
+// another).
+func deltaFor(tk *task.Task) float64 {
+	if tk != nil && tk.Privacy.Delta > 0 {
+		return tk.Privacy.Delta
 	}
+	return roundspec.DefaultTargetDelta
+}
+
+// expected is the number of volunteers a round is sized for: the
+// simulated volunteers, or the students expected when there are none.
+func (o options) expected() int {
+	if o.clients == 0 {
+		return o.students
+	}
+	return o.clients
+}
+
+// minBatch is the rounds' minimum batch, passed to both servers (the
+// relay's own floor is the same number): at most half of the expected
+// volunteers when they are fewer than 40 (at least 3, so no round ever
+// averages one or two volunteers' reports), else roundspec's default
+// min(20, n).
+func (o options) minBatch() int {
+	n := o.expected()
+	if n < 40 {
+		return max(3, n/2)
+	}
+	return min(roundspec.DefaultMinBatch, n)
+}
+
+// aggregatorArgs sizes the rounds (expected, minBatch).
+func (o options) aggregatorArgs() []string {
+	n := o.expected()
 	args := []string{"-protocol", o.protocol, "-rounds", strconv.Itoa(o.rounds), "-expected-n", strconv.Itoa(n),
 		"-round-timeout", o.roundTime.String(), "-batch-grace", o.batchGrace.String(), "-simulated", strconv.Itoa(o.clients),
-		"-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)}
+		"-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64), "-delta", strconv.FormatFloat(o.delta, 'g', -1, 64),
+		"-min-batch", strconv.Itoa(o.minBatch())}
 	if o.taskFile != "" {
 		args = append(args, "-task", o.taskFile)
 	}
@@ -279,9 +310,6 @@ func (o options) aggregatorArgs() []string {
 	// protocols, audit.SecAggTrials for secure summation, whose trials
 	// are cheap).
 	args = append(args, "-audit-trials", "50")
-	if n < 40 {
-		args = append(args, "-min-batch", strconv.Itoa(max(3, n/2)))
-	}
 	if o.paused || o.clients > 0 {
 		// With simulated volunteers, runlocal itself presses Start once
 		// they are connected (startWhenConnected), so the first round is
@@ -292,10 +320,12 @@ func (o options) aggregatorArgs() []string {
 }
 
 // relayArgs: the relay enforces the same budget on the noise it adds (its
-// own noise ledger): it agreed to this run's target, not the aggregator's
-// word for it.
+// own noise ledger, at the same δ) and the same minimum batch (its own
+// floor): it agreed to this run's target and batch size, not the
+// aggregator's word for them.
 func (o options) relayArgs() []string {
-	return []string{"-target-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64)}
+	return []string{"-target-epsilon", strconv.FormatFloat(o.epsilon, 'g', -1, 64),
+		"-target-delta", strconv.FormatFloat(o.delta, 'g', -1, 64), "-min-batch", strconv.Itoa(o.minBatch())}
 }
 
 // nextClass applies to o the privacy parameters of the task the operator
@@ -313,10 +343,11 @@ func (o *options) nextClass(classDir string, stdout io.Writer) bool {
 		return false
 	}
 	protocol, epsilon, rounds := o.privacyFor(tk)
-	if protocol == o.protocol && epsilon == o.epsilon && rounds == o.rounds {
+	delta := deltaFor(tk)
+	if protocol == o.protocol && epsilon == o.epsilon && rounds == o.rounds && delta == o.delta {
 		return false
 	}
-	o.protocol, o.epsilon, o.rounds = protocol, epsilon, rounds
+	o.protocol, o.epsilon, o.rounds, o.delta = protocol, epsilon, rounds, delta
 	fmt.Fprintf(stdout, "task %q: %s, %d rounds, privacy budget epsilon %g (its suggestions where the command line gave none)\n",
 		tk.Name, protocol, rounds, epsilon)
 	return true

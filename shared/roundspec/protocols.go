@@ -88,7 +88,10 @@ const (
 	DefaultBetaInv           = 50
 	DefaultNPRatio           = 3
 	DefaultMinBatch          = 20
-	DefaultDeltaL            = 1e-6
+	// DefaultTargetDelta is the δ of a run's (ε, δ) target when the task
+	// names none: both servers' ledgers compose at it.
+	DefaultTargetDelta = 1e-5
+	DefaultDeltaL      = 1e-6
 	// Secure summation's defaults, tuned on the embedded digits for a
 	// live class of about 230 volunteers (docs/experiments.md, "Secure
 	// summation"): an L2 clip of 0.3 and a server learning rate of 8.

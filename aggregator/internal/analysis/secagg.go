@@ -9,6 +9,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -42,6 +43,11 @@ const (
 // ErrBelowMinBatch: fewer reports accepted than the announced minimum
 // batch; nothing is charged or released.
 var ErrBelowMinBatch = errors.New("fewer accepted reports than the minimum batch")
+
+// ErrTooManyRejected: more than roundspec.DefaultMaxRejectedShare of the
+// round's reports failed preparation; the relay would release nothing
+// (roundspec.Floor), so the round is closed without a charge.
+var ErrTooManyRejected = errors.New("too many reports failed verification")
 
 // SecAggLeader is the leader's state of one secure-summation round. Its
 // methods other than Prepare are not safe for concurrent use.
@@ -198,6 +204,13 @@ func (l *SecAggLeader) Charge(minBatch int, release func(accepted int) privacy.R
 	l.state = secAggDone
 	if n := l.agg.Count(); n < minBatch || n == 0 {
 		return fmt.Errorf("%w: %d accepted, minimum %d", ErrBelowMinBatch, n, minBatch)
+	}
+	// The relay's floor on the share of rejected reports (roundspec.Floor,
+	// the one rule both servers check): a round the relay will not
+	// release is not charged here either.
+	floor := roundspec.Floor{MinBatch: max(minBatch, 1), MaxRejectedShare: roundspec.DefaultMaxRejectedShare}
+	if err := floor.Check(minBatch, l.agg.Count(), l.reports-l.agg.Count()); errors.Is(err, roundspec.ErrTooManyRejected) {
+		return fmt.Errorf("%w: %w", ErrTooManyRejected, err)
 	}
 	if err := charge(release(l.agg.Count())); err != nil {
 		return err

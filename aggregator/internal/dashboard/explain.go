@@ -44,9 +44,27 @@ func ExplainAbort(a AbortFacts) (message, advice string) {
 	secs := fmtSeconds(a.Timeout)
 	nothing := " Nothing was charged to the privacy budget."
 	switch {
+	case a.Status == checkpoint.StatusAbandoned && strings.Contains(a.Reason, "the relay refused the round"):
+		message = fmt.Sprintf("Round %d was not started: %s.", a.Round, strings.TrimSuffix(a.Reason, ".")) + nothing
+		advice = "Training has stopped: the relay will refuse every further round until it is restarted with the same settings as the aggregator (its terminal output says which)."
+	case a.Status == checkpoint.StatusAbandoned && strings.Contains(a.Reason, "relay answered"):
+		// The relay is running and said why it did not open the round.
+		message = fmt.Sprintf("Round %d was dropped: the relay did not open it (%s).", a.Round, relayWords(a.Reason)) + nothing
+		advice = "The next round is announced by itself; if every round ends like this, restart both servers for the class (a relay that kept another class's rounds refuses this one's)."
 	case a.Status == checkpoint.StatusAbandoned:
 		message = fmt.Sprintf("Round %d was dropped: the relay sent neither the updates nor a reason within the time limit.", a.Round) + nothing
 		advice = "Check that the relay is still running (its terminal window, or the volunteers count above)."
+	case strings.Contains(a.Reason, "relay's own min batch"):
+		message = fmt.Sprintf("Round %d was cancelled by the relay: %d updates passed verification, fewer than the relay's own minimum batch, "+
+			"which the aggregator cannot lower.", a.Round, a.Received) + nothing
+		advice = "If the class is smaller than the relay's minimum, restart the relay with a smaller -min-batch; otherwise the aggregator rejected reports the relay did not expect it to."
+	case strings.Contains(a.Reason, "failed verification"):
+		message = fmt.Sprintf("Round %d was cancelled by the relay: most of its %d updates were declared invalid, which honest volunteers' updates "+
+			"almost never are, so the relay released nothing.", a.Round, a.Received) + nothing
+		advice = "Look at the aggregator's output (-v) for the reasons of the rejections; a round in which most updates fail is a sign of a fault or an attack."
+	case strings.Contains(a.Reason, "relay's own privacy budget"):
+		message = fmt.Sprintf("Round %d was not released: the relay's own privacy budget is spent.", a.Round) + nothing
+		advice = "The class has spent its privacy budget; start a new class to train again."
 	case strings.Contains(a.Reason, "min batch"):
 		who := "volunteers"
 		if a.Expected > 0 {
@@ -75,6 +93,16 @@ func ExplainAbort(a AbortFacts) (message, advice string) {
 		advice = "The next round starts by itself; if every round ends like this, look at the relay's output (-v)."
 	}
 	return message, advice
+}
+
+// relayWords returns the relay's own words in an abandoned round's reason
+// ("... relay answered 409 Conflict: round: ... round 1 is not after
+// round 5"), or the reason itself.
+func relayWords(reason string) string {
+	if _, after, ok := strings.Cut(reason, "relay answered "); ok {
+		return "it answered " + strings.TrimSpace(after)
+	}
+	return reason
 }
 
 // fmtSeconds writes a round timeout as "30 s" or "2 min".

@@ -39,6 +39,36 @@ func TestExplainAbort(t *testing.T) {
 	if msg, adv := ExplainAbort(ab); !strings.Contains(msg, "Round 3 was dropped") || !strings.Contains(adv, "relay") {
 		t.Errorf("abandoned: %q / %q", msg, adv)
 	}
+	// Issue 23: a running relay that said no is not "maybe not running";
+	// the words name the real cause.
+	for _, c := range []struct {
+		facts   AbortFacts
+		want    []string
+		notWant string
+	}{
+		{AbortFacts{Round: 1, Status: checkpoint.StatusAbandoned,
+			Reason: "announcement not delivered before the deadline: relay answered 409 Conflict: round: round number not after the last one: round 1 is not after round 5"},
+			[]string{"did not open it", "round 1 is not after round 5"}, "still running"},
+		{AbortFacts{Round: 6, Status: checkpoint.StatusAbandoned,
+			Reason: "the relay refused the round: its own privacy budget is spent (round 6 would bring epsilon to 4.2, target 4)"},
+			[]string{"privacy budget is spent", "4.2"}, "still running"},
+		{AbortFacts{Round: 2, Status: checkpoint.StatusAborted, Received: 3,
+			Reason: "the relay released nothing: more than half of the round's reports failed verification (honest reports almost never do)"},
+			[]string{"declared invalid", "released nothing"}, "at least"},
+		{AbortFacts{Round: 2, Status: checkpoint.StatusAborted, Received: 1, MinBatch: 1,
+			Reason: "below the relay's own min batch: fewer reports passed verification than the relay's minimum, which no announcement lowers"},
+			[]string{"relay's own minimum batch"}, "at least 1"},
+	} {
+		msg, adv := ExplainAbort(c.facts)
+		for _, w := range c.want {
+			if !strings.Contains(msg+" "+adv, w) {
+				t.Errorf("%q: %q / %q lacks %q", c.facts.Reason, msg, adv, w)
+			}
+		}
+		if strings.Contains(msg+" "+adv, c.notWant) {
+			t.Errorf("%q: %q / %q says %q", c.facts.Reason, msg, adv, c.notWant)
+		}
+	}
 }
 
 // TestLastAbort: the latest cancelled round counts only while no round

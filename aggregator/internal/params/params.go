@@ -31,7 +31,7 @@ const (
 	DefaultNPRatio       = 10
 	DefaultMinBatch      = roundspec.DefaultMinBatch
 	DefaultTargetEpsilon = 750
-	DefaultTargetDelta   = 1e-5
+	DefaultTargetDelta   = roundspec.DefaultTargetDelta
 	// DefaultSecAggRounds is the number of rounds the operator page
 	// calibrates secure summation's σ for when the server runs until the
 	// budget (Config.Rounds = 0): the experiments' live default.

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"math"
@@ -69,6 +70,11 @@ type fakeRelay struct {
 	ch    chan *wire.Announcement
 	fails int  // answer 503 to this many requests first
 	down  bool // GET /healthz answers 503 (the relay unreachable)
+	// refuse, when set, is the outcome of a 409 answer to every
+	// announcement (as the relay's writeOutcome), with detail.
+	refuse, detail string
+	posts          int         // announcements posted
+	targets        [][2]string // their target headers (epsilon, delta)
 }
 
 // setDown makes GET /healthz answer 503 (down) or 200.
@@ -100,6 +106,17 @@ func newFakeRelay(t testing.TB) *fakeRelay {
 			return
 		}
 		f.mu.Lock()
+		f.posts++
+		f.targets = append(f.targets, [2]string{r.Header.Get(wire.TargetEpsilonHeader), r.Header.Get(wire.TargetDeltaHeader)})
+		if f.refuse != "" {
+			out, detail := f.refuse, f.detail
+			f.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set(api.OutcomeHeader, out)
+			w.WriteHeader(http.StatusConflict)
+			json.NewEncoder(w).Encode(map[string]any{"outcome": out, "detail": detail})
+			return
+		}
 		if f.fails > 0 {
 			f.fails--
 			f.mu.Unlock()

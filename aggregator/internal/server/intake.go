@@ -357,6 +357,12 @@ func abortReason(r uint8) string {
 		return "overflow"
 	case wire.AbortNoRelease:
 		return "the relay released no aggregate share: its noise ledger or its helper refused"
+	case wire.AbortRelayFloor:
+		return "below the relay's own min batch: fewer reports passed verification than the relay's minimum, which no announcement lowers"
+	case wire.AbortRejected:
+		return "the relay released nothing: more than half of the round's reports failed verification (honest reports almost never do)"
+	case wire.AbortRelayBudget:
+		return "the relay's own privacy budget is spent: its noise ledger refused the round"
 	}
 	return fmt.Sprintf("reason %d", r)
 }

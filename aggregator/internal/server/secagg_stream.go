@@ -124,6 +124,9 @@ func (s *Server) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 		switch {
 		case errors.Is(err, analysis.ErrBelowMinBatch):
 			return fc.closeInvalid(s, fmt.Sprintf("%d reports accepted, fewer than the minimum batch %d", fc.leader.Accepted(), params.MinBatch))
+		case errors.Is(err, analysis.ErrTooManyRejected):
+			return fc.closeInvalid(s, fmt.Sprintf("%d of %d reports failed verification, more than the relay releases a round with",
+				fc.leader.Reports()-fc.leader.Accepted(), fc.leader.Reports()))
 		case errors.Is(err, errPersist):
 			s.commit(func(c *checkpoint.State) { c.Charging = nil })
 			return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)

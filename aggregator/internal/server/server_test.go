@@ -503,3 +503,41 @@ func TestAPIShape(t *testing.T) {
 		t.Errorf("model %+v", model)
 	}
 }
+
+// TestRelayRefusalStopsAnnouncing (issue 23): when the relay refuses an
+// announcement for good (409, outcome refused: its own noise ledger's
+// budget is spent), the aggregator does not re-announce every
+// RetryInterval forever: the round is abandoned with the relay's words,
+// the loop stops, and /api/status says the relay's budget is spent. Every
+// announcement carries the aggregator's target ε and δ for the relay to
+// compare with its own.
+func TestRelayRefusalStopsAnnouncing(t *testing.T) {
+	relay := newFakeRelay(t)
+	relay.refuse, relay.detail = "refused", "noiseledger: the round would take the relay's composed epsilon past its target: round 1 would bring epsilon to 4.2, target 4"
+	h := newHarness(t, t.TempDir(), relay, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.srv.Status().Stopped == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the aggregator did not stop within 10 s of the relay's refusal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(20 * h.cfg.RetryInterval) // 20 retry intervals: none may come
+	relay.mu.Lock()
+	posts, targets := relay.posts, relay.targets
+	relay.mu.Unlock()
+	if posts != 1 {
+		t.Fatalf("%d announcements after a definitive refusal, want 1", posts)
+	}
+	if targets[0] != [2]string{"100", "1e-05"} {
+		t.Fatalf("target headers %v, want the ledger's 100 and 1e-05", targets[0])
+	}
+	st := h.srv.Status()
+	if !strings.Contains(st.Stopped, "privacy budget is spent") || st.Running {
+		t.Fatalf("status stopped %q running %v", st.Stopped, st.Running)
+	}
+	recs := h.srv.Rounds()
+	if len(recs) != 1 || recs[0].Status != checkpoint.StatusAbandoned || !strings.Contains(recs[0].Detail, "round 1 would bring epsilon") {
+		t.Fatalf("records %+v", recs)
+	}
+}

@@ -62,13 +62,47 @@ const (
 )
 
 // receiptBook keeps, for the last receiptRounds secure-summation rounds,
-// the receipts (wire.ReportReceipt) of the reports that went into the
-// round's sum, or why the round had no sum.
+// the receipts (wire.ReportReceipt) of the reports the relay received, which
+// of them went into the round's sum, or why the round had no sum.
 type receiptBook struct {
 	mu      sync.Mutex
-	rounds  map[uint64]*roundReceipts
+	rounds  map[uint64]*roundReceipts // settled rounds
 	newest  uint64
-	pending map[uint64]map[[32]byte]struct{} // accepted reports of rounds not settled yet
+	pending map[uint64]*roundReceipts // rounds not settled yet: received and accepted so far
+}
+
+type roundReceipts struct {
+	seen     map[[32]byte]struct{} // every report the round's stream received
+	included map[[32]byte]struct{} // in the sum (nil once settled without one)
+	why      string                // the round ended without a sum ("" when it had one)
+}
+
+// pendingLocked returns round num's unsettled receipts, nil if the round
+// is settled. Caller holds mu.
+func (b *receiptBook) pendingLocked(num uint64) *roundReceipts {
+	if _, done := b.rounds[num]; done {
+		return nil
+	}
+	if b.pending == nil {
+		b.pending = make(map[uint64]*roundReceipts)
+	}
+	p := b.pending[num]
+	if p == nil {
+		p = &roundReceipts{seen: make(map[[32]byte]struct{}), included: make(map[[32]byte]struct{})}
+		b.pending[num] = p
+	}
+	return p
+}
+
+// received records that the report with receipt id reached round num's
+// stream: from now on its volunteer is told included or excluded, never
+// unknown.
+func (b *receiptBook) received(num uint64, id [32]byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.pendingLocked(num); p != nil {
+		p.seen[id] = struct{}{}
+	}
 }
 
 // include records that the report with receipt id was accepted into round
@@ -77,38 +111,24 @@ type receiptBook struct {
 func (b *receiptBook) include(num uint64, id [32]byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, done := b.rounds[num]; done {
-		return
+	if p := b.pendingLocked(num); p != nil {
+		p.seen[id] = struct{}{}
+		p.included[id] = struct{}{}
 	}
-	if b.pending == nil {
-		b.pending = make(map[uint64]map[[32]byte]struct{})
-	}
-	if b.pending[num] == nil {
-		b.pending[num] = make(map[[32]byte]struct{})
-	}
-	b.pending[num][id] = struct{}{}
 }
 
 // settleSum settles round num as having a sum: the reports include
 // recorded for it (none after a restart: their receipts were in memory).
 func (b *receiptBook) settleSum(num uint64) {
-	b.mu.Lock()
-	sum := b.pending[num]
-	b.mu.Unlock()
-	if sum == nil {
-		sum = map[[32]byte]struct{}{}
-	}
-	b.settle(num, sum, "")
+	b.settleOutcome(num, true, "")
 }
 
-type roundReceipts struct {
-	included map[[32]byte]struct{}
-	why      string // the round ended without a sum ("" when it had one)
+// settle records that round num had no sum, and why. A round settles once.
+func (b *receiptBook) settle(num uint64, why string) {
+	b.settleOutcome(num, false, why)
 }
 
-// settle records round num's outcome: the receipts in its sum, or why it
-// had none (sum nil). A round settles once.
-func (b *receiptBook) settle(num uint64, sum map[[32]byte]struct{}, why string) {
+func (b *receiptBook) settleOutcome(num uint64, sum bool, why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.rounds == nil {
@@ -117,7 +137,14 @@ func (b *receiptBook) settle(num uint64, sum map[[32]byte]struct{}, why string) 
 	if _, done := b.rounds[num]; done {
 		return
 	}
-	b.rounds[num] = &roundReceipts{included: sum, why: why}
+	rr := b.pending[num]
+	if rr == nil {
+		rr = &roundReceipts{seen: map[[32]byte]struct{}{}, included: map[[32]byte]struct{}{}}
+	}
+	if !sum {
+		rr.included, rr.why = nil, why
+	}
+	b.rounds[num] = rr
 	delete(b.pending, num)
 	b.newest = max(b.newest, num)
 	for r := range b.rounds {
@@ -132,7 +159,11 @@ func (b *receiptBook) settle(num uint64, sum map[[32]byte]struct{}, why string) 
 	}
 }
 
-// lookup answers whether receipt id is in round num's sum.
+// lookup answers whether receipt id is in round num's sum: included; or
+// excluded, with why, for a report the relay received that is not in it;
+// or unknown for a receipt of no report the relay received in that round
+// (or a round it no longer remembers, or before a restart); or pending
+// while the round is not settled.
 func (b *receiptBook) lookup(num uint64, id [32]byte, last uint64) (state, why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -142,11 +173,15 @@ func (b *receiptBook) lookup(num uint64, id [32]byte, last uint64) (state, why s
 		return ReceiptPending, ""
 	case !ok:
 		return ReceiptUnknown, ""
-	case rr.included == nil:
-		return ReceiptExcluded, rr.why
 	}
 	if _, in := rr.included[id]; in {
 		return ReceiptIncluded, ""
+	}
+	if _, seen := rr.seen[id]; !seen {
+		return ReceiptUnknown, ""
+	}
+	if rr.included == nil {
+		return ReceiptExcluded, rr.why
 	}
 	return ReceiptExcluded, "your report did not pass the servers' check, or its share for the relay did not open"
 }

@@ -50,22 +50,25 @@ func TestWebJoinCode(t *testing.T) {
 }
 
 // TestReceipts: a settled round answers included for the receipts in its
-// sum and excluded (with why) for the others, including the reports the
-// servers' check rejected; a cancelled round answers excluded with its
-// reason; a round not settled yet is pending, and a forgotten one unknown.
+// sum and excluded (with why) for the other reports it received, including
+// the ones the servers' check rejected; a cancelled round answers excluded
+// with its reason; a receipt of no report the relay received is unknown
+// (issue 23: not excluded); a round not settled yet is pending, and a
+// forgotten one unknown.
 func TestReceipts(t *testing.T) {
 	var b receiptBook
 	id := func(s string) [32]byte { return sha256.Sum256([]byte(s)) }
 	// Round 5: a and c were accepted (b's verdict was a rejection: never
 	// included), and the round ended with a sum; round 6 accepted a but
 	// was cancelled.
+	b.received(5, id("b"))
 	b.include(5, id("a"))
 	b.include(5, id("c"))
 	b.settleSum(5)
-	b.include(6, id("a"))
-	b.settle(6, nil, "the round was cancelled: below minimum batch")
-	b.include(5, id("b"))              // after the settle: ignored
-	b.settle(5, nil, "late duplicate") // a round settles once
+	b.received(6, id("a"))
+	b.settle(6, "the round was cancelled: below minimum batch")
+	b.include(5, id("d"))         // after the settle: ignored
+	b.settle(5, "late duplicate") // a round settles once
 	for _, c := range []struct {
 		round   uint64
 		id      [32]byte
@@ -75,8 +78,10 @@ func TestReceipts(t *testing.T) {
 		{5, id("a"), ReceiptIncluded, ""},
 		{5, id("c"), ReceiptIncluded, ""},
 		{5, id("b"), ReceiptExcluded, "check"},
-		{5, id("x"), ReceiptExcluded, "check"},
+		{5, id("x"), ReceiptUnknown, ""},
+		{5, id("d"), ReceiptUnknown, ""},
 		{6, id("a"), ReceiptExcluded, "below minimum batch"},
+		{6, id("b"), ReceiptUnknown, ""},
 		{7, id("a"), ReceiptPending, ""},
 		{9, id("a"), ReceiptUnknown, ""}, // never announced (last is 7)
 	} {
@@ -86,7 +91,7 @@ func TestReceipts(t *testing.T) {
 		}
 	}
 	for r := uint64(8); r < 8+receiptRounds; r++ {
-		b.settle(r, nil, "x")
+		b.settle(r, "x")
 	}
 	if state, _ := b.lookup(5, id("a"), 100); state != ReceiptUnknown {
 		t.Errorf("a round %d rounds old: %s, want unknown", receiptRounds, state)

@@ -228,6 +228,7 @@ func (s *Server) runStream(ctx context.Context, st *saStream) {
 		select {
 		case rep := <-st.in:
 			st.received++
+			s.web.receipts.received(st.num, secAggReceipt(rep.Helper)) // classroom.go
 			p, ok := st.h.Prepare(rep.Helper)
 			if !ok {
 				st.unopened++
@@ -327,7 +328,7 @@ func (s *Server) secAggRound(ctx context.Context, c *round.Closed) {
 		return
 	}
 	abort := func(reason uint8, why string) {
-		s.web.receipts.settle(c.Num, nil, "the round was cancelled: "+why) // classroom.go
+		s.web.receipts.settle(c.Num, "the round was cancelled: "+why) // classroom.go
 		if e, ok := s.abortRound(c, rep, reason, why); ok {
 			s.sender.Enqueue(e)
 		}
@@ -627,7 +628,7 @@ func (s *Server) secAggEnd(num uint64, rep RoundReport, outcome, why string) {
 	if outcome == SecAggForwarded { // classroom.go: what each volunteer may ask of its own report
 		s.web.receipts.settleSum(num)
 	} else {
-		s.web.receipts.settle(num, nil, receiptWhy(outcome))
+		s.web.receipts.settle(num, receiptWhy(outcome))
 	}
 	rep.Outcome, rep.Reason = outcome, why
 	s.m.setLast(rep)

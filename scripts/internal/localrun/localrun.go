@@ -357,9 +357,18 @@ func (c *Cluster) ClassTask() (string, bool) {
 	return "", false
 }
 
-// archiveRelayLedgers stops the relay, moves its noise ledger and the
-// aggregator head it holds into a class-<unix ms> directory of its state,
-// and starts it again.
+// archiveRelayLedgers stops the relay, moves everything it keeps for the
+// class into a class-<unix ms> directory of its state: its noise ledger,
+// the aggregator head it holds, and its outbox (every round's marker,
+// batch, close, share or abort not yet delivered). Only its helper key
+// stays, so the links and the key volunteers seal to do not change. Then
+// it starts the relay again.
+//
+// The outbox goes too: its round numbers belong to the old class. Kept, a
+// relay that had run round 5 refused the new class's round 1 as stale
+// ("round 1 is not after round 5") and the new class never trained, and an
+// old round's undelivered abort would have been sent to the new class's
+// aggregator as if it were for its own round of that number (issue 23).
 func (c *Cluster) archiveRelayLedgers(ctx context.Context) error {
 	if err := c.StopRelay(); err != nil {
 		return err
@@ -369,13 +378,24 @@ func (c *Cluster) archiveRelayLedgers(ctx context.Context) error {
 	if err := os.MkdirAll(arch, 0o700); err != nil {
 		return fmt.Errorf("localrun: new class: %w", err)
 	}
-	for _, f := range []string{"noise-ledger.jsonl", "peer-anchor"} { // relay/internal/noiseledger File, PeerFile
-		if err := os.Rename(filepath.Join(state, f), filepath.Join(arch, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	ents, err := os.ReadDir(state)
+	if err != nil {
+		return fmt.Errorf("localrun: new class: %w", err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || e.Name() == relayHelperKeyFile {
+			continue
+		}
+		if err := os.Rename(filepath.Join(state, e.Name()), filepath.Join(arch, e.Name())); err != nil {
 			return fmt.Errorf("localrun: new class: %w", err)
 		}
 	}
 	return c.StartRelay(ctx)
 }
+
+// relayHelperKeyFile is the relay's helper key in its state directory
+// (relay/internal/helperkey.File): the one file a new class keeps.
+const relayHelperKeyFile = "helper.key"
 
 // keyFile is the aggregator's key file in its state directory
 // (aggregator/internal/server.KeyFile).
