@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -207,11 +208,18 @@ func Decode(r io.Reader) (*Task, error) {
 	return Parse(b)
 }
 
-// Parse is Decode of bytes.
+// MaxEpsilon bounds a task's suggested privacy budget, as the operator
+// page bounds the budgets it accepts (aggregator/internal/operator): the
+// shuffle protocols' default run budget is 750.
+const MaxEpsilon = 1000
+
+// Parse is Decode of bytes. A UTF-8 byte-order mark at the start (as some
+// editors write) is skipped, for a file given to -task and an upload alike.
 func Parse(b []byte) (*Task, error) {
 	if len(b) > MaxFileBytes {
 		return nil, fmt.Errorf("task: definition larger than %d bytes: %w", MaxFileBytes, ErrInvalid)
 	}
+	b = bytes.TrimPrefix(b, []byte("\ufeff"))
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var t Task
@@ -402,7 +410,20 @@ func checkText(field, s string, limit int, required bool) error {
 	case strings.ContainsRune(s, 0):
 		return invalid(field, "contains a NUL byte")
 	}
+	if i := strings.IndexFunc(s, isBidiControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return invalid(field, "contains the invisible direction control U+%04X at byte %d, which can make the text read differently from what it says: remove it", r, i)
+	}
 	return nil
+}
+
+// isBidiControl reports whether r is a bidirectional embedding, override
+// or isolate control (U+202A-U+202E, U+2066-U+2069): in a consent text or
+// a question they can reorder what a volunteer reads ("Trojan Source",
+// CVE-2021-42574). The marks U+200E and U+200F, which only set the
+// direction of neutral characters, are allowed.
+func isBidiControl(r rune) bool {
+	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // validate checks every field and builds the encoded layout.
@@ -607,8 +628,11 @@ func (p *Privacy) validate() error {
 			return invalid("privacy.protocol", "%v", err)
 		}
 	}
-	if p.Epsilon < 0 || math.IsInf(p.Epsilon, 0) {
+	if p.Epsilon < 0 || math.IsInf(p.Epsilon, 0) || math.IsNaN(p.Epsilon) {
 		return invalid("privacy.epsilon", "%v must be positive", p.Epsilon)
+	}
+	if p.Epsilon > MaxEpsilon {
+		return invalid("privacy.epsilon", "%v is above %v: a budget that large protects nobody (the operator page refuses it too)", p.Epsilon, MaxEpsilon)
 	}
 	if p.Delta < 0 || p.Delta >= 1 {
 		return invalid("privacy.delta", "%v must be in (0, 1)", p.Delta)

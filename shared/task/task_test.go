@@ -216,6 +216,12 @@ func TestDefinitionErrors(t *testing.T) {
 		"consent":         {`"consent": "Your answers stay on your phone."`, `"consent": " "`, `field consent`},
 		"trailing":        {`"rounds": 5}` + "\n}", `"rounds": 5}` + "\n} {}", `data after the definition`},
 		"duplicate":       {`"version": 1,`, `"version": 1, "version": 1,`, `key "version" appears twice`},
+		// Issue 23: a budget the operator page would refuse, and texts
+		// with invisible direction controls ("Trojan Source").
+		"huge epsilon":  {`"epsilon": 4`, `"epsilon": 1e300`, `privacy.epsilon: 1e+300 is above 1000`},
+		"rlo consent":   {`"consent": "Your answers stay on your phone."`, `"consent": "Your answers \u202estay on your phone."`, `field consent: contains the invisible direction control U+202E`},
+		"isolate title": {`"title": "How do we get to school?"`, `"title": "How do we \u2066get to school?"`, `field title: contains the invisible direction control U+2066`},
+		"override cat":  {`["sun", "rain", "snow"]`, `["sun", "ra\u202din", "snow"]`, `U+202D`},
 	}
 	for name, c := range cases {
 		if !strings.Contains(survey, c.old) {
@@ -327,4 +333,31 @@ func TestDuplicateKeys(t *testing.T) {
 	// duplicates.
 	mustParse(t, survey)
 	mustParse(t, strings.Replace(survey, `"title": "How do we get to school?"`, `"title": "name"`, 1))
+}
+
+// TestByteOrderMark (issue 23): a definition that starts with a UTF-8
+// byte-order mark (as some editors write) parses as the same task, through
+// Parse (the upload) and Load (the -task flag) alike; a mark elsewhere is
+// still an error.
+func TestByteOrderMark(t *testing.T) {
+	bom := "\ufeff" + survey
+	a := mustParse(t, survey)
+	b := mustParse(t, bom)
+	if a.Name != b.Name || a.D() != b.D() {
+		t.Fatalf("with a BOM: %s d %d, without %s d %d", b.Name, b.D(), a.Name, a.D())
+	}
+	p := filepath.Join(t.TempDir(), "survey.json")
+	if err := os.WriteFile(p, []byte(bom), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := Load(p); err != nil || c.Name != a.Name {
+		t.Fatalf("Load with a BOM: %v", err)
+	}
+	if _, err := Parse([]byte(survey + "\ufeff")); err == nil {
+		t.Fatal("a mark after the definition parsed")
+	}
+	// The direction marks U+200E/U+200F are not controls that reorder text.
+	if _, err := Parse([]byte(strings.Replace(survey, "How do we", "How do we\u200f", 1))); err != nil {
+		t.Fatalf("a right-to-left mark refused: %v", err)
+	}
 }

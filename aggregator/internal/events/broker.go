@@ -25,7 +25,7 @@ const subscriberBuffer = 32
 
 // Limits of the /events streams. The anonymous streams (at most the
 // broker's max) are shared fairly between client addresses: one address
-// may hold up to perClient(max) of them (three quarters: a classroom
+// may hold up to PerClient(max) of them (three quarters: a classroom
 // behind one NAT, or a few tabs each), and when they are all taken a
 // stream from an address holding fewer than the largest holder minus one
 // takes the largest holder's newest stream (which ends; its EventSource
@@ -33,14 +33,15 @@ const subscriberBuffer = 32
 // So anonymous streams from A addresses end at max/A each, give or take
 // one, and no set of addresses can lock a new one out unless there are max
 // of them. The operator (a request with the operator's session) has
-// operatorReserve streams beyond max that are never taken.
+// OperatorReserve streams beyond max that are never taken.
 const (
-	operatorReserve = 8
+	OperatorReserve = 8
 )
 
-// perClient is the most anonymous streams one address may hold with n
-// in all: three quarters of n (at least 1).
-func perClient(n int) int { return max(1, n-n/4) }
+// PerClient is the most anonymous streams one address may hold with n
+// in all: three quarters of n (at least 1). docs/threat-model.md states it
+// for the default n (aggregator/internal/server TestThreatModelEventFigure).
+func PerClient(n int) int { return max(1, n-n/4) }
 
 // Errors of Subscribe (the handler answers 503 with their text).
 var (
@@ -59,7 +60,7 @@ type stream struct {
 // Broker fans events out to the /events streams: publishing never blocks
 // (a stream whose buffer is full is dropped), at most max anonymous
 // streams are open at once, shared fairly between client addresses (see
-// perClient), and up to operatorReserve more for the operator.
+// PerClient), and up to OperatorReserve more for the operator.
 type Broker struct {
 	mu       sync.Mutex
 	subs     map[chan Event]stream
@@ -76,7 +77,7 @@ func New(max int) *Broker {
 }
 
 // Subscribe opens a stream for client (its network address). Operator
-// streams have their own operatorReserve and no per-client limit. When
+// streams have their own OperatorReserve and no per-client limit. When
 // the anonymous streams are all taken, an anonymous client holding at
 // least two fewer than the largest holder takes that holder's newest
 // stream (which is closed: its handler ends).
@@ -87,9 +88,9 @@ func (b *Broker) Subscribe(client string, operator bool) (chan Event, error) {
 		return nil, ErrClosed
 	}
 	switch {
-	case operator && len(b.subs)-b.anon >= operatorReserve:
+	case operator && len(b.subs)-b.anon >= OperatorReserve:
 		return nil, ErrTooManySubscribers
-	case !operator && b.byClient[client] >= perClient(b.max):
+	case !operator && b.byClient[client] >= PerClient(b.max):
 		return nil, ErrTooManyFromClient
 	case !operator && b.anon >= b.max:
 		victim, ok := b.largest(client)

@@ -10,8 +10,8 @@ import (
 // reserve stays free whatever the anonymous streams do.
 func TestEventsLimitPerClient(t *testing.T) {
 	b := New(64)
-	if perClient(64) != 48 {
-		t.Fatalf("perClient(64) = %d, want 48", perClient(64))
+	if PerClient(64) != 48 {
+		t.Fatalf("PerClient(64) = %d, want 48", PerClient(64))
 	}
 	for i := range 48 {
 		if _, err := b.Subscribe("10.0.0.7", false); err != nil {
@@ -32,7 +32,7 @@ func TestEventsLimitPerClient(t *testing.T) {
 		t.Errorf("third anonymous stream: %v", err)
 	}
 	var ops []chan Event
-	for i := range operatorReserve {
+	for i := range OperatorReserve {
 		ch, err := full.Subscribe("a", true)
 		if err != nil {
 			t.Fatalf("operator stream %d: %v", i, err)

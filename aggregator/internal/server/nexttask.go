@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -214,7 +213,7 @@ func (s *Server) chooseTaskRequest(r *http.Request) (*task.Task, error) {
 		}
 	}
 	if upload != nil {
-		t, err := ParseUploadedTask(bytes.TrimPrefix(upload, []byte("\xef\xbb\xbf")))
+		t, err := ParseUploadedTask(upload) // task.Parse skips a byte-order mark
 		if err != nil {
 			return nil, err
 		}

@@ -6,9 +6,11 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/events"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -652,5 +655,29 @@ func TestOperatorConfigRefusedOverBudget(t *testing.T) {
 	h.srv.mu.RUnlock()
 	if pending != nil {
 		t.Fatal("a refused configuration is pending")
+	}
+}
+
+// TestThreatModelEventFigure (issue 23): docs/threat-model.md states the
+// /events limits the code enforces at the default settings.
+func TestThreatModelEventFigure(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/threat-model.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(l, "| event streams exhaust the dashboard |") {
+			row = l
+		}
+	}
+	for _, want := range []string{
+		fmt.Sprintf("at most %d anonymous streams", DefaultMaxSubscribers),
+		fmt.Sprintf("%d per address", events.PerClient(DefaultMaxSubscribers)),
+		fmt.Sprintf("%d more reserved for the operator", events.OperatorReserve),
+	} {
+		if !strings.Contains(row, want) {
+			t.Errorf("docs/threat-model.md's row %q does not say %q", row, want)
+		}
 	}
 }
