@@ -158,8 +158,13 @@ func TestNextClassTaskSuggestions(t *testing.T) {
 	if args := strings.Join(o.aggregatorArgs(), " "); !strings.Contains(args, "-rounds 10") || !strings.Contains(args, "-epsilon 2") {
 		t.Errorf("aggregator args %s", args)
 	}
-	if r := strings.Join(o.relayArgs(), " "); r != "-target-epsilon 2" {
+	// The relay composes at the same target and δ (the task's; the
+	// breast cancer task names 1e-05) and holds the same minimum batch.
+	if r := strings.Join(o.relayArgs(), " "); r != "-target-epsilon 2 -target-delta 1e-05 -min-batch 20" {
 		t.Errorf("relay args %s", r)
+	}
+	if args := strings.Join(o.aggregatorArgs(), " "); !strings.Contains(args, "-delta 1e-05") || !strings.Contains(args, "-min-batch 20") {
+		t.Errorf("aggregator args %s", args)
 	}
 	if !strings.Contains(out.String(), "10 rounds") {
 		t.Errorf("the terminal was not told: %q", out.String())
@@ -190,5 +195,25 @@ func TestAbortLines(t *testing.T) {
 	if none, _ := abortLines(nil, 3, ""); none != nil {
 		t.Errorf("lines without an abort: %q", none)
 
+	}
+}
+
+// TestDeltaForTask (issue 23): a task's δ reaches both servers; without
+// one both compose at 1e-5. A task at δ = 1e-6 once left the relay's
+// backstop at 1e-5.
+func TestDeltaForTask(t *testing.T) {
+	if d := deltaFor(nil); d != 1e-5 {
+		t.Errorf("digits: delta %v", d)
+	}
+	tk := &task.Task{Privacy: task.Privacy{Delta: 1e-6}}
+	if d := deltaFor(tk); d != 1e-6 {
+		t.Errorf("task at 1e-6: delta %v", d)
+	}
+	o := options{epsilon: 4, delta: deltaFor(tk), clients: 400, rounds: 5, protocol: "secagg"}
+	if r := strings.Join(o.relayArgs(), " "); !strings.Contains(r, "-target-delta 1e-06") {
+		t.Errorf("relay args %s", r)
+	}
+	if a := strings.Join(o.aggregatorArgs(), " "); !strings.Contains(a, "-delta 1e-06") {
+		t.Errorf("aggregator args %s", a)
 	}
 }
