@@ -44,7 +44,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil // stopped; reason logged and in the status
 		}
 		if !open.Announced {
-			if !s.announce(ctx, *open) {
+			if !s.announce(ctx, open) { // may give the round a later deadline
 				continue // abandoned or cancelled
 			}
 		}
@@ -174,16 +174,29 @@ func (s *Server) announcement(ctx context.Context, o checkpoint.Open) ([]byte, e
 	return a.MarshalBinary()
 }
 
+// maxRetimes bounds how often announce gives a round a new deadline while
+// the relay is down or not ready (at the default 60 s rounds, an hour).
+const maxRetimes = 60
+
 // announce delivers the announcement to the relay, retrying until the
 // deadline. It reports whether the round was announced; if the deadline
-// passes first the round is abandoned.
-func (s *Server) announce(ctx context.Context, o checkpoint.Open) bool {
+// passes first the round is abandoned, except while the relay does not
+// answer or answers 503 (restarting, warming up so that its volunteers
+// reconnect, or its ledger not yet checked): nothing has started for the
+// round anywhere, so it gets a new deadline, its full time from now, at
+// most maxRetimes times, and o is updated. A round that waited out a
+// relay's restart was abandoned for want of a few seconds (issue 25's
+// TestRelayKilledMidRound under load); what the round releases and the
+// ledger charges do not depend on its deadline.
+func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 	var frame []byte
+	retimes := 0
+	defer s.relayDown.CompareAndSwap(int64(o.Round), 0)
 	for attempt := 1; ; attempt++ {
 		var err error
 		if frame == nil {
 			// (Re)built when the relay's helper key had to be fetched again.
-			frame, err = s.announcement(ctx, o)
+			frame, err = s.announcement(ctx, *o)
 			if err != nil && !errors.Is(err, errRelayKey) {
 				s.log.Error("cannot build announcement", "round", o.Round, "err", err)
 				s.abandon(o.Round, err.Error())
@@ -212,6 +225,9 @@ func (s *Server) announce(ctx context.Context, o checkpoint.Open) bool {
 				s.commit(func(st *checkpoint.State) { st.Open.Announced = true })
 			}
 			s.procMu.Unlock()
+			if s.relayDown.CompareAndSwap(int64(o.Round), 0) {
+				s.publishStatus()
+			}
 			s.log.Info("round announced", "round", o.Round, "deadline", o.Deadline, "bytes", len(frame))
 			return true
 		}
@@ -221,6 +237,17 @@ func (s *Server) announce(ctx context.Context, o checkpoint.Open) bool {
 		s.log.Warn("announcement not delivered", "round", o.Round, "attempt", attempt, "err", err)
 		wait := s.cfg.RetryInterval
 		if time.Now().Add(wait).After(o.Deadline) {
+			if relayNotReady(err) && retimes < maxRetimes && s.retime(o) {
+				retimes++
+				frame = nil // the deadline is in the signed bytes
+				if errors.As(err, new(*relayError)) {
+					s.log.Info("the relay is not ready; the round gets a new deadline", "round", o.Round, "deadline", o.Deadline)
+				} else if s.relayDown.Swap(int64(o.Round)) != int64(o.Round) {
+					s.log.Warn("the round waits for the relay, which does not answer", "round", o.Round)
+					s.publishStatus()
+				}
+				continue
+			}
 			s.abandon(o.Round, "announcement not delivered before the deadline: "+err.Error())
 			return false
 		}
@@ -235,6 +262,31 @@ func (s *Server) announce(ctx context.Context, o checkpoint.Open) bool {
 			}
 		}
 	}
+}
+
+// relayNotReady reports whether an announcement failed because the relay
+// does not answer (a transport error) or answers 503: down, restarting,
+// warming up or not yet checked, but not refusing the round.
+func relayNotReady(err error) bool {
+	var re *relayError
+	if errors.As(err, &re) {
+		return re.code == http.StatusServiceUnavailable
+	}
+	return err != nil // not reached (a transport error, or the helper key's fetch failing)
+}
+
+// retime gives the open round o, not yet announced, its full time again
+// from now (a new deadline, persisted); false if it is no longer open.
+func (s *Server) retime(o *checkpoint.Open) bool {
+	s.procMu.Lock()
+	defer s.procMu.Unlock()
+	if s.st.Open == nil || s.st.Open.Round != o.Round || s.st.Open.Announced {
+		return false
+	}
+	now := time.Now()
+	o.Deadline = now.Add(o.Deadline.Sub(o.AnnouncedAt)).Truncate(time.Millisecond)
+	o.AnnouncedAt = now
+	return s.commit(func(st *checkpoint.State) { st.Open.Deadline, st.Open.AnnouncedAt = o.Deadline, o.AnnouncedAt }) == nil
 }
 
 func (s *Server) isOpen(round int) bool {

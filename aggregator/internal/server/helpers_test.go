@@ -69,6 +69,9 @@ type fakeRelay struct {
 	anns  []*wire.Announcement
 	ch    chan *wire.Announcement
 	fails int  // answer 503 to this many requests first
+	// conflicts: answer 409 without an outcome (a round still open) to
+	// this many requests first.
+	conflicts int
 	down  bool // GET /healthz answers 503 (the relay unreachable)
 	// refuse, when set, is the outcome of a 409 answer to every
 	// announcement (as the relay's writeOutcome), with detail.
@@ -115,6 +118,12 @@ func newFakeRelay(t testing.TB) *fakeRelay {
 			w.Header().Set(api.OutcomeHeader, out)
 			w.WriteHeader(http.StatusConflict)
 			json.NewEncoder(w).Encode(map[string]any{"outcome": out, "detail": detail})
+			return
+		}
+		if f.conflicts > 0 {
+			f.conflicts--
+			f.mu.Unlock()
+			http.Error(w, "round: a round is still open: round 7", http.StatusConflict)
 			return
 		}
 		if f.fails > 0 {

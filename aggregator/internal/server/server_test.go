@@ -404,21 +404,57 @@ func TestRoundWaitsForADownRelay(t *testing.T) {
 	}
 }
 
+// TestAbandonedAndRetriedAnnouncement: a relay that answers an
+// announcement 409 without an outcome (another round still open) until
+// the round's deadline gets the round abandoned, uncharged, and the next
+// one announced.
 func TestAbandonedAndRetriedAnnouncement(t *testing.T) {
 	relay := newFakeRelay(t)
-	relay.fails = 2 // the first two deliveries fail and are retried
+	relay.conflicts = 1000 // until the deadline
 	h := newHarness(t, t.TempDir(), relay, func(c *Config) {
 		c.RoundTimeout, c.BatchGrace = 300*time.Millisecond, 50*time.Millisecond
+		c.RetryInterval = 100 * time.Millisecond
 	})
-	if a := relay.next(t); a.Round != 1 {
-		t.Fatalf("round %d", a.Round)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.srv.Rounds()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
+	relay.mu.Lock()
+	relay.conflicts = 0
+	relay.mu.Unlock()
 	if a := relay.next(t); a.Round != 2 {
 		t.Fatalf("after an abandoned round: round %d, want 2", a.Round)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != checkpoint.StatusAbandoned || len(h.srv.ledger.Releases()) != 0 {
+	if rec.Status != checkpoint.StatusAbandoned || len(h.srv.ledger.Releases()) != 0 || !strings.Contains(rec.Detail, "still open") {
 		t.Fatalf("record %+v", rec)
+	}
+}
+
+// TestAnnouncementWaitsForARelayNotReady: a relay that answers 503 (warming
+// up after a restart, so that its volunteers reconnect) past the round's
+// deadline does not cost the round: it gets a new deadline, its full time
+// from when it is announced, and is announced once the relay is ready
+// (issue 25: TestRelayKilledMidRound lost round 2 this way under load).
+func TestAnnouncementWaitsForARelayNotReady(t *testing.T) {
+	relay := newFakeRelay(t)
+	relay.fails = 8 // 8 × 100 ms of 503: well past the 300 ms round
+	h := newHarness(t, t.TempDir(), relay, func(c *Config) {
+		c.RoundTimeout, c.BatchGrace = 300*time.Millisecond, 50*time.Millisecond
+		c.RetryInterval = 100 * time.Millisecond
+	})
+	start := time.Now()
+	a := relay.next(t)
+	if a.Round != 1 {
+		t.Fatalf("round %d announced first, want 1 (not abandoned)", a.Round)
+	}
+	if recs := h.srv.Rounds(); len(recs) != 0 && recs[0].Round == 1 && recs[0].Status == checkpoint.StatusAbandoned {
+		t.Fatalf("round 1 abandoned: %+v", recs[0])
+	}
+	// Its deadline was renewed: it is at least a full round after the
+	// last refusal, well after start + 300 ms.
+	if !a.Deadline.After(start.Add(600 * time.Millisecond)) {
+		t.Fatalf("deadline %v, %v after the first attempt: not renewed", a.Deadline, a.Deadline.Sub(start))
 	}
 }
 

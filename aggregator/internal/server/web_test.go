@@ -26,7 +26,7 @@ import (
 
 // noRedirect is a client that returns redirects instead of following them.
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	Timeout: 10 * time.Second}
+	Timeout: 2 * time.Minute} // generous: the first GET /operator calibrates σ with the accountant, seconds on two loaded cores
 
 func get(t *testing.T, u string) (int, string) {
 	t.Helper()
