@@ -68,11 +68,11 @@ type fakeRelay struct {
 	mu    sync.Mutex
 	anns  []*wire.Announcement
 	ch    chan *wire.Announcement
-	fails int  // answer 503 to this many requests first
+	fails int // answer 503 to this many requests first
 	// conflicts: answer 409 without an outcome (a round still open) to
 	// this many requests first.
 	conflicts int
-	down  bool // GET /healthz answers 503 (the relay unreachable)
+	down      bool // GET /healthz answers 503 (the relay unreachable)
 	// refuse, when set, is the outcome of a 409 answer to every
 	// announcement (as the relay's writeOutcome), with detail.
 	refuse, detail string
