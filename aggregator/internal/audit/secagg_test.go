@@ -40,14 +40,14 @@ var makeRunSigma = sync.OnceValues(func() (float64, error) {
 	return roundspec.CalibrateSigma(7850, roundspec.Options{}, 5, 1, 4, 1e-5)
 })
 
-// TestSecAggPathMatchesVDAF: the audit's path — Σ Quantize(x_i) in the
+// TestSecAggPathMatchesVDAF: the audit's path — Σ Encode(x_i) in the
 // integer domain plus the relay's and the leader's noise from serverNoise —
-// equals, coordinate for coordinate, the Sum that the real Prio3 round
+// equals, coordinate for coordinate, the Sum that the real PINE round
 // unshards (Shard, Helper.Prepare, Leader.Prepare and Combine,
 // Helper.Finish, both AddNoise, Leader.Unshard) on the same seeded streams,
 // at d = 6 with 4 volunteers, 3 rounds. Exact equality: no statistics.
 func TestSecAggPathMatchesVDAF(t *testing.T) {
-	p, err := secagg.NewParams(6, 0.3, 10, 300, 16)
+	p, err := secagg.NewPineParams(6, 0.3, 300, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +70,8 @@ func TestSecAggPathMatchesVDAF(t *testing.T) {
 				t.Fatal(err)
 			}
 			ls, hs = append(ls, l), append(hs, h)
-			// Shard quantizes first, from the same stream.
-			q, err := secagg.Quantize(p, x, noise.NewSeeded(seed))
+			// What Shard puts in the sum (deterministic).
+			q, err := secagg.Encode(p, x)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,9 +144,10 @@ func TestSecAggPathMatchesVDAF(t *testing.T) {
 // σ >= 1 by their Proposition 19's bound). 20,000 coordinates at σ = 50:
 // the sample variance's standard error is σ²·√(2/20,000) ≈ 1%, so the 5%
 // tolerance is 5 standard errors (false failure below 1e-6; fixed seed).
-// Checks the decoding (offset removed, signs kept) on real AddNoise output.
+// Checks the decoding (Field64 to signed, signs kept) on real AddNoise
+// output.
 func TestSecAggNoiseLaw(t *testing.T) {
-	p, err := secagg.NewParams(20000, 0.3, 8, 50, 4)
+	p, err := secagg.NewPineParams(20000, 0.3, 50, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

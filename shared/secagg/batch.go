@@ -7,11 +7,14 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
-// The two servers prepare one batch per round (VDAF preparation with two
-// aggregators, draft-irtf-cfrg-vdaf §7.2.2, one round trip):
+// The batch API: the two servers prepare one batch per round (VDAF
+// preparation with two aggregators, draft-irtf-cfrg-vdaf §7.2.2, one round
+// trip), every report through the round's Engine. The servers run the
+// same steps one report at a time (Engine, aggregator/internal/analysis,
+// relay/internal/helper); tests, benchmarks and examples use this API.
+//
 //
 //	helper: h.Prepare(helper shares)        -> 'P' message to the leader
 //	leader: l.Prepare(leader shares)
@@ -25,7 +28,7 @@ import (
 // Both servers must receive the batch in the same order (the relay fixes
 // it); position i of every message refers to the same report, and the
 // nonces are compared. A report enters the sum only if both servers
-// accepted it and the FLP check on their combined verifier shares passed.
+// accepted it and PINE's checks on their combined verifier shares passed.
 
 // ErrProtocol is wrapped by errors that abort the whole batch: messages
 // out of order, a peer's message that contradicts this server's state
@@ -33,10 +36,10 @@ import (
 // rejected) or aggregate shares over different counts.
 var ErrProtocol = errors.New("protocol violation")
 
-// ErrNoiseOverflow reports an unsharded coordinate outside [0, 2^62):
-// the noise exceeded the offsets (probability at most
-// Params.OffsetTailProbability() <= 2^-40 for honest servers) or a
-// server misbehaved. Nothing is released.
+// ErrNoiseOverflow reports an unsharded coordinate of absolute value
+// 2^62 or more: the noise was that large (probability at most 2^-40 for
+// honest servers, Params.Validate) or a server misbehaved. Nothing is
+// released.
 var ErrNoiseOverflow = errors.New("noisy sum outside the decodable range")
 
 type stage uint8
@@ -49,47 +52,30 @@ const (
 )
 
 // party is the state both servers share: the batch's nonces, per-report
-// outcome, prep states and shares, and the running aggregate.
+// outcome and preparation (through the round's Engine), and the running
+// aggregate.
 type party struct {
 	r       *Round
 	aggID   uint8
-	vk      sumvec.VerifyKey
 	workers int
 	stage   stage
 
 	nonces  [][nonceSize]byte
 	reasons []Reason
 	errs    []error
-	states  []*sumvec.PrepState
-	shares  []*sumvec.PrepShare
+	count   int
 
-	agg   sumvec.AggShare
-	count int
-
-	// A PINE round runs the batch through its Engine: eng prepares,
-	// preps holds each report's preparation, pagg the running aggregate.
 	eng   Engine
 	preps []Prep
 	pagg  *Aggregate
 }
 
 func newParty(r *Round, aggID uint8, verifyKey []byte) (party, error) {
-	if r != nil && r.pn != nil {
-		eng, err := NewPineEngine(r, aggID == 0, verifyKey)
-		if err != nil {
-			return party{}, err
-		}
-		return party{r: r, aggID: aggID, workers: runtime.GOMAXPROCS(0), eng: eng, pagg: eng.NewAggregate()}, nil
+	eng, err := NewPineEngine(r, aggID == 0, verifyKey)
+	if err != nil {
+		return party{}, err
 	}
-	if r == nil || r.vdaf == nil {
-		return party{}, errors.New("secagg: the batch API needs a SumVec round (a PINE round runs through Engine)")
-	}
-	if len(verifyKey) != VerifyKeySize {
-		return party{}, fmt.Errorf("secagg: verify key of %d bytes, want %d", len(verifyKey), VerifyKeySize)
-	}
-	p := party{r: r, aggID: aggID, workers: runtime.GOMAXPROCS(0), agg: r.vdaf.AggregateInit()}
-	copy(p.vk[:], verifyKey)
-	return p, nil
+	return party{r: r, aggID: aggID, workers: runtime.GOMAXPROCS(0), eng: eng, pagg: eng.NewAggregate()}, nil
 }
 
 // SetWorkers sets how many goroutines prepare reports in parallel
@@ -100,7 +86,8 @@ func (p *party) setWorkers(n int) {
 	}
 }
 
-// prepInit decodes every share and runs VDAF PrepInit on it in parallel.
+// prepInit decodes every share and runs VDAF PrepInit on it in parallel
+// (Engine.PrepInit on p.workers goroutines).
 func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	if p.stage != stageNew {
 		return nil, fmt.Errorf("secagg: prepare called twice: %w", ErrProtocol)
@@ -113,8 +100,6 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	p.nonces = make([][nonceSize]byte, n)
 	p.reasons = make([]Reason, n)
 	p.errs = make([]error, n)
-	p.states = make([]*sumvec.PrepState, n)
-	p.shares = make([]*sumvec.PrepShare, n)
 	leader := p.aggID == 0
 
 	// Decode sequentially (cheap) so duplicate detection is deterministic:
@@ -136,59 +121,6 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 		seen[s.Nonce] = struct{}{}
 		decoded[i] = s
 	}
-	if p.eng != nil {
-		return p.prepInitEngine(shares, decoded)
-	}
-
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := 0
-	var setupErr error
-	for range min(p.workers, max(n, 1)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := p.r.newVDAF()
-			if err != nil {
-				mu.Lock()
-				setupErr = err
-				mu.Unlock()
-				return
-			}
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					return
-				}
-				s := decoded[i]
-				if s == nil {
-					continue
-				}
-				nonce := sumvec.Nonce(s.Nonce)
-				st, ps, err := v.PrepInit(&p.vk, &nonce, p.aggID, s.public, s.input)
-				decoded[i] = nil // let the large share go
-				if err != nil {
-					p.reasons[i], p.errs[i] = classify(err), fmt.Errorf("secagg: prep init: %w", err)
-					continue
-				}
-				p.states[i], p.shares[i] = st, ps
-			}
-		}()
-	}
-	wg.Wait()
-	if setupErr != nil {
-		return nil, setupErr
-	}
-	return p.rejections(), nil
-}
-
-// prepInitEngine runs Engine.PrepInit on every decoded share, in
-// parallel on p.workers goroutines.
-func (p *party) prepInitEngine(shares [][]byte, decoded []*ReportShare) ([]Rejection, error) {
-	n := len(shares)
 	p.preps = make([]Prep, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -220,20 +152,6 @@ func (p *party) prepInitEngine(shares [][]byte, decoded []*ReportShare) ([]Rejec
 	return p.rejections(), nil
 }
 
-// classify maps a circl preparation error to a Reason. circl's sentinel
-// errors live in an internal package, so their messages are matched;
-// TestRejections pins both (a changed message shows up there as
-// RejectInternal).
-func classify(err error) Reason {
-	switch err.Error() {
-	case "invalid joint randomness":
-		return RejectJointRand
-	case "proof verifier check failed":
-		return RejectInvalidProof
-	}
-	return RejectInternal
-}
-
 func (p *party) rejections() []Rejection {
 	var out []Rejection
 	for i, r := range p.reasons {
@@ -246,24 +164,7 @@ func (p *party) rejections() []Rejection {
 
 func (p *party) reject(i int, r Reason, err error) {
 	p.reasons[i], p.errs[i] = r, err
-	if p.eng != nil {
-		p.preps[i] = Prep{}
-		return
-	}
-	p.states[i], p.shares[i] = nil, nil
-}
-
-// accept turns report i's prep state into its output share and adds it to
-// the aggregate (VDAF PrepNext and AggregateUpdate).
-func (p *party) accept(i int, msg *sumvec.PrepMessage) error {
-	out, err := p.r.vdaf.PrepNext(p.states[i], msg)
-	if err != nil {
-		return err
-	}
-	p.r.vdaf.AggregateUpdate(&p.agg, out)
-	p.count++
-	p.states[i], p.shares[i] = nil, nil
-	return nil
+	p.preps[i] = Prep{}
 }
 
 // aggregateShare hands out the aggregate share exactly once: a second
@@ -278,15 +179,10 @@ func (p *party) aggregateShare() (*AggregateShare, error) {
 		return nil, fmt.Errorf("secagg: aggregate share before preparation finished: %w", ErrProtocol)
 	}
 	p.stage = stageReleased
-	if p.pagg != nil {
-		return p.pagg.Share()
-	}
-	a := &AggregateShare{r: p.r, count: p.count, share: p.agg}
-	p.agg = p.r.vdaf.AggregateInit()
-	return a, nil
+	return p.pagg.Share()
 }
 
-// Helper is the relay's side of preparation (Prio3 aggregator 1). It is
+// Helper is the relay's side of preparation (VDAF aggregator 1). It is
 // not safe for concurrent use; it prepares exactly one batch.
 type Helper struct{ p party }
 
@@ -312,29 +208,17 @@ func (h *Helper) Prepare(shares [][]byte) ([]byte, []Rejection, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if h.p.eng != nil {
-		entries := make([]Entry, len(shares))
-		for i := range entries {
-			entries[i] = Entry{Nonce: h.p.nonces[i], Reason: h.p.reasons[i]}
-			if h.p.reasons[i] == Accepted {
-				entries[i].Payload = h.p.preps[i].Payload
-			}
+	entries := make([]Entry, len(shares))
+	for i := range entries {
+		entries[i] = Entry{Nonce: h.p.nonces[i], Reason: h.p.reasons[i]}
+		if h.p.reasons[i] == Accepted {
+			entries[i].Payload = h.p.preps[i].Payload
 		}
-		b, err := h.p.r.MarshalPrep(entries)
-		if err != nil {
-			return nil, nil, err
-		}
-		return b, rej, nil
 	}
-	msg := &PrepShares{Round: h.p.r.id, Entries: make([]PrepShareEntry, len(shares))}
-	for i := range shares {
-		msg.Entries[i] = PrepShareEntry{Nonce: h.p.nonces[i], Reason: h.p.reasons[i], share: h.p.shares[i]}
-	}
-	b, err := h.p.r.MarshalPrepShares(msg)
+	b, err := h.p.r.MarshalPrep(entries)
 	if err != nil {
 		return nil, nil, err
 	}
-	clear(h.p.shares) // sent; only the prep states are needed to finish
 	return b, rej, nil
 }
 
@@ -346,49 +230,6 @@ func (h *Helper) Finish(leaderMsg []byte) ([]Rejection, error) {
 	if p.stage != stagePrepared {
 		return nil, fmt.Errorf("secagg: finish before prepare or twice: %w", ErrProtocol)
 	}
-	if p.eng != nil {
-		return h.finishEngine(leaderMsg)
-	}
-	m, err := p.r.ParsePrepMessages(leaderMsg)
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Entries) != len(p.reasons) {
-		return nil, fmt.Errorf("secagg: leader message has %d reports, batch %d: %w", len(m.Entries), len(p.reasons), ErrProtocol)
-	}
-	for i, e := range m.Entries {
-		if e.Reason != Accepted {
-			continue
-		}
-		if p.reasons[i] != Accepted {
-			return nil, fmt.Errorf("secagg: leader accepted report %d that the helper rejected (%v): %w", i, p.reasons[i], ErrProtocol)
-		}
-		if e.Nonce != p.nonces[i] {
-			return nil, fmt.Errorf("secagg: leader message report %d has nonce %x, want %x: %w", i, e.Nonce, p.nonces[i], ErrProtocol)
-		}
-	}
-	for i, e := range m.Entries {
-		if e.Reason != Accepted && p.reasons[i] == Accepted {
-			p.reject(i, e.Reason, errors.New("secagg: rejected by the leader"))
-		}
-	}
-	// Apply only after the whole message is checked.
-	for i, e := range m.Entries {
-		if e.Reason != Accepted {
-			continue
-		}
-		if err := p.accept(i, e.msg); err != nil {
-			return nil, fmt.Errorf("secagg: report %d: leader's prep message does not match: %w: %w", i, ErrProtocol, err)
-		}
-	}
-	p.stage = stageDone
-	return p.rejections(), nil
-}
-
-// finishEngine is Finish for a PINE round: the whole 'M' message is
-// checked before any output share is folded.
-func (h *Helper) finishEngine(leaderMsg []byte) ([]Rejection, error) {
-	p := &h.p
 	m, err := p.r.ParseVerdicts(leaderMsg)
 	if err != nil {
 		return nil, err
@@ -435,7 +276,7 @@ func (h *Helper) finishEngine(leaderMsg []byte) ([]Rejection, error) {
 // Sigma > 0).
 func (h *Helper) AggregateShare() (*AggregateShare, error) { return h.p.aggregateShare() }
 
-// Leader is the aggregator's side of preparation (Prio3 aggregator 0):
+// Leader is the aggregator's side of preparation (VDAF aggregator 0):
 // it decides every report and unshards. It is not safe for concurrent
 // use; it prepares exactly one batch.
 type Leader struct{ p party }
@@ -461,7 +302,7 @@ func (l *Leader) Prepare(shares [][]byte) ([]Rejection, error) { return l.p.prep
 
 // Combine takes the helper's 'P' message, decides each report — accepted
 // iff both servers accepted it, the nonces agree and the FLP check of the
-// combined verifier shares passes (VDAF PrepSharesToPrep) — adds the
+// combined verifier shares passes (Engine.Decide) — adds the
 // accepted output shares to the leader's aggregate and returns the 'M'
 // message for the helper and the complete list of the batch's rejections
 // (count them from here).
@@ -470,50 +311,6 @@ func (l *Leader) Combine(helperMsg []byte) ([]byte, []Rejection, error) {
 	if p.stage != stagePrepared {
 		return nil, nil, fmt.Errorf("secagg: combine before prepare or twice: %w", ErrProtocol)
 	}
-	if p.eng != nil {
-		return l.combineEngine(helperMsg)
-	}
-	hm, err := p.r.ParsePrepShares(helperMsg)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(hm.Entries) != len(p.reasons) {
-		return nil, nil, fmt.Errorf("secagg: helper message has %d reports, batch %d: %w", len(hm.Entries), len(p.reasons), ErrProtocol)
-	}
-	out := &PrepMessages{Round: p.r.id, Entries: make([]PrepMessageEntry, len(p.reasons))}
-	for i, he := range hm.Entries {
-		switch {
-		case p.reasons[i] != Accepted:
-		case he.Reason != Accepted:
-			p.reject(i, he.Reason, errors.New("secagg: rejected by the helper"))
-		case he.Nonce != p.nonces[i]:
-			p.reject(i, RejectNonceMismatch, fmt.Errorf("secagg: helper has nonce %x, leader %x", he.Nonce, p.nonces[i]))
-		default:
-			msg, err := p.r.vdaf.PrepSharesToPrep([]sumvec.PrepShare{*p.shares[i], *he.share})
-			if err != nil {
-				p.reject(i, classify(err), fmt.Errorf("secagg: prep shares to prep: %w", err))
-				break
-			}
-			if err := p.accept(i, msg); err != nil {
-				p.reject(i, classify(err), fmt.Errorf("secagg: prep next: %w", err))
-				break
-			}
-			out.Entries[i].msg = msg
-		}
-		out.Entries[i].Nonce = p.nonces[i]
-		out.Entries[i].Reason = p.reasons[i]
-	}
-	b, err := p.r.MarshalPrepMessages(out)
-	if err != nil {
-		return nil, nil, err
-	}
-	p.stage = stageDone
-	return b, p.rejections(), nil
-}
-
-// combineEngine is Combine for a PINE round (Engine.Decide per report).
-func (l *Leader) combineEngine(helperMsg []byte) ([]byte, []Rejection, error) {
-	p := &l.p
 	hm, err := p.r.ParsePrep(helperMsg)
 	if err != nil {
 		return nil, nil, err
@@ -557,32 +354,6 @@ func (l *Leader) Accepted() int { return l.p.count }
 
 // Accepted returns the number of reports in the helper's aggregate.
 func (h *Helper) Accepted() int { return h.p.count }
-
-// PrepShareEntry is one report in the helper's 'P' message.
-type PrepShareEntry struct {
-	Nonce  [nonceSize]byte
-	Reason Reason
-	share  *sumvec.PrepShare // non-nil iff Reason == Accepted
-}
-
-// PrepShares is the helper's 'P' message.
-type PrepShares struct {
-	Round   uint64
-	Entries []PrepShareEntry
-}
-
-// PrepMessageEntry is one report in the leader's 'M' message.
-type PrepMessageEntry struct {
-	Nonce  [nonceSize]byte
-	Reason Reason
-	msg    *sumvec.PrepMessage // non-nil iff Reason == Accepted
-}
-
-// PrepMessages is the leader's 'M' message.
-type PrepMessages struct {
-	Round   uint64
-	Entries []PrepMessageEntry
-}
 
 type binaryMarshaler interface{ MarshalBinary() ([]byte, error) }
 
@@ -658,76 +429,4 @@ func (r *Round) parseEntries(b []byte, kind byte, payloadLen int, entry func(i i
 		return 0, fmt.Errorf("secagg: %d trailing bytes: %w", len(rest), ErrMalformed)
 	}
 	return int(n), nil
-}
-
-// MarshalPrepShares encodes a 'P' message.
-func (r *Round) MarshalPrepShares(m *PrepShares) ([]byte, error) {
-	return r.marshalEntries(kindHelperPrep, m.Round, len(m.Entries), func(i int) ([nonceSize]byte, Reason, binaryMarshaler) {
-		e := m.Entries[i]
-		if e.share == nil {
-			return e.Nonce, e.Reason, nil
-		}
-		return e.Nonce, e.Reason, e.share
-	})
-}
-
-// ParsePrepShares strictly decodes a 'P' message of this round.
-func (r *Round) ParsePrepShares(b []byte) (*PrepShares, error) {
-	vp := r.vdaf.Params()
-	m := &PrepShares{Round: r.id}
-	n, err := r.parseEntries(b, kindHelperPrep, r.prepShareLen, func(i int, nonce [nonceSize]byte, reason Reason, payload []byte) error {
-		e := PrepShareEntry{Nonce: nonce, Reason: reason}
-		if payload != nil {
-			e.share = new(sumvec.PrepShare)
-			e.share.New(&vp)
-			if err := e.share.UnmarshalBinary(payload); err != nil {
-				return err
-			}
-		}
-		m.Entries = append(m.Entries, e)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if m.Entries == nil {
-		m.Entries = make([]PrepShareEntry, n)
-	}
-	return m, nil
-}
-
-// MarshalPrepMessages encodes an 'M' message.
-func (r *Round) MarshalPrepMessages(m *PrepMessages) ([]byte, error) {
-	return r.marshalEntries(kindLeaderPrep, m.Round, len(m.Entries), func(i int) ([nonceSize]byte, Reason, binaryMarshaler) {
-		e := m.Entries[i]
-		if e.msg == nil {
-			return e.Nonce, e.Reason, nil
-		}
-		return e.Nonce, e.Reason, e.msg
-	})
-}
-
-// ParsePrepMessages strictly decodes an 'M' message of this round.
-func (r *Round) ParsePrepMessages(b []byte) (*PrepMessages, error) {
-	vp := r.vdaf.Params()
-	m := &PrepMessages{Round: r.id}
-	n, err := r.parseEntries(b, kindLeaderPrep, r.prepMsgLen, func(i int, nonce [nonceSize]byte, reason Reason, payload []byte) error {
-		e := PrepMessageEntry{Nonce: nonce, Reason: reason}
-		if payload != nil {
-			e.msg = new(sumvec.PrepMessage)
-			e.msg.New(&vp)
-			if err := e.msg.UnmarshalBinary(payload); err != nil {
-				return err
-			}
-		}
-		m.Entries = append(m.Entries, e)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if m.Entries == nil {
-		m.Entries = make([]PrepMessageEntry, n)
-	}
-	return m, nil
 }
