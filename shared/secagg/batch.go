@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-
 )
 
 // The batch API: the two servers prepare one batch per round (VDAF

@@ -80,7 +80,7 @@ func NewPineParams(dim int, clip float64, sigma float64, maxReports int) (Params
 	}
 	p := Params{
 		NormBound: pn.Config().L2NormBound,
-		Dim: dim, Clip: clip, Scale: pn.Scale(), Sigma: sigma, MaxReports: maxReports,
+		Dim:       dim, Clip: clip, Scale: pn.Scale(), Sigma: sigma, MaxReports: maxReports,
 	}
 	if err := p.Validate(); err != nil {
 		return Params{}, err

@@ -33,9 +33,9 @@ import (
 // above Params.MaxReports, so every accepted string has one encoding.
 const (
 	// version is the version byte of every message of this package.
-	version    = 1
-	headerLen  = 10
-	nonceSize  = 16
+	version   = 1
+	headerLen = 10
+	nonceSize = 16
 	// pineElemSize is the bytes of one Field64 element.
 	pineElemSize = 8
 	// VerifyKeySize is the length of the verification key that the two

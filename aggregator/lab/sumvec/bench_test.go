@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 

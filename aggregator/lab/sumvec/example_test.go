@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/aggregator/lab/sumvec"
+	"github.com/blanket-fl/blanket/shared/noise"
 )
 
 // One round with three volunteers, one of whom sends a share that was
