@@ -145,6 +145,8 @@ type SecAggResult struct {
 	// (0 when none: Ceiling <= Charged).
 	Ceiling    float64 `json:"ceiling"`
 	Detectable float64 `json:"detectable,omitempty"`
+	// Noise is the variance test on the same noise draws (NoiseTest).
+	Noise NoiseTest `json:"noise"`
 }
 
 // RunSecAgg audits Rounds rounds of a secure-summation spec (see the
@@ -152,13 +154,17 @@ type SecAggResult struct {
 // hypothesis, the relay's real noise path, the likelihood-ratio test on
 // the canary coordinate with its threshold chosen on the calibration
 // trials, and ε_lower = ln((TPR_lo − δ)/FPR_hi) with one-sided
-// Clopper-Pearson bounds at Alpha each on the evaluation trials.
+// Clopper-Pearson bounds at Alpha each on the evaluation trials. On the
+// same 4·Trials·Rounds noise draws it runs the variance test (NoiseTest,
+// noiseVarianceTest) against the spec's σ at level Alpha.
 //
 // Guarantee: if the release the ledger credits is (ε, δ)-DP for
 // replace-one with ε = Charged, EpsLower exceeds Charged with probability
 // at most 2·Alpha (Kairouz et al. 2015's hypothesis-testing
-// characterization). With NoiseSigma set the mechanism audited is not the
-// spec's, and EpsLower is a lower bound on that mechanism's ε.
+// characterization); if the servers add the spec's σ, Noise.Flagged is
+// true with probability at most Alpha (up to the normal approximation,
+// see noiseVarianceTest). With NoiseSigma set the mechanism audited is
+// not the spec's, and EpsLower is a lower bound on that mechanism's ε.
 func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (SecAggResult, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -196,6 +202,7 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 		return SecAggResult{}, err
 	}
 	src := noise.NewSeeded(opts.Seed ^ 0xca2a)
+	var m2 secondMoment // the variance test's draws (every k of the trials)
 	var stats [2][2][]float64 // [phase][hypothesis][trial]
 	var canary [2]int64
 	for phase := range 2 {
@@ -214,6 +221,7 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 					if err != nil {
 						return SecAggResult{}, err
 					}
+					m2.add(k)
 					var q int64
 					if qIn >= 1 || noise.Bernoulli(src, qIn) {
 						qs, err := secagg.Encode(p1, []float64{sign * p.Clip})
@@ -252,6 +260,11 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 	}
 	res.Ceiling = Ceiling(opts.Trials, opts.Alpha, opts.Delta)
 	res.Detectable, _ = Detectable(opts.Trials, opts.Alpha, opts.Delta, res.Charged)
+	// The variance test holds the servers to the σ the spec announces
+	// (and the ledger charges), whatever NoiseSigma they used.
+	if res.Noise, err = noiseVarianceTest(m2, p.Sigma, res.Servers, opts.Alpha); err != nil {
+		return SecAggResult{}, err
+	}
 	return res, nil
 }
 

@@ -361,3 +361,81 @@ func TestMainSecAgg(t *testing.T) {
 		}
 	}
 }
+
+// TestSecAggNoiseTestPower: the variance test on the relay's noise draws
+// (noiseVarianceTest) at make run's configuration, 20,000 trials per
+// hypothesis and phase (80,000 draws), Alpha = 1e-3, fixed seeds. An
+// honest relay (the spec's σ) is not flagged (false-alarm probability
+// 1e-3 per run, up to the normal approximation); relays adding σ/1.02 and
+// σ/1.1 are, while the likelihood-ratio test on the canary does not show
+// σ/1.1 above the charge (its Detectable is about 2x the charge). At
+// 80,000 draws the test's Factor (σ/k caught half the time) is
+// 1/sqrt(1 − 3.09·sqrt(2/80,000)) ≈ 1.0078, so σ/1.02 is 4.7 standard
+// deviations past the threshold: a miss has probability below 1e-5. At
+// RunSecAgg's default 100,000 trials (400,000 draws) the Factor is below
+// 1.004.
+func TestSecAggNoiseTestPower(t *testing.T) {
+	spec := makeRunSecAgg(t, 30)
+	p, _ := spec.SecAgg()
+	const trials = 20_000
+	for _, c := range []struct {
+		k    float64
+		flag bool
+	}{{1, false}, {1.02, true}, {1.1, true}} {
+		opts := SecAggOptions{Trials: trials, Alpha: 1e-3, Seed: 11}
+		if c.k != 1 {
+			opts.NoiseSigma = p.Sigma / c.k
+		}
+		res, err := RunSecAgg(context.Background(), spec, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := res.Noise
+		t.Logf("sigma/%v: %d draws, variance ratio %.5f (1/k^2 = %.5f), z = %.2f (threshold -%.2f), flagged %v, factor %.5f; canary test: eps >= %.3f, charged %.3f, detectable %.3f",
+			c.k, n.Draws, n.Ratio, 1/(c.k*c.k), n.Z, n.Threshold, n.Flagged, n.Factor, res.EpsLower, res.Charged, res.Detectable)
+		if n.Draws != 4*trials || n.Flagged != c.flag || math.Abs(n.Ratio*c.k*c.k-1) > 0.03 {
+			t.Errorf("sigma/%v: %+v, want flagged %v", c.k, n, c.flag)
+		}
+		if want := 1 / math.Sqrt(1-n.Threshold*math.Sqrt(2.0/float64(n.Draws))); math.Abs(n.Factor/want-1) > 1e-3 {
+			t.Errorf("factor %v, the Gaussian formula gives %v", n.Factor, want)
+		}
+		if c.k == 1.1 && res.EpsLower > res.Charged {
+			t.Logf("the canary test caught sigma/1.1 too (chance)")
+		}
+	}
+	// The default trial count: Factor from the test's own computation.
+	var m secondMoment
+	for range 4 * 100_000 {
+		m.add(int64(p.Sigma))
+	}
+	d, err := noiseVarianceTest(m, p.Sigma, 1, 1e-3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(d.Factor > 1 && d.Factor < 1.004) {
+		t.Errorf("default trials: factor %v, want in (1, 1.004)", d.Factor)
+	}
+}
+
+// TestSecondMomentExact: the 128-bit accumulator and dgMoments against
+// direct computation.
+func TestSecondMomentExact(t *testing.T) {
+	var m secondMoment
+	var want float64
+	for _, k := range []int64{0, 1, -1, 3_000_000_000, -(1 << 40), 7} {
+		m.add(k)
+		want += float64(k) * float64(k)
+	}
+	if m.n != 6 || m.sum() != want {
+		t.Fatalf("sum %v n %d, want %v 6", m.sum(), m.n, want)
+	}
+	// N_Z(0, 1): E K² = 0.99999999..., well known below σ² (CKS 2020).
+	v, m4, err := dgMoments(1)
+	if err != nil || !(v < 1 && v > 0.9999) || !(m4 > 2.99 && m4 < 3.01) {
+		t.Fatalf("dgMoments(1) = %v, %v, %v", v, m4, err)
+	}
+	v, m4, _ = dgMoments(300)
+	if math.Abs(v/90000-1) > 1e-12 || math.Abs(m4/(3*90000*90000)-1) > 1e-12 {
+		t.Fatalf("dgMoments(300) = %v, %v", v, m4)
+	}
+}
