@@ -202,7 +202,7 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 		return SecAggResult{}, err
 	}
 	src := noise.NewSeeded(opts.Seed ^ 0xca2a)
-	var m2 secondMoment // the variance test's draws (every k of the trials)
+	var m2 secondMoment       // the variance test's draws (every k of the trials)
 	var stats [2][2][]float64 // [phase][hypothesis][trial]
 	var canary [2]int64
 	for phase := range 2 {
