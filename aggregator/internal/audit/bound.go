@@ -59,15 +59,15 @@ type Bound struct {
 	// (secure summation: the credited server's noise).
 	Mechanism string `json:"mechanism,omitempty"`
 	// Noise is secure summation's variance test on the relay's noise
-	// (NoiseTest; nil for the shuffle protocols): Noise.Flagged says the
+	// (NoiseTest; zero for the shuffle protocols): Noise.Flagged says the
 	// relay adds less noise than the spec's σ, Noise.Factor the smallest
 	// k such that σ/k is caught at least half the time.
-	Noise *NoiseTest `json:"noise,omitempty"`
+	Noise NoiseTest `json:"noise,omitzero"`
 }
 
 // Flagged tells whether the audit found a leak: a lower bound above the
 // charge, or (secure summation) noise below the announced σ.
-func (b Bound) Flagged() bool { return b.Lower > b.Charged || b.Noise != nil && b.Noise.Flagged }
+func (b Bound) Flagged() bool { return b.Lower > b.Charged || b.Noise.Flagged }
 
 // setPower fills Ceiling, Detectable and DetectableFactor for a run with
 // trials evaluation trials per hypothesis at level alpha per bound.
@@ -172,7 +172,7 @@ func LowerBoundSecAgg(ctx context.Context, spec *roundspec.Spec, n, trials int, 
 	}
 	b := Bound{Lower: res.EpsLower, Confidence: BoundConfidence, Neighbours: NeighboursReplaceOne,
 		Trials: trials, Delta: BoundDelta, Charged: res.Charged,
-		Mechanism: "the relay's discrete Gaussian noise (the noise the ledger credits), real AddNoise path", Noise: &res.Noise}
+		Mechanism: "the relay's discrete Gaussian noise (the noise the ledger credits), real AddNoise path", Noise: res.Noise}
 	if b.Lower > 0 {
 		b.Attack = SecAggAttack
 	}

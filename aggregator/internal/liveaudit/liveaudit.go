@@ -162,7 +162,7 @@ func (m *Monitor) audit(ctx context.Context, k key, spec *roundspec.Spec, e *ent
 	attrs := []any{"protocol", k.p.Protocol.String(), "randomizer", k.p.Randomizer.String(), "n", k.n,
 		"trials", b.Trials, "lower", b.Lower, "charged", b.Charged, "attack", b.Attack,
 		"ceiling", b.Ceiling, "detectable", b.Detectable, "detectable_factor", b.DetectableFactor}
-	if b.Noise != nil {
+	if b.Noise.Draws > 0 {
 		attrs = append(attrs, "noise_z", b.Noise.Z, "noise_flagged", b.Noise.Flagged, "noise_factor", b.Noise.Factor)
 	}
 	if st.Exceeds {
