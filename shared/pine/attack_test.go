@@ -133,7 +133,8 @@ func expectReject(t *testing.T, err error, want ...Reason) Reason {
 }
 
 // TestAttackNormTooLarge: gradients of norm 1.01x, 2x and 88x the bound
-// (88x is what SumVec lets through today). The honest encoder refuses
+// (88x is what the Prio3 SumVec baseline, aggregator/lab/sumvec, lets
+// through). The honest encoder refuses
 // them; a client that lies about the norm bits is rejected: claiming the
 // bound fails the norm-equality proof; sending the true norm fails the
 // range check (main proof) when it fits the available bits and the

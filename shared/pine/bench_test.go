@@ -10,8 +10,8 @@ import (
 )
 
 // Benchmarks at the MNIST size (d = 7850, clip 1), PINE with ForBlanket
-// (shared/secagg's BenchmarkShard and BenchmarkEngine put PINE and the
-// Prio3 SumVec baseline side by side in one run). Natively:
+// (aggregator/lab/sumvec's BenchmarkShard puts PINE and the Prio3 SumVec
+// baseline side by side in one run). Natively:
 //
 //	go test -run '^$' -bench . -benchtime 20x ./shared/pine
 //
@@ -80,8 +80,9 @@ func BenchmarkShard(b *testing.B) {
 // BenchmarkPrep is the preparation of ONE report by both servers
 // together, one after the other on one thread: PrepInit of the leader and
 // the helper, PrepSharesToPrep, PrepNext of both and the aggregation of
-// the two output shares (for SumVec: secagg's Helper.Prepare,
-// Leader.Prepare and Leader.Combine on a batch of one, one worker each).
+// the two output shares (for SumVec: aggregator/lab/sumvec's
+// Helper.Prepare, Leader.Prepare and Leader.Combine on a batch of one,
+// one worker each).
 func BenchmarkPrep(b *testing.B) {
 	x := benchUpdate(1)
 	b.Run("pine", func(b *testing.B) {

@@ -3,9 +3,9 @@ package roundspec_test
 import (
 	"fmt"
 
+	"github.com/blanket-fl/blanket/aggregator/lab/sumvec"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/roundspec"
-	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -29,13 +29,14 @@ func ExampleSpec_SharesSizes() {
 		return
 	}
 	fmt.Printf("leader %d B, helper %d B, Shares frame %d B\n", l, h, wire.SharesSize(l, h))
-	// The Prio3 SumVec baseline (10 bits, the former default) at the same d.
-	sp, err := secagg.NewParams(7850, roundspec.DefaultSecAggClip, roundspec.DefaultBits, 1e3, 400)
+	// The Prio3 SumVec baseline (10 bits, the former default; the lab's
+	// aggregator/lab/sumvec) at the same d.
+	sp, err := sumvec.NewParams(7850, roundspec.DefaultSecAggClip, roundspec.DefaultBits, 1e3, 400)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	r, err := secagg.NewRound(sp, 1)
+	r, err := sumvec.NewRound(sp, 1)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -7,7 +7,6 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/pine"
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
 // AggregateShare is one server's share of the round's sum: the sum of
@@ -17,8 +16,7 @@ type AggregateShare struct {
 	r      *Round
 	count  int
 	noised bool
-	share  sumvec.AggShare
-	pshare *pine.AggShare // PINE rounds
+	pshare *pine.AggShare
 }
 
 // Count returns the number of reports aggregated.
@@ -27,30 +25,26 @@ func (a *AggregateShare) Count() int { return a.count }
 // Noised tells whether AddNoise has been applied.
 func (a *AggregateShare) Noised() bool { return a.noised }
 
-// AddNoise adds, to every coordinate, NoiseOffset + K with K drawn from
-// the discrete Gaussian N_Z(0, Sigma^2) (Canonne, Kamath and Steinke
-// 2020, Algorithm 3; see discreteGaussian), as a Field128 element (K < 0
-// is p - |K|). It must be called exactly once per server, with
+// AddNoise adds, to every coordinate, K drawn from the discrete Gaussian
+// N_Z(0, Sigma^2) (Canonne, Kamath and Steinke 2020, Algorithm 3; see
+// discreteGaussian), as the Field64 element K mod q: the sum decodes as a
+// signed integer. It must be called exactly once per server, with
 // noise.Secure() in production.
 //
-// In a PINE round the offset is 0 and K is added to the Field64 entry
-// (K mod q): the sum decodes as a signed integer. The guarantee below
-// holds with Sensitivity() = NormBound, the L2 bound PINE's proof puts
-// on every accepted report (docs/secagg.md).
-//
 // Guarantee: whatever the other server does, the unsharded sum released
-// by the leader, as a function of the honest volunteers' quantized
-// vectors, is rho-zCDP with rho = Sensitivity()^2 / (2 Sigma^2) under
-// add/remove of one volunteer, by this server's noise alone: the sum
-// of the vectors has L2 sensitivity Sensitivity() (Quantize), the
+// by the leader, as a function of the volunteers' encoded vectors, is
+// rho-zCDP with rho = Sensitivity()^2 / (2 Sigma^2) under add/remove of
+// one volunteer, by this server's noise alone: PINE's proof bounds the L2
+// norm of every accepted report by Sensitivity() = NormBound
+// (docs/secagg.md), so the sum has L2 sensitivity Sensitivity(); the
 // discrete Gaussian is delta_i^2/(2 Sigma^2)-zCDP per coordinate at
 // sensitivity delta_i (Canonne, Kamath and Steinke 2020, arXiv:2004.00010,
-// Thm. 4), Renyi divergences of independent coordinates add, so the
-// vector is sum_i delta_i^2/(2 Sigma^2) <= Delta^2/(2 Sigma^2)-zCDP, and
-// everything else the leader sees (its own noise, the other
-// server's share) is independent of this noise, so the release is
+// Thm. 4); Renyi divergences of independent coordinates add, so the
+// vector is sum_i delta_i^2/(2 Sigma^2) <= Delta^2/(2 Sigma^2)-zCDP; and
+// everything else the leader sees (its own noise, the other server's
+// share) is independent of this noise, so the release is
 // post-processing. The same holds against the leader, who knows its own
-// noise. The offset is public and deterministic.
+// noise.
 func (a *AggregateShare) AddNoise(src noise.Source) error {
 	if a.noised {
 		return errors.New("secagg: noise already added to this aggregate share")
@@ -59,42 +53,13 @@ func (a *AggregateShare) AddNoise(src noise.Source) error {
 	if err != nil {
 		return fmt.Errorf("secagg: add noise: %w", err)
 	}
-	if a.pshare != nil {
-		k := make([]int64, a.r.p.Dim)
-		for i := range k {
-			k[i] = g.sample(src)
-		}
-		if err := a.pshare.AddSigned(k); err != nil {
-			return fmt.Errorf("secagg: add noise: %w", err)
-		}
-		a.noised = true
-		return nil
+	k := make([]int64, a.r.p.Dim)
+	for i := range k {
+		k[i] = g.sample(src)
 	}
-	off := int64(a.r.p.NoiseOffset) // <= 2^60 by Validate
-	v := make(sumvec.Vec, a.r.p.Dim)
-	for i := range v {
-		k := off + g.sample(src)
-		if k >= 0 {
-			_ = v[i].SetUint64(uint64(k))
-		} else {
-			var t sumvec.Fp
-			_ = t.SetUint64(uint64(-k))
-			v[i].Sub(&v[i], &t)
-		}
+	if err := a.pshare.AddSigned(k); err != nil {
+		return fmt.Errorf("secagg: add noise: %w", err)
 	}
-	// AggShare's vector is not exported: add the noise as an output
-	// share (both are Dim Field128 elements with the same encoding).
-	enc, err := v.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("secagg: encoding noise: %w", err)
-	}
-	vp := a.r.vdaf.Params()
-	var out sumvec.OutShare
-	out.New(&vp)
-	if err := out.UnmarshalBinary(enc); err != nil {
-		return fmt.Errorf("secagg: noise as output share: %w", err)
-	}
-	a.r.vdaf.AggregateUpdate(&a.share, &out)
 	a.noised = true
 	return nil
 }
@@ -106,13 +71,7 @@ func (a *AggregateShare) MarshalBinary() ([]byte, error) {
 	if a.r.p.Sigma > 0 && !a.noised {
 		return nil, fmt.Errorf("secagg: aggregate share without noise: %w", ErrProtocol)
 	}
-	var enc []byte
-	var err error
-	if a.pshare != nil {
-		enc, err = a.pshare.MarshalBinary()
-	} else {
-		enc, err = a.share.MarshalBinary()
-	}
+	enc, err := a.pshare.MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("secagg: encoding aggregate share: %w", err)
 	}
@@ -149,18 +108,11 @@ func (r *Round) ParseAggregateShare(b []byte) (*AggregateShare, error) {
 	if nz == 0 && r.p.Sigma > 0 {
 		return nil, fmt.Errorf("secagg: aggregate share without noise in a round with sigma=%v: %w", r.p.Sigma, ErrMalformed)
 	}
-	if r.pn != nil {
-		ps, err := r.pn.ParseAggShare(b[headerLen+5:], int(n))
-		if err != nil {
-			return nil, fmt.Errorf("secagg: aggregate share: %w: %w", ErrMalformed, err)
-		}
-		return &AggregateShare{r: r, count: int(n), noised: nz == 1, pshare: ps}, nil
-	}
-	a := &AggregateShare{r: r, count: int(n), noised: nz == 1, share: r.vdaf.AggregateInit()}
-	if err := a.share.UnmarshalBinary(b[headerLen+5:]); err != nil {
+	ps, err := r.pn.ParseAggShare(b[headerLen+5:], int(n))
+	if err != nil {
 		return nil, fmt.Errorf("secagg: aggregate share: %w: %w", ErrMalformed, err)
 	}
-	return a, nil
+	return &AggregateShare{r: r, count: int(n), noised: nz == 1, pshare: ps}, nil
 }
 
 // Result is the unsharded output of a round.
@@ -171,15 +123,14 @@ type Result struct {
 	// 2 whenever Sigma > 0 (Unshard refuses anything else), 0 for the
 	// noise-free parameters of tests.
 	NoiseShares int
-	// Sum is the noisy sum of the quantized vectors in integer units:
+	// Sum is the noisy sum of the encoded vectors in integer units:
 	// sum_j q_j + N, N the servers' discrete Gaussian noise (variance
 	// NoiseShares * Sigma^2 per coordinate, up to the discrete
 	// Gaussian's variance being at most Sigma^2).
 	Sum []int64
 	// Mean is Sum / (Count * Scale): the estimate of the mean clipped
-	// update in model units. It is unbiased up to the conditional
-	// rounding bias of Quantize (L2 norm at most
-	// sqrt(d) Beta/(1-Beta)/Scale, negligible).
+	// update in model units, up to the encoding's rounding to the grid
+	// (at most 1/(2 Scale) per coordinate and report).
 	Mean []float64
 }
 
@@ -215,35 +166,7 @@ func (r *Round) Unshard(own *AggregateShare, helperMsg []byte) (*Result, error) 
 	if own.count == 0 {
 		return nil, errors.New("secagg: unshard: no accepted reports")
 	}
-	if r.pn != nil {
-		return r.unshardPine(own, h)
-	}
-	vals, err := r.vdaf.Unshard([]sumvec.AggShare{own.share, h.share}, uint(own.count))
-	if err != nil {
-		return nil, fmt.Errorf("secagg: unshard: %w: %w", ErrNoiseOverflow, err)
-	}
-	if vals == nil || len(*vals) != r.p.Dim {
-		return nil, fmt.Errorf("secagg: unshard returned a vector of the wrong length: %w", ErrProtocol)
-	}
-	res := &Result{Count: own.count, Sum: make([]int64, r.p.Dim), Mean: make([]float64, r.p.Dim)}
-	for _, a := range []*AggregateShare{own, h} {
-		if a.noised {
-			res.NoiseShares++
-		}
-	}
-	if r.p.Sigma > 0 && res.NoiseShares != 2 {
-		return nil, fmt.Errorf("secagg: unshard: %d of 2 aggregate shares carry noise: %w", res.NoiseShares, ErrProtocol)
-	}
-	offset := int64(own.count)*r.p.EntryBound() + int64(res.NoiseShares)*int64(r.p.NoiseOffset)
-	denom := float64(own.count) * r.p.Scale
-	for i, u := range *vals {
-		if u >= maxTotal {
-			return nil, fmt.Errorf("secagg: unshard: coordinate %d is %d: %w", i, u, ErrNoiseOverflow)
-		}
-		res.Sum[i] = int64(u) - offset
-		res.Mean[i] = float64(res.Sum[i]) / denom
-	}
-	return res, nil
+	return r.unshardPine(own, h)
 }
 
 // unshardPine merges two PINE aggregate shares: the signed Field64 sum in

@@ -9,11 +9,12 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 	"github.com/blanket-fl/blanket/shared/noise"
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
 // Benchmarks at the MNIST size (d = 7850, clip 1, sigma 300 per server, up
-// to 1,000 reports; SumVec at 8 bits). Run natively with
+// to 1,000 reports; PINE, NewPineParams). The Prio3 SumVec baseline's
+// benchmarks, and BenchmarkShard with both VDAFs side by side, are
+// aggregator/lab/sumvec's. Run natively with
 //
 //	go test -run '^$' -bench . -benchtime 1x ./shared/secagg/
 //
@@ -22,10 +23,10 @@ import (
 //	GOOS=js GOARCH=wasm go test -run '^$' -bench 'Shard' \
 //	    -exec="$(go env GOROOT)/lib/wasm/go_js_wasm_exec" ./shared/secagg/
 
-const benchDim, benchBits, benchSigma = 7850, 8, 300.0
+const benchDim, benchSigma = 7850, 300.0
 
 func benchRound(b *testing.B, maxReports int) *Round {
-	p, err := NewParams(benchDim, 1, benchBits, benchSigma, maxReports)
+	p, err := NewPineParams(benchDim, 1, benchSigma, maxReports)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,106 +37,61 @@ func benchRound(b *testing.B, maxReports int) *Round {
 	return r
 }
 
-// BenchmarkShard is the volunteer's cost per round, PINE (the product's,
-// NewPineParams) next to the Prio3 SumVec baseline in one run: clip,
-// encode (SumVec: conditional rounding), shard with the proofs, encode
-// the two shares. It reports the bytes the volunteer sends (both shares,
-// before sealing).
+// BenchmarkShard is the volunteer's cost per round: clip, encode on
+// PINE's grid, shard with the proofs, encode the two shares. It reports
+// the bytes the volunteer sends (both shares, before sealing).
 func BenchmarkShard(b *testing.B) {
 	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
-	pp, err := NewPineParams(benchDim, 1, benchSigma, 1000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pr, err := NewRound(pp, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		r    *Round
-	}{{"pine", pr}, {"sumvec", benchRound(b, 1000)}} {
-		b.Run(c.name, func(b *testing.B) {
-			src := noise.NewSeeded(2)
-			var l, h []byte
-			var err error
-			var clk benchclock.Clock
-			clk.Start()
-			for b.Loop() {
-				l, h, err = c.r.Shard(x, src)
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			clk.Report(b)
-			b.ReportMetric(float64(len(l)+len(h)), "bytes/volunteer")
-			b.ReportMetric(float64(len(l)), "leader-bytes")
-			b.ReportMetric(float64(len(h)), "helper-bytes")
-		})
-	}
-}
-
-// BenchmarkEngine is the preparation of one report by both servers
-// through their Engines (PrepInit of both, Decide, Next, both folds), one
-// after the other on one thread: PINE next to the SumVec baseline.
-func BenchmarkEngine(b *testing.B) {
-	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
-	pp, err := NewPineParams(benchDim, 1, benchSigma, 1000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pr, err := NewRound(pp, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	vk := make([]byte, VerifyKeySize)
-	for _, c := range []struct {
-		name string
-		r    *Round
-	}{{"pine", pr}, {"sumvec", benchRound(b, 1<<20)}} {
-		b.Run(c.name, func(b *testing.B) {
-			l, h, err := c.r.Shard(x, noise.NewSeeded(2))
-			if err != nil {
-				b.Fatal(err)
-			}
-			le, _ := NewEngine(c.r, true, vk)
-			he, _ := NewEngine(c.r, false, vk)
-			la, ha := le.NewAggregate(), he.NewAggregate()
-			var clk benchclock.Clock
-			clk.Start()
-			for b.Loop() {
-				hp := he.PrepInit(h)
-				m, out := le.Decide(le.PrepInit(l), hp.Entry)
-				if out == nil {
-					b.Fatalf("rejected: %v", m.Reason)
-				}
-				hout, err := he.Next(hp, m)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if la.Fold(out) != nil || ha.Fold(hout) != nil {
-					b.Fatal("fold")
-				}
-			}
-			clk.Report(b)
-			b.ReportMetric(float64(c.r.prepShareLen+c.r.prepMsgLen), "inter-server-bytes")
-		})
-	}
-}
-
-// BenchmarkQuantize is the clip and conditional rounding alone.
-func BenchmarkQuantize(b *testing.B) {
 	r := benchRound(b, 1000)
-	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
 	src := noise.NewSeeded(2)
+	var l, h []byte
+	var err error
 	var clk benchclock.Clock
 	clk.Start()
 	for b.Loop() {
-		if _, err := Quantize(r.p, x, src); err != nil {
+		l, h, err = r.Shard(x, src)
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
 	clk.Report(b)
+	b.ReportMetric(float64(len(l)+len(h)), "bytes/volunteer")
+	b.ReportMetric(float64(len(l)), "leader-bytes")
+	b.ReportMetric(float64(len(h)), "helper-bytes")
+}
+
+// BenchmarkEngine is the preparation of one report by both servers
+// through their Engines (PrepInit of both, Decide, Next, both folds), one
+// after the other on one thread.
+func BenchmarkEngine(b *testing.B) {
+	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
+	r := benchRound(b, 1<<20)
+	vk := make([]byte, VerifyKeySize)
+	l, h, err := r.Shard(x, noise.NewSeeded(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	le, _ := NewEngine(r, true, vk)
+	he, _ := NewEngine(r, false, vk)
+	la, ha := le.NewAggregate(), he.NewAggregate()
+	var clk benchclock.Clock
+	clk.Start()
+	for b.Loop() {
+		hp := he.PrepInit(h)
+		m, out := le.Decide(le.PrepInit(l), hp.Entry)
+		if out == nil {
+			b.Fatalf("rejected: %v", m.Reason)
+		}
+		hout, err := he.Next(hp, m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if la.Fold(out) != nil || ha.Fold(hout) != nil {
+			b.Fatal("fold")
+		}
+	}
+	clk.Report(b)
+	b.ReportMetric(float64(r.prepShareLen+r.prepMsgLen), "inter-server-bytes")
 }
 
 var (
@@ -250,110 +206,6 @@ func BenchmarkPrepareRound(b *testing.B) {
 			b.ReportMetric(helperT.Seconds()/it, "helper-s")
 			b.ReportMetric(leaderT.Seconds()/it, "leader-s")
 			b.ReportMetric(float64(interServer), "inter-server-bytes")
-		})
-	}
-}
-
-// BenchmarkChunkLength measures SumVec's chunk-length trade-off at
-// d = 7850, 8 bits for one report: leader plus helper PrepInit and the
-// combination (ms), and the sizes that grow with the chunk (leader
-// share, prep share). The calls column is the number of gadget calls;
-// calls+1 a power of two avoids padding the interpolation.
-func BenchmarkChunkLength(b *testing.B) {
-	l := uint(benchDim * benchBits)
-	for _, calls := range []uint{7, 15, 31, 63, 127, 255} {
-		chunk := (l + calls - 1) / calls
-		b.Run(fmt.Sprintf("chunk=%d/calls=%d", chunk, calls), func(b *testing.B) {
-			v, err := sumvec.New(2, benchDim, benchBits, chunk, []byte("bench"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			vp := v.Params()
-			meas := make([]uint64, benchDim)
-			for i := range meas {
-				meas[i] = uint64(i * 7 % 255)
-			}
-			var nonce sumvec.Nonce
-			rnd := make([]byte, vp.RandSize())
-			fill(noise.NewSeeded(1), rnd)
-			t0 := time.Now()
-			pub, shares, err := v.Shard(meas, &nonce, rnd)
-			if err != nil {
-				b.Fatal(err)
-			}
-			shardT := time.Since(t0)
-			var vk sumvec.VerifyKey
-			var psLen int
-			var clk benchclock.Clock
-			clk.Start()
-			for b.Loop() {
-				_, p0, err := v.PrepInit(&vk, &nonce, 0, pub, shares[0])
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, p1, err := v.PrepInit(&vk, &nonce, 1, pub, shares[1])
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := v.PrepSharesToPrep([]sumvec.PrepShare{*p0, *p1}); err != nil {
-					b.Fatal(err)
-				}
-				enc, _ := p1.MarshalBinary()
-				psLen = len(enc)
-			}
-			clk.Report(b)
-			ls, _ := shares[0].MarshalBinary()
-			b.ReportMetric(float64(len(ls)), "leader-share-bytes")
-			b.ReportMetric(float64(psLen), "prep-share-bytes")
-			b.ReportMetric(shardT.Seconds()*1000, "shard-ms-1run")
-		})
-	}
-}
-
-// BenchmarkBits measures the bits-per-entry trade-off at d = 7850 with
-// defaultChunkLength: leader plus helper preparation CPU per report, the
-// leader's share, and how much conditional rounding inflates the
-// sensitivity over the clip norm (Sensitivity / (Scale*Clip); the noise
-// needed for a given privacy level grows by this factor relative to the
-// signal).
-func BenchmarkBits(b *testing.B) {
-	for _, bits := range []uint{6, 7, 8, 10} {
-		b.Run(fmt.Sprintf("bits=%d", bits), func(b *testing.B) {
-			p, err := NewParams(benchDim, 1, bits, benchSigma, 1000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			r, err := NewRound(p, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
-			l, h, err := r.Shard(x, noise.NewSeeded(2))
-			if err != nil {
-				b.Fatal(err)
-			}
-			cpu0 := processCPU()
-			for b.Loop() {
-				helper, _ := NewHelper(r, testVK)
-				leader, _ := NewLeader(r, testVK)
-				helper.SetWorkers(1)
-				leader.SetWorkers(1)
-				pmsg, _, err := helper.Prepare([][]byte{h})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := leader.Prepare([][]byte{l}); err != nil {
-					b.Fatal(err)
-				}
-				if _, rej, err := leader.Combine(pmsg); err != nil || len(rej) != 0 {
-					b.Fatalf("combine: %v %v", err, rej)
-				}
-			}
-			if cpu := processCPU() - cpu0; cpu > 0 {
-				b.ReportMetric(cpu*1000/float64(b.N), "cpu-ms/report")
-			}
-			b.ReportMetric(float64(len(l)), "leader-share-bytes")
-			b.ReportMetric(p.Sensitivity()/p.ClipUnits(), "delta/clip")
 		})
 	}
 }

@@ -4,10 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/blanket-fl/blanket/shared/pine"
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
 // One report at a time (draft-irtf-cfrg-vdaf §5.2, §7.2: PrepInit,
@@ -22,9 +20,9 @@ import (
 //	helper:  e.Next(own Prep, leader's Entry)   -> output share
 //	both:    agg.Fold(output share); at the end agg.Share() -> AggregateShare
 //
-// Engine is the interface another VDAF (PINE, shared/pine) implements to
-// plug into the same two state machines (aggregator/internal/analysis,
-// relay/internal/helper); SumVec implements it today.
+// Engine is the interface of a VDAF's preparation in the two state
+// machines (aggregator/internal/analysis, relay/internal/helper); PINE
+// (PineEngine) implements it.
 
 // Entry is one report in a 'P' or 'M' message: the report's nonce, its
 // verdict, and (iff Reason == Accepted) the encoded prep share ('P') or
@@ -73,180 +71,11 @@ type Engine interface {
 	NewAggregate() *Aggregate
 }
 
-// SumVecEngine is Engine for Prio3 SumVec (the round's parameters).
-type SumVecEngine struct {
-	r     *Round
-	aggID uint8
-	vk    sumvec.VerifyKey
-	pool  sync.Pool // *sumvec.SumVec: not safe for concurrent use
-}
-
-var _ Engine = (*SumVecEngine)(nil)
-
-// NewEngine returns the engine of round r (PineEngine for a PINE round,
-// SumVecEngine for a SumVec one) for the leader (leader = true) or the
-// helper, with the round's verify key (DeriveVerifyKey).
+// NewEngine returns the engine of round r (NewPineEngine) for the leader
+// (leader = true) or the helper, with the round's verify key
+// (DeriveVerifyKey).
 func NewEngine(r *Round, leader bool, verifyKey []byte) (Engine, error) {
-	if r != nil && r.pn != nil {
-		return NewPineEngine(r, leader, verifyKey)
-	}
-	return NewSumVecEngine(r, leader, verifyKey)
-}
-
-// NewSumVecEngine returns the SumVec engine of a SumVec round (the
-// baseline of tests and benchmarks).
-func NewSumVecEngine(r *Round, leader bool, verifyKey []byte) (*SumVecEngine, error) {
-	if r == nil || r.vdaf == nil {
-		return nil, errors.New("secagg: not a SumVec round")
-	}
-	if len(verifyKey) != VerifyKeySize {
-		return nil, fmt.Errorf("secagg: verify key of %d bytes, want %d", len(verifyKey), VerifyKeySize)
-	}
-	e := &SumVecEngine{r: r, aggID: 1}
-	if leader {
-		e.aggID = 0
-	}
-	copy(e.vk[:], verifyKey)
-	return e, nil
-}
-
-// Round returns the engine's round.
-func (e *SumVecEngine) Round() *Round { return e.r }
-
-// Leader implements Engine.
-func (e *SumVecEngine) Leader() bool { return e.aggID == 0 }
-
-func (e *SumVecEngine) get() (*sumvec.SumVec, error) {
-	if v, ok := e.pool.Get().(*sumvec.SumVec); ok {
-		return v, nil
-	}
-	return e.r.newVDAF()
-}
-
-type sumvecOut struct{ o *sumvec.OutShare }
-
-func (sumvecOut) isOutShare() {}
-
-type sumvecState struct{ st *sumvec.PrepState }
-
-// PrepInit implements Engine.
-func (e *SumVecEngine) PrepInit(share []byte) Prep {
-	s, reason, err := e.r.ParseReportShare(share, e.Leader())
-	if err != nil {
-		return Prep{Entry: Entry{Reason: reason}, Err: err}
-	}
-	p := Prep{Entry: Entry{Nonce: s.Nonce}}
-	v, err := e.get()
-	if err != nil {
-		p.Reason, p.Err = RejectInternal, err
-		return p
-	}
-	defer e.pool.Put(v)
-	nonce := sumvec.Nonce(s.Nonce)
-	st, ps, err := v.PrepInit(&e.vk, &nonce, e.aggID, s.public, s.input)
-	if err != nil {
-		p.Reason, p.Err = classify(err), fmt.Errorf("secagg: prep init: %w", err)
-		return p
-	}
-	enc, err := ps.MarshalBinary()
-	if err != nil {
-		p.Reason, p.Err = RejectInternal, fmt.Errorf("secagg: encoding prep share: %w", err)
-		return p
-	}
-	p.Payload, p.state = enc, sumvecState{st}
-	return p
-}
-
-// Decide implements Engine.
-func (e *SumVecEngine) Decide(own Prep, helper Entry) (Entry, OutShare) {
-	m := Entry{Nonce: own.Nonce, Reason: own.Reason}
-	switch {
-	case !e.Leader():
-		m.Reason = RejectInternal
-		return m, nil
-	case own.Reason != Accepted:
-		return m, nil
-	case helper.Reason != Accepted:
-		m.Reason = helper.Reason
-		return m, nil
-	case helper.Nonce != own.Nonce:
-		m.Reason = RejectNonceMismatch
-		return m, nil
-	}
-	st, ok := own.state.(sumvecState)
-	if !ok || st.st == nil {
-		m.Reason = RejectInternal
-		return m, nil
-	}
-	vp := e.r.vdaf.Params()
-	var mine, theirs sumvec.PrepShare
-	mine.New(&vp)
-	theirs.New(&vp)
-	if len(helper.Payload) != e.r.prepShareLen || theirs.UnmarshalBinary(helper.Payload) != nil || mine.UnmarshalBinary(own.Payload) != nil {
-		m.Reason = RejectMalformed
-		return m, nil
-	}
-	v, err := e.get()
-	if err != nil {
-		m.Reason = RejectInternal
-		return m, nil
-	}
-	defer e.pool.Put(v)
-	msg, err := v.PrepSharesToPrep([]sumvec.PrepShare{mine, theirs})
-	if err != nil {
-		m.Reason = classify(err)
-		return m, nil
-	}
-	out, err := v.PrepNext(st.st, msg)
-	if err != nil {
-		m.Reason = classify(err)
-		return m, nil
-	}
-	enc, err := msg.MarshalBinary()
-	if err != nil {
-		m.Reason = RejectInternal
-		return m, nil
-	}
-	m.Payload = enc
-	return m, sumvecOut{out}
-}
-
-// Next implements Engine.
-func (e *SumVecEngine) Next(own Prep, leader Entry) (OutShare, error) {
-	if leader.Reason != Accepted {
-		return nil, nil
-	}
-	if own.Reason != Accepted {
-		return nil, fmt.Errorf("secagg: the leader accepted a report the helper rejected (%v): %w", own.Reason, ErrProtocol)
-	}
-	if leader.Nonce != own.Nonce {
-		return nil, fmt.Errorf("secagg: the leader's entry has another nonce: %w", ErrProtocol)
-	}
-	st, ok := own.state.(sumvecState)
-	if !ok || st.st == nil {
-		return nil, fmt.Errorf("secagg: report without a prep state: %w", ErrProtocol)
-	}
-	vp := e.r.vdaf.Params()
-	var msg sumvec.PrepMessage
-	msg.New(&vp)
-	if len(leader.Payload) != e.r.prepMsgLen || msg.UnmarshalBinary(leader.Payload) != nil {
-		return nil, fmt.Errorf("secagg: malformed prep message: %w", ErrProtocol)
-	}
-	v, err := e.get()
-	if err != nil {
-		return nil, err
-	}
-	defer e.pool.Put(v)
-	out, err := v.PrepNext(st.st, &msg)
-	if err != nil {
-		return nil, fmt.Errorf("secagg: the leader's prep message does not match: %w: %w", ErrProtocol, err)
-	}
-	return sumvecOut{out}, nil
-}
-
-// NewAggregate implements Engine.
-func (e *SumVecEngine) NewAggregate() *Aggregate {
-	return &Aggregate{r: e.r, agg: e.r.vdaf.AggregateInit()}
+	return NewPineEngine(r, leader, verifyKey)
 }
 
 // Aggregate is a server's running aggregate: the sum of the output shares
@@ -255,8 +84,7 @@ func (e *SumVecEngine) NewAggregate() *Aggregate {
 // aggregate share (Share). Not safe for concurrent use.
 type Aggregate struct {
 	r        *Round
-	agg      sumvec.AggShare
-	pagg     *pine.AggShare // PINE rounds
+	pagg     *pine.AggShare
 	count    int
 	released bool
 }
@@ -270,22 +98,13 @@ func (a *Aggregate) Fold(out OutShare) error {
 	if a.count >= a.r.p.MaxReports {
 		return fmt.Errorf("secagg: fold: more than %d reports: %w", a.r.p.MaxReports, ErrProtocol)
 	}
-	if a.pagg != nil {
-		o, ok := out.(pineOut)
-		if !ok {
-			return errors.New("secagg: fold: not a PINE output share")
-		}
-		if err := a.pagg.Add(o.o); err != nil {
-			return fmt.Errorf("secagg: fold: %w", err)
-		}
-		a.count++
-		return nil
+	o, ok := out.(pineOut)
+	if !ok {
+		return errors.New("secagg: fold: not a PINE output share")
 	}
-	o, ok := out.(sumvecOut)
-	if !ok || o.o == nil {
-		return errors.New("secagg: fold: not a SumVec output share")
+	if err := a.pagg.Add(o.o); err != nil {
+		return fmt.Errorf("secagg: fold: %w", err)
 	}
-	a.r.vdaf.AggregateUpdate(&a.agg, o.o)
 	a.count++
 	return nil
 }
@@ -302,13 +121,8 @@ func (a *Aggregate) Share() (*AggregateShare, error) {
 		return nil, fmt.Errorf("secagg: aggregate share already released: %w", ErrProtocol)
 	}
 	a.released = true
-	if a.pagg != nil {
-		s := &AggregateShare{r: a.r, count: a.count, pshare: a.pagg}
-		a.pagg = a.r.pn.NewAggShare()
-		return s, nil
-	}
-	s := &AggregateShare{r: a.r, count: a.count, share: a.agg}
-	a.agg = a.r.vdaf.AggregateInit()
+	s := &AggregateShare{r: a.r, count: a.count, pshare: a.pagg}
+	a.pagg = a.r.pn.NewAggShare()
 	return s, nil
 }
 
@@ -316,19 +130,13 @@ func (a *Aggregate) Share() (*AggregateShare, error) {
 const kindRunning byte = 'R'
 
 // MarshalBinary encodes the running aggregate for persistence: header
-// ('R', round) | count (4) | Dim x Field128. It never leaves the server
+// ('R', round) | count (4) | Dim x Field64. It never leaves the server
 // (it is the exact, un-noised partial sum).
 func (a *Aggregate) MarshalBinary() ([]byte, error) {
 	if a.released {
 		return nil, fmt.Errorf("secagg: aggregate already released: %w", ErrProtocol)
 	}
-	var enc []byte
-	var err error
-	if a.pagg != nil {
-		enc, err = a.pagg.MarshalBinary()
-	} else {
-		enc, err = a.agg.MarshalBinary()
-	}
+	enc, err := a.pagg.MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("secagg: encoding aggregate: %w", err)
 	}
@@ -350,18 +158,11 @@ func (r *Round) ParseAggregate(b []byte) (*Aggregate, error) {
 	if uint64(n) > uint64(r.p.MaxReports) {
 		return nil, fmt.Errorf("secagg: running aggregate of %d reports exceeds max %d: %w", n, r.p.MaxReports, ErrMalformed)
 	}
-	if r.pn != nil {
-		pa, err := r.pn.ParseAggShare(b[headerLen+4:], int(n))
-		if err != nil {
-			return nil, fmt.Errorf("secagg: running aggregate: %w: %w", ErrMalformed, err)
-		}
-		return &Aggregate{r: r, count: int(n), pagg: pa}, nil
-	}
-	a := &Aggregate{r: r, count: int(n), agg: r.vdaf.AggregateInit()}
-	if err := a.agg.UnmarshalBinary(b[headerLen+4:]); err != nil {
+	pa, err := r.pn.ParseAggShare(b[headerLen+4:], int(n))
+	if err != nil {
 		return nil, fmt.Errorf("secagg: running aggregate: %w: %w", ErrMalformed, err)
 	}
-	return a, nil
+	return &Aggregate{r: r, count: int(n), pagg: pa}, nil
 }
 
 // MarshalPrep encodes a 'P' message (the helper's prep shares) from

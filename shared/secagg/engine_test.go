@@ -64,13 +64,13 @@ func runEngines(t *testing.T, r *Round, reps []report) (lead, help *Aggregate, v
 }
 
 // TestEngineMatchesBatch: preparing one report at a time gives exactly
-// the batch API's verdicts and sum (honest reports, an out-of-range one,
+// the batch API's verdicts and sum (honest reports, an over-norm one,
 // a tampered helper share), and the persisted running aggregate resumes
 // to the same sum.
 func TestEngineMatchesBatch(t *testing.T) {
-	r := testRound(t, 20, 4, 0, 16, 9)
+	r := testRound(t, 20, 0, 16, 9)
 	honest := honestReports(t, r, 5, 3)
-	bad := outOfRangeReport(t, r, 11)
+	bad := overNormReport(t, r, 11)
 	tampered := honest[4]
 	tampered.helper = append([]byte(nil), tampered.helper...)
 	tampered.helper[len(tampered.helper)-1] ^= 1
@@ -131,7 +131,7 @@ func TestEngineMatchesBatch(t *testing.T) {
 // accepting what it rejected, with another nonce, or with a prep message
 // that does not match.
 func TestEngineNextRefusesContradictions(t *testing.T) {
-	r := testRound(t, 8, 4, 0, 8, 2)
+	r := testRound(t, 8, 0, 8, 2)
 	reps := honestReports(t, r, 2, 5)
 	le, _ := NewEngine(r, true, testVK)
 	he, _ := NewEngine(r, false, testVK)
@@ -160,7 +160,7 @@ func TestEngineNextRefusesContradictions(t *testing.T) {
 }
 
 func TestParseAggregateStrict(t *testing.T) {
-	r := testRound(t, 8, 4, 0, 8, 2)
+	r := testRound(t, 8, 0, 8, 2)
 	e, _ := NewEngine(r, true, testVK)
 	b, err := e.NewAggregate().MarshalBinary()
 	if err != nil {
@@ -171,7 +171,7 @@ func TestParseAggregateStrict(t *testing.T) {
 			t.Errorf("%d bytes: %v", len(bad), err)
 		}
 	}
-	other := testRound(t, 8, 4, 0, 8, 3)
+	other := testRound(t, 8, 0, 8, 3)
 	if _, err := other.ParseAggregate(b); !errors.Is(err, ErrMalformed) {
 		t.Errorf("another round's aggregate: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 // altered in transit. Production code passes noise.Secure() everywhere
 // the example passes seeded sources.
 func Example() {
-	p, err := secagg.NewParams(8, 1.0, 8, 4, 100) // d=8, clip 1, 8 bits, sigma 4
+	p, err := secagg.NewPineParams(8, 1.0, 4, 100) // d=8, clip 1, sigma 4
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,6 +56,6 @@ func Example() {
 	fmt.Printf("sensitivity %.1f, mean has %d coordinates\n", p.Sensitivity(), len(res.Mean))
 	// Output:
 	// accepted: 2 noise shares: 2
-	// rejected report 2 - joint randomness mismatch
-	// sensitivity 129.6, mean has 8 coordinates
+	// rejected report 2 - invalid proof
+	// sensitivity 32771.0, mean has 8 coordinates
 }

@@ -10,7 +10,7 @@ import (
 // The fuzz targets check that no input panics and that every accepted
 // byte string is canonical: re-encoding the decoded value gives back
 // exactly the input (one encoding per message). They run on a small
-// round (d = 4, 3 bits, at most 4 reports); the seeds are real messages
+// round (d = 4, at most 4 reports); the seeds are real messages
 // of a round with an accepted and a rejected report.
 
 type fuzzSeeds struct {
@@ -21,7 +21,7 @@ type fuzzSeeds struct {
 }
 
 func newFuzzSeeds(t testing.TB) fuzzSeeds {
-	r := testRound(t, 4, 3, 2, 4, 1)
+	r := testRound(t, 4, 2, 4, 1)
 	reps := honestReports(t, r, 2, 3)
 	bad := bytes.Clone(reps[1].helper)
 	bad[len(bad)-1] ^= 1 // joint randomness mismatch: rejected entry
@@ -56,7 +56,7 @@ func newFuzzSeeds(t testing.TB) fuzzSeeds {
 		t.Fatal(err)
 	}
 	// The same aggregate without noise, as a noise-free round encodes it.
-	r0 := testRound(t, 4, 3, 0, 4, 1)
+	r0 := testRound(t, 4, 0, 4, 1)
 	ab := bytes.Clone(nb)
 	ab[headerLen+4] = 0
 	if _, err := r0.ParseAggregateShare(ab); err != nil {
@@ -100,15 +100,15 @@ func FuzzParseReportShare(f *testing.F) {
 	})
 }
 
-func FuzzParsePrepShares(f *testing.F) {
+func FuzzParsePrep(f *testing.F) {
 	s := newFuzzSeeds(f)
 	addVariants(f, s.prepShares)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := s.r.ParsePrepShares(b)
+		m, err := s.r.ParsePrep(b)
 		if err != nil {
 			return
 		}
-		out, err := s.r.MarshalPrepShares(m)
+		out, err := s.r.MarshalPrep(m)
 		if err != nil {
 			t.Fatalf("accepted message does not re-encode: %v", err)
 		}
@@ -118,15 +118,15 @@ func FuzzParsePrepShares(f *testing.F) {
 	})
 }
 
-func FuzzParsePrepMessages(f *testing.F) {
+func FuzzParseVerdicts(f *testing.F) {
 	s := newFuzzSeeds(f)
 	addVariants(f, s.prepMsgs)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := s.r.ParsePrepMessages(b)
+		m, err := s.r.ParseVerdicts(b)
 		if err != nil {
 			return
 		}
-		out, err := s.r.MarshalPrepMessages(m)
+		out, err := s.r.MarshalVerdicts(m)
 		if err != nil {
 			t.Fatalf("accepted message does not re-encode: %v", err)
 		}
@@ -159,25 +159,25 @@ func FuzzParseAggregateShare(f *testing.F) {
 // TestDecodersRefuse pins a few refusals the fuzz seeds rely on.
 func TestDecodersRefuse(t *testing.T) {
 	s := newFuzzSeeds(t)
-	if _, err := s.r.ParsePrepShares(s.prepMsgs); err == nil {
+	if _, err := s.r.ParsePrep(s.prepMsgs); err == nil {
 		t.Error("'M' message parsed as 'P'")
 	}
-	if _, err := s.r.ParsePrepMessages(s.prepShares); err == nil {
+	if _, err := s.r.ParseVerdicts(s.prepShares); err == nil {
 		t.Error("'P' message parsed as 'M'")
 	}
 	for _, b := range [][]byte{s.prepShares, s.prepMsgs} {
 		c := bytes.Clone(b)
 		c[headerLen+4+nonceSize] = byte(numReasons) // first entry's reason
-		if _, err := s.r.ParsePrepShares(c); err == nil {
+		if _, err := s.r.ParsePrep(c); err == nil {
 			t.Error("unknown reason accepted")
 		}
-		if _, err := s.r.ParsePrepMessages(c); err == nil {
+		if _, err := s.r.ParseVerdicts(c); err == nil {
 			t.Error("unknown reason accepted")
 		}
 	}
 	huge := bytes.Clone(s.prepShares)
 	huge[headerLen] = 0xff // count 2^24 * 255 + ...
-	if _, err := s.r.ParsePrepShares(huge); err == nil {
+	if _, err := s.r.ParsePrep(huge); err == nil {
 		t.Error("count above MaxReports accepted")
 	}
 	a := bytes.Clone(s.noisyAggShare)

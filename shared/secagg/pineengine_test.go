@@ -264,8 +264,8 @@ func FuzzPineMessages(f *testing.F) {
 
 // TestPineParamsValidate: PINE parameters are exactly pine.ForBlanket's
 // derivation: a smaller norm bound (which would under-state the
-// sensitivity the ledger charges), another scale, a SumVec field or a
-// report bound whose sums could reach 2^62 are refused.
+// sensitivity the ledger charges), another scale, a sigma below one unit
+// or a report bound whose sums could reach 2^62 are refused.
 func TestPineParamsValidate(t *testing.T) {
 	p, err := NewPineParams(7850, 0.3, 300, 1000)
 	if err != nil {
@@ -277,11 +277,10 @@ func TestPineParamsValidate(t *testing.T) {
 	for name, mod := range map[string]func(*Params){
 		"norm bound":  func(p *Params) { p.NormBound-- },
 		"scale":       func(p *Params) { p.Scale *= 2 },
-		"bits":        func(p *Params) { p.Bits = 8 },
-		"offset":      func(p *Params) { p.NoiseOffset = 1 },
 		"sigma":       func(p *Params) { p.Sigma = 0.5 },
 		"max reports": func(p *Params) { p.MaxReports = maxReports + 1 },
-		"vdaf":        func(p *Params) { p.VDAF = 7 },
+		"clip":        func(p *Params) { p.Clip *= 3 },
+		"dim":         func(p *Params) { p.Dim = 0 },
 	} {
 		q := p
 		mod(&q)

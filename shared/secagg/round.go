@@ -7,7 +7,6 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/pine"
-	"github.com/cloudflare/circl/vdaf/prio3/sumvec"
 )
 
 // Byte-string layouts (all integers big-endian). Every message starts
@@ -17,25 +16,26 @@ import (
 //
 // and then, by kind:
 //
-//	'L' leader input share: nonce (16) | public share (64) | Prio3 leader share
-//	                        (measurement share Dim*Bits*16, proof share, blind 32)
-//	'H' helper input share: nonce (16) | public share (64) | seed (32) | blind (32)
+//	'L' leader input share: nonce (16) | PINE public share | PINE leader share
+//	'H' helper input share: nonce (16) | PINE public share | PINE helper share
+//	                        (four 32-byte seeds)
 //	'P' helper prep shares: count (4) | count x [nonce (16) | reason (1) |
-//	                        Prio3 prep share (verifier*16 + 32) iff reason = 0]
+//	                        PINE prep share iff reason = 0]
 //	'M' leader prep messages: count (4) | count x [nonce (16) | reason (1) |
-//	                        joint randomness seed (32) iff reason = 0]
-//	'A' aggregate share:    count (4) | noised (1) = 0 or 1 | Dim x Field128 (16)
+//	                        PINE prep message iff reason = 0]
+//	'A' aggregate share:    count (4) | noised (1) = 0 or 1 | Dim x Field64 (8)
+//	'R' running aggregate:  count (4) | Dim x Field64 (never leaves a server)
 //
-// Field elements are Field128 little-endian and must be canonical (< p);
+// The PINE parts are shared/pine's encodings (their sizes are the
+// pine.Pine's). Field elements are Field64 little-endian and must be
+// canonical (< q);
 // decoders refuse trailing bytes, unknown kinds and reasons, and counts
 // above Params.MaxReports, so every accepted string has one encoding.
 const (
 	// version is the version byte of every message of this package.
-	version    = 1
-	headerLen  = 10
-	nonceSize  = 16
-	seedSize   = 32
-	publicSize = 2 * seedSize
+	version   = 1
+	headerLen = 10
+	nonceSize = 16
 	// pineElemSize is the bytes of one Field64 element.
 	pineElemSize = 8
 	// VerifyKeySize is the length of the verification key that the two
@@ -50,11 +50,6 @@ const (
 	kindAggShare    byte = 'A'
 )
 
-// contextPrefix domain-separates Blanket's use of Prio3; the round number
-// follows it, so shares, proofs and prep messages of one round are
-// useless in another (the joint randomness and query randomness differ).
-const contextPrefix = "blanket/secagg/v1/round:"
-
 // ErrMalformed is wrapped by every decoding error of this package.
 var ErrMalformed = errors.New("malformed message")
 
@@ -64,16 +59,12 @@ var ErrMalformed = errors.New("malformed message")
 type Round struct {
 	p  Params
 	id uint64
-	// vdaf is used only for its (read-only) parameters; every operation
-	// that runs the XOF gets its own instance (SumVec is not safe for
-	// concurrent use).
-	vdaf *sumvec.SumVec
-	// pn is the PINE instance of a VDAFPine round (vdaf is nil then);
-	// immutable and safe for concurrent use.
+	// pn is the round's PINE instance; immutable and safe for concurrent
+	// use.
 	pn *pine.Pine
 
 	publicLen      int // public share bytes
-	leaderShareLen int // Prio3 leader input share bytes
+	leaderShareLen int // PINE leader input share bytes
 	helperShareLen int
 	prepShareLen   int
 	prepMsgLen     int
@@ -85,56 +76,15 @@ func NewRound(p Params, id uint64) (*Round, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Round{p: p, id: id, publicLen: publicSize}
-	if p.VDAF == VDAFPine {
-		pn, err := pine.ForBlanket(p.Dim, p.Clip)
-		if err != nil {
-			return nil, fmt.Errorf("secagg: %w", err)
-		}
-		r.pn = pn
-		r.publicLen = pn.PublicShareSize()
-		r.leaderShareLen, r.helperShareLen = pn.LeaderShareSize(), pn.HelperShareSize()
-		r.prepShareLen, r.prepMsgLen = pn.PrepShareSize(), pn.PrepMsgSize()
-		r.aggShareLen = pineElemSize * p.Dim
-		return r, nil
-	}
-	v, err := r.newVDAF()
+	pn, err := pine.ForBlanket(p.Dim, p.Clip)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("secagg: %w", err)
 	}
-	r.vdaf = v
-	vp := v.Params()
-	var ls, hs sumvec.InputShare
-	ls.New(&vp, 0)
-	hs.New(&vp, 1)
-	var ps sumvec.PrepShare
-	ps.New(&vp)
-	var pm sumvec.PrepMessage
-	pm.New(&vp)
-	agg := v.AggregateInit()
-	for _, c := range []struct {
-		m interface{ MarshalBinary() ([]byte, error) }
-		n *int
-	}{{&ls, &r.leaderShareLen}, {&hs, &r.helperShareLen}, {&ps, &r.prepShareLen}, {&pm, &r.prepMsgLen}, {&agg, &r.aggShareLen}} {
-		b, err := c.m.MarshalBinary()
-		if err != nil {
-			return nil, fmt.Errorf("secagg: sizing prio3 messages: %w", err)
-		}
-		*c.n = len(b)
-	}
-	if r.helperShareLen != 2*seedSize || r.prepMsgLen != seedSize || r.aggShareLen != 16*p.Dim {
-		return nil, fmt.Errorf("secagg: unexpected prio3 sizes helper=%d prep=%d agg=%d", r.helperShareLen, r.prepMsgLen, r.aggShareLen)
-	}
+	r := &Round{p: p, id: id, pn: pn, publicLen: pn.PublicShareSize()}
+	r.leaderShareLen, r.helperShareLen = pn.LeaderShareSize(), pn.HelperShareSize()
+	r.prepShareLen, r.prepMsgLen = pn.PrepShareSize(), pn.PrepMsgSize()
+	r.aggShareLen = pineElemSize * p.Dim
 	return r, nil
-}
-
-func (r *Round) newVDAF() (*sumvec.SumVec, error) {
-	ctx := binary.BigEndian.AppendUint64([]byte(contextPrefix), r.id)
-	v, err := sumvec.New(2, uint(r.p.Dim), r.p.Bits, r.p.ChunkLength, ctx)
-	if err != nil {
-		return nil, fmt.Errorf("secagg: sumvec: %w", err)
-	}
-	return v, nil
 }
 
 // Params returns the round's parameters.
@@ -151,7 +101,7 @@ func (r *Round) LeaderShareSize() int { return headerLen + nonceSize + r.publicL
 // HelperShareSize: see LeaderShareSize.
 func (r *Round) HelperShareSize() int { return headerLen + nonceSize + r.publicLen + r.helperShareLen }
 
-// Pine returns the round's PINE instance, nil for a SumVec round.
+// Pine returns the round's PINE instance.
 func (r *Round) Pine() *pine.Pine { return r.pn }
 
 // PrepShareSize returns the bytes per accepted report in the helper's
@@ -181,80 +131,23 @@ func (r *Round) checkHeader(b []byte, kind byte) (Reason, error) {
 	return Accepted, nil
 }
 
-// Shard is the volunteer's side (VDAF Shard, draft-irtf-cfrg-vdaf §7.2.1):
-// it quantizes the update x with Quantize (L2 clip to Clip, conditional
-// randomized rounding, so ||q||_2 <= Sensitivity() — the guarantee the
-// servers' noise is calibrated to), encodes q_i + EntryBound() as a SumVec
-// measurement in [0, 2^Bits), draws a fresh 16-byte nonce and the Prio3
-// randomness from src, and returns the encodings of the leader's and the
-// helper's input shares, each carrying the nonce and public share. Their
-// lengths are LeaderShareSize() and HelperShareSize() whatever x is.
+// Shard is the volunteer's side (VDAF Shard, draft-irtf-cfrg-vdaf §7.2.1,
+// PINE's sharding, draft-chen-cfrg-vdaf-pine): it clips the update x to L2
+// norm Clip (clipL2), encodes it on PINE's fixed-point grid
+// (pine.Pine.Encode: round half to even, so that the encoding's norm is at
+// most NormBound = Sensitivity() — the bound the servers' noise is
+// calibrated to — and the report is accepted), draws a fresh 16-byte nonce
+// and PINE's randomness from src, and returns the encodings of the
+// leader's and the helper's input shares (pine.Pine.Shard), each carrying
+// the nonce and public share. Their lengths are LeaderShareSize() and
+// HelperShareSize() whatever x is.
 //
 // Each share alone is uniformly distributed given x's length (additive
-// sharing over Field128, the helper's share a seed); the caller must seal
-// leader to the aggregator and helper to the relay. src must be
+// sharing over Field64, the helper's share four 32-byte seeds); the caller
+// must seal leader to the aggregator and helper to the relay. src must be
 // noise.Secure() in production (the nonce and seeds are secrets until
 // sealed); a seeded source makes Shard deterministic for tests.
-//
-// In a PINE round Shard instead encodes x to PINE's fixed-point grid
-// (pine.Pine.Encode: round to nearest, after clipping x to L2 norm Clip
-// here, so that the encoding's norm is at most NormBound and the report is
-// accepted) and runs pine.Pine.Shard with a fresh nonce; the helper's
-// share is four 32-byte seeds.
 func (r *Round) Shard(x []float64, src noise.Source) (leader, helper []byte, err error) {
-	if r.pn != nil {
-		return r.shardPine(x, src)
-	}
-	q, err := Quantize(r.p, x, src)
-	if err != nil {
-		return nil, nil, err
-	}
-	return r.shardQuantized(q, src)
-}
-
-// shardQuantized shards an already quantized vector (tests use it to
-// build out-of-range reports, which Shard itself refuses).
-func (r *Round) shardQuantized(q []int64, src noise.Source) (leader, helper []byte, err error) {
-	if len(q) != r.p.Dim {
-		return nil, nil, fmt.Errorf("secagg: quantized update has length %d, want %d", len(q), r.p.Dim)
-	}
-	meas := make([]uint64, len(q))
-	b := r.p.EntryBound()
-	for i, v := range q {
-		meas[i] = uint64(v + b)
-	}
-	v, err := r.newVDAF()
-	if err != nil {
-		return nil, nil, err
-	}
-	var nonce sumvec.Nonce
-	fill(src, nonce[:])
-	vp := v.Params()
-	rnd := make([]byte, vp.RandSize())
-	fill(src, rnd)
-	pub, shares, err := v.Shard(meas, &nonce, rnd)
-	if err != nil {
-		return nil, nil, fmt.Errorf("secagg: prio3 shard: %w", err)
-	}
-	if len(shares) != 2 || len(pub) != publicSize {
-		return nil, nil, fmt.Errorf("secagg: prio3 shard returned %d shares, public share %d bytes", len(shares), len(pub))
-	}
-	out := [2][]byte{}
-	for i, kind := range []byte{kindLeaderShare, kindHelperShare} {
-		enc, err := shares[i].MarshalBinary()
-		if err != nil {
-			return nil, nil, fmt.Errorf("secagg: encoding input share: %w", err)
-		}
-		m := r.header(kind)
-		m = append(m, nonce[:]...)
-		m = append(m, pub...)
-		out[i] = append(m, enc...)
-	}
-	return out[0], out[1], nil
-}
-
-// shardPine is Shard for a PINE round.
-func (r *Round) shardPine(x []float64, src noise.Source) (leader, helper []byte, err error) {
 	if len(x) != r.p.Dim {
 		return nil, nil, fmt.Errorf("secagg: update has length %d, want %d", len(x), r.p.Dim)
 	}
@@ -302,10 +195,8 @@ type ReportShare struct {
 	// Leader tells whether this is the leader's share.
 	Leader bool
 	// Nonce is the report's public nonce (its identifier in the round).
-	Nonce  [nonceSize]byte
-	public sumvec.PublicShare
-	input  sumvec.InputShare
-	// pub and in are a PINE report's public and input shares.
+	Nonce [nonceSize]byte
+	// pub and in are the report's PINE public and input shares.
 	pub, in []byte
 }
 
@@ -328,47 +219,25 @@ func (r *Round) ParseReportShare(b []byte, leader bool) (*ReportShare, Reason, e
 	off := headerLen
 	copy(s.Nonce[:], b[off:])
 	off += nonceSize
-	if r.pn != nil {
-		// PINE's PrepInit checks the field elements (strictly canonical)
-		// and the lengths are fixed: the bytes are kept as they are.
-		s.pub = append([]byte(nil), b[off:off+r.publicLen]...)
-		s.in = append([]byte(nil), b[off+r.publicLen:]...)
-		return s, Accepted, nil
-	}
-	s.public = append(sumvec.PublicShare(nil), b[off:off+publicSize]...)
-	off += publicSize
-	vp := r.vdaf.Params()
-	aggID := uint(1)
-	if leader {
-		aggID = 0
-	}
-	s.input.New(&vp, aggID)
-	if err := s.input.UnmarshalBinary(b[off:]); err != nil {
-		return nil, RejectMalformed, fmt.Errorf("secagg: input share: %w: %w", ErrMalformed, err)
-	}
+	// PINE's PrepInit checks the field elements (strictly canonical) and
+	// the lengths are fixed: the bytes are kept as they are.
+	s.pub = append([]byte(nil), b[off:off+r.publicLen]...)
+	s.in = append([]byte(nil), b[off+r.publicLen:]...)
 	return s, Accepted, nil
 }
 
 // marshal re-encodes the share exactly as ParseReportShare read it.
-func (s *ReportShare) marshal(r *Round) ([]byte, error) {
+func (s *ReportShare) marshal(r *Round) []byte {
 	kind := kindHelperShare
 	if s.Leader {
 		kind = kindLeaderShare
 	}
 	m := r.header(kind)
 	m = append(m, s.Nonce[:]...)
-	if r.pn != nil {
-		m = append(m, s.pub...)
-		return append(m, s.in...), nil
-	}
-	enc, err := s.input.MarshalBinary()
-	if err != nil {
-		return nil, fmt.Errorf("secagg: encoding input share: %w", err)
-	}
-	m = append(m, s.public...)
-	return append(m, enc...), nil
+	m = append(m, s.pub...)
+	return append(m, s.in...)
 }
 
 // MarshalReportShare re-encodes a decoded share of this round exactly as
 // ParseReportShare read it.
-func (r *Round) MarshalReportShare(s *ReportShare) ([]byte, error) { return s.marshal(r) }
+func (r *Round) MarshalReportShare(s *ReportShare) ([]byte, error) { return s.marshal(r), nil }

@@ -83,6 +83,27 @@ type AuditView struct {
 	Trials                     int
 	Attack                     string
 	Exceeds                    bool
+	// Caught is the smallest under-charge the audit could have caught
+	// (audit.Bound.DetectableFactor: a leak of Caught times the charge is
+	// shown above it at least half the time); 0 when none could be.
+	Caught float64
+	// NoiseFactor (secure summation) is the smallest k such that the
+	// audit's variance test flags a relay adding σ/k at least half the
+	// time (audit.NoiseTest.Factor); 0 when not run.
+	NoiseFactor float64
+}
+
+// limit says what a finished audit could have caught: without it "found
+// no leak" overstates a run too small to find one.
+func (a AuditView) limit() string {
+	s := "it could not have caught any under-charge (too few trials for this charge)"
+	if a.Caught > 0 {
+		s = fmt.Sprintf("it could have caught only an under-charge of %.2g× or more", a.Caught)
+	}
+	if a.NoiseFactor > 0 {
+		s += fmt.Sprintf("; its noise test would have caught a relay adding σ/%.4g or less", a.NoiseFactor)
+	}
+	return s
 }
 
 // Short is a finished audit in a few words for the projected page.
@@ -91,9 +112,9 @@ func (a AuditView) Short() string {
 		return fmt.Sprintf("Audit warning: an attack shows ε ≥ %s per round, above the %s charged. Stop and report it.", fmtEps(a.Lower), fmtEps(a.Charged))
 	}
 	if a.Lower == 0 {
-		return fmt.Sprintf("Audited: the strongest attack we run on this configuration found no leak (ε ≥ 0 per round; %s charged).", fmtEps(a.Charged))
+		return fmt.Sprintf("Audited: the strongest attack we run on this configuration found no leak (ε ≥ 0 per round; %s charged); %s.", fmtEps(a.Charged), a.limit())
 	}
-	return fmt.Sprintf("Audited: the strongest attack we run proves only ε ≥ %s per round, below the %s charged.", fmtEps(a.Lower), fmtEps(a.Charged))
+	return fmt.Sprintf("Audited: the strongest attack we run proves only ε ≥ %s per round, below the %s charged; %s.", fmtEps(a.Lower), fmtEps(a.Charged), a.limit())
 }
 
 // Text is the audit in one plain sentence ("" when the audit is off).
@@ -104,8 +125,8 @@ func (a AuditView) Text() string {
 			return fmt.Sprintf("Audit warning: an attack on this configuration shows ε ≥ %s for one round, above the %s the ledger charges per round (%.0f%% confidence, %d trials). Stop the run and report it.",
 				fmtEps(a.Lower), fmtEps(a.Charged), 100*a.Confidence, a.Trials)
 		}
-		return fmt.Sprintf("Audited: the strongest attack Blanket runs on this configuration shows ε ≥ %s for one round (%.0f%% confidence, %d trials per hypothesis); the ledger charges %s per round. A lower bound below the charge means no leak was found, not that none exists.",
-			fmtEps(a.Lower), 100*a.Confidence, a.Trials, fmtEps(a.Charged))
+		return fmt.Sprintf("Audited: the strongest attack Blanket runs on this configuration shows ε ≥ %s for one round (%.0f%% confidence, %d trials per hypothesis); the ledger charges %s per round. A lower bound below the charge means no leak was found, not that none exists: %s.",
+			fmtEps(a.Lower), 100*a.Confidence, a.Trials, fmtEps(a.Charged), a.limit())
 	case "pending", "running":
 		return "Audit: attacking this configuration in the background; its lower bound on ε appears here when done."
 	case "not_applicable":

@@ -531,12 +531,21 @@ func TestDashboardAudit(t *testing.T) {
 		}
 		return b.String()
 	}
-	done := render(AuditView{State: "done", Lower: 0.25, Charged: 3, Confidence: 0.95, Trials: 50})
+	done := render(AuditView{State: "done", Lower: 0.25, Charged: 3, Confidence: 0.95, Trials: 50, Caught: 14.2})
 	if !strings.Contains(done, `id="audit"`) || !strings.Contains(done, "ε ≥ 0.25") || !strings.Contains(done, "charges 3 per round") || !strings.Contains(done, `<p id="audit" class="hint" data-state="done"`) {
 		t.Errorf("done audit not shown as expected")
 	}
-	if !strings.Contains(done, `<p id="audit-summary" class="words">Audited: the strongest attack we run proves only ε ≥ 0.25 per round, below the 3 charged.`) {
-		t.Errorf("done audit not summarized under the privacy meter")
+	if !strings.Contains(done, `<p id="audit-summary" class="words">Audited: the strongest attack we run proves only ε ≥ 0.25 per round, below the 3 charged; it could have caught only an under-charge of 14× or more.`) {
+		t.Errorf("done audit not summarized under the privacy meter with what it could have caught")
+	}
+	// "found no leak" always says the audit's limit.
+	none := render(AuditView{State: "done", Charged: 3, Confidence: 0.95, Trials: 50})
+	if !strings.Contains(none, "found no leak (ε ≥ 0 per round; 3 charged); it could not have caught any under-charge") {
+		t.Errorf("a blind audit's \"found no leak\" does not say it was blind")
+	}
+	sa := render(AuditView{State: "done", Lower: 0.7, Charged: 1.6, Confidence: 0.95, Trials: 200000, Caught: 1.6, NoiseFactor: 1.0035})
+	if !strings.Contains(sa, "under-charge of 1.6× or more; its noise test would have caught a relay adding σ/1.004 or less") {
+		t.Errorf("secure summation's noise test limit is not shown")
 	}
 	leak := render(AuditView{State: "done", Lower: 4.5, Charged: 3, Confidence: 0.95, Trials: 50, Exceeds: true})
 	if !strings.Contains(leak, `class="hint warn"`) || !strings.Contains(leak, `<p id="audit-summary" class="words warn">Audit warning`) {

@@ -49,7 +49,7 @@ func peakHeap(f func()) uint64 {
 }
 
 // BenchmarkLeaderBatchVsStream compares, at the MNIST size (d = 7850,
-// 8 bits), the aggregator's preparation of n reports as main did it
+// PINE), the aggregator's preparation of n reports as main did it
 // (every leader share opened into a copy in parallel, secagg.Leader.
 // Prepare on all of them, then Combine: all at the close) with the
 // streamed path (SecAggLeader.PrepareChunk per chunk of 8 as chunks
@@ -61,7 +61,7 @@ func peakHeap(f func()) uint64 {
 //	go test -run '^$' -bench LeaderBatchVsStream -benchtime 1x ./aggregator/internal/analysis/
 func BenchmarkLeaderBatchVsStream(b *testing.B) {
 	const d, maxN, chunk = 7850, 96, 8
-	p, err := secagg.NewParams(d, 1, 8, 300, maxN)
+	p, err := secagg.NewPineParams(d, 1, 300, maxN)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -58,7 +58,16 @@ type Bound struct {
 	// Mechanism says what was attacked when it is not the whole round
 	// (secure summation: the credited server's noise).
 	Mechanism string `json:"mechanism,omitempty"`
+	// Noise is secure summation's variance test on the relay's noise
+	// (NoiseTest; zero for the shuffle protocols): Noise.Flagged says the
+	// relay adds less noise than the spec's σ, Noise.Factor the smallest
+	// k such that σ/k is caught at least half the time.
+	Noise NoiseTest `json:"noise,omitzero"`
 }
+
+// Flagged tells whether the audit found a leak: a lower bound above the
+// charge, or (secure summation) noise below the announced σ.
+func (b Bound) Flagged() bool { return b.Lower > b.Charged || b.Noise.Flagged }
 
 // setPower fills Ceiling, Detectable and DetectableFactor for a run with
 // trials evaluation trials per hypothesis at level alpha per bound.
@@ -145,22 +154,25 @@ const SecAggTrials = 200_000
 // RunSecAgg).
 //
 // Guarantee: Lower is a lower bound on one round's ε at BoundDelta for
-// replace-one, valid with probability at least BoundConfidence (one
-// attack, two one-sided Clopper-Pearson bounds at (1 − BoundConfidence)/2
-// each). A bound below the charge is no proof of privacy; Detectable says
-// how large an under-charge the run could have caught.
+// replace-one, and an honest relay's noise passes the variance test
+// (Noise), together with probability at least BoundConfidence (one
+// attack, two one-sided Clopper-Pearson bounds and the variance test at
+// (1 − BoundConfidence)/3 each). A bound below the charge is no proof of
+// privacy; Detectable says how large an under-charge the likelihood-ratio
+// test could have caught, Noise.Factor how little noise the variance test
+// would have caught (σ/Noise.Factor).
 func LowerBoundSecAgg(ctx context.Context, spec *roundspec.Spec, n, trials int, seed uint64) (Bound, error) {
 	if n < 1 || trials < 10 {
 		return Bound{}, fmt.Errorf("audit: lower bound needs n >= 1 and trials >= 10, got n = %d, trials = %d", n, trials)
 	}
-	alpha := (1 - BoundConfidence) / 2
+	alpha := (1 - BoundConfidence) / 3
 	res, err := RunSecAgg(ctx, spec, SecAggOptions{Volunteers: n, Trials: trials, Alpha: alpha, Delta: BoundDelta, Seed: seed})
 	if err != nil {
 		return Bound{}, err
 	}
 	b := Bound{Lower: res.EpsLower, Confidence: BoundConfidence, Neighbours: NeighboursReplaceOne,
 		Trials: trials, Delta: BoundDelta, Charged: res.Charged,
-		Mechanism: "the relay's discrete Gaussian noise (the noise the ledger credits), real AddNoise path"}
+		Mechanism: "the relay's discrete Gaussian noise (the noise the ledger credits), real AddNoise path", Noise: res.Noise}
 	if b.Lower > 0 {
 		b.Attack = SecAggAttack
 	}

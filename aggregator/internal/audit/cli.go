@@ -169,9 +169,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: each row's lower bound holds with probability >= %.4g if the charge is right (%d attacks, two one-sided bounds each)\n", which, 1-2*float64(na)**alpha, na)
 	}
 	if len(saResults) > 0 {
-		fmt.Fprintf(stdout, "secagg: d = %d, sigma = %.6g (each server), the relay's noise only (the ledger credits one server), canary +-C e_j (replace-one), %d trials per hypothesis and phase, one attack: each row holds with probability >= %.4g\n", *d, saResults[0].Sigma, *saTrials, 1-2**alpha)
+		fmt.Fprintf(stdout, "secagg: d = %d, sigma = %.6g (each server), the relay's noise only (the ledger credits one server), canary +-C e_j (replace-one), %d trials per hypothesis and phase, one attack and the noise variance test: each row holds with probability >= %.4g\n", *d, saResults[0].Sigma, *saTrials, 1-3**alpha)
 	}
-	fmt.Fprintln(stdout, "ceiling: the largest bound the trials can show; detectable: the smallest true eps of a Gaussian-shaped leak the run shows above the charge with probability >= 1/2 (x the charge; - if none: the charge is above the ceiling)")
+	fmt.Fprintln(stdout, "ceiling: the largest bound the trials can show; detectable: the smallest true eps of a Gaussian-shaped leak the run shows above the charge with probability >= 1/2 (x the charge: the smallest under-charge the row could have caught; - if none: the charge is above the ceiling)")
+	if len(saResults) > 0 {
+		fmt.Fprintln(stdout, "secagg noise variance test: the relay's noise draws against the announced sigma; catches sigma/k: the smallest k whose noise it flags with probability >= 1/2")
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "protocol\trandomizer\tneighbours\tn_p\ttrials\tcharged eps\taudited lower bound\tceiling\tdetectable\tverdict")
 	bad := false
@@ -179,6 +182,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		verdict := "ok"
 		if r.EpsLower > r.Charged {
 			verdict, bad = "LOWER BOUND ABOVE THE CHARGE", true
+		}
+		if r.Noise.Flagged {
+			verdict, bad = "NOISE BELOW THE ANNOUNCED SIGMA", true
 		}
 		nb := string(NeighboursReplaceOne)
 		if r.Rounds > 1 {
@@ -191,6 +197,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *verbose {
 			fmt.Fprintf(tw, "\t  %s\t\t\t\tTPR %.5f\tFPR %.5f\teps >= %.4g\n", SecAggAttack, r.TPR, r.FPR, r.EpsLower)
 		}
+		fmt.Fprintf(tw, "\t  %s\t\t\t%d draws\tvariance %.5fx\tz = %.2f\tcatches sigma/%.4g\t%s\n", "noise variance test", r.Noise.Draws, r.Noise.Ratio, r.Noise.Z, r.Noise.Factor,
+			fmt.Sprintf("flags z < -%.2f (false alarm %g)", r.Noise.Threshold, r.Noise.Alpha))
 	}
 	for _, r := range results {
 		verdict := "ok"

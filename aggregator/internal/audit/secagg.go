@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"math/big"
 
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -22,8 +20,8 @@ import (
 // know its own), for replacing one volunteer's data (sensitivity 2Δ, or
 // group privacy on add/remove), at check-in rate q. The audit attacks
 // exactly that release: Σ_i q_i + K, K the relay's noise, drawn by the
-// relay's own code path — secagg.Helper's aggregate share of an empty
-// batch, AggregateShare.AddNoise, the 'A' message it sends (serverNoise) —
+// relay's own code path — its Engine's aggregate share of an empty
+// round, AggregateShare.AddNoise, the 'A' message it sends (serverNoise) —
 // so the sampler, its parameters and the encoding are the shipped ones.
 // With SecAggOptions.BothServers the leader's noise is added as well (the
 // release when both servers are honest, which the ledger does not credit).
@@ -34,9 +32,8 @@ import (
 // coordinate j, c = Params.ClipUnits(), the largest change one volunteer
 // can make in one direction), everyone else's updates fixed (n − 1
 // full-norm updates in seeded random directions, encoded once by
-// secagg.Encode, as Shard puts them in the sum (PINE's fixed-point grid
-// for the product's rounds, Quantize for the SumVec baseline): the
-// adversary may know them, the worst case). Under
+// secagg.Encode, as Shard puts them in the sum (PINE's fixed-point grid):
+// the adversary may know them, the worst case). Under
 // Poisson check-in the target takes part with probability q under both
 // hypotheses (its coin is not its data).
 //
@@ -63,11 +60,9 @@ import (
 //
 // The canary's encoding: Encode of C·e_j at dimension d clips by the norm
 // (C), scales and rounds each coordinate independently (PINE: round half
-// to even, deterministic; SumVec: Quantize's randomized rounding, whose
-// conditional check cannot resample since |q_j| <= ⌈c⌉ keeps q_j² under
-// NormBoundSq); the zero coordinates encode to 0, so q_j is the encoding
-// of the one-coordinate vector (C) under the same parameters, which is
-// what each trial runs.
+// to even, deterministic); the zero coordinates encode to 0, so q_j is the
+// encoding of the one-coordinate vector (C) under the same parameters,
+// which is what each trial runs.
 
 // NeighboursReplaceOne names secure summation's neighbouring datasets: the
 // target's full-norm update against its opposite.
@@ -150,6 +145,8 @@ type SecAggResult struct {
 	// (0 when none: Ceiling <= Charged).
 	Ceiling    float64 `json:"ceiling"`
 	Detectable float64 `json:"detectable,omitempty"`
+	// Noise is the variance test on the same noise draws (NoiseTest).
+	Noise NoiseTest `json:"noise"`
 }
 
 // RunSecAgg audits Rounds rounds of a secure-summation spec (see the
@@ -157,13 +154,17 @@ type SecAggResult struct {
 // hypothesis, the relay's real noise path, the likelihood-ratio test on
 // the canary coordinate with its threshold chosen on the calibration
 // trials, and ε_lower = ln((TPR_lo − δ)/FPR_hi) with one-sided
-// Clopper-Pearson bounds at Alpha each on the evaluation trials.
+// Clopper-Pearson bounds at Alpha each on the evaluation trials. On the
+// same 4·Trials·Rounds noise draws it runs the variance test (NoiseTest,
+// noiseVarianceTest) against the spec's σ at level Alpha.
 //
 // Guarantee: if the release the ledger credits is (ε, δ)-DP for
 // replace-one with ε = Charged, EpsLower exceeds Charged with probability
 // at most 2·Alpha (Kairouz et al. 2015's hypothesis-testing
-// characterization). With NoiseSigma set the mechanism audited is not the
-// spec's, and EpsLower is a lower bound on that mechanism's ε.
+// characterization); if the servers add the spec's σ, Noise.Flagged is
+// true with probability at most Alpha (up to the normal approximation,
+// see noiseVarianceTest). With NoiseSigma set the mechanism audited is
+// not the spec's, and EpsLower is a lower bound on that mechanism's ε.
 func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (SecAggResult, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -201,6 +202,7 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 		return SecAggResult{}, err
 	}
 	src := noise.NewSeeded(opts.Seed ^ 0xca2a)
+	var m2 secondMoment       // the variance test's draws (every k of the trials)
 	var stats [2][2][]float64 // [phase][hypothesis][trial]
 	var canary [2]int64
 	for phase := range 2 {
@@ -219,9 +221,10 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 					if err != nil {
 						return SecAggResult{}, err
 					}
+					m2.add(k)
 					var q int64
 					if qIn >= 1 || noise.Bernoulli(src, qIn) {
-						qs, err := secagg.Encode(p1, []float64{sign * p.Clip}, src)
+						qs, err := secagg.Encode(p1, []float64{sign * p.Clip})
 						if err != nil {
 							return SecAggResult{}, fmt.Errorf("audit: canary: %w", err)
 						}
@@ -257,6 +260,11 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 	}
 	res.Ceiling = Ceiling(opts.Trials, opts.Alpha, opts.Delta)
 	res.Detectable, _ = Detectable(opts.Trials, opts.Alpha, opts.Delta, res.Charged)
+	// The variance test holds the servers to the σ the spec announces
+	// (and the ledger charges), whatever NoiseSigma they used.
+	if res.Noise, err = noiseVarianceTest(m2, p.Sigma, res.Servers, opts.Alpha); err != nil {
+		return SecAggResult{}, err
+	}
 	return res, nil
 }
 
@@ -291,7 +299,7 @@ func othersSum(p secagg.Params, n int, seed uint64) ([]int64, error) {
 		for j := range x {
 			x[j] *= 1e3 * p.Clip
 		}
-		q, err := secagg.Encode(p, x, src)
+		q, err := secagg.Encode(p, x)
 		if err != nil {
 			return nil, fmt.Errorf("audit: others: %w", err)
 		}
@@ -316,9 +324,7 @@ type noiseStream struct {
 
 // noiseDim is the smallest dimension of the rounds noiseStream draws
 // from: a small model's round is widened to it (Params.Resize: same Clip
-// and σ; a SumVec round's public NoiseOffset is recomputed for the width
-// and removed by the decoding, a PINE round has none), so that the
-// per-round setup is paid for thousands of
+// and σ), so that the per-round setup is paid for thousands of
 // coordinates. The law of each coordinate's K does not depend on the
 // dimension.
 const noiseDim = 4096
@@ -362,51 +368,22 @@ func (s *noiseStream) next(ctx context.Context) (k int64, j int, err error) {
 	return k, j, nil
 }
 
-// field128 is the modulus of Prio3's Field128 (draft-irtf-cfrg-vdaf,
-// Section 6.1.2): 2^66 · 4611686018427387897 + 1.
-var field128 = func() *big.Int {
-	p := new(big.Int).SetUint64(4611686018427387897)
-	p.Lsh(p, 66)
-	return p.Add(p, big.NewInt(1))
-}()
-
-// serverNoise runs one server's noise step on an empty batch of round r,
-// as the relay (leader false: Prio3 aggregator 1, secagg.Helper) or the
-// aggregator (leader true) does in a real round: both servers prepare
-// zero reports, the server takes its aggregate share, AddNoise(src) adds
-// NoiseOffset + K_i to every coordinate, and MarshalBinary encodes the
-// 'A' message. Since the batch is empty the share is zero, so the
-// message's coordinates are exactly NoiseOffset + K_i; serverNoise decodes
-// them (Field128, little-endian) and returns K. The same src gives the
-// same K as the server's AddNoise in a round with reports.
+// serverNoise runs one server's noise step on an empty aggregate of round
+// r, as the relay (leader false: relay/internal/helper) or the aggregator
+// (leader true) does at the end of a real round: the server's Engine
+// hands out its running aggregate's share (Aggregate.Share),
+// AddNoise(src) adds K_i to every coordinate, and MarshalBinary encodes
+// the 'A' message. Since the aggregate is empty the share is zero, so the
+// message's coordinates are exactly K_i mod q (Field64); serverNoise
+// decodes them as signed integers in (-q/2, q/2] and returns K. The same
+// src gives the same K as the server's AddNoise in a round with reports.
 func serverNoise(r *secagg.Round, leader bool, src noise.Source) ([]int64, error) {
 	key := make([]byte, secagg.VerifyKeySize)
-	h, err := secagg.NewHelper(r, key)
+	eng, err := secagg.NewEngine(r, leader, key)
 	if err != nil {
 		return nil, fmt.Errorf("audit: noise: %w", err)
 	}
-	l, err := secagg.NewLeader(r, key)
-	if err != nil {
-		return nil, fmt.Errorf("audit: noise: %w", err)
-	}
-	pm, _, err := h.Prepare(nil)
-	if err != nil {
-		return nil, fmt.Errorf("audit: noise: %w", err)
-	}
-	if _, err := l.Prepare(nil); err != nil {
-		return nil, fmt.Errorf("audit: noise: %w", err)
-	}
-	mm, _, err := l.Combine(pm)
-	if err != nil {
-		return nil, fmt.Errorf("audit: noise: %w", err)
-	}
-	if _, err := h.Finish(mm); err != nil {
-		return nil, fmt.Errorf("audit: noise: %w", err)
-	}
-	share, err := h.AggregateShare()
-	if leader {
-		share, err = l.AggregateShare()
-	}
+	share, err := eng.NewAggregate().Share()
 	if err != nil {
 		return nil, fmt.Errorf("audit: noise: %w", err)
 	}
@@ -418,58 +395,23 @@ func serverNoise(r *secagg.Round, leader bool, src noise.Source) ([]int64, error
 		return nil, fmt.Errorf("audit: noise: %w", err)
 	}
 	p := r.Params()
-	if p.VDAF == secagg.VDAFPine {
-		// PINE: Dim x Field64 (little-endian), no offset; K mod q decodes
-		// as the signed representative in (-q/2, q/2].
-		const q = 0xffffffff00000001
-		body := len(msg) - 8*p.Dim
-		if body < 5 || binary.BigEndian.Uint32(msg[body-5:]) != 0 || msg[body-1] != 1 {
-			return nil, errors.New("audit: noise: unexpected aggregate share encoding")
-		}
-		out := make([]int64, p.Dim)
-		for i := range out {
-			v := binary.LittleEndian.Uint64(msg[body+8*i:])
-			switch {
-			case v >= q:
-				return nil, errors.New("audit: noise: non-canonical field element")
-			case v > q/2:
-				out[i] = -int64(q - v)
-			default:
-				out[i] = int64(v)
-			}
-		}
-		return out, nil
-	}
-	body := len(msg) - 16*p.Dim
-	// ... | count (4) = 0 | noised (1) = 1 | Dim × Field128.
+	// ... | count (4) = 0 | noised (1) = 1 | Dim x Field64 (little-endian).
+	const q = 0xffffffff00000001
+	body := len(msg) - 8*p.Dim
 	if body < 5 || binary.BigEndian.Uint32(msg[body-5:]) != 0 || msg[body-1] != 1 {
 		return nil, errors.New("audit: noise: unexpected aggregate share encoding")
 	}
 	out := make([]int64, p.Dim)
-	off := new(big.Int).SetUint64(p.NoiseOffset)
-	le := make([]byte, 16)
 	for i := range out {
-		e := msg[body+16*i : body+16*i+16]
-		if lo, hi := binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:]); hi == 0 && lo < 1<<62 {
-			out[i] = int64(lo) - int64(p.NoiseOffset) // the usual case: NoiseOffset + K >= 0
-			continue
-		}
-		for b := range le {
-			le[15-b] = e[b] // big.Int wants big-endian
-		}
-		v := new(big.Int).SetBytes(le)
-		if v.Cmp(field128) >= 0 {
+		v := binary.LittleEndian.Uint64(msg[body+8*i:])
+		switch {
+		case v >= q:
 			return nil, errors.New("audit: noise: non-canonical field element")
+		case v > q/2:
+			out[i] = -int64(q - v)
+		default:
+			out[i] = int64(v)
 		}
-		v.Sub(v, off)
-		// A negative NoiseOffset + K is stored as p − |NoiseOffset + K|.
-		if half := new(big.Int).Rsh(field128, 1); v.Cmp(half) > 0 {
-			v.Sub(v, field128)
-		}
-		if !v.IsInt64() || math.Abs(float64(v.Int64())) > 1<<62 {
-			return nil, errors.New("audit: noise: coordinate out of range")
-		}
-		out[i] = v.Int64()
 	}
 	return out, nil
 }

@@ -40,14 +40,14 @@ var makeRunSigma = sync.OnceValues(func() (float64, error) {
 	return roundspec.CalibrateSigma(7850, roundspec.Options{}, 5, 1, 4, 1e-5)
 })
 
-// TestSecAggPathMatchesVDAF: the audit's path — Σ Quantize(x_i) in the
+// TestSecAggPathMatchesVDAF: the audit's path — Σ Encode(x_i) in the
 // integer domain plus the relay's and the leader's noise from serverNoise —
-// equals, coordinate for coordinate, the Sum that the real Prio3 round
+// equals, coordinate for coordinate, the Sum that the real PINE round
 // unshards (Shard, Helper.Prepare, Leader.Prepare and Combine,
 // Helper.Finish, both AddNoise, Leader.Unshard) on the same seeded streams,
 // at d = 6 with 4 volunteers, 3 rounds. Exact equality: no statistics.
 func TestSecAggPathMatchesVDAF(t *testing.T) {
-	p, err := secagg.NewParams(6, 0.3, 10, 300, 16)
+	p, err := secagg.NewPineParams(6, 0.3, 300, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +70,8 @@ func TestSecAggPathMatchesVDAF(t *testing.T) {
 				t.Fatal(err)
 			}
 			ls, hs = append(ls, l), append(hs, h)
-			// Shard quantizes first, from the same stream.
-			q, err := secagg.Quantize(p, x, noise.NewSeeded(seed))
+			// What Shard puts in the sum (deterministic).
+			q, err := secagg.Encode(p, x)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,9 +144,10 @@ func TestSecAggPathMatchesVDAF(t *testing.T) {
 // σ >= 1 by their Proposition 19's bound). 20,000 coordinates at σ = 50:
 // the sample variance's standard error is σ²·√(2/20,000) ≈ 1%, so the 5%
 // tolerance is 5 standard errors (false failure below 1e-6; fixed seed).
-// Checks the decoding (offset removed, signs kept) on real AddNoise output.
+// Checks the decoding (Field64 to signed, signs kept) on real AddNoise
+// output.
 func TestSecAggNoiseLaw(t *testing.T) {
-	p, err := secagg.NewParams(20000, 0.3, 8, 50, 4)
+	p, err := secagg.NewPineParams(20000, 0.3, 50, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,5 +359,83 @@ func TestMainSecAgg(t *testing.T) {
 		if r.Servers != wantServers || r.Rounds != wantRounds || r.Sigma != 115000 || r.EpsLower > r.Charged || !(r.Ceiling > 0) {
 			t.Errorf("row %d: %+v", i, r)
 		}
+	}
+}
+
+// TestSecAggNoiseTestPower: the variance test on the relay's noise draws
+// (noiseVarianceTest) at make run's configuration, 20,000 trials per
+// hypothesis and phase (80,000 draws), Alpha = 1e-3, fixed seeds. An
+// honest relay (the spec's σ) is not flagged (false-alarm probability
+// 1e-3 per run, up to the normal approximation); relays adding σ/1.02 and
+// σ/1.1 are, while the likelihood-ratio test on the canary does not show
+// σ/1.1 above the charge (its Detectable is about 2x the charge). At
+// 80,000 draws the test's Factor (σ/k caught half the time) is
+// 1/sqrt(1 − 3.09·sqrt(2/80,000)) ≈ 1.0078, so σ/1.02 is 4.7 standard
+// deviations past the threshold: a miss has probability below 1e-5. At
+// RunSecAgg's default 100,000 trials (400,000 draws) the Factor is below
+// 1.004.
+func TestSecAggNoiseTestPower(t *testing.T) {
+	spec := makeRunSecAgg(t, 30)
+	p, _ := spec.SecAgg()
+	const trials = 20_000
+	for _, c := range []struct {
+		k    float64
+		flag bool
+	}{{1, false}, {1.02, true}, {1.1, true}} {
+		opts := SecAggOptions{Trials: trials, Alpha: 1e-3, Seed: 11}
+		if c.k != 1 {
+			opts.NoiseSigma = p.Sigma / c.k
+		}
+		res, err := RunSecAgg(context.Background(), spec, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := res.Noise
+		t.Logf("sigma/%v: %d draws, variance ratio %.5f (1/k^2 = %.5f), z = %.2f (threshold -%.2f), flagged %v, factor %.5f; canary test: eps >= %.3f, charged %.3f, detectable %.3f",
+			c.k, n.Draws, n.Ratio, 1/(c.k*c.k), n.Z, n.Threshold, n.Flagged, n.Factor, res.EpsLower, res.Charged, res.Detectable)
+		if n.Draws != 4*trials || n.Flagged != c.flag || math.Abs(n.Ratio*c.k*c.k-1) > 0.03 {
+			t.Errorf("sigma/%v: %+v, want flagged %v", c.k, n, c.flag)
+		}
+		if want := 1 / math.Sqrt(1-n.Threshold*math.Sqrt(2.0/float64(n.Draws))); math.Abs(n.Factor/want-1) > 1e-3 {
+			t.Errorf("factor %v, the Gaussian formula gives %v", n.Factor, want)
+		}
+		if c.k == 1.1 && res.EpsLower > res.Charged {
+			t.Logf("the canary test caught sigma/1.1 too (chance)")
+		}
+	}
+	// The default trial count: Factor from the test's own computation.
+	var m secondMoment
+	for range 4 * 100_000 {
+		m.add(int64(p.Sigma))
+	}
+	d, err := noiseVarianceTest(m, p.Sigma, 1, 1e-3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(d.Factor > 1 && d.Factor < 1.004) {
+		t.Errorf("default trials: factor %v, want in (1, 1.004)", d.Factor)
+	}
+}
+
+// TestSecondMomentExact: the 128-bit accumulator and dgMoments against
+// direct computation.
+func TestSecondMomentExact(t *testing.T) {
+	var m secondMoment
+	var want float64
+	for _, k := range []int64{0, 1, -1, 3_000_000_000, -(1 << 40), 7} {
+		m.add(k)
+		want += float64(k) * float64(k)
+	}
+	if m.n != 6 || m.sum() != want {
+		t.Fatalf("sum %v n %d, want %v 6", m.sum(), m.n, want)
+	}
+	// N_Z(0, 1): E K² = 0.99999999..., well known below σ² (CKS 2020).
+	v, m4, err := dgMoments(1)
+	if err != nil || !(v < 1 && v > 0.9999) || !(m4 > 2.99 && m4 < 3.01) {
+		t.Fatalf("dgMoments(1) = %v, %v, %v", v, m4, err)
+	}
+	v, m4, _ = dgMoments(300)
+	if math.Abs(v/90000-1) > 1e-12 || math.Abs(m4/(3*90000*90000)-1) > 1e-12 {
+		t.Fatalf("dgMoments(300) = %v, %v", v, m4)
 	}
 }

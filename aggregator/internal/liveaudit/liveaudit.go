@@ -46,7 +46,9 @@ type Status struct {
 	State string `json:"state"`
 	// Bound is set when State is done.
 	Bound *audit.Bound `json:"bound,omitempty"`
-	// Exceeds is true when the audited lower bound is above the charge.
+	// Exceeds is true when the audit found a leak (audit.Bound.Flagged):
+	// the audited lower bound is above the charge, or, for secure
+	// summation, the relay's noise is below the announced σ.
 	Exceeds bool   `json:"exceeds,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 }
@@ -156,12 +158,15 @@ func (m *Monitor) audit(ctx context.Context, k key, spec *roundspec.Spec, e *ent
 		m.finish(k, e, Status{State: StateFailed, Reason: reason})
 		return
 	}
-	st := Status{State: StateDone, Bound: &b, Exceeds: b.Lower > b.Charged}
+	st := Status{State: StateDone, Bound: &b, Exceeds: b.Flagged()}
 	attrs := []any{"protocol", k.p.Protocol.String(), "randomizer", k.p.Randomizer.String(), "n", k.n,
 		"trials", b.Trials, "lower", b.Lower, "charged", b.Charged, "attack", b.Attack,
-		"ceiling", b.Ceiling, "detectable", b.Detectable}
+		"ceiling", b.Ceiling, "detectable", b.Detectable, "detectable_factor", b.DetectableFactor}
+	if b.Noise.Draws > 0 {
+		attrs = append(attrs, "noise_z", b.Noise.Z, "noise_flagged", b.Noise.Flagged, "noise_factor", b.Noise.Factor)
+	}
 	if st.Exceeds {
-		m.log.Error("privacy audit: the lower bound exceeds the charge", attrs...)
+		m.log.Error("privacy audit: the audit found a leak (lower bound above the charge, or noise below the announced sigma)", attrs...)
 	} else {
 		m.log.Info("privacy audit done", attrs...)
 	}

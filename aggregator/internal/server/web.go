@@ -285,6 +285,7 @@ func auditView(st *liveaudit.Status) console.AuditView {
 	v := console.AuditView{State: st.State, Reason: st.Reason, Exceeds: st.Exceeds}
 	if b := st.Bound; b != nil {
 		v.Lower, v.Charged, v.Confidence, v.Trials, v.Attack = b.Lower, b.Charged, b.Confidence, b.Trials, b.Attack
+		v.Caught, v.NoiseFactor = b.DetectableFactor, b.Noise.Factor
 	}
 	return v
 }

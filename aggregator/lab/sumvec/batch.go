@@ -1,4 +1,4 @@
-package secagg
+package sumvec
 
 import (
 	"encoding/binary"
@@ -27,18 +27,6 @@ import (
 // nonces are compared. A report enters the sum only if both servers
 // accepted it and the FLP check on their combined verifier shares passed.
 
-// ErrProtocol is wrapped by errors that abort the whole batch: messages
-// out of order, a peer's message that contradicts this server's state
-// (wrong count, nonces that differ, accepting a report this server
-// rejected) or aggregate shares over different counts.
-var ErrProtocol = errors.New("protocol violation")
-
-// ErrNoiseOverflow reports an unsharded coordinate outside [0, 2^62):
-// the noise exceeded the offsets (probability at most
-// Params.OffsetTailProbability() <= 2^-40 for honest servers) or a
-// server misbehaved. Nothing is released.
-var ErrNoiseOverflow = errors.New("noisy sum outside the decodable range")
-
 type stage uint8
 
 const (
@@ -65,27 +53,14 @@ type party struct {
 
 	agg   sumvec.AggShare
 	count int
-
-	// A PINE round runs the batch through its Engine: eng prepares,
-	// preps holds each report's preparation, pagg the running aggregate.
-	eng   Engine
-	preps []Prep
-	pagg  *Aggregate
 }
 
 func newParty(r *Round, aggID uint8, verifyKey []byte) (party, error) {
-	if r != nil && r.pn != nil {
-		eng, err := NewPineEngine(r, aggID == 0, verifyKey)
-		if err != nil {
-			return party{}, err
-		}
-		return party{r: r, aggID: aggID, workers: runtime.GOMAXPROCS(0), eng: eng, pagg: eng.NewAggregate()}, nil
-	}
 	if r == nil || r.vdaf == nil {
-		return party{}, errors.New("secagg: the batch API needs a SumVec round (a PINE round runs through Engine)")
+		return party{}, errors.New("sumvec: no round")
 	}
 	if len(verifyKey) != VerifyKeySize {
-		return party{}, fmt.Errorf("secagg: verify key of %d bytes, want %d", len(verifyKey), VerifyKeySize)
+		return party{}, fmt.Errorf("sumvec: verify key of %d bytes, want %d", len(verifyKey), VerifyKeySize)
 	}
 	p := party{r: r, aggID: aggID, workers: runtime.GOMAXPROCS(0), agg: r.vdaf.AggregateInit()}
 	copy(p.vk[:], verifyKey)
@@ -103,10 +78,10 @@ func (p *party) setWorkers(n int) {
 // prepInit decodes every share and runs VDAF PrepInit on it in parallel.
 func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	if p.stage != stageNew {
-		return nil, fmt.Errorf("secagg: prepare called twice: %w", ErrProtocol)
+		return nil, fmt.Errorf("sumvec: prepare called twice: %w", ErrProtocol)
 	}
 	if len(shares) > p.r.p.MaxReports {
-		return nil, fmt.Errorf("secagg: batch of %d reports exceeds max %d: %w", len(shares), p.r.p.MaxReports, ErrProtocol)
+		return nil, fmt.Errorf("sumvec: batch of %d reports exceeds max %d: %w", len(shares), p.r.p.MaxReports, ErrProtocol)
 	}
 	p.stage = stagePrepared
 	n := len(shares)
@@ -130,14 +105,11 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 		p.nonces[i] = s.Nonce
 		if _, dup := seen[s.Nonce]; dup {
 			p.reasons[i] = RejectDuplicateNonce
-			p.errs[i] = fmt.Errorf("secagg: nonce %x seen earlier in round %d", s.Nonce, p.r.id)
+			p.errs[i] = fmt.Errorf("sumvec: nonce %x seen earlier in round %d", s.Nonce, p.r.id)
 			continue
 		}
 		seen[s.Nonce] = struct{}{}
 		decoded[i] = s
-	}
-	if p.eng != nil {
-		return p.prepInitEngine(shares, decoded)
 	}
 
 	var wg sync.WaitGroup
@@ -171,7 +143,7 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 				st, ps, err := v.PrepInit(&p.vk, &nonce, p.aggID, s.public, s.input)
 				decoded[i] = nil // let the large share go
 				if err != nil {
-					p.reasons[i], p.errs[i] = classify(err), fmt.Errorf("secagg: prep init: %w", err)
+					p.reasons[i], p.errs[i] = classify(err), fmt.Errorf("sumvec: prep init: %w", err)
 					continue
 				}
 				p.states[i], p.shares[i] = st, ps
@@ -182,41 +154,6 @@ func (p *party) prepInit(shares [][]byte) ([]Rejection, error) {
 	if setupErr != nil {
 		return nil, setupErr
 	}
-	return p.rejections(), nil
-}
-
-// prepInitEngine runs Engine.PrepInit on every decoded share, in
-// parallel on p.workers goroutines.
-func (p *party) prepInitEngine(shares [][]byte, decoded []*ReportShare) ([]Rejection, error) {
-	n := len(shares)
-	p.preps = make([]Prep, n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next := 0
-	for range min(p.workers, max(n, 1)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					return
-				}
-				if decoded[i] == nil {
-					continue
-				}
-				pr := p.eng.PrepInit(shares[i])
-				p.preps[i] = pr
-				if pr.Reason != Accepted {
-					p.reasons[i], p.errs[i] = pr.Reason, pr.Err
-				}
-			}
-		}()
-	}
-	wg.Wait()
 	return p.rejections(), nil
 }
 
@@ -246,10 +183,6 @@ func (p *party) rejections() []Rejection {
 
 func (p *party) reject(i int, r Reason, err error) {
 	p.reasons[i], p.errs[i] = r, err
-	if p.eng != nil {
-		p.preps[i] = Prep{}
-		return
-	}
 	p.states[i], p.shares[i] = nil, nil
 }
 
@@ -273,14 +206,11 @@ func (p *party) aggregateShare() (*AggregateShare, error) {
 	switch p.stage {
 	case stageDone:
 	case stageReleased:
-		return nil, fmt.Errorf("secagg: aggregate share already released: %w", ErrProtocol)
+		return nil, fmt.Errorf("sumvec: aggregate share already released: %w", ErrProtocol)
 	default:
-		return nil, fmt.Errorf("secagg: aggregate share before preparation finished: %w", ErrProtocol)
+		return nil, fmt.Errorf("sumvec: aggregate share before preparation finished: %w", ErrProtocol)
 	}
 	p.stage = stageReleased
-	if p.pagg != nil {
-		return p.pagg.Share()
-	}
 	a := &AggregateShare{r: p.r, count: p.count, share: p.agg}
 	p.agg = p.r.vdaf.AggregateInit()
 	return a, nil
@@ -312,20 +242,6 @@ func (h *Helper) Prepare(shares [][]byte) ([]byte, []Rejection, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if h.p.eng != nil {
-		entries := make([]Entry, len(shares))
-		for i := range entries {
-			entries[i] = Entry{Nonce: h.p.nonces[i], Reason: h.p.reasons[i]}
-			if h.p.reasons[i] == Accepted {
-				entries[i].Payload = h.p.preps[i].Payload
-			}
-		}
-		b, err := h.p.r.MarshalPrep(entries)
-		if err != nil {
-			return nil, nil, err
-		}
-		return b, rej, nil
-	}
 	msg := &PrepShares{Round: h.p.r.id, Entries: make([]PrepShareEntry, len(shares))}
 	for i := range shares {
 		msg.Entries[i] = PrepShareEntry{Nonce: h.p.nonces[i], Reason: h.p.reasons[i], share: h.p.shares[i]}
@@ -344,32 +260,29 @@ func (h *Helper) Prepare(shares [][]byte) ([]byte, []Rejection, error) {
 func (h *Helper) Finish(leaderMsg []byte) ([]Rejection, error) {
 	p := &h.p
 	if p.stage != stagePrepared {
-		return nil, fmt.Errorf("secagg: finish before prepare or twice: %w", ErrProtocol)
-	}
-	if p.eng != nil {
-		return h.finishEngine(leaderMsg)
+		return nil, fmt.Errorf("sumvec: finish before prepare or twice: %w", ErrProtocol)
 	}
 	m, err := p.r.ParsePrepMessages(leaderMsg)
 	if err != nil {
 		return nil, err
 	}
 	if len(m.Entries) != len(p.reasons) {
-		return nil, fmt.Errorf("secagg: leader message has %d reports, batch %d: %w", len(m.Entries), len(p.reasons), ErrProtocol)
+		return nil, fmt.Errorf("sumvec: leader message has %d reports, batch %d: %w", len(m.Entries), len(p.reasons), ErrProtocol)
 	}
 	for i, e := range m.Entries {
 		if e.Reason != Accepted {
 			continue
 		}
 		if p.reasons[i] != Accepted {
-			return nil, fmt.Errorf("secagg: leader accepted report %d that the helper rejected (%v): %w", i, p.reasons[i], ErrProtocol)
+			return nil, fmt.Errorf("sumvec: leader accepted report %d that the helper rejected (%v): %w", i, p.reasons[i], ErrProtocol)
 		}
 		if e.Nonce != p.nonces[i] {
-			return nil, fmt.Errorf("secagg: leader message report %d has nonce %x, want %x: %w", i, e.Nonce, p.nonces[i], ErrProtocol)
+			return nil, fmt.Errorf("sumvec: leader message report %d has nonce %x, want %x: %w", i, e.Nonce, p.nonces[i], ErrProtocol)
 		}
 	}
 	for i, e := range m.Entries {
 		if e.Reason != Accepted && p.reasons[i] == Accepted {
-			p.reject(i, e.Reason, errors.New("secagg: rejected by the leader"))
+			p.reject(i, e.Reason, errors.New("sumvec: rejected by the leader"))
 		}
 	}
 	// Apply only after the whole message is checked.
@@ -378,53 +291,8 @@ func (h *Helper) Finish(leaderMsg []byte) ([]Rejection, error) {
 			continue
 		}
 		if err := p.accept(i, e.msg); err != nil {
-			return nil, fmt.Errorf("secagg: report %d: leader's prep message does not match: %w: %w", i, ErrProtocol, err)
+			return nil, fmt.Errorf("sumvec: report %d: leader's prep message does not match: %w: %w", i, ErrProtocol, err)
 		}
-	}
-	p.stage = stageDone
-	return p.rejections(), nil
-}
-
-// finishEngine is Finish for a PINE round: the whole 'M' message is
-// checked before any output share is folded.
-func (h *Helper) finishEngine(leaderMsg []byte) ([]Rejection, error) {
-	p := &h.p
-	m, err := p.r.ParseVerdicts(leaderMsg)
-	if err != nil {
-		return nil, err
-	}
-	if len(m) != len(p.reasons) {
-		return nil, fmt.Errorf("secagg: leader message has %d reports, batch %d: %w", len(m), len(p.reasons), ErrProtocol)
-	}
-	outs := make([]OutShare, len(m))
-	for i, e := range m {
-		if e.Reason == Accepted && p.reasons[i] == Accepted && e.Nonce != p.nonces[i] {
-			return nil, fmt.Errorf("secagg: leader message report %d has nonce %x, want %x: %w", i, e.Nonce, p.nonces[i], ErrProtocol)
-		}
-		if e.Reason == Accepted && p.reasons[i] != Accepted {
-			return nil, fmt.Errorf("secagg: leader accepted report %d that the helper rejected (%v): %w", i, p.reasons[i], ErrProtocol)
-		}
-		if e.Reason != Accepted {
-			continue
-		}
-		o, err := p.eng.Next(p.preps[i], e)
-		if err != nil {
-			return nil, fmt.Errorf("secagg: report %d: %w", i, err)
-		}
-		outs[i] = o
-	}
-	for i, e := range m {
-		if e.Reason != Accepted {
-			if p.reasons[i] == Accepted {
-				p.reject(i, e.Reason, errors.New("secagg: rejected by the leader"))
-			}
-			continue
-		}
-		if err := p.pagg.Fold(outs[i]); err != nil {
-			return nil, err
-		}
-		p.count++
-		p.preps[i] = Prep{}
 	}
 	p.stage = stageDone
 	return p.rejections(), nil
@@ -468,34 +336,31 @@ func (l *Leader) Prepare(shares [][]byte) ([]Rejection, error) { return l.p.prep
 func (l *Leader) Combine(helperMsg []byte) ([]byte, []Rejection, error) {
 	p := &l.p
 	if p.stage != stagePrepared {
-		return nil, nil, fmt.Errorf("secagg: combine before prepare or twice: %w", ErrProtocol)
-	}
-	if p.eng != nil {
-		return l.combineEngine(helperMsg)
+		return nil, nil, fmt.Errorf("sumvec: combine before prepare or twice: %w", ErrProtocol)
 	}
 	hm, err := p.r.ParsePrepShares(helperMsg)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(hm.Entries) != len(p.reasons) {
-		return nil, nil, fmt.Errorf("secagg: helper message has %d reports, batch %d: %w", len(hm.Entries), len(p.reasons), ErrProtocol)
+		return nil, nil, fmt.Errorf("sumvec: helper message has %d reports, batch %d: %w", len(hm.Entries), len(p.reasons), ErrProtocol)
 	}
 	out := &PrepMessages{Round: p.r.id, Entries: make([]PrepMessageEntry, len(p.reasons))}
 	for i, he := range hm.Entries {
 		switch {
 		case p.reasons[i] != Accepted:
 		case he.Reason != Accepted:
-			p.reject(i, he.Reason, errors.New("secagg: rejected by the helper"))
+			p.reject(i, he.Reason, errors.New("sumvec: rejected by the helper"))
 		case he.Nonce != p.nonces[i]:
-			p.reject(i, RejectNonceMismatch, fmt.Errorf("secagg: helper has nonce %x, leader %x", he.Nonce, p.nonces[i]))
+			p.reject(i, RejectNonceMismatch, fmt.Errorf("sumvec: helper has nonce %x, leader %x", he.Nonce, p.nonces[i]))
 		default:
 			msg, err := p.r.vdaf.PrepSharesToPrep([]sumvec.PrepShare{*p.shares[i], *he.share})
 			if err != nil {
-				p.reject(i, classify(err), fmt.Errorf("secagg: prep shares to prep: %w", err))
+				p.reject(i, classify(err), fmt.Errorf("sumvec: prep shares to prep: %w", err))
 				break
 			}
 			if err := p.accept(i, msg); err != nil {
-				p.reject(i, classify(err), fmt.Errorf("secagg: prep next: %w", err))
+				p.reject(i, classify(err), fmt.Errorf("sumvec: prep next: %w", err))
 				break
 			}
 			out.Entries[i].msg = msg
@@ -504,43 +369,6 @@ func (l *Leader) Combine(helperMsg []byte) ([]byte, []Rejection, error) {
 		out.Entries[i].Reason = p.reasons[i]
 	}
 	b, err := p.r.MarshalPrepMessages(out)
-	if err != nil {
-		return nil, nil, err
-	}
-	p.stage = stageDone
-	return b, p.rejections(), nil
-}
-
-// combineEngine is Combine for a PINE round (Engine.Decide per report).
-func (l *Leader) combineEngine(helperMsg []byte) ([]byte, []Rejection, error) {
-	p := &l.p
-	hm, err := p.r.ParsePrep(helperMsg)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(hm) != len(p.reasons) {
-		return nil, nil, fmt.Errorf("secagg: helper message has %d reports, batch %d: %w", len(hm), len(p.reasons), ErrProtocol)
-	}
-	out := make([]Entry, len(hm))
-	for i, he := range hm {
-		out[i] = Entry{Nonce: p.nonces[i], Reason: p.reasons[i]}
-		if p.reasons[i] != Accepted {
-			continue
-		}
-		m, o := p.eng.Decide(p.preps[i], he)
-		if o == nil {
-			p.reject(i, m.Reason, fmt.Errorf("secagg: report rejected at the leader's decision (%v)", m.Reason))
-			out[i].Reason = m.Reason
-			continue
-		}
-		if err := p.pagg.Fold(o); err != nil {
-			return nil, nil, err
-		}
-		p.count++
-		p.preps[i] = Prep{}
-		out[i] = m
-	}
-	b, err := p.r.MarshalVerdicts(out)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -589,27 +417,27 @@ type binaryMarshaler interface{ MarshalBinary() ([]byte, error) }
 // marshalEntries encodes header | count | entries.
 func (r *Round) marshalEntries(kind byte, round uint64, n int, entry func(i int) ([nonceSize]byte, Reason, binaryMarshaler)) ([]byte, error) {
 	if round != r.id {
-		return nil, fmt.Errorf("secagg: message of round %d in round %d", round, r.id)
+		return nil, fmt.Errorf("sumvec: message of round %d in round %d", round, r.id)
 	}
 	if n > r.p.MaxReports {
-		return nil, fmt.Errorf("secagg: %d reports exceed max %d", n, r.p.MaxReports)
+		return nil, fmt.Errorf("sumvec: %d reports exceed max %d", n, r.p.MaxReports)
 	}
 	b := r.header(kind)
 	b = binary.BigEndian.AppendUint32(b, uint32(n))
 	for i := range n {
 		nonce, reason, payload := entry(i)
 		if reason >= numReasons {
-			return nil, fmt.Errorf("secagg: report %d has unknown reason %d", i, reason)
+			return nil, fmt.Errorf("sumvec: report %d has unknown reason %d", i, reason)
 		}
 		b = append(b, nonce[:]...)
 		b = append(b, byte(reason))
 		if (reason == Accepted) != (payload != nil) {
-			return nil, fmt.Errorf("secagg: report %d: payload present=%v with reason %v", i, payload != nil, reason)
+			return nil, fmt.Errorf("sumvec: report %d: payload present=%v with reason %v", i, payload != nil, reason)
 		}
 		if payload != nil {
 			enc, err := payload.MarshalBinary()
 			if err != nil {
-				return nil, fmt.Errorf("secagg: report %d: %w", i, err)
+				return nil, fmt.Errorf("sumvec: report %d: %w", i, err)
 			}
 			b = append(b, enc...)
 		}
@@ -624,38 +452,38 @@ func (r *Round) parseEntries(b []byte, kind byte, payloadLen int, entry func(i i
 		return 0, err
 	}
 	if len(b) < headerLen+4 {
-		return 0, fmt.Errorf("secagg: message of %d bytes has no count: %w", len(b), ErrMalformed)
+		return 0, fmt.Errorf("sumvec: message of %d bytes has no count: %w", len(b), ErrMalformed)
 	}
 	n := binary.BigEndian.Uint32(b[headerLen:])
 	rest := b[headerLen+4:]
 	const minEntry = nonceSize + 1
 	if uint64(n) > uint64(r.p.MaxReports) || uint64(n)*minEntry > uint64(len(rest)) {
-		return 0, fmt.Errorf("secagg: count %d does not fit (max %d, %d bytes left): %w", n, r.p.MaxReports, len(rest), ErrMalformed)
+		return 0, fmt.Errorf("sumvec: count %d does not fit (max %d, %d bytes left): %w", n, r.p.MaxReports, len(rest), ErrMalformed)
 	}
 	for i := range int(n) {
 		if len(rest) < minEntry {
-			return 0, fmt.Errorf("secagg: entry %d truncated: %w", i, ErrMalformed)
+			return 0, fmt.Errorf("sumvec: entry %d truncated: %w", i, ErrMalformed)
 		}
 		var nonce [nonceSize]byte
 		copy(nonce[:], rest)
 		reason := Reason(rest[nonceSize])
 		rest = rest[minEntry:]
 		if reason >= numReasons {
-			return 0, fmt.Errorf("secagg: entry %d has unknown reason %d: %w", i, reason, ErrMalformed)
+			return 0, fmt.Errorf("sumvec: entry %d has unknown reason %d: %w", i, reason, ErrMalformed)
 		}
 		var payload []byte
 		if reason == Accepted {
 			if len(rest) < payloadLen {
-				return 0, fmt.Errorf("secagg: entry %d payload truncated: %w", i, ErrMalformed)
+				return 0, fmt.Errorf("sumvec: entry %d payload truncated: %w", i, ErrMalformed)
 			}
 			payload, rest = rest[:payloadLen], rest[payloadLen:]
 		}
 		if err := entry(i, nonce, reason, payload); err != nil {
-			return 0, fmt.Errorf("secagg: entry %d: %w: %w", i, ErrMalformed, err)
+			return 0, fmt.Errorf("sumvec: entry %d: %w: %w", i, ErrMalformed, err)
 		}
 	}
 	if len(rest) != 0 {
-		return 0, fmt.Errorf("secagg: %d trailing bytes: %w", len(rest), ErrMalformed)
+		return 0, fmt.Errorf("sumvec: %d trailing bytes: %w", len(rest), ErrMalformed)
 	}
 	return int(n), nil
 }

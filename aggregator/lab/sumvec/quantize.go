@@ -1,13 +1,11 @@
-package secagg
+package sumvec
 
 import (
 	"errors"
 	"fmt"
 	"math"
 
-	"github.com/blanket-fl/blanket/shared/internal/check"
 	"github.com/blanket-fl/blanket/shared/noise"
-	"github.com/blanket-fl/blanket/shared/pine"
 )
 
 // maxRoundingAttempts caps the resampling of Quantize. Each attempt fails
@@ -57,7 +55,7 @@ func Quantize(p Params, x []float64, src noise.Source) ([]int64, error) {
 			return q, nil
 		}
 	}
-	return nil, fmt.Errorf("secagg: quantize: %w", ErrRounding)
+	return nil, fmt.Errorf("sumvec: quantize: %w", ErrRounding)
 }
 
 // roundOnce writes one unconditional randomized rounding of y into q and
@@ -83,14 +81,14 @@ func roundOnce(y []float64, q []int64, src noise.Source) int64 {
 // rounding: after clipping |y_i| <= ||y|| <= Scale*Clip up to an ulp).
 func clipScale(p Params, x []float64) ([]float64, error) {
 	if len(x) != p.Dim {
-		return nil, fmt.Errorf("secagg: update has length %d, want %d", len(x), p.Dim)
+		return nil, fmt.Errorf("sumvec: update has length %d, want %d", len(x), p.Dim)
 	}
 	// Norm with scaling by the largest magnitude, so no finite input
 	// overflows or underflows the sum of squares.
 	var m float64
 	for i, v := range x {
-		if !check.Finite(v) {
-			return nil, fmt.Errorf("secagg: update entry %d is %v", i, v)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("sumvec: update entry %d is %v", i, v)
 		}
 		m = math.Max(m, math.Abs(v))
 	}
@@ -112,62 +110,4 @@ func clipScale(p Params, x []float64) ([]float64, error) {
 		y[i] = math.Max(-c, math.Min(c, v*f))
 	}
 	return y, nil
-}
-
-// clipL2 returns x * min(1, clip/||x||_2) (clipScale at scale 1), with
-// subnormal entries flushed to zero (pine.Pine.Encode refuses them; their
-// fixed-point encoding is 0 anyway). The result has L2 norm at most clip
-// up to float rounding, which pine.ForBlanket's NormBound absorbs.
-func clipL2(x []float64, clip float64) ([]float64, error) {
-	y, err := clipScale(Params{Dim: len(x), Clip: clip, Scale: 1}, x)
-	if err != nil {
-		return nil, err
-	}
-	for i, v := range y {
-		if v != 0 && math.Abs(v) < 0x1p-1022 {
-			y[i] = 0
-		}
-	}
-	return y, nil
-}
-
-// Encode returns the integer vector a volunteer's update x contributes to
-// the round's sum: for a PINE round the clipped update on PINE's
-// fixed-point grid (clipL2, then pine.Pine.Encode: round half to even,
-// deterministic; ||q||_2 <= NormBound = Sensitivity()), for a SumVec round
-// Quantize(p, x, src). Audits and simulations use it to reproduce what
-// Shard puts in the sum.
-func Encode(p Params, x []float64, src noise.Source) ([]int64, error) {
-	if p.VDAF != VDAFPine {
-		return Quantize(p, x, src)
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if len(x) != p.Dim {
-		return nil, fmt.Errorf("secagg: update has length %d, want %d", len(x), p.Dim)
-	}
-	pn, err := pine.ForBlanket(p.Dim, p.Clip)
-	if err != nil {
-		return nil, fmt.Errorf("secagg: %w", err)
-	}
-	c, err := clipL2(x, p.Clip)
-	if err != nil {
-		return nil, err
-	}
-	q, err := pn.Encode(c)
-	if err != nil {
-		return nil, fmt.Errorf("secagg: %w", err)
-	}
-	return q, nil
-}
-
-// Resize returns p's parameters for another dimension and per-server
-// sigma (same VDAF, clip and report bound), re-derived as NewPineParams or
-// NewParams does.
-func (p Params) Resize(dim int, sigma float64) (Params, error) {
-	if p.VDAF == VDAFPine {
-		return NewPineParams(dim, p.Clip, sigma, p.MaxReports)
-	}
-	return NewParams(dim, p.Clip, p.Bits, sigma, p.MaxReports)
 }
