@@ -73,11 +73,11 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/events"
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
 // File names inside Config.StateDir.

@@ -47,7 +47,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"io"
 	"log/slog"
 	"net"
@@ -135,7 +135,7 @@ type Config struct {
 	KeyRefresh time.Duration
 	// NoiseLedger is the relay's ledger of the noise it adds in secure
 	// summation (anchor.go; nil: none, and no anchor exchange).
-	NoiseLedger *noiseledger.Ledger
+	NoiseLedger *ledger.Ledger
 }
 
 func (c *Config) validate() error {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/procmem"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -369,7 +370,7 @@ func (c *Cluster) archiveRelayLedgers(ctx context.Context) error {
 	if err := os.MkdirAll(arch, 0o700); err != nil {
 		return fmt.Errorf("localrun: new class: %w", err)
 	}
-	for _, f := range []string{"noise-ledger.jsonl", "peer-anchor"} { // relay/internal/noiseledger File, PeerFile
+	for _, f := range []string{ledger.NoiseFile, ledger.NoisePeerFile} {
 		if err := os.Rename(filepath.Join(state, f), filepath.Join(arch, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("localrun: new class: %w", err)
 		}
