@@ -200,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lo.Logger = c.Logger
+	lo.Logger, lo.WrapFile = c.Logger, c.ledgerFile
 	l, err := ledger.Open(filepath.Join(c.StateDir, LedgerFile), lo)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
