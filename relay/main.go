@@ -20,7 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
-	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"log/slog"
 	"net/http"
 	"os"
@@ -137,7 +137,7 @@ func run(args []string) error {
 	if created {
 		log.Info("generated the secure-summation helper key", "path", filepath.Join(*state, helperkey.File))
 	}
-	nl, err := noiseledger.Open(*state, noiseledger.Options{TargetEpsilon: *targetEps, TargetDelta: *targetDelta, Logger: log})
+	nl, err := ledger.OpenNoise(*state, ledger.Options{TargetEpsilon: *targetEps, TargetDelta: *targetDelta, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func run(args []string) error {
 	// ledger behind the head the aggregator holds is refused here; an
 	// aggregator that cannot be asked leaves the ledger suspended until
 	// Run's check passes.
-	if err := srv.CheckAnchor(ctx); errors.Is(err, noiseledger.ErrRollback) {
+	if err := srv.CheckAnchor(ctx); errors.Is(err, ledger.ErrRollback) {
 		return fmt.Errorf("refusing to start: %w", err)
 	} else if err != nil {
 		log.Warn("cannot check the noise ledger against the aggregator yet; refusing to noise until it can", "err", err)

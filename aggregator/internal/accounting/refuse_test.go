@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/privacy"
 )
 

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/shared/durable"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -133,8 +133,8 @@ func LedgerHead(l *ledger.Ledger) (int, string) {
 	if l == nil {
 		return 0, ""
 	}
-	n, h := l.Head()
-	return n, h.String()
+	h := l.Head()
+	return int(h.Count), ledger.Hash(h.Hash).String()
 }
 
 // VerifyLedger refuses a ledger that lost records the checkpoint relies
@@ -147,7 +147,7 @@ func (c *State) VerifyLedger(l *ledger.Ledger) error {
 		if err != nil {
 			return fmt.Errorf("checkpoint: checkpoint ledger head: %w", err)
 		}
-		if err := l.Verify(c.LedgerRecords, h); err != nil {
+		if err := l.Verify(wire.Head{Count: uint64(c.LedgerRecords), Hash: h}); err != nil {
 			return fmt.Errorf("checkpoint: refusing to start: %w", err)
 		}
 	}
@@ -157,7 +157,7 @@ func (c *State) VerifyLedger(l *ledger.Ledger) error {
 			charged++
 		}
 	}
-	if n, _ := l.Head(); n < charged {
+	if n := int(l.Head().Count); n < charged {
 		return fmt.Errorf("checkpoint: refusing to start: %w: the checkpoint lists %d charged rounds, the ledger holds %d records", ledger.ErrRollback, charged, n)
 	}
 	return nil

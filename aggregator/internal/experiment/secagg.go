@@ -252,7 +252,7 @@ func tightestEps(rs []privacy.Release, delta float64) (float64, string, error) {
 // row for secure summation, which is its replace-one row (the better of
 // group privacy on the add/remove guarantee and sensitivity 2Δ without
 // check-in amplification; shared/privacy/secagg.go) — what the ledger
-// charges (aggregator/internal/ledger composes the same releases and takes
+// charges (shared/ledger composes the same releases and takes
 // the same row).
 func secaggReplaceOne(rs []privacy.Release, delta float64) (float64, string, error) {
 	return tightestEps(rs, delta)

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/pine"
 	"github.com/blanket-fl/blanket/shared/privacy"

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -39,15 +39,9 @@ const anchorPath = "/v1/anchor"
 
 var errUnanchored = errors.New("the ledger is not yet checked against the head the relay holds")
 
-func headOf(l *ledger.Ledger) wire.Head {
-	n, h := l.Head()
-	return wire.Head{Count: uint64(n), Hash: h}
-}
+func headOf(l *ledger.Ledger) wire.Head { return l.Head() }
 
-func (s *Server) peerHead() wire.Head {
-	n, h := s.peer.Head()
-	return wire.Head{Count: n, Hash: h}
-}
+func (s *Server) peerHead() wire.Head { return s.peer.Head() }
 
 // openAnchor opens the relay's head and, with Config.Anchor, checks the
 // ledger against the relay's copy of the aggregator's head (called by New
@@ -83,10 +77,10 @@ func (s *Server) checkAnchor(ctx context.Context, l *ledger.Ledger) error {
 	if err != nil {
 		return fmt.Errorf("server: asking the relay for the ledger's head: %w", err)
 	}
-	if err := l.Verify(int(a.Held.Count), a.Held.Hash); err != nil {
+	if err := l.Verify(a.Held); err != nil {
 		return err
 	}
-	return s.peer.Record(a.Own.Count, a.Own.Hash)
+	return s.peer.Record(a.Own)
 }
 
 func (s *Server) anchorRequest(ctx context.Context, body []byte) (*wire.Anchor, error) {
@@ -165,7 +159,7 @@ func (s *Server) anchorLoop(ctx context.Context) {
 			s.log.Warn("cannot post the ledger's head to the relay; will retry", "err", err)
 			continue
 		}
-		if err := s.peer.Record(a.Own.Count, a.Own.Hash); err != nil {
+		if err := s.peer.Record(a.Own); err != nil {
 			s.log.Error("the relay's noise ledger went back", "err", err)
 		}
 		sent = h
@@ -207,12 +201,12 @@ func (s *Server) handleAnchor(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := s.peer.Record(a.Own.Count, a.Own.Hash); err != nil {
+		if err := s.peer.Record(a.Own); err != nil {
 			s.log.Error("the relay's noise ledger went back", "err", err)
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}
-		if err := s.ledger.Verify(int(a.Held.Count), a.Held.Hash); err != nil {
+		if err := s.ledger.Verify(a.Held); err != nil {
 			s.log.Error("the ledger is behind the head the relay holds; every charge is refused", "err", err)
 			s.ledger.Suspend(err)
 			s.stop("state rollback: " + err.Error())

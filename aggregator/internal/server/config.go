@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -93,6 +94,10 @@ type Config struct {
 	// Web configures the dashboard, its event stream and the operator
 	// controls (web.go).
 	Web WebOptions
+
+	// ledgerFile, if set (tests only), wraps the ledger's file
+	// (ledger.Options.WrapFile) to inject write and fsync failures.
+	ledgerFile func(ledger.File) ledger.File
 }
 
 // minTokenLen is the shortest accepted bearer token.

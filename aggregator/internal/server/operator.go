@@ -14,8 +14,8 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web/console"
 )

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
+	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
 // TestRestartRefusesRolledBackLedger: after two charged rounds, deleting

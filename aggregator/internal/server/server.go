@@ -73,11 +73,11 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/events"
-	"github.com/blanket-fl/blanket/aggregator/internal/ledger"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
 // File names inside Config.StateDir.
@@ -200,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lo.Logger = c.Logger
+	lo.Logger, lo.WrapFile = c.Logger, c.ledgerFile
 	l, err := ledger.Open(filepath.Join(c.StateDir, LedgerFile), lo)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
 	"github.com/blanket-fl/blanket/relay/internal/round"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -52,7 +52,8 @@ func (s *Server) noiseAdmit(a *wire.Announcement) error {
 	if err != nil {
 		return nil // refused as invalid parameters by the round machine
 	}
-	return l.CanCharge(spec.Release(int(a.Round), int(a.Params.MinBatch), 0))
+	_, err = l.CanCharge(spec.Release(int(a.Round), int(a.Params.MinBatch), 0))
+	return err
 }
 
 // chargeNoise charges round num's release (its announced parameters,
@@ -163,9 +164,9 @@ type anchorStatus struct {
 func (e *anchorStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.detail) }
 
 // CheckAnchor fetches the relay's head as the aggregator holds it and
-// verifies the noise ledger against it (noiseledger.ErrRollback: the
+// verifies the noise ledger against it (ledger.ErrRollback: the
 // relay's state was rolled back, refuse), and records the aggregator's
-// own head (noiseledger.ErrRollback: the aggregator's was). Any other
+// own head (ledger.ErrRollback: the aggregator's was). Any other
 // error: the aggregator could not be asked.
 func (s *Server) CheckAnchor(ctx context.Context) error {
 	l := s.cfg.NoiseLedger
@@ -200,7 +201,7 @@ func (s *Server) anchorLoop(ctx context.Context) {
 			s.log.Info("noise ledger checked against the aggregator's copy of its head", "count", l.Head().Count)
 			break
 		}
-		if errors.Is(err, noiseledger.ErrRollback) {
+		if errors.Is(err, ledger.ErrRollback) {
 			l.Suspend(err)
 			close(s.anchorChecked)
 			s.log.Error("state rollback detected: the relay refuses to noise any round", "err", err)

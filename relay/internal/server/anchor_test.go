@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -76,9 +76,9 @@ func roundsEps(t *testing.T, p wire.Params, k int) float64 {
 	return rep.Rows[rep.Tightest].Epsilon
 }
 
-func withNoiseLedger(t *testing.T, dir string, target float64) (harnessOpt, *noiseledger.Ledger) {
+func withNoiseLedger(t *testing.T, dir string, target float64) (harnessOpt, *ledger.Ledger) {
 	t.Helper()
-	l, err := noiseledger.Open(dir, noiseledger.Options{TargetEpsilon: target, TargetDelta: 1e-5})
+	l, err := ledger.OpenNoise(dir, ledger.Options{TargetEpsilon: target, TargetDelta: 1e-5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +113,8 @@ func TestSecAggRelayEnforcesItsOwnBudget(t *testing.T) {
 		agg.mu.Lock()
 		na := len(agg.attempts[secAggAggregatePath])
 		agg.mu.Unlock()
-		if na != 1 || nl.Head().Count != 1 || nl.Spent() != e1 {
-			t.Fatalf("%d aggregate shares, noise ledger %d lines at eps %v (want 1 at %v)", na, nl.Head().Count, nl.Spent(), e1)
+		if spent, _, _ := nl.Spent(); na != 1 || nl.Head().Count != 1 || spent != e1 {
+			t.Fatalf("%d aggregate shares, noise ledger %d lines at eps %v (want 1 at %v)", na, nl.Head().Count, spent, e1)
 		}
 		agg.amu.Lock()
 		held := agg.held
@@ -157,7 +157,7 @@ func TestSecAggRelayRefusesRolledBackLedger(t *testing.T) {
 		}
 		head := nl.Head()
 		nl.Close()
-		path := filepath.Join(dir, noiseledger.File)
+		path := filepath.Join(dir, ledger.NoiseFile)
 		b, _ := os.ReadFile(path)
 		first := b[:len(b)-1]
 		for first[len(first)-1] != '\n' {
@@ -168,12 +168,12 @@ func TestSecAggRelayRefusesRolledBackLedger(t *testing.T) {
 		opt2, nl2 := withNoiseLedger(t, dir, 1e9)
 		h := newHarness(t, agg, dir, opt2)
 		defer h.close()
-		if err := h.srv.CheckAnchor(t.Context()); !errors.Is(err, noiseledger.ErrRollback) {
+		if err := h.srv.CheckAnchor(t.Context()); !errors.Is(err, ledger.ErrRollback) {
 			t.Fatalf("CheckAnchor on a rolled-back ledger: %v", err)
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if err := nl2.Suspended(); !errors.Is(err, noiseledger.ErrRollback) {
+		if err := nl2.Suspended(); !errors.Is(err, ledger.ErrRollback) {
 			t.Fatalf("not suspended for the rollback: %v", err)
 		}
 		st, out, body := h.postFull("/v1/rounds", h.secAggAnnouncement(3, p, time.Minute, h.helperPub()))
@@ -204,7 +204,7 @@ func TestSecAggRelayRefusesAggregatorGoingBack(t *testing.T) {
 		if st, _, body := h.postFull(anchorPath, back); st != http.StatusConflict {
 			t.Fatalf("an aggregator head going back: HTTP %d %s", st, body)
 		}
-		if err := nl.Suspended(); !errors.Is(err, noiseledger.ErrRollback) {
+		if err := nl.Suspended(); !errors.Is(err, ledger.ErrRollback) {
 			t.Fatalf("still noising for a rolled-back aggregator: %v", err)
 		}
 		if st, out, _ := h.postFull("/v1/rounds", h.secAggAnnouncement(1, p, time.Minute, h.helperPub())); st != http.StatusConflict || out != "invalid" {

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/helper"
-	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -502,7 +502,7 @@ func floorAbort(err error, announced uint32, f roundspec.Floor) (uint8, string) 
 // releases nothing for (secAggNoRelease).
 func noReleaseReason(err error, announced uint32, f roundspec.Floor) uint8 {
 	switch {
-	case errors.Is(err, noiseledger.ErrBudget):
+	case errors.Is(err, ledger.ErrBudgetExhausted):
 		return wire.AbortRelayBudget
 	case errors.Is(err, roundspec.ErrTooManyRejected), errors.Is(err, roundspec.ErrBelowFloor):
 		r, _ := floorAbort(err, announced, f)

@@ -47,7 +47,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/relay/internal/noiseledger"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"io"
 	"log/slog"
 	"net"
@@ -136,7 +136,7 @@ type Config struct {
 	KeyRefresh time.Duration
 	// NoiseLedger is the relay's ledger of the noise it adds in secure
 	// summation (anchor.go; nil: none, and no anchor exchange).
-	NoiseLedger *noiseledger.Ledger
+	NoiseLedger *ledger.Ledger
 	// Floor is the relay's own condition for releasing a round, fixed at
 	// its start from the task and never lowered by an announcement
 	// (roundspec.Floor): a round with fewer complete (shuffle) or accepted
@@ -501,7 +501,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 			// noise ledger (a schedule it has already noised past, a ledger
 			// broken by a failed write) is invalid, in its own words.
 			outcome := "invalid"
-			if errors.Is(err, noiseledger.ErrBudget) {
+			if errors.Is(err, ledger.ErrBudgetExhausted) {
 				outcome = "refused"
 			}
 			writeOutcome(w, http.StatusConflict, a.Round, outcome, err.Error())

@@ -3,16 +3,19 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // Errors returned by the ledger. Test with errors.Is.
@@ -29,8 +32,9 @@ var (
 	ErrBudgetExhausted = errors.New("ledger: privacy budget exhausted")
 	// ErrCorrupt: a committed line of the file cannot be trusted.
 	ErrCorrupt = errors.New("ledger: corrupt ledger file")
-	// ErrBroken: an earlier write or fsync failed; reopen the ledger.
-	ErrBroken = errors.New("ledger: broken by an earlier write failure, reopen it")
+	// ErrBroken: this charge's write or fsync failed, or an earlier
+	// one did; reopen the ledger.
+	ErrBroken = errors.New("ledger: broken by a write or fsync failure, reopen it")
 	// ErrClosed: the ledger was closed.
 	ErrClosed = errors.New("ledger: closed")
 	// ErrLocked: another process holds the ledger file open.
@@ -84,7 +88,18 @@ func (e *BudgetError) Unwrap() error { return ErrBudgetExhausted }
 // releases.
 type Composer func(releases []privacy.Release, delta float64) (eps float64, method string, err error)
 
-// Options configure a Ledger. All fields but Logger are required.
+// File is what a charge appends to: the ledger's open file (an *os.File,
+// opened for appending), or in a test a wrapper that fails on demand
+// (Options.WrapFile). Every record goes through one Write of its whole
+// line and then one Sync; Charge succeeds only if both do.
+type File interface {
+	Write(p []byte) (n int, err error)
+	Sync() error
+	Close() error
+}
+
+// Options configure a Ledger. TargetEpsilon, TargetDelta and a Composer
+// or a Session are required.
 type Options struct {
 	// TargetEpsilon and TargetDelta are the budget: the composition of all
 	// charged releases, computed at TargetDelta, never exceeds
@@ -106,6 +121,22 @@ type Options struct {
 	// Logger receives charges (Info), refusals and recoveries (Warn).
 	// nil discards.
 	Logger *slog.Logger
+	// RepeatLast makes a charge of exactly the last charged release
+	// (reflect.DeepEqual) succeed without writing a second record, and
+	// CanCharge admit it: the relay's round resumed after a restart
+	// releases the one share its first charge paid for (the share is
+	// persisted before it leaves, so it never left twice). Off, such a
+	// charge is ErrInvalidRelease (its round does not follow the last).
+	RepeatLast bool
+	// PeerFile, if set, is where the ledger keeps the other server's
+	// ledger head (OpenPeer; Peer, RecordPeer). The relay sets it
+	// (OpenNoise); the aggregator keeps its Peer apart (OpenPeer).
+	PeerFile string
+	// WrapFile, if set, wraps the opened file before any record is
+	// appended: tests inject write and fsync failures with it. The
+	// wrapper's Close must close the file it wraps (that releases the
+	// lock). nil in production.
+	WrapFile func(File) File
 }
 
 func (o Options) validate() error {
@@ -122,19 +153,22 @@ func (o Options) validate() error {
 		return nil
 	}
 	if o.Composer == nil {
-		return fmt.Errorf("%w: a composer or a session is required", ErrInvalidOptions)
+		return errNoComposer
 	}
 	return nil
 }
+
+var errNoComposer = fmt.Errorf("%w: a composer or a session is required", ErrInvalidOptions)
 
 // Ledger is an open privacy ledger. Its methods are safe for concurrent use.
 type Ledger struct {
 	opts Options
 	log  *slog.Logger
 	path string
+	peer *Peer // Options.PeerFile (nil: none)
 
 	mu       sync.RWMutex
-	f        *os.File
+	f        File
 	releases []privacy.Release
 	hashes   []Hash      // hashes[i]: chain hash after record i
 	byRound  map[int]int // round -> index in releases
@@ -165,6 +199,14 @@ func Open(path string, opts Options) (*Ledger, error) {
 	}
 	log = log.With("ledger", path)
 
+	var peer *Peer
+	if opts.PeerFile != "" {
+		p, err := OpenPeer(opts.PeerFile)
+		if err != nil {
+			return nil, err
+		}
+		peer = p
+	}
 	f, created, err := openFile(path)
 	if err != nil {
 		return nil, err
@@ -181,7 +223,46 @@ func Open(path string, opts Options) (*Ledger, error) {
 		}
 		log.Info("ledger created")
 	}
+	l.peer = peer
+	if opts.WrapFile != nil {
+		l.f = opts.WrapFile(f)
+	}
 	return l, nil
+}
+
+// File names of the relay's noise ledger in its state directory
+// (OpenNoise).
+const (
+	NoiseFile     = "noise-ledger.jsonl"
+	NoisePeerFile = "peer-anchor"
+)
+
+// OpenNoise opens the relay's noise ledger: NoiseFile in dir, with the
+// aggregator's ledger head kept in NoisePeerFile beside it, RepeatLast
+// set, and (unless opts has a Session or a Composer) an incremental
+// privacy.Session at opts.TargetDelta, the accountant the aggregator's
+// ledger uses (docs/secagg.md, "Accounting"). The relay charges each
+// round's release (roundspec.Spec.Release of its announced parameters)
+// before its noised share leaves; with every share charged first, the
+// relay's noise over all rounds is (TargetEpsilon, TargetDelta)-DP for
+// the replace-one relation whatever the aggregator charges or announces
+// (docs/threat-model.md, "If a server deviates").
+func OpenNoise(dir string, opts Options) (*Ledger, error) {
+	if opts.Session == nil && opts.Composer == nil {
+		if err := opts.validate(); err != nil && !errors.Is(err, errNoComposer) {
+			return nil, err
+		}
+		s, err := privacy.NewSession(opts.TargetDelta)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+		opts.Session = s
+	}
+	opts.RepeatLast = true
+	if opts.PeerFile == "" {
+		opts.PeerFile = filepath.Join(dir, NoisePeerFile)
+	}
+	return Open(filepath.Join(dir, NoiseFile), opts)
 }
 
 // openFile opens path for reading and appending, creating it if needed, and
@@ -267,9 +348,9 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 			eps, method = e, m
 		}
 		l.eps, l.method = eps, method
-		if rec := rep.last; rec.Eps != eps || rec.Method != method || rec.Delta != opts.TargetDelta {
+		if rec := rep.last; rec.eps != eps || rec.method != method || (rec.delta != 0 && rec.delta != opts.TargetDelta) {
 			log.Info("ledger: recomputed composition differs from the recorded one",
-				"recorded_eps", rec.Eps, "recorded_delta", rec.Delta, "recorded_method", rec.Method,
+				"recorded_eps", rec.eps, "recorded_delta", rec.delta, "recorded_method", rec.method,
 				"eps", eps, "delta", opts.TargetDelta, "method", method)
 		}
 		if eps > opts.TargetEpsilon {
@@ -363,20 +444,36 @@ func (l *Ledger) checkInner(rel privacy.Release) (float64, string, *privacy.Sess
 	return eps, method, nil, privacy.Report{}, err
 }
 
+// repeat reports whether rel is exactly the last charged release and
+// Options.RepeatLast admits it. Caller holds l.mu.
+func (l *Ledger) repeat(rel privacy.Release) bool {
+	n := len(l.releases)
+	return l.opts.RepeatLast && n > 0 && reflect.DeepEqual(l.releases[n-1], rel)
+}
+
 // Charge records rel as released, if the budget allows it. It validates rel
 // (privacy.Release.Validate, and its round must be larger than every round
 // charged before), composes it with every charged release at the target
 // delta, and refuses with a *BudgetError (ErrBudgetExhausted) if the result
 // exceeds the target epsilon. On any refusal or error nothing is written and
 // the round must not be released. Otherwise it appends one line and fsyncs
-// before returning nil; only then may the round's result be released.
+// it (commit) before returning nil; only then may the round's result be
+// released. If the write or the fsync fails, Charge returns an error
+// (ErrBroken), the ledger's state is what it was before the call (the
+// round is not charged, Spent and Head are unchanged) and every later
+// charge fails with ErrBroken until the ledger is reopened. With
+// Options.RepeatLast, exactly the last charged release again returns nil
+// and writes nothing.
 //
 // Guarantee: if every release is charged before it is published, the
 // composition of everything published is at most (TargetEpsilon,
-// TargetDelta) by the Composer's bound.
+// TargetDelta) by the Composer's (or the Session's Tightest row's) bound.
 func (l *Ledger) Charge(rel privacy.Release) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.closed && l.repeat(rel) {
+		return nil
+	}
 	eps, method, sess, rep, err := l.checkNext(rel)
 	if err != nil {
 		if errors.Is(err, ErrBudgetExhausted) {
@@ -389,15 +486,8 @@ func (l *Ledger) Charge(rel privacy.Release) error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.f.Write(line); err != nil {
-		l.broken = fmt.Errorf("writing round %d: %w", rel.Round, err)
-		l.log.Error("ledger: write failed; ledger is broken until reopened", "round", rel.Round, "err", err)
-		return fmt.Errorf("%w: %w", ErrBroken, l.broken)
-	}
-	if err := l.f.Sync(); err != nil {
-		l.broken = fmt.Errorf("fsync of round %d: %w", rel.Round, err)
-		l.log.Error("ledger: fsync failed; ledger is broken until reopened", "round", rel.Round, "err", err)
-		return fmt.Errorf("%w: %w", ErrBroken, l.broken)
+	if err := l.commit(rel.Round, line); err != nil {
+		return err
 	}
 	l.byRound[rel.Round] = len(l.releases)
 	l.releases = append(l.releases, clone(rel))
@@ -411,6 +501,32 @@ func (l *Ledger) Charge(rel privacy.Release) error {
 	return nil
 }
 
+// commit is the one write path of the ledger: it appends line (one
+// complete record, its '\n' last) with a single Write, then Syncs, and
+// returns nil only after both succeeded. A short write counts as a
+// failed one. On failure the ledger is broken (every later charge fails
+// with ErrBroken): the file may now hold a fragment of line, or the whole
+// of it unsynced, which a reopen discards (a torn tail) or counts (an
+// over-count, never an under-count); appending after it could chain onto
+// a record the ledger's state does not hold. Caller holds l.mu and
+// updates the state only after commit returned nil.
+func (l *Ledger) commit(round int, line []byte) error {
+	n, err := l.f.Write(line)
+	if err == nil && n != len(line) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		l.broken = fmt.Errorf("writing round %d: %w", round, err)
+	} else if err = l.f.Sync(); err != nil {
+		l.broken = fmt.Errorf("fsync of round %d: %w", round, err)
+	}
+	if err != nil {
+		l.log.Error("ledger: charge not durable; the round is not charged and the ledger is broken until reopened", "round", round, "err", l.broken)
+		return fmt.Errorf("%w: %w", ErrBroken, l.broken)
+	}
+	return nil
+}
+
 // CanCharge reports, without writing, the composed epsilon charging rel
 // would bring and the error Charge would return (nil if it would succeed,
 // barring I/O failure). It is advisory: another goroutine may charge in
@@ -418,6 +534,9 @@ func (l *Ledger) Charge(rel privacy.Release) error {
 func (l *Ledger) CanCharge(rel privacy.Release) (eps float64, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	if !l.closed && l.repeat(rel) {
+		return l.eps, nil
+	}
 	eps, _, err = l.check(rel)
 	return eps, err
 }
@@ -468,40 +587,57 @@ func (l *Ledger) head() Hash {
 
 // Head returns the number of committed records and the hash chain value
 // after the last one (all zeros when empty). Each record commits to the
-// previous hash, so (count, hash) identifies the whole file content up to
+// previous hash, so the head identifies the whole file content up to
 // that record. Store it with any state that depends on the charged rounds
-// (the aggregator's checkpoint) and pass it to Verify on restart.
-func (l *Ledger) Head() (count int, hash Hash) {
+// (the aggregator's checkpoint), send it to the other server (/v1/anchor)
+// and pass it to Verify on restart.
+func (l *Ledger) Head() wire.Head {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return len(l.hashes), l.head()
+	return wire.Head{Count: uint64(len(l.hashes)), Hash: l.head()}
 }
 
 // Verify checks that the ledger still holds the records a head recorded
-// earlier: it has at least count records and the chain hash after its
-// first count records is hash. A ledger that lost records (a deleted last
-// line, an emptied or deleted file) or whose records were rewritten fails
-// with ErrRollback: replaying it would under-count the privacy loss, so
-// the caller must refuse to start. A ledger longer than the head (charged
-// after the head was stored, e.g. a crash between charge and checkpoint)
-// passes if its prefix matches.
-func (l *Ledger) Verify(count int, hash Hash) error {
+// earlier: it has at least h.Count records and the chain hash after its
+// first h.Count records is h.Hash. A ledger that lost records (a deleted
+// last line, an emptied or deleted file) or whose records were rewritten
+// fails with ErrRollback: replaying it would under-count the privacy
+// loss, so the caller must refuse to start (or to charge). A ledger
+// longer than the head (charged after the head was stored, e.g. a crash
+// between charge and checkpoint) passes if its prefix matches.
+func (l *Ledger) Verify(h wire.Head) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if count < 0 {
-		return fmt.Errorf("%w: negative record count %d", ErrRollback, count)
-	}
-	if count > len(l.hashes) {
-		return fmt.Errorf("%w: the head records %d records, the file holds %d", ErrRollback, count, len(l.hashes))
+	if h.Count > uint64(len(l.hashes)) {
+		return fmt.Errorf("%w: the head records %d records, the file holds %d", ErrRollback, h.Count, len(l.hashes))
 	}
 	var got Hash
-	if count > 0 {
-		got = l.hashes[count-1]
+	if h.Count > 0 {
+		got = l.hashes[h.Count-1]
 	}
-	if got != hash {
-		return fmt.Errorf("%w: record %d hashes to %s, the head says %s", ErrRollback, count, got, hash)
+	if got != h.Hash {
+		return fmt.Errorf("%w: record %d hashes to %s, the head says %s", ErrRollback, h.Count, got, Hash(h.Hash))
 	}
 	return nil
+}
+
+// Peer returns the other server's ledger head as last recorded in
+// Options.PeerFile (the zero head without one).
+func (l *Ledger) Peer() wire.Head {
+	if l.peer == nil {
+		return wire.Head{}
+	}
+	return l.peer.Head()
+}
+
+// RecordPeer durably records h as the other server's ledger head
+// (Peer.Record): a head behind the recorded one is ErrRollback and not
+// recorded. Without Options.PeerFile it fails.
+func (l *Ledger) RecordPeer(h wire.Head) error {
+	if l.peer == nil {
+		return fmt.Errorf("%w: no peer file", ErrInvalidOptions)
+	}
+	return l.peer.Record(h)
 }
 
 // Suspend makes Charge and CanCharge refuse every release with

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // TestHeadDetectsRollback: a head stored after three charges detects a
@@ -21,18 +22,18 @@ func TestHeadDetectsRollback(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ledger.jsonl")
 	l := open(t, path, opts(10))
-	if n, h := l.Head(); n != 0 || h != (Hash{}) {
-		t.Fatalf("empty head = (%d, %s)", n, h)
+	if h := l.Head(); !h.IsZero() {
+		t.Fatalf("empty head = %+v", h)
 	}
 	mustCharge(t, l, rel(1, 0.25), rel(2, 0.25), rel(3, 0.25))
-	n, head := l.Head()
-	if n != 3 {
-		t.Fatalf("head count %d", n)
+	head := l.Head()
+	if head.Count != 3 {
+		t.Fatalf("head count %d", head.Count)
 	}
-	if err := l.Verify(n, head); err != nil {
+	if err := l.Verify(head); err != nil {
 		t.Fatalf("own head: %v", err)
 	}
-	n2, head2 := 2, l.hashes[1]
+	head2 := wire.Head{Count: 2, Hash: l.hashes[1]}
 	l.Close()
 	full := readFile(t, path)
 	lines := bytes.SplitAfter(full, []byte("\n"))[:3]
@@ -62,16 +63,16 @@ func TestHeadDetectsRollback(t *testing.T) {
 		"last record rewritten": bytes.Join([][]byte{lines[0], lines[1], append(forged, '\n')}, nil),
 	} {
 		lg := reopen(data)
-		if err := lg.Verify(n, head); !errors.Is(err, ErrRollback) {
+		if err := lg.Verify(head); !errors.Is(err, ErrRollback) {
 			t.Errorf("%s: Verify = %v, want ErrRollback", name, err)
 		}
 	}
 	// The earlier head of two records still matches the full file, and
 	// the file truncated to it.
-	if err := reopen(full).Verify(n2, head2); err != nil {
+	if err := reopen(full).Verify(head2); err != nil {
 		t.Errorf("prefix head: %v", err)
 	}
-	if err := reopen(bytes.Join(lines[:2], nil)).Verify(n2, head2); err != nil {
+	if err := reopen(bytes.Join(lines[:2], nil)).Verify(head2); err != nil {
 		t.Errorf("exact head: %v", err)
 	}
 	// A rewritten middle record breaks the chain at the next line.
@@ -105,11 +106,11 @@ func TestVersion1Prefix(t *testing.T) {
 	}
 	l := open(t, p, opts(10))
 	mustCharge(t, l, rel(3, 0.25))
-	n, h := l.Head()
+	h := l.Head()
 	l.Close()
 	l2 := open(t, p, opts(10))
-	if err := l2.Verify(n, h); err != nil || n != 3 {
-		t.Fatalf("reopen: n=%d %v", n, err)
+	if err := l2.Verify(h); err != nil || h.Count != 3 {
+		t.Fatalf("reopen: n=%d %v", h.Count, err)
 	}
 	l2.Close()
 	data := append(readFile(t, p), v1(rel(4, 0.25))...)
