@@ -15,12 +15,9 @@ import (
 // a uniform n_p of n_p + 1: the target's report replaces one of the
 // others' instead of a dummy. Everyone else (n − 2n_p − 1 volunteers) has
 // its top-1 elsewhere, the same under both.
-func topkOverflow(t *testing.T, randomizer wire.Randomizer, d, n int, epsL float64, cuts []float64) scenario {
+func topkOverflow(t *testing.T, o roundspec.Options, d, n int, cuts func(*roundspec.Spec) []float64) scenario {
 	t.Helper()
-	o := roundspec.Options{Protocol: wire.ProtocolSSTopk, Randomizer: randomizer, L: 1, K: 1, EpsL: epsL}
-	if randomizer == wire.RandomizerRGB {
-		o.Buckets = 2
-	}
+	o.Protocol, o.L, o.K = wire.ProtocolSSTopk, 1, 1
 	spec := mustSpec(t, d, n, o)
 	p := spec.Params()
 	np, c := int(p.NP), p.Clip
@@ -39,19 +36,10 @@ func topkOverflow(t *testing.T, randomizer wire.Randomizer, d, n int, epsL float
 			sc.others = append(sc.others, unit(d, -c, 2+i%(d-2)))
 		}
 	}
-	rz := spec.Randomizer()
-	bins, err := NewBinning(rz, cuts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r1, err := MessageLaw(rz, bins, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r0, _ := MessageLaw(rz, bins, 0)
-	om, _ := BlanketLaw(rz, bins)
+	bins, r1, r0, om := laws(t, spec, cuts(spec))
 	here := []Msg{{Law: r1, Count: 1}, {Law: r0, Count: np}}
 	away := []Msg{{Law: r0, Count: np}}
+	var err error
 	sc.model, err = NewModel([]uint32{a, b}, np, bins, om,
 		[]Config{{Weight: 1, Dims: [][]Msg{here, away}}},
 		[]Config{{Weight: 1, Dims: [][]Msg{away, here}}})
@@ -64,7 +52,11 @@ func topkOverflow(t *testing.T, randomizer wire.Randomizer, d, n int, epsL float
 // laplaceCuts bins Laplace values by the sign of y and of y − 1 (where the
 // density ratio of R(1) against R(0) is constant) and m equal steps in
 // between.
-func laplaceCuts(m int) []float64 {
+func laplaceCuts(m int) func(*roundspec.Spec) []float64 {
+	return func(*roundspec.Spec) []float64 { return laplaceCutsN(m) }
+}
+
+func laplaceCutsN(m int) []float64 {
 	cuts := []float64{0}
 	for i := 1; i < m; i++ {
 		cuts = append(cuts, float64(i)/float64(m))
@@ -89,7 +81,7 @@ func laplaceCuts(m int) []float64 {
 // the exact ε of 2.22), so it catches the old local row (2) at least 90%
 // of the time.
 func TestTopkLocalRowAttack(t *testing.T) {
-	sc := topkOverflow(t, wire.RandomizerLaplace, 15, 10, 2, laplaceCuts(4))
+	sc := topkOverflow(t, roundspec.Options{Randomizer: wire.RandomizerLaplace, EpsL: 2}, 15, 10, laplaceCuts(4))
 	sc.name, sc.delta, sc.trials, sc.short = "ss-topk laplace l=1 overflow", 3e-3, 500_000, 50_000
 	res := run(t, sc, 1)
 	if res.tightest == "local model (no shuffler), basic composition" {
