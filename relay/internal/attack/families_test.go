@@ -151,10 +151,7 @@ func gridCuts(*roundspec.Spec) []float64 { return nil }
 func TestFamiliesAttack(t *testing.T) {
 	rgb := roundspec.Options{Randomizer: wire.RandomizerRGB, Buckets: 2}
 	lap := roundspec.Options{Randomizer: wire.RandomizerLaplace}
-	cases := []struct {
-		name string
-		make func(t *testing.T) scenario
-	}{
+	cases := []attackCase{
 		// SS-Simple, Laplace (local row, PLD/RDP FMT'21, FMT'23 and
 		// variation-ratio Laplace rows, FLAME closed forms).
 		{"ss-simple laplace d=2 n=3", func(t *testing.T) scenario {
@@ -169,7 +166,7 @@ func TestFamiliesAttack(t *testing.T) {
 			o := rgb
 			o.EpsL = 4
 			sc := simpleFlip(t, o, 2, 3, gridCuts)
-			sc.delta, sc.trials, sc.short = 1e-2, 200_000, 20_000
+			sc.delta, sc.trials, sc.short = 1e-2, 500_000, 20_000
 			return sc
 		}},
 		// SS-Double (local row, shuffle rows at n_p).
@@ -177,9 +174,44 @@ func TestFamiliesAttack(t *testing.T) {
 			o := lap
 			o.K, o.EpsL = 2, 4
 			sc := doubleFlip(t, o, 3, laplaceCuts(2))
-			sc.delta, sc.trials, sc.short = 1e-2, 200_000, 20_000
+			sc.delta, sc.trials, sc.short = 1e-2, 500_000, 20_000
 			return sc
 		}},
+		// Gaussian (local Gaussian exact row; SS-Topk's unamplified row
+		// with δ0).
+		{"ss-simple gaussian d=2 n=2", func(t *testing.T) scenario {
+			o := roundspec.Options{Randomizer: wire.RandomizerGaussian, EpsL: 4, DeltaL: 1e-3}
+			sc := simpleFlip(t, o, 2, 2, gaussCuts)
+			sc.delta, sc.trials, sc.short = 3e-2, 400_000, 20_000
+			return sc
+		}},
+	}
+	runCases(t, cases, 100)
+}
+
+type attackCase struct {
+	name string
+	make func(t *testing.T) scenario
+}
+
+func runCases(t *testing.T, cases []attackCase, seed uint64) {
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sc := c.make(t)
+			sc.name = c.name
+			run(t, sc, seed+uint64(i))
+		})
+	}
+}
+
+// TestTopkFamiliesAttack is TestFamiliesAttack for SS-Topk with the
+// overflowing neighbours of topkOverflow (l = 1, n_p = 4 of n = 10): the
+// shuffle rows with R_{γ,b} (variation-ratio R_{γ,b}, FMT'21, FMT'23,
+// Lemma 1) and, with the Gaussian randomizer (δ0 > 0, no shuffle row),
+// the unamplified padded-shuffle row. (Laplace: TestTopkLocalRowAttack.)
+func TestTopkFamiliesAttack(t *testing.T) {
+	rgb := roundspec.Options{Randomizer: wire.RandomizerRGB, Buckets: 2}
+	cases := []attackCase{
 		// SS-Topk, R_{γ,b}, with overflow (shuffle rows, the unamplified row).
 		{"ss-topk rgb l=1 overflow", func(t *testing.T) scenario {
 			o := rgb
@@ -188,26 +220,12 @@ func TestFamiliesAttack(t *testing.T) {
 			sc.delta, sc.trials, sc.short = 3e-3, 300_000, 30_000
 			return sc
 		}},
-		// Gaussian (local Gaussian exact row; SS-Topk's unamplified row
-		// with δ0).
-		{"ss-simple gaussian d=2 n=2", func(t *testing.T) scenario {
-			o := roundspec.Options{Randomizer: wire.RandomizerGaussian, EpsL: 4, DeltaL: 1e-3}
-			sc := simpleFlip(t, o, 2, 2, gaussCuts)
-			sc.delta, sc.trials, sc.short = 1e-2, 200_000, 20_000
-			return sc
-		}},
 		{"ss-topk gaussian l=1 overflow", func(t *testing.T) scenario {
-			o := roundspec.Options{Randomizer: wire.RandomizerGaussian, EpsL: 2, DeltaL: 1e-4}
+			o := roundspec.Options{Randomizer: wire.RandomizerGaussian, EpsL: 4, DeltaL: 1e-4}
 			sc := topkOverflow(t, o, 15, 10, gaussCuts)
-			sc.delta, sc.trials, sc.short = 3e-3, 300_000, 30_000
+			sc.delta, sc.trials, sc.short = 3e-2, 300_000, 30_000
 			return sc
 		}},
 	}
-	for i, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			sc := c.make(t)
-			sc.name = c.name
-			run(t, sc, uint64(100+i))
-		})
-	}
+	runCases(t, cases, 200)
 }
