@@ -3,13 +3,13 @@ package attack
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/mechanism"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
-	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // Test level shared by every attack in this package: each one-sided
@@ -135,6 +135,13 @@ func run(t *testing.T, sc scenario, seed uint64) result {
 	if res.lower > res.charged {
 		t.Errorf("%s: empirical ε ≥ %.4g at δ = %g exceeds the charge %.4g (%s)", sc.name, res.lower, sc.delta, res.charged, res.tightest)
 	}
+	var valid []string
+	for _, row := range rep.Rows {
+		if row.Valid && row.Proven && row.Delta <= sc.delta*(1+1e-9) {
+			valid = append(valid, fmt.Sprintf("%s %.4g", row.Method, row.Epsilon))
+		}
+	}
+	t.Logf("%s: valid proven rows checked: %s", sc.name, strings.Join(valid, "; "))
 	for _, row := range rep.Rows {
 		if row.Valid && row.Proven && row.Delta <= sc.delta*(1+1e-9) && res.lower > row.Epsilon {
 			t.Errorf("%s: empirical ε ≥ %.4g exceeds the valid proven row %q (%.4g)", sc.name, res.lower, row.Method, row.Epsilon)
@@ -169,5 +176,3 @@ func unit(d int, v float64, at ...int) []float64 {
 	}
 	return x
 }
-
-var _ = wire.ProtocolSSTopk
