@@ -82,9 +82,11 @@ type Report struct {
 //     when they exceed the target δ;
 //   - central Gaussian (dp-gaussian releases): exact, by PLD and by RDP;
 //   - the local model (no amplification): basic composition of the local
-//     guarantees, and for SS-Simple and SS-Double with the Gaussian
-//     randomizer the exact composition of the Gaussian reports
-//     (accountLocalGaussian).
+//     guarantees (invalid when a release is SS-Topk, whose reports are not
+//     locally private; such sessions get instead the padded shuffle
+//     without amplification, ε0 per changed dimension: localTotals.rows),
+//     and for SS-Simple and SS-Double with the Gaussian randomizer the
+//     exact composition of the Gaussian reports (accountLocalGaussian).
 //
 // Consecutive identical releases (apart from Round) are composed by
 // squaring, so T identical rounds cost O(log T) convolutions.
@@ -108,7 +110,7 @@ func Account(releases []Release, delta float64) (Report, error) {
 	rep.Rows = append(rep.Rows, accountRDP(runs, delta, cache)...)
 	rep.Rows = append(rep.Rows, accountGaussian(runs, delta)...)
 	rep.Rows = append(rep.Rows, accountSecAgg(runs, delta)...)
-	rep.Rows = append(rep.Rows, accountLocal(runs))
+	rep.Rows = append(rep.Rows, accountLocal(runs)...)
 	rep.Rows = append(rep.Rows, accountLocalGaussian(runs, delta)...)
 	finishRows(rep.Rows)
 	rep.Tightest, rep.TightestAny = tightest(rep.Rows, delta)
@@ -221,33 +223,116 @@ func localEps(r Release) (eps, delta float64) {
 	}
 }
 
-// accountLocal is the local-model baseline: without any shuffler each
-// report is (ε_l, δ_l)-LDP, so any post-processing of a round is
-// (ε_l, δ_l)-DP for replacing one user (FLAME Definition 2, APES Lemma 1)
-// and T rounds compose by basic composition (Dwork and Roth 2014,
-// Theorem 3.16).
-func accountLocal(runs []run) AccountRow {
-	const method, cite = "local model (no shuffler), basic composition", "LDP + basic composition (Dwork-Roth Thm 3.16)"
-	var eps, delta float64
+// accountLocal returns the rows that count no amplification: the local
+// model and, when a release is SS-Topk, the padded shuffle without
+// amplification (see localTotals.rows).
+func accountLocal(runs []run) []AccountRow {
+	var t localTotals
 	for _, u := range runs {
-		if u.r.Protocol == ProtocolCentralGaussian || u.r.Protocol == ProtocolSecAgg {
-			return AccountRow{Bound: makeBound(method, cite, 0, 0, outside("central noise releases (central Gaussian, secure aggregation) have no local guarantee")), Family: FamilyLocal, Amplification: AmplificationNone, Composition: CompositionBasic}
-		}
-		e, d := localEps(u.r)
-		eps += float64(u.count) * e
-		delta += float64(u.count) * d
+		t = t.add(u.r, u.count)
 	}
-	return localRow(eps, delta)
+	return t.rows()
 }
 
-// localRow is the local-model row for summed local guarantees.
-func localRow(eps, delta float64) AccountRow {
-	const method, cite = "local model (no shuffler), basic composition", "LDP + basic composition (Dwork-Roth Thm 3.16)"
-	var err error
-	if delta >= 1 {
-		err = outside("total local delta %g >= 1", delta)
+// Names of the rows that count no amplification.
+const (
+	localMethod = "local model (no shuffler), basic composition"
+	localCite   = "LDP + basic composition (Dwork-Roth Thm 3.16)"
+	// unamplifiedMethod is SS-Topk's replacement for the local row: the
+	// per-dimension worst case over the dimensions a replacement changes.
+	unamplifiedMethod = "padded shuffle without amplification, basic composition over the changed dimensions"
+	unamplifiedCite   = "per-dimension ε0-DP of the padded, truncated shuffle (docs/privacy.md, \"SS-Topk has no local row\") + basic composition (Dwork-Roth Thm 3.16)"
+)
+
+// localTotals accumulates, over a sequence of releases, the guarantees
+// that count no amplification.
+type localTotals struct {
+	// eps, delta: the sum of the reports' local guarantees (localEps).
+	eps, delta float64
+	// ueps, udelta: the sum of unamplifiedEps.
+	ueps, udelta float64
+	// topk: some release is SS-Topk, whose reports are not locally
+	// private, so the local row is no bound.
+	topk bool
+	// central: some release is central noise (central Gaussian, secure
+	// aggregation): no local guarantee at all.
+	central bool
+}
+
+// add returns t after count rounds of release r.
+func (t localTotals) add(r Release, count int) localTotals {
+	if r.Protocol == ProtocolCentralGaussian || r.Protocol == ProtocolSecAgg {
+		t.central = true
+		return t
 	}
-	return AccountRow{Bound: makeBound(method, cite, eps, delta, err), Family: FamilyLocal, Amplification: AmplificationNone, Composition: CompositionBasic}
+	if r.Protocol == ProtocolSSTopk {
+		t.topk = true
+	}
+	e, d := localEps(r)
+	t.eps += float64(count) * e
+	t.delta += float64(count) * d
+	e, d = unamplifiedEps(r)
+	t.ueps += float64(count) * e
+	t.udelta += float64(count) * d
+	return t
+}
+
+// rows returns the local row and, when a release is SS-Topk, the
+// unamplified padded-shuffle row.
+//
+// Local row: without any shuffler each report is (ε_l, δ_l)-LDP, so any
+// post-processing of a round is (ε_l, δ_l)-DP for replacing one user
+// (FLAME Definition 2, APES Lemma 1) and T rounds compose by basic
+// composition (Dwork and Roth 2014, Theorem 3.16). It is invalid when a
+// release is SS-Topk: an SS-Topk report carries the volunteer's top-k
+// indices unperturbed, so it is not LDP at all, and after the relay's
+// padding and truncation a replacement can cost up to ε0 in each of 2lk
+// dimensions, more than the lk·ε0 the local sum counts (docs/privacy.md,
+// "SS-Topk has no local row"; relay/internal/attack
+// TestTopkLocalRowAttack measures ε > k·ε0 on the shipped code).
+//
+// Unamplified row (SS-Topk present): the aggregator's view of a round is,
+// given the sampling, a product over dimensions, each dimension's n_p
+// messages change by at most one ε0-LDP message of the extended randomizer
+// (a report, a dummy, or under truncation a uniformly chosen other
+// volunteer's report), so each changed dimension is (ε0, δ0)-DP for the
+// replacement and the ≤ min(2lk, d) changed dimensions compose by basic
+// composition (docs/privacy.md). Other protocols contribute their local
+// guarantee, which bounds the view too.
+func (t localTotals) rows() []AccountRow {
+	local := func(eps, delta float64, err error) AccountRow {
+		if err == nil && delta >= 1 {
+			err = outside("total local delta %g >= 1", delta)
+		}
+		return AccountRow{Bound: makeBound(localMethod, localCite, eps, delta, err), Family: FamilyLocal, Amplification: AmplificationNone, Composition: CompositionBasic}
+	}
+	if t.central {
+		return []AccountRow{local(0, 0, outside("central noise releases (central Gaussian, secure aggregation) have no local guarantee"))}
+	}
+	if !t.topk {
+		return []AccountRow{local(t.eps, t.delta, nil)}
+	}
+	var err error
+	if t.udelta >= 1 {
+		err = outside("total delta %g >= 1", t.udelta)
+	}
+	return []AccountRow{
+		local(0, 0, outside("an SS-Topk report is not locally private: its indices are the volunteer's unperturbed top-k, and the relay's padding and truncation let a replacement change up to 2lk dimensions by up to ε0 each (docs/privacy.md, \"SS-Topk has no local row\")")),
+		{Bound: makeBound(unamplifiedMethod, unamplifiedCite, t.ueps, t.udelta, err), Family: FamilyLocal, Amplification: AmplificationNone, Composition: CompositionBasic},
+	}
+}
+
+// unamplifiedEps is the per-round guarantee of the padded shuffle counting
+// no amplification: for SS-Topk, ε0 (δ0) in each of the coordinates(r) =
+// min(2lk, d) dimensions a replacement can change (docs/privacy.md, "SS-Topk
+// has no local row"); for every other protocol its local guarantee
+// (localEps), which bounds any post-processing of the reports.
+func unamplifiedEps(r Release) (eps, delta float64) {
+	if r.Protocol == ProtocolSSTopk {
+		c := float64(coordinates(r))
+		return c * r.Eps0, c * r.Delta0
+	}
+	return localEps(r)
 }
 
 // errString formats an error for a Reason.

@@ -381,15 +381,58 @@ func TestAccountGaussian(t *testing.T) {
 	}
 }
 
-// TestAccountLocal: the local row is the sum of k·ε0 over rounds.
+// TestAccountLocal: the local row is the sum of k·ε0 over rounds for
+// SS-Double; for SS-Topk it is not a bound (its reports are not locally
+// private, docs/privacy.md "SS-Topk has no local row") and the unamplified
+// padded-shuffle row charges ε0 in each of the min(2lk, d) changed
+// dimensions instead, also in a session (TestTopkLocalRowAttack in
+// relay/internal/attack measures the local row's violation on the shipped
+// code).
 func TestAccountLocal(t *testing.T) {
-	rep, err := Account(rounds(flameTopk(1), 3), 5e-6)
+	double := flameTopk(1)
+	double.Protocol, double.L = ProtocolSSDouble, 0
+	rep, err := Account(rounds(double, 3), 5e-6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	loc := rowByPrefix(t, rep, "local model")
-	if math.Abs(loc.Epsilon-3*157*0.5) > 1e-9 || loc.Delta != 0 {
-		t.Errorf("local row %v, want (235.5, 0)", loc.Bound)
+	if loc := rowByPrefix(t, rep, "local model"); !loc.Valid || math.Abs(loc.Epsilon-3*157*0.5) > 1e-9 || loc.Delta != 0 {
+		t.Errorf("SS-Double local row %v, want (235.5, 0)", loc.Bound)
+	}
+	for _, r := range rep.Rows {
+		if r.Method == unamplifiedMethod {
+			t.Errorf("SS-Double has the SS-Topk row %v", r.Bound)
+		}
+	}
+
+	topk := flameTopk(1)
+	topk.L = 2
+	rels := rounds(topk, 3)
+	rep, err = Account(rels, 5e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, err := NewSession(5e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srep, err := s0.WithAll(rels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rp := range map[string]Report{"Account": rep, "Session": srep} {
+		if loc := rowByPrefix(t, rp, "local model (no shuffler), basic"); loc.Valid {
+			t.Errorf("%s: SS-Topk local row valid: %v", name, loc.Bound)
+		}
+		un := rowByPrefix(t, rp, unamplifiedMethod)
+		if want := 3 * 2 * 2 * 157 * 0.5; !un.Valid || !un.Proven || math.Abs(un.Epsilon-want) > 1e-9 || un.Delta != 0 {
+			t.Errorf("%s: unamplified row %v, want (%v, 0)", name, un.Bound, want)
+		}
+		if rp.Tightest >= 0 && rp.Rows[rp.Tightest].Method == "local model (no shuffler), basic composition" {
+			t.Errorf("%s: SS-Topk charged by the local row", name)
+		}
+	}
+	if b, err := AccountLocal([]Release{topk}); err != nil || b.Valid {
+		t.Errorf("AccountLocal of an SS-Topk release: %v, %v; want an invalid bound", b, err)
 	}
 }
 

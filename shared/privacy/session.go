@@ -60,10 +60,9 @@ type Session struct {
 	last   int
 	runs   []run
 	slots  []slot
-	closed bool // whether the first release enabled closed forms
-	local  struct{ eps, delta float64 }
-	lgauss localGauss // the local Gaussian row (account_gaussian.go)
-	noLoc  bool       // a central Gaussian release has no local guarantee
+	closed bool        // whether the first release enabled closed forms
+	local  localTotals // the rows without amplification (account.go)
+	lgauss localGauss  // the local Gaussian row (account_gaussian.go)
 	report Report
 	caches *sessionCaches
 }
@@ -115,7 +114,7 @@ func (s *Session) WithRounds(rel Release, count int) (*Session, Report, error) {
 		return nil, Report{}, invalid("round %d does not follow the last added round %d", rel.Round, s.last)
 	}
 	rel.PersonalEps = slices.Clone(rel.PersonalEps)
-	n := &Session{delta: s.delta, rounds: s.rounds + count, last: rel.Round + count - 1, caches: s.caches, closed: s.closed, local: s.local, lgauss: s.lgauss, noLoc: s.noLoc}
+	n := &Session{delta: s.delta, rounds: s.rounds + count, last: rel.Round + count - 1, caches: s.caches, closed: s.closed, local: s.local, lgauss: s.lgauss}
 	// Runs: copy-on-write (the receiver's slice is never written).
 	n.runs = make([]run, len(s.runs), len(s.runs)+1)
 	copy(n.runs, s.runs)
@@ -132,13 +131,7 @@ func (s *Session) WithRounds(rel Release, count int) (*Session, Report, error) {
 	}
 	// Local model.
 	n.lgauss = n.lgauss.add(rel, count)
-	if rel.Protocol == ProtocolCentralGaussian || rel.Protocol == ProtocolSecAgg {
-		n.noLoc = true
-	} else {
-		e, d := localEps(rel)
-		n.local.eps += float64(count) * e
-		n.local.delta += float64(count) * d
-	}
+	n.local = n.local.add(rel, count)
 	// Compose the new round onto every slot, in parallel (each slot is
 	// independent; the caches lock).
 	var wg sync.WaitGroup
@@ -180,7 +173,7 @@ func (s *Session) WithAll(rels []Release) (*Session, Report, error) {
 		}
 		last, any = r.Round, true
 	}
-	n := &Session{delta: s.delta, rounds: s.rounds + len(rels), last: last, caches: s.caches, closed: s.closed, local: s.local, lgauss: s.lgauss, noLoc: s.noLoc}
+	n := &Session{delta: s.delta, rounds: s.rounds + len(rels), last: last, caches: s.caches, closed: s.closed, local: s.local, lgauss: s.lgauss}
 	n.runs = make([]run, len(s.runs), len(s.runs)+len(rels))
 	copy(n.runs, s.runs)
 	for _, r := range rels {
@@ -191,13 +184,7 @@ func (s *Session) WithAll(rels []Release) (*Session, Report, error) {
 			n.runs = append(n.runs, run{r: r, count: 1})
 		}
 		n.lgauss = n.lgauss.add(r, 1)
-		if r.Protocol == ProtocolCentralGaussian || r.Protocol == ProtocolSecAgg {
-			n.noLoc = true
-		} else {
-			e, d := localEps(r)
-			n.local.eps += e
-			n.local.delta += d
-		}
+		n.local = n.local.add(r, 1)
 	}
 	if s.rounds == 0 {
 		n.slots = newSlots(rels[0])
@@ -268,12 +255,7 @@ func (s *Session) buildReport() Report {
 	}
 	wg.Wait()
 	rep.Rows = append(rep.Rows, rows...)
-	if s.noLoc {
-		rep.Rows = append(rep.Rows, AccountRow{Bound: makeBound("local model (no shuffler), basic composition", "LDP + basic composition (Dwork-Roth Thm 3.16)", 0, 0,
-			outside("central noise releases (central Gaussian, secure aggregation) have no local guarantee")), Family: FamilyLocal, Amplification: AmplificationNone, Composition: CompositionBasic})
-	} else {
-		rep.Rows = append(rep.Rows, localRow(s.local.eps, s.local.delta))
-	}
+	rep.Rows = append(rep.Rows, s.local.rows()...)
 	if s.rounds > 0 {
 		rep.Rows = append(rep.Rows, s.lgauss.rows(s.delta)...)
 	}
