@@ -99,8 +99,10 @@ func BenchmarkRoundSecAgg(b *testing.B) {
 		b.Fatal(err)
 	}
 	frames := make([][]byte, b.N)
+	first := time.Now().Add(time.Hour)
 	for i := range frames {
-		a := &wire.Announcement{Round: uint64(i + 1), Deadline: time.Now().Add(time.Hour), Params: p, HPKEPub: k.Public().HPKE,
+		// Each a millisecond after the last: a client acts only on a later deadline.
+		a := &wire.Announcement{Round: uint64(i + 1), Deadline: first.Add(time.Duration(i) * time.Millisecond), Params: p, HPKEPub: k.Public().HPKE,
 			RelayPub: helper.Public(), Model: make([]float64, logreg.MNISTParams)}
 		if err := a.Sign(k); err != nil {
 			b.Fatal(err)

@@ -70,9 +70,10 @@ type Transport interface {
 
 // Errors reported in events (check with errors.Is).
 var (
-	// ErrStale: an announcement for a round at or below the last round
-	// this client decided on (a replay, or the relay re-sending the
-	// current round after a reconnect). It is ignored.
+	// ErrStale: an announcement for a round below the last round this
+	// client decided on whose deadline is not after every deadline it
+	// acted on (a replay). It is ignored, as is the current round sent
+	// again (the relay re-sending it after a reconnect).
 	ErrStale = errors.New("client: announcement for an old round")
 	// ErrParams: the announced parameters are unusable by this client
 	// (e.g. another model dimension).
@@ -180,8 +181,11 @@ type Client struct {
 
 	mu        sync.Mutex
 	lastRound uint64
-	releases  []privacy.Release
-	eps, dlt  float64
+	// lastDeadline is the latest deadline of the announcements this
+	// client decided on (see handleAnnouncement).
+	lastDeadline time.Time
+	releases     []privacy.Release
+	eps, dlt     float64
 }
 
 // New validates cfg and returns a Client.
@@ -477,6 +481,18 @@ func (c *Client) reject(round uint64, err error) {
 	c.emit(Event{Kind: EventRejected, Round: round, Err: err})
 }
 
+// An announcement is acted on once, and only if it is newer than every one
+// the client acted on: another round than the last (the current round sent
+// again, after a reconnect or re-timed with a later deadline, is ignored),
+// with a later deadline, which the aggregator signs (ErrStale otherwise).
+// The aggregator's deadlines strictly increase from round to round
+// (aggregator/internal/server nextRound), so a replayed older announcement,
+// whatever its round number, has an earlier deadline, and no round is ever
+// reported twice: a relay cannot forge a later deadline. A round number
+// below the last one with a later deadline is a new class of the same
+// aggregator (its key kept, its rounds numbered from 1 again: New class on
+// the operator page), which the client joins without a reload.
+
 // handleAnnouncement verifies an announcement and, if the coin says so,
 // trains, encodes and sends the round's report. Only transport (send)
 // errors are returned.
@@ -493,15 +509,18 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 		return nil
 	}
 	c.mu.Lock()
-	last := c.lastRound
+	last, lastDeadline := c.lastRound, c.lastDeadline
 	c.mu.Unlock()
-	if a.Round <= last {
-		if a.Round < last {
-			c.reject(a.Round, fmt.Errorf("%w: round %d after round %d", ErrStale, a.Round, last))
-		} else {
-			c.log.Debug("announcement for the current round again", "round", a.Round)
-		}
+	if a.Round == last {
+		c.log.Debug("announcement for the current round again", "round", a.Round)
 		return nil
+	}
+	if !a.Deadline.After(lastDeadline) {
+		c.reject(a.Round, fmt.Errorf("%w: round %d after round %d", ErrStale, a.Round, last))
+		return nil
+	}
+	if a.Round < last {
+		c.log.Info("a new class: the aggregator numbers its rounds from the start again", "round", a.Round, "last", last)
 	}
 	setup := c.setup
 	if setup == nil || setup.params != a.Params {
@@ -515,6 +534,9 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 	// one report per round, even if sending fails half way.
 	c.mu.Lock()
 	c.lastRound = a.Round
+	if a.Deadline.After(c.lastDeadline) {
+		c.lastDeadline = a.Deadline
+	}
 	c.mu.Unlock()
 	localEps := 0.0 // secure summation adds no local noise
 	if setup.enc != nil {

@@ -104,7 +104,8 @@ func TestAlteredAnnouncementRejected(t *testing.T) {
 
 // TestOneReportPerRound: the same round announced again (a relay resend),
 // an older round replayed after a newer one, and a resend after the coin
-// said no never produce a second report.
+// said no never produce a second report; a new class's rounds, numbered
+// from 1 again with later deadlines, are taken part in.
 func TestOneReportPerRound(t *testing.T) {
 	k := testKey(t, 1)
 	c, log := newTestClient(t, k, 2, 10)
@@ -118,7 +119,8 @@ func TestOneReportPerRound(t *testing.T) {
 	relay.send(announce(t, k, 1, p)) // re-signed, same round
 	relay.expectSilence(100*time.Millisecond, "round 1 announced again")
 
-	relay.send(announce(t, k, 2, p))
+	a2 := announce(t, k, 2, p)
+	relay.send(a2)
 	relay.expectReport(2, p)
 	relay.send(a1) // replay of an older round
 	relay.expectSilence(100*time.Millisecond, "round 1 replayed after round 2")
@@ -126,14 +128,31 @@ func TestOneReportPerRound(t *testing.T) {
 	if err := log.of(EventRejected)[0].Err; !errors.Is(err, ErrStale) {
 		t.Fatalf("replay rejected with %v, want ErrStale", err)
 	}
+	// A new class of the same aggregator numbers its rounds from 1
+	// again, with later deadlines: the client takes part without a reload
+	// (issue 23: volunteers who stayed connected never joined a new
+	// class). The old class's announcements replayed in it stay stale
+	// (earlier deadlines), before and after the new class reaches their
+	// round numbers: no round is reported twice.
+	relay.send(announce(t, k, 1, p))
+	relay.expectReport(1, p)
+	relay.send(a1)
+	relay.send(a2)
+	relay.expectSilence(100*time.Millisecond, "the old class's rounds replayed in the new class")
+	waitFor(t, "stale rejection", func() bool { return log.count(EventRejected) == 2 })
+	relay.send(announce(t, k, 2, p))
+	relay.expectReport(2, p)
+	relay.send(a2)
+	relay.send(a1)
+	relay.expectSilence(100*time.Millisecond, "the old class's rounds replayed after the new class's round 2")
 	if err := stop(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
 	}
-	if n := log.count(EventSent); n != 2 {
-		t.Fatalf("%d reports sent, want 2", n)
+	if n := log.count(EventSent); n != 4 {
+		t.Fatalf("%d reports sent, want 4", n)
 	}
-	if n := log.count(EventAck); n != 2*p.Messages() {
-		t.Fatalf("%d acks seen, want %d", n, 2*p.Messages())
+	if n := log.count(EventAck); n != 4*p.Messages() {
+		t.Fatalf("%d acks seen, want %d", n, 4*p.Messages())
 	}
 }
 

@@ -121,6 +121,28 @@ func testParams(p float64) wire.Params {
 }
 
 // announce returns a signed Announcement frame for round with params p.
+// testDeadline is the last deadline announce gave: each announcement's is a
+// millisecond (the wire's precision) after the one before, as the
+// aggregator's are (a client acts only on a later deadline).
+var (
+	testDeadlineMu sync.Mutex
+	testDeadline   time.Time
+)
+
+func nextDeadline() time.Time {
+	testDeadlineMu.Lock()
+	defer testDeadlineMu.Unlock()
+	testDeadline = later(time.Now().Add(time.Minute).Truncate(time.Millisecond), testDeadline.Add(time.Millisecond))
+	return testDeadline
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 func announce(t testing.TB, k *envelopetest.Key, round uint64, p wire.Params) []byte {
 	t.Helper()
 	model := make([]float64, p.D)
@@ -129,7 +151,7 @@ func announce(t testing.TB, k *envelopetest.Key, round uint64, p wire.Params) []
 	}
 	a := &wire.Announcement{
 		Round:    round,
-		Deadline: time.Now().Add(time.Minute),
+		Deadline: nextDeadline(),
 		Params:   p,
 		HPKEPub:  k.Public().HPKE,
 		Model:    model,

@@ -88,12 +88,29 @@ func (s *Server) nextRound() (*checkpoint.Open, error) {
 		s.log.Info("round timeout stretched: the last rounds ran out of time with reports missing", "round", r,
 			"timeout", timeout, "configured", rc.timeout)
 	}
-	o := checkpoint.Open{Round: r, AnnouncedAt: now, Deadline: now.Add(timeout).Truncate(time.Millisecond)}
+	o := checkpoint.Open{Round: r, AnnouncedAt: now, Deadline: laterDeadline(now.Add(timeout), s.st.History)}
 	if err := s.commit(func(st *checkpoint.State) { st.Open = &o }); err != nil {
 		return nil, err
 	}
 	s.watchAudit(r, rc)
 	return &o, nil
+}
+
+// laterDeadline returns d (at the wire's millisecond precision), or a
+// millisecond after the last round's deadline in history if that is not
+// earlier: each round's signed deadline is strictly after the one before,
+// even when the operator shortens the round timeout, which volunteers rely
+// on to tell a replayed announcement from a new one (shared/client,
+// handleAnnouncement: an announcement is acted on only with a later
+// deadline than every one before).
+func laterDeadline(d time.Time, history []checkpoint.RoundRecord) time.Time {
+	d = d.Truncate(time.Millisecond)
+	if n := len(history); n > 0 {
+		if floor := history[n-1].Deadline.Truncate(time.Millisecond).Add(time.Millisecond); d.Before(floor) {
+			return floor
+		}
+	}
+	return d
 }
 
 // Round timeouts adapt to slow volunteers (docs/protocol.md, "Closing a

@@ -577,3 +577,21 @@ func TestRelayRefusalStopsAnnouncing(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 }
+
+// TestDeadlinesIncrease (issue 23): a round's deadline is strictly after
+// the last one's even when the operator shortened the round timeout
+// meanwhile, since volunteers act only on an announcement with a later
+// deadline than every one before.
+func TestDeadlinesIncrease(t *testing.T) {
+	now := time.Now().Truncate(time.Millisecond)
+	hist := []checkpoint.RoundRecord{{Round: 1, Deadline: now.Add(10 * time.Minute)}}
+	if d := laterDeadline(now.Add(30*time.Second), hist); !d.Equal(now.Add(10*time.Minute + time.Millisecond)) {
+		t.Errorf("after a 10-minute round, a 30 s one ends at %v, want a millisecond after the last", d.Sub(now))
+	}
+	if d := laterDeadline(now.Add(time.Hour), hist); !d.Equal(now.Add(time.Hour)) {
+		t.Errorf("a later deadline moved: %v", d.Sub(now))
+	}
+	if d := laterDeadline(now.Add(time.Minute), nil); !d.Equal(now.Add(time.Minute)) {
+		t.Errorf("first round: %v", d.Sub(now))
+	}
+}

@@ -153,7 +153,7 @@ func (r *wsRelay) collect(k *envelopetest.Key, round uint64, p wire.Params, n in
 
 func signedAnnouncement(t *testing.T, k *envelopetest.Key, round uint64, p wire.Params) []byte {
 	t.Helper()
-	a := &wire.Announcement{Round: round, Deadline: time.Now().Add(time.Minute), Params: p,
+	a := &wire.Announcement{Round: round, Deadline: time.Now().Add(time.Minute + time.Duration(round)*time.Millisecond), Params: p, // later for each round, as the aggregator's
 		HPKEPub: k.Public().HPKE, Model: make([]float64, p.D)}
 	if err := a.Sign(k); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func mnistTopk() wire.Params {
 
 func announce(tb testing.TB, k *envelopetest.Key, round uint64, p wire.Params) []byte {
 	tb.Helper()
-	a := wire.Announcement{Round: round, Deadline: time.Now().Add(time.Hour), Params: p,
+	a := wire.Announcement{Round: round, Deadline: time.Now().Add(time.Hour + time.Duration(round)*time.Millisecond), Params: p, // later for each round, as the aggregator's
 		HPKEPub: k.Public().HPKE, Model: make([]float64, p.D)}
 	if err := a.Sign(k); err != nil {
 		tb.Fatal(err)
