@@ -14,19 +14,12 @@ package wire
 //	18      L     leader     the leader's input share sealed to the aggregator
 //	18+L    H     helper     the helper's input share sealed to the relay
 //
-// SecAggBatch (type 0x09), relay -> aggregator, the round's reports:
+// Type 0x09 is retired: it was SecAggBatch, a whole round's reports in
+// one frame, which the streaming frames (secaggstream.go) replaced. It is
+// not a valid type and is never reused.
 //
-//	0       2     header (type 0x09)
-//	2       8     round
-//	10      4     reports    u32 (reports in the batch, 1 .. quota)
-//	14      4     checkedIn  u32
-//	18      4     population u32
-//	22      4     shareLen   u32 (sealed leader share size)
-//	26      R*S   leader shares, in the helper's order
-//	..      4     prepLen    u32
-//	..      P     the helper's prepare shares (secagg 'P' message)
-//
-// SecAggPrep (type 0x0A), aggregator -> relay, the answer to a batch:
+// SecAggPrep (type 0x0A), aggregator -> relay, the answer to a chunk
+// (SecAggChunk, secaggstream.go):
 //
 //	0       2     header (type 0x0A)
 //	2       8     round
@@ -42,7 +35,7 @@ package wire
 //	14      A     the helper's noised aggregate share (secagg 'A' message)
 const (
 	TypeShares          Type = 0x08
-	TypeSecAggBatch     Type = 0x09
+	typeRetired09       Type = 0x09 // was SecAggBatch
 	TypeSecAggPrep      Type = 0x0A
 	TypeSecAggAggregate Type = 0x0B
 )
@@ -99,87 +92,12 @@ func ParseShares(b []byte, leaderLen, helperLen int) (*Shares, error) {
 	return s, nil
 }
 
-// SecAggBatch is what the relay forwards to the aggregator after preparing
-// its own shares.
-type SecAggBatch struct {
-	Round                          uint64
-	Reports, CheckedIn, Population uint32
-	Leader                         [][]byte // sealed leader shares, one per report (alias the input)
-	Prep                           []byte   // the helper's prepare shares (alias the input)
-}
-
-// MarshalBinary encodes the frame; every leader share must have the same
-// length.
-func (s *SecAggBatch) MarshalBinary() ([]byte, error) {
-	n := len(s.Leader)
-	if s.Round < 1 || n < 1 || uint64(n) != uint64(s.Reports) || len(s.Prep) > MaxSecAggPayload {
-		return nil, malformed(ErrValue, "secagg batch: round %d, %d shares for %d reports", s.Round, n, s.Reports)
-	}
-	sl := len(s.Leader[0])
-	if sl < 1 || uint64(sl)*uint64(n) > MaxSecAggPayload {
-		return nil, malformed(ErrLimit, "secagg batch: %d shares of %d bytes", n, sl)
-	}
-	b := make([]byte, 26+n*sl+4+len(s.Prep))
-	putHeader(b, TypeSecAggBatch)
-	be.PutUint64(b[2:], s.Round)
-	be.PutUint32(b[10:], s.Reports)
-	be.PutUint32(b[14:], s.CheckedIn)
-	be.PutUint32(b[18:], s.Population)
-	be.PutUint32(b[22:], uint32(sl))
-	off := 26
-	for i, l := range s.Leader {
-		if len(l) != sl {
-			return nil, malformed(ErrValue, "secagg batch: share %d has %d bytes, want %d", i, len(l), sl)
-		}
-		off += copy(b[off:], l)
-	}
-	be.PutUint32(b[off:], uint32(len(s.Prep)))
-	copy(b[off+4:], s.Prep)
-	return b, nil
-}
-
-// ParseSecAggBatch decodes a SecAggBatch frame whose leader shares must
-// have shareLen bytes each and whose report count must lie in
-// [1, maxReports].
-func ParseSecAggBatch(b []byte, shareLen, maxReports int) (*SecAggBatch, error) {
-	if err := header(b, TypeSecAggBatch); err != nil {
-		return nil, err
-	}
-	if len(b) < 30 {
-		return nil, malformed(ErrTruncated, "secagg batch: %d bytes", len(b))
-	}
-	s := &SecAggBatch{Round: be.Uint64(b[2:]), Reports: be.Uint32(b[10:]), CheckedIn: be.Uint32(b[14:]), Population: be.Uint32(b[18:])}
-	if s.Round < 1 {
-		return nil, malformed(ErrValue, "secagg batch round must be >= 1")
-	}
-	if s.Reports < 1 || int64(s.Reports) > int64(maxReports) {
-		return nil, malformed(ErrLimit, "secagg batch of %d reports, want 1 .. %d", s.Reports, maxReports)
-	}
-	if got := be.Uint32(b[22:]); int64(got) != int64(shareLen) || shareLen < 1 {
-		return nil, malformed(ErrValue, "secagg batch shares of %d bytes, the round's are %d", got, shareLen)
-	}
-	end := 26 + uint64(s.Reports)*uint64(shareLen)
-	if end+4 > uint64(len(b)) {
-		return nil, malformed(ErrTruncated, "secagg batch: %d bytes, need %d for %d shares", len(b), end+4, s.Reports)
-	}
-	s.Leader = make([][]byte, s.Reports)
-	for i := range s.Leader {
-		off := 26 + i*shareLen
-		s.Leader[i] = b[off : off+shareLen : off+shareLen]
-	}
-	pl := be.Uint32(b[end:])
-	if err := exactLen(b, end+4+uint64(pl), "secagg batch"); err != nil {
-		return nil, err
-	}
-	s.Prep = b[end+4:]
-	return s, nil
-}
-
-// SecAggPrep is the aggregator's answer to a SecAggBatch.
+// SecAggPrep is the aggregator's answer to a SecAggChunk: its reports'
+// verdicts (secagg 'M' message).
 type SecAggPrep struct {
 	Round  uint64
 	Status uint8  // BatchStatusOK, BatchStatusRefused or BatchStatusInvalid
-	Msg    []byte // the leader's prepare messages (ok only)
+	Msg    []byte // the leader's verdicts (ok only)
 }
 
 // MarshalBinary encodes the frame.

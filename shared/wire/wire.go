@@ -45,10 +45,10 @@ const (
 	TypeBatchReply   Type = 0x05 // aggregator -> relay
 	TypeAbort        Type = 0x06 // relay -> aggregator
 	TypeAck          Type = 0x07 // relay -> client
-	// Secure summation: TypeShares, TypeSecAggBatch, TypeSecAggPrep and
-	// TypeSecAggAggregate (0x08 .. 0x0B) are in secagg.go; the streaming
-	// frames TypeSecAggChunk, TypeSecAggClose and TypeSecAggCharged
-	// (0x0C .. 0x0E) in secaggstream.go.
+	// Secure summation: TypeShares, TypeSecAggPrep and
+	// TypeSecAggAggregate (0x08, 0x0A, 0x0B; 0x09 is retired) are in
+	// secagg.go; the streaming frames TypeSecAggChunk, TypeSecAggClose and
+	// TypeSecAggCharged (0x0C .. 0x0E) in secaggstream.go.
 )
 
 // String returns the frame type's name.
@@ -70,8 +70,6 @@ func (t Type) String() string {
 		return "ack"
 	case TypeShares:
 		return "shares"
-	case TypeSecAggBatch:
-		return "secagg-batch"
 	case TypeSecAggPrep:
 		return "secagg-prep"
 	case TypeSecAggAggregate:
@@ -86,8 +84,10 @@ func (t Type) String() string {
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
-// Valid reports whether t is a known frame type.
-func (t Type) Valid() bool { return t >= TypeAnnouncement && t <= TypeSecAggCharged }
+// Valid reports whether t is a known frame type (not a retired one).
+func (t Type) Valid() bool {
+	return t >= TypeAnnouncement && t <= TypeSecAggCharged && t != typeRetired09
+}
 
 // Decoding errors. Every error of a decoder wraps ErrMalformed; the others
 // refine it.

@@ -11,7 +11,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
-	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // The leader's side of one secure-summation round (docs/secagg.md) as a
@@ -29,9 +28,11 @@ import (
 // The guarantee (docs/architecture.md, "Where each invariant lives";
 // TestSecAggNothingUnshardsBeforeCharge): the leader's aggregate share is
 // handed out, noised, only by Unshard, which refuses unless the round's
-// release was charged first; AnalyzeSecAgg returns the 'M' message, with
-// which the relay sends the aggregate share that lets the aggregator
-// unshard, only after the charge.
+// release was charged first (Charge, ChargeSecAgg). The 'M' messages
+// (PrepareChunk's verdicts) let the relay fold its own shares, never
+// release them: the relay's noised aggregate share, which lets the
+// aggregator unshard, is sent only after the aggregator's server answered
+// the close with the charged count.
 
 // SecAgg leader states.
 const (
@@ -272,45 +273,6 @@ func RestoreSecAggLeader(key *sealkey.PrivateKey, r *secagg.Round, eng secagg.En
 	}
 	l.reports, l.state = l.agg.Count(), secAggCharged
 	return l, nil
-}
-
-// SecAggBatch is what AnalyzeSecAgg learned of a batch.
-type SecAggBatch struct {
-	Batch *wire.SecAggBatch
-	// Msg is the 'M' message, nil unless the round was charged.
-	Msg []byte
-}
-
-// AnalyzeSecAgg prepares a whole secure-summation batch (the relay's
-// sealed leader shares and 'P' message) with l and charges it: the
-// counterpart of Analyze. Between the two it calls persist with the 'M'
-// message and the running aggregate (MarshalAggregate), so that a restart
-// after the charge can resume the round (nil: nothing persisted).
-// Errors: a 'P' that does not combine (secagg.ErrProtocol or
-// secagg.ErrMalformed; nothing charged), ErrBelowMinBatch (nothing
-// charged), persist's or charge's error as is (nothing released).
-//
-// Guarantee: the 'M' message — with which the relay sends the noised
-// aggregate share that lets the aggregator unshard — is returned only
-// after charge returned nil for release(accepted).
-func AnalyzeSecAgg(l *SecAggLeader, b *wire.SecAggBatch, minBatch int, release func(int) privacy.Release,
-	persist func(msg, aggregate []byte) error, charge func(privacy.Release) error, workers int) (SecAggBatch, error) {
-	res := SecAggBatch{Batch: b}
-	msg, err := l.PrepareChunk(b.Leader, b.Prep, workers)
-	if err != nil {
-		l.state = secAggDone
-		return res, err
-	}
-	if err := ChargeSecAgg(l, minBatch, release, func(agg []byte) error {
-		if persist == nil {
-			return nil
-		}
-		return persist(msg, agg)
-	}, charge); err != nil {
-		return res, err
-	}
-	res.Msg = msg
-	return res, nil
 }
 
 // ChargeSecAgg ends a round's collection (Charge) and, between the

@@ -10,7 +10,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/secagg"
-	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 var saVK = bytes.Repeat([]byte{3}, secagg.VerifyKeySize)
@@ -72,6 +71,24 @@ func saLeader(t *testing.T, key *sealkey.PrivateKey, r *secagg.Round) *SecAggLea
 	return l
 }
 
+// saEntries returns the helper's 'P' entries of its preparations.
+func saEntries(hps []secagg.Prep) []secagg.Entry {
+	es := make([]secagg.Entry, len(hps))
+	for i, hp := range hps {
+		es[i] = hp.Entry
+	}
+	return es
+}
+
+func saEngine(t *testing.T, r *secagg.Round) secagg.Engine {
+	t.Helper()
+	e, err := secagg.NewEngine(r, true, saVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func release(n int) privacy.Release { return privacy.Release{Round: 4, N: n} }
 
 // helperAggregate finishes the helper's reports with the leader's 'M'
@@ -108,10 +125,13 @@ func helperAggregate(t *testing.T, r *secagg.Round, he secagg.Engine, hps []seca
 	return a
 }
 
-// TestSecAggNothingUnshardsBeforeCharge: the 'M' message and the
-// unsharded sum exist only after the charge: a refused charge, a batch
-// below the minimum (not even charged) and an Unshard before Charge all
-// release nothing; a charged round unshards once.
+// TestSecAggNothingUnshardsBeforeCharge: the unsharded sum exists only
+// after the charge, on the path the server takes (PrepareChunk for each
+// chunk, ChargeSecAgg at the relay's close): a refused charge, a failed
+// persist (not even charged), a round below the minimum (neither
+// persisted nor charged) and an Unshard before the charge all release
+// nothing; the running aggregate is persisted before the charge; a
+// charged round unshards once.
 func TestSecAggNothingUnshardsBeforeCharge(t *testing.T) {
 	key, err := sealkey.DeriveKey([32]byte{9})
 	if err != nil {
@@ -119,36 +139,70 @@ func TestSecAggNothingUnshardsBeforeCharge(t *testing.T) {
 	}
 	r := saRound(t)
 	sealed, prep, he, hps := saReports(t, key, r, 4)
-	b := &wire.SecAggBatch{Round: 4, Reports: 4, Leader: sealed, Prep: prep}
+	a := helperAggregate(t, r, he, hps, mustVerdicts(t, key, r, sealed, prep))
+	var charges []privacy.Release
+	var persisted [][]byte
+	persist := func(agg []byte) error { persisted = append(persisted, agg); return nil }
+	prepared := func() *SecAggLeader {
+		t.Helper()
+		charges, persisted = nil, nil
+		l := saLeader(t, key, r)
+		for _, c := range [][2]int{{0, 3}, {3, 4}} { // chunks of 3 and 1 reports
+			p, err := r.MarshalPrep(saEntries(hps[c[0]:c[1]]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.PrepareChunk(sealed[c[0]:c[1]], p, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return l
+	}
 
 	refused := errors.New("budget")
-	var charges []privacy.Release
-	l := saLeader(t, key, r)
-	res, err := AnalyzeSecAgg(l, b, 2, release, nil, func(rel privacy.Release) error { charges = append(charges, rel); return refused }, 2)
-	if !errors.Is(err, refused) || res.Msg != nil || len(charges) != 1 || charges[0].N != 4 {
-		t.Fatalf("refused charge: msg %d bytes, err %v, charges %+v", len(res.Msg), err, charges)
+	l := prepared()
+	err = ChargeSecAgg(l, 2, release, persist, func(rel privacy.Release) error { charges = append(charges, rel); return refused })
+	if !errors.Is(err, refused) || len(charges) != 1 || charges[0].N != 4 || len(persisted) != 1 {
+		t.Fatalf("refused charge: err %v, charges %+v, %d persisted", err, charges, len(persisted))
 	}
-	a := helperAggregate(t, r, he, hps, mustVerdicts(t, key, r, sealed, prep))
 	if _, err := l.Unshard(noise.NewSeeded(1), a); !errors.Is(err, secagg.ErrProtocol) {
 		t.Fatalf("unshard after a refused charge: %v", err)
 	}
 
-	charges = nil
-	l = saLeader(t, key, r)
-	res, err = AnalyzeSecAgg(l, b, 5, release, nil, func(rel privacy.Release) error { charges = append(charges, rel); return nil }, 2)
-	if !errors.Is(err, ErrBelowMinBatch) || res.Msg != nil || len(charges) != 0 {
-		t.Fatalf("below min batch: msg %d bytes, err %v, %d charges", len(res.Msg), err, len(charges))
+	disk := errors.New("disk full")
+	l = prepared()
+	err = ChargeSecAgg(l, 2, release, func([]byte) error { return disk }, func(rel privacy.Release) error { charges = append(charges, rel); return nil })
+	if !errors.Is(err, disk) || len(charges) != 0 {
+		t.Fatalf("failed persist: err %v, %d charges", err, len(charges))
+	}
+	if _, err := l.Unshard(noise.NewSeeded(1), a); !errors.Is(err, secagg.ErrProtocol) {
+		t.Fatalf("unshard after a failed persist: %v", err)
 	}
 
-	l = saLeader(t, key, r)
-	if _, err := l.PrepareChunk(sealed, prep, 2); err != nil {
-		t.Fatal(err)
+	l = prepared()
+	err = ChargeSecAgg(l, 5, release, persist, func(rel privacy.Release) error { charges = append(charges, rel); return nil })
+	if !errors.Is(err, ErrBelowMinBatch) || len(charges) != 0 || len(persisted) != 0 {
+		t.Fatalf("below min batch: err %v, %d charges, %d persisted", err, len(charges), len(persisted))
 	}
+	if _, err := l.Unshard(noise.NewSeeded(1), a); !errors.Is(err, secagg.ErrProtocol) {
+		t.Fatalf("unshard below the minimum batch: %v", err)
+	}
+
+	l = prepared()
 	if _, err := l.Unshard(noise.NewSeeded(1), a); !errors.Is(err, secagg.ErrProtocol) {
 		t.Fatalf("unshard before the charge: %v", err)
 	}
-	if err := l.Charge(2, release, func(privacy.Release) error { return nil }); err != nil {
-		t.Fatal(err)
+	if err := ChargeSecAgg(l, 2, release, persist, func(rel privacy.Release) error {
+		if len(persisted) != 1 {
+			t.Errorf("charged with %d aggregates persisted, want 1 first", len(persisted))
+		}
+		charges = append(charges, rel)
+		return nil
+	}); err != nil || len(charges) != 1 {
+		t.Fatalf("charge: %v, %d charges", err, len(charges))
+	}
+	if back, err := RestoreSecAggLeader(key, r, saEngine(t, r), persisted[0]); err != nil || back.Accepted() != 4 {
+		t.Fatalf("the persisted aggregate does not restore the charged leader: %v", err)
 	}
 	if _, err := l.PrepareChunk(sealed, prep, 2); err == nil {
 		t.Fatal("a report folded after the charge")

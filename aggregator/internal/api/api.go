@@ -24,12 +24,11 @@ import (
 
 // Backend is what the API serves.
 type Backend interface {
-	// BatchIntake, AbortIntake, SecAggBatchIntake and
+	// BatchIntake, AbortIntake, SecAggChunkIntake, SecAggCloseIntake and
 	// SecAggAggregateIntake process one authenticated frame; a non-nil
 	// error is an internal failure (answered 500: the relay resends).
 	BatchIntake(frame []byte) (wire.BatchReply, Intake, error)
 	AbortIntake(frame []byte) IntakeAnswer
-	SecAggBatchIntake(frame []byte) (SecAggAnswer, error)
 	// SecAggChunkIntake and SecAggCloseIntake are the streaming
 	// secure-summation requests (docs/secagg.md, "Streaming").
 	SecAggChunkIntake(frame []byte) (SecAggAnswer, error)
@@ -49,7 +48,7 @@ type Backend interface {
 
 // Limits bound the relay's request bodies.
 type Limits struct {
-	Batch, SecAggBatch, SecAggChunk, SecAggAggregate int64
+	Batch, SecAggChunk, SecAggAggregate int64
 }
 
 // MaxAbortBytes bounds an Abort request body.
@@ -161,7 +160,6 @@ type handlers struct {
 //
 //	POST /v1/batch   relay, bearer token; body Batch frame, reply BatchReply frame
 //	POST /v1/abort   relay, bearer token; body Abort frame, reply IntakeAnswer JSON
-//	POST /v1/secagg/batch     relay, bearer token; body SecAggBatch frame, reply SecAggPrep frame
 //	POST /v1/secagg/chunk     relay, bearer token; body SecAggChunk frame, reply SecAggPrep frame
 //	POST /v1/secagg/close     relay, bearer token; body SecAggClose frame, reply SecAggCharged frame
 //	POST /v1/secagg/aggregate relay, bearer token; body SecAggAggregate frame, reply IntakeAnswer JSON
@@ -176,7 +174,6 @@ func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
 	h := &handlers{b: b, log: log, tokenSum: sha256.Sum256([]byte(token))}
 	mux.HandleFunc("POST /v1/batch", h.serveBatch)
 	mux.HandleFunc("POST /v1/abort", h.serveAbort)
-	mux.HandleFunc("POST /v1/secagg/batch", h.serveSecAggBatch)
 	mux.HandleFunc("POST /v1/secagg/chunk", h.serveSecAggFrame(func() int64 { return h.b.BodyLimits().SecAggChunk }, h.b.SecAggChunkIntake))
 	mux.HandleFunc("POST /v1/secagg/close", h.serveSecAggFrame(func() int64 { return wire.SecAggCloseSize }, h.b.SecAggCloseIntake))
 	mux.HandleFunc("POST /v1/secagg/aggregate", h.serveSecAggAggregate)
@@ -263,10 +260,6 @@ func (h *handlers) serveAbort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeIntake(w, h.b.AbortIntake(body))
-}
-
-func (h *handlers) serveSecAggBatch(w http.ResponseWriter, r *http.Request) {
-	h.serveSecAggFrame(func() int64 { return h.b.BodyLimits().SecAggBatch }, h.b.SecAggBatchIntake)(w, r)
 }
 
 // serveSecAggFrame serves a secure-summation request whose answer is a

@@ -26,10 +26,6 @@ func (f *fake) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 	return wire.BatchReply{Round: 3, Status: wire.BatchStatusOK, Accepted: 5}, IntakeDuplicate, nil
 }
 func (f *fake) AbortIntake(frame []byte) IntakeAnswer { f.frames++; return f.abort }
-func (f *fake) SecAggBatchIntake(frame []byte) (SecAggAnswer, error) {
-	f.frames++
-	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeObsolete}}, nil
-}
 func (f *fake) SecAggChunkIntake(frame []byte) (SecAggAnswer, error) {
 	f.frames++
 	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeAccepted}, Frame: []byte{1, 0x0A}}, nil
@@ -43,7 +39,7 @@ func (f *fake) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 	return IntakeAnswer{Round: 2, Outcome: IntakeInvalid}
 }
 func (f *fake) BodyLimits() Limits {
-	return Limits{Batch: 64, SecAggBatch: 64, SecAggChunk: 64, SecAggAggregate: 64}
+	return Limits{Batch: 64, SecAggChunk: 64, SecAggAggregate: 64}
 }
 func (f *fake) Status() Status {
 	return Status{Round: 7, RejectedBatches: map[string]int{"malformed": 1}}
@@ -78,7 +74,7 @@ func TestRelayEndpoints(t *testing.T) {
 		mux.ServeHTTP(w, r)
 		return w
 	}
-	for _, path := range []string{"/v1/batch", "/v1/abort", "/v1/secagg/batch", "/v1/secagg/aggregate"} {
+	for _, path := range []string{"/v1/batch", "/v1/abort", "/v1/secagg/chunk", "/v1/secagg/close", "/v1/secagg/aggregate"} {
 		if w := do(path, "", []byte{1}); w.Code != http.StatusUnauthorized {
 			t.Errorf("%s without token: %d", path, w.Code)
 		}
@@ -97,7 +93,16 @@ func TestRelayEndpoints(t *testing.T) {
 	if w.Code != http.StatusAlreadyReported || w.Header().Get(OutcomeHeader) != "duplicate" || err != nil || reply.Accepted != 5 {
 		t.Errorf("batch: %d %q %+v %v", w.Code, w.Header().Get(OutcomeHeader), reply, err)
 	}
-	for path, want := range map[string]int{"/v1/abort": http.StatusOK, "/v1/secagg/batch": http.StatusConflict, "/v1/secagg/aggregate": http.StatusBadRequest} {
+	if w := do("/v1/secagg/chunk", token, []byte{1}); w.Code != http.StatusOK || w.Header().Get(OutcomeHeader) != "accepted" ||
+		w.Header().Get("Content-Type") != "application/octet-stream" || !bytes.Equal(w.Body.Bytes(), []byte{1, 0x0A}) {
+		t.Errorf("secagg chunk: %d %q %x", w.Code, w.Header().Get(OutcomeHeader), w.Body.Bytes())
+	}
+	// The whole-round batch endpoint is gone: the relay streams chunks.
+	n := f.frames
+	if w := do("/v1/secagg/batch", token, []byte{1}); w.Code != http.StatusNotFound || f.frames != n {
+		t.Errorf("/v1/secagg/batch: %d, %d requests reached the backend; want 404 and none", w.Code, f.frames-n)
+	}
+	for path, want := range map[string]int{"/v1/abort": http.StatusOK, "/v1/secagg/close": http.StatusConflict, "/v1/secagg/aggregate": http.StatusBadRequest} {
 		w := do(path, token, []byte{1})
 		var ans IntakeAnswer
 		if w.Code != want || json.Unmarshal(w.Body.Bytes(), &ans) != nil || string(ans.Outcome) != w.Header().Get(OutcomeHeader) {

@@ -137,8 +137,7 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 func (s *Server) BodyLimits() api.Limits {
 	p := s.rounds().params // the operator may replace it between rounds
 	l := api.Limits{Batch: int64(wire.BatchSize(p.BatchMessages(p.NP*64), int(p.Width)))}
-	l.SecAggBatch, l.SecAggAggregate = s.secaggBodyLimits()
-	l.SecAggChunk = l.SecAggBatch // a chunk is at most the whole batch
+	l.SecAggChunk, l.SecAggAggregate = s.secaggBodyLimits()
 	return l
 }
 

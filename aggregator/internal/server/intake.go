@@ -89,7 +89,7 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) 
 	rc := s.rounds()
 	if rc.proto.SecAgg() {
 		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/batch)", "round", r)
+		s.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/chunk)", "round", r)
 		s.countRejected(reasonSecAgg)
 		return reply, api.IntakeInvalid, nil
 	}

@@ -2,9 +2,9 @@ package server
 
 // The aggregator's side of secure summation (docs/secagg.md, steps 1, 5
 // and 6): it fetches the relay's helper key for the announcement, prepares
-// the leader shares of the relay's batch with the relay's 'P' message,
-// charges the ledger before answering 'M', and unshards the relay's noised
-// aggregate share with its own.
+// the leader shares of the relay's chunks with the relay's 'P' messages
+// and charges the ledger at the relay's close (secagg_stream.go), and
+// unshards the relay's noised aggregate share with its own.
 
 import (
 	"context"
@@ -67,18 +67,18 @@ type secaggPending struct {
 	round  int
 	sr     *secagg.Round
 	leader *analysis.SecAggLeader
-	digest string // of the batch frame
-	reply  []byte // the SecAggPrep frame answered (ok, with 'M')
+	digest string // of the close frame
+	reply  []byte // the SecAggCharged frame answered (ok)
 	rec    checkpoint.RoundRecord
 	until  time.Time // no aggregate by then: the round is lost
 }
 
 // secaggLast remembers the last secure-summation round answered, so that
-// an identical re-send of its batch or aggregate gets its answer again.
+// an identical re-send of its close or aggregate gets its answer again.
 type secaggLast struct {
 	round       int
-	batchDigest string
-	batchReply  []byte
+	closeDigest string
+	closeReply  []byte
 	aggDigest   string
 }
 
@@ -87,7 +87,8 @@ func digestOf(frame []byte) string {
 	return hex.EncodeToString(d[:])
 }
 
-// prepFrame encodes a SecAggPrep without a message (refused, invalid).
+// prepFrame encodes a SecAggPrep without a message (a chunk refused or
+// invalid).
 func prepFrame(round uint64, status uint8) []byte {
 	b, err := (&wire.SecAggPrep{Round: round, Status: status}).MarshalBinary()
 	if err != nil {
@@ -96,117 +97,15 @@ func prepFrame(round uint64, status uint8) []byte {
 	return b
 }
 
-// SecAggBatchIntake is POST /v1/secagg/batch after authentication
-// (docs/secagg.md step 5). err is non-nil only for an internal failure
-// (answered 500, the relay resends the same bytes); nothing was charged
-// then unless the ledger recorded it, in which case the Charging marker
-// makes a restart record the round lost.
-//
-// Guarantee: the leader's prepare messages 'M' — after which the relay
-// sends its noised aggregate share and the aggregator could unshard — are
-// answered only after the ledger has durably charged spec.Release(r,
-// accepted, 0), the release of a sum of `accepted` quantized updates of L2
-// norm at most Sensitivity with one server's discrete Gaussian noise at
-// the check-in rate (docs/accounting.md §4; Canonne-Kamath-Steinke 2020
-// Prop. 5, Zhu-Wang 2019 Thm 6). A batch with fewer than MinBatch
-// accepted reports, or refused by the budget, is answered without 'M' and
-// the leader's state is discarded, so nothing of it can be released. Each
-// round is charged at most once: a batch is prepared only for the open
-// round without a pending or finished record.
-func (s *Server) SecAggBatchIntake(frame []byte) (api.SecAggAnswer, error) {
-	dig := digestOf(frame)
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-
-	t, round, err := wire.PeekRound(frame)
-	if err != nil || t != wire.TypeSecAggBatch || round < 1 {
-		s.log.Warn("secagg batch rejected: not a secagg batch frame", "bytes", len(frame))
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg batch frame"}}, nil
-	}
-	ans := func(in api.Intake, frame []byte, detail string) (api.SecAggAnswer, error) {
-		if frame == nil {
-			frame = prepFrame(round, wire.BatchStatusInvalid)
-		}
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: frame}, nil
-	}
-	if round > uint64(s.st.Round+1) {
-		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round))
-	}
-	r := int(round)
-	if p := s.sa.pending; p != nil && p.round == r {
-		if p.digest == dig {
-			s.log.Info("identical secagg batch re-sent; answering with the stored reply", "round", r)
-			return ans(api.IntakeDuplicate, p.reply, "")
-		}
-		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d already has a prepared batch", r))
-	}
-	if l := s.sa.last; l != nil && l.round == r && l.batchDigest == dig {
-		return ans(api.IntakeDuplicate, l.batchReply, "")
-	}
-	if rec := s.record(r); rec != nil {
-		if rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
-			return ans(api.IntakeDuplicate, prepFrame(round, *rec.Reply), "")
-		}
-		s.log.Info("secagg batch ignored: the round is already closed", "round", r, "status", rec.Status)
-		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d already closed: %s", r, rec.Status))
-	}
-	if s.st.Open == nil || s.st.Open.Round != r {
-		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d is not open", r))
-	}
-	rc := s.rounds()
-	if !rc.proto.SecAgg() {
-		return ans(api.IntakeInvalid, nil, "the open round is not secure summation")
-	}
-	start := time.Now()
-	params := rc.params
-	b, err := wire.ParseSecAggBatch(frame, rc.proto.LeaderSealed, int(params.Quota))
-	if err != nil {
-		s.log.Warn("secagg batch rejected: malformed", "round", r, "err", err)
-		return ans(api.IntakeInvalid, nil, "malformed secagg batch: "+err.Error())
-	}
-	sr, err := rc.proto.Spec.SecAggRound(round)
-	if err != nil {
-		return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
-	}
-	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), round)
-	if err != nil {
-		return api.SecAggAnswer{}, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
-	}
-	eng, err := secagg.NewEngine(sr, true, vk)
-	if err != nil {
-		return api.SecAggAnswer{}, fmt.Errorf("server: secagg engine, round %d: %w", r, err)
-	}
-	leader, err := analysis.NewSecAggLeader(s.key, sr, eng)
-	if err != nil {
-		return api.SecAggAnswer{}, fmt.Errorf("server: secagg leader, round %d: %w", r, err)
-	}
-	o := *s.st.Open
-	rec := checkpoint.RoundRecord{Round: r, AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, Digest: dig,
-		Reports: int(b.Reports), CheckedIn: int(b.CheckedIn), Population: int(b.Population)}
-	fc := &secaggFinish{r: r, rc: rc, sr: sr, leader: leader, dig: dig, rec: rec, start: start,
-		fail: func(st uint8) []byte { return prepFrame(round, st) }}
-	// Each leader share is opened, prepared with its 'P' entry, decided
-	// and folded into the running aggregate, then dropped (analysis.
-	// SecAggLeader).
-	msg, err := leader.PrepareChunk(b.Leader, b.Prep, s.workers())
-	if err != nil {
-		return fc.closeInvalid(s, "the relay's prepare shares do not combine: "+err.Error())
-	}
-	fc.ok = func(int) ([]byte, error) {
-		return (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
-	}
-	return s.secaggCharge(fc)
-}
-
 // SecAggAggregateIntake is POST /v1/secagg/aggregate after authentication
-// (docs/secagg.md step 6): for the round whose batch was charged and
-// answered 'M', it noises its own aggregate share, unshards it with the
+// (docs/secagg.md step 6): for the round whose close was charged and
+// answered ok, it noises its own aggregate share, unshards it with the
 // relay's 'A' and moves the model by ServerLR times the noisy mean.
 //
 // Guarantee: the leader's aggregate share is released into the sum only
 // with its own discrete Gaussian noise (noise.Secure()), so the model
 // update is a post-processing of a release the ledger already charged
-// (SecAggBatchIntake); it happens at most once per round (the leader hands
+// (SecAggCloseIntake); it happens at most once per round (the leader hands
 // out its aggregate share once, and the pending round is cleared before
 // anything else can fail).
 func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
@@ -230,7 +129,7 @@ func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 		if rec := s.record(r); rec != nil {
 			ans.Detail = fmt.Sprintf("round %d already closed: %s", r, rec.Status)
 		} else {
-			ans.Detail = fmt.Sprintf("round %d has no prepared batch here", r)
+			ans.Detail = fmt.Sprintf("round %d has no charged close here", r)
 		}
 		s.log.Info("secagg aggregate ignored", "round", r, "reason", ans.Detail)
 		return ans
@@ -267,7 +166,7 @@ func (s *Server) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 		s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
 	}
 	s.sa.pending = nil
-	s.sa.last = &secaggLast{round: r, batchDigest: p.digest, batchReply: p.reply, aggDigest: dig}
+	s.sa.last = &secaggLast{round: r, closeDigest: p.digest, closeReply: p.reply, aggDigest: dig}
 	s.commit(func(c *checkpoint.State) {
 		c.Model = model
 		c.History = append(c.History, rec)
@@ -439,9 +338,10 @@ func (s *Server) operatorSigma(rc *roundConfig) (float64, error) {
 	return s.sa.sigma, s.sa.sigmaErr
 }
 
-// secaggBodyLimits bounds the request bodies of the two endpoints for the
-// current parameters (the largest frames the round's Quota allows).
-func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
+// secaggBodyLimits bounds the request bodies of POST /v1/secagg/chunk and
+// /v1/secagg/aggregate for the current parameters (the largest frames the
+// round's Quota allows: a chunk holds at most the whole round).
+func (s *Server) secaggBodyLimits() (chunk, aggregate int64) {
 	rc := s.rounds()
 	ps, p := rc.proto, rc.params
 	if !ps.SecAgg() {
@@ -452,9 +352,9 @@ func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
 		return 1 << 10, 1 << 10
 	}
 	q := int64(p.Quota)
-	batch = 26 + q*int64(ps.LeaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
+	chunk = 22 + q*int64(ps.LeaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
 	aggregate = 14 + 64 + 16*int64(p.D)
-	return batch, aggregate
+	return chunk, aggregate
 }
 
 // errPersist marks a failure to persist the round before its charge
@@ -462,8 +362,8 @@ func (s *Server) secaggBodyLimits() (batch, aggregate int64) {
 var errPersist = errors.New("persisting the prepared round")
 
 // PendingFile is the name, inside Config.StateDir, of the prepared
-// secure-summation round: the leader's running aggregate, its 'M' reply
-// and its record, written durably before the charge so that a restart
+// secure-summation round: the leader's running aggregate, its
+// SecAggCharged reply and its record, written durably before the charge so that a restart
 // between the charge and the relay's aggregate share resumes the round
 // (docs/secagg.md, "Crash safety").
 const PendingFile = "secagg-pending.json"

@@ -4,8 +4,7 @@ package server
 // "Streaming"): the relay's chunks are prepared as they arrive, each
 // verdict folding the report's output share into the running aggregate
 // (analysis.SecAggLeader), and persisted before the chunk is answered; the
-// relay's close charges the round. The batch of SecAggBatchIntake is the
-// same steps with one chunk.
+// relay's close charges the round.
 
 import (
 	"encoding/json"
@@ -34,7 +33,8 @@ func (s *Server) workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// secaggFinish is what charging a round needs, for a batch or a close.
+// secaggFinish is what closing a round needs, at a chunk refused or at the
+// relay's close.
 type secaggFinish struct {
 	r      int
 	rc     *roundConfig
@@ -329,10 +329,17 @@ func chargedFrame(round uint64, status uint8) []byte {
 // MinBatch accepted, or counts that disagree, close it with nothing
 // charged (invalid); a refused budget answers refused.
 //
-// Guarantee: as SecAggBatchIntake's: the ok answer, after which the relay
-// sends its noised aggregate share, leaves only after the ledger durably
-// charged spec.Release(r, accepted, 0); each round is charged at most
-// once (a close is taken only for an open round not yet charged).
+// Guarantee: the ok answer — after which the relay sends its noised
+// aggregate share and the aggregator could unshard — leaves only after
+// the ledger has durably charged spec.Release(r, accepted, 0), the
+// release of a sum of `accepted` quantized updates of L2 norm at most
+// Sensitivity with one server's discrete Gaussian noise at the check-in
+// rate (docs/accounting.md §4; Canonne-Kamath-Steinke 2020 Prop. 5,
+// Zhu-Wang 2019 Thm 6). A round with fewer than MinBatch accepted
+// reports, or refused by the budget, is answered without a count and the
+// leader's state is discarded, so nothing of it can be released. Each
+// round is charged at most once: a close is taken only for the open round
+// not yet charged nor closed.
 func (s *Server) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 	dig := digestOf(frame)
 	s.procMu.Lock()
@@ -354,8 +361,8 @@ func (s *Server) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 		s.log.Info("identical secagg close re-sent; answering with the stored reply", "round", r)
 		return ans(api.IntakeDuplicate, p.reply, "")
 	}
-	if l := s.sa.last; l != nil && l.round == r && l.batchDigest == dig {
-		return ans(api.IntakeDuplicate, l.batchReply, "")
+	if l := s.sa.last; l != nil && l.round == r && l.closeDigest == dig {
+		return ans(api.IntakeDuplicate, l.closeReply, "")
 	}
 	if rec := s.record(r); rec != nil && rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
 		return ans(api.IntakeDuplicate, chargedFrame(round, *rec.Reply), "")

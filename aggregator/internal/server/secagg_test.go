@@ -46,7 +46,7 @@ func secaggTestParams() wire.Params {
 // secaggRelay is the relay's side of secure summation for the tests: it
 // serves its helper key, checks the announcements' RelayPub as the relay
 // does (409 "helper key mismatch"), and plays the helper with the real
-// secagg.Helper on shares sealed by real envelope code.
+// helper engine (streamHelper) on shares sealed by real envelope code.
 type secaggRelay struct {
 	*fakeRelay
 	key      *envelopetest.HelperKey
@@ -213,60 +213,99 @@ func overNormLeader(t *testing.T, r *secagg.Round, honest []byte) []byte {
 	return b
 }
 
-// relayRound is the relay's close of a round (docs/secagg.md step 4) up to
-// the batch: it opens the helper shares, prepares them and builds the
-// SecAggBatch frame. The helper is returned for the aggregate.
-func (sr *secaggRelay) relayRound(t *testing.T, a *wire.Announcement, vs []volunteer) (*secagg.Helper, []byte) {
-	t.Helper()
-	r := secaggRound(t, a)
-	vk, err := secagg.DeriveVerifyKey([]byte(testToken), a.Round)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := secagg.NewHelper(r, vk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := make([][]byte, len(vs))
-	ls := make([][]byte, len(vs))
-	for i, v := range vs {
-		if hs[i], err = sr.key.OpenHelperShare(a.Round, v.helper, r.HelperShareSize()); err != nil {
-			t.Fatal(err)
-		}
-		ls[i] = v.leader
-	}
-	p, _, err := h.Prepare(hs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := wire.SecAggBatch{Round: a.Round, Reports: uint32(len(vs)), CheckedIn: uint32(len(vs)) + 1, Population: uint32(len(vs)) + 3,
-		Leader: ls, Prep: p}
-	frame, err := b.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, frame
+// relayStream is the relay's side of one streamed round in these tests,
+// as relay/internal/server/secagg.go does it: the helper shares are
+// opened and prepared as the reports arrive, their sealed leader shares
+// and 'P' entries are posted in chunks (POST /v1/secagg/chunk, seq 1, 2,
+// ...; postChunk), each chunk's verdicts fold the accepted reports into
+// the helper's running aggregate, and the close carries the helper's
+// counts (secAggRound). The frames sent are kept for re-sends.
+type relayStream struct {
+	a      *wire.Announcement
+	sh     *streamHelper
+	n      int      // reports sent
+	chunks [][]byte // the chunk frames, in order
+	close  []byte   // the close frame, once built
 }
 
-// aggregateFrame finishes the helper with 'M' and returns its noised
-// aggregate share as a SecAggAggregate frame.
-func aggregateFrame(t *testing.T, round uint64, h *secagg.Helper, msg []byte) []byte {
+// streamChunks posts vs to the aggregator as chunks of at most per
+// reports and requires each accepted with its verdicts.
+func (sr *secaggRelay) streamChunks(t *testing.T, h *harness, a *wire.Announcement, vs []volunteer, per int) *relayStream {
 	t.Helper()
-	if _, err := h.Finish(msg); err != nil {
-		t.Fatal(err)
+	rs := &relayStream{a: a, sh: newStreamHelper(t, a), n: len(vs)}
+	for lo := 0; lo < len(vs); lo += per {
+		c := rs.sh.chunk(t, sr, a.Round, uint32(len(rs.chunks)+1), vs[lo:min(lo+per, len(vs))])
+		in, body := h.postSecAgg("/v1/secagg/chunk", c)
+		if in != api.IntakeAccepted {
+			t.Fatalf("chunk %d: %s %s", len(rs.chunks)+1, in, body)
+		}
+		rs.sh.verdicts(t, body)
+		rs.chunks = append(rs.chunks, c)
 	}
-	agg, err := h.AggregateShare()
+	return rs
+}
+
+// accepted is the helper's count of accepted reports (its aggregate's).
+func (rs *relayStream) accepted() int { return rs.sh.agg.Count() }
+
+// closeFrame is the relay's close: the chunks and reports sent, the
+// helper's accepted count, and check-in counts (one more volunteer
+// checked in than reported, three more connected).
+func (rs *relayStream) closeFrame(t *testing.T) []byte {
+	t.Helper()
+	if rs.close == nil {
+		cl := wire.SecAggClose{Round: rs.a.Round, Chunks: uint32(len(rs.chunks)), Reports: uint32(rs.n), Accepted: uint32(rs.accepted()),
+			CheckedIn: uint32(rs.n) + 1, Population: uint32(rs.n) + 3}
+		f, err := cl.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.close = f
+	}
+	return rs.close
+}
+
+// sendClose posts the round's close and returns the aggregator's
+// SecAggCharged answer.
+func (h *harness) sendClose(t *testing.T, rs *relayStream) (*wire.SecAggCharged, api.Intake) {
+	t.Helper()
+	in, body := h.postSecAgg("/v1/secagg/close", rs.closeFrame(t))
+	ch, err := wire.ParseSecAggCharged(body)
+	if err != nil {
+		t.Fatalf("secagg close answer (%s): %v: %q", in, err, body)
+	}
+	if ch.Round != rs.a.Round {
+		t.Fatalf("close answer for round %d, want %d", ch.Round, rs.a.Round)
+	}
+	return ch, in
+}
+
+// streamRound is the relay's whole round up to the close: vs in chunks of
+// at most per reports, then the close; it returns the close's answer.
+func (sr *secaggRelay) streamRound(t *testing.T, h *harness, a *wire.Announcement, vs []volunteer, per int) (*relayStream, *wire.SecAggCharged, api.Intake) {
+	t.Helper()
+	rs := sr.streamChunks(t, h, a, vs, per)
+	ch, in := h.sendClose(t, rs)
+	return rs, ch, in
+}
+
+// aggregateFrame is the helper's noised aggregate share (seeded noise, in
+// production the relay's noise.Secure()) as a SecAggAggregate frame, what
+// the relay posts after a charged close.
+func (rs *relayStream) aggregateFrame(t *testing.T) []byte {
+	t.Helper()
+	own, err := rs.sh.agg.Share()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := agg.AddNoise(noise.NewSeeded(round + 1000)); err != nil {
+	if err := own.AddNoise(noise.NewSeeded(rs.a.Round + 1000)); err != nil {
 		t.Fatal(err)
 	}
-	share, err := agg.MarshalBinary()
+	share, err := own.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame, err := (&wire.SecAggAggregate{Round: round, Share: share}).MarshalBinary()
+	frame, err := (&wire.SecAggAggregate{Round: rs.a.Round, Share: share}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,31 +340,20 @@ func (h *harness) postSecAgg(path string, frame []byte) (api.Intake, []byte) {
 }
 
 // chargeHonestRound takes the relay's next announcement, has n honest
-// volunteers report in it, sends the relay's batch and requires it
-// accepted and charged ('M' with status ok).
-func chargeHonestRound(t *testing.T, h *harness, relay *secaggRelay, n int) (*wire.Announcement, []volunteer, *secagg.Helper, []byte, *wire.SecAggPrep) {
+// volunteers report in it, streams them in chunks of 2 and the close, and
+// requires the close accepted and charged (status ok, n accepted).
+func chargeHonestRound(t *testing.T, h *harness, relay *secaggRelay, n int) (*wire.Announcement, []volunteer, *relayStream) {
 	t.Helper()
 	a := relay.next(t)
 	var vs []volunteer
 	for i := range n {
 		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
 	}
-	helper, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
-		t.Fatalf("batch: %s %+v", in, prep)
+	rs, ch, in := relay.streamRound(t, h, a, vs, 2)
+	if in != api.IntakeAccepted || ch.Status != wire.BatchStatusOK || int(ch.Accepted) != n {
+		t.Fatalf("close: %s %+v", in, ch)
 	}
-	return a, vs, helper, batch, prep
-}
-
-func (h *harness) sendSecAggBatch(frame []byte) (*wire.SecAggPrep, api.Intake) {
-	h.t.Helper()
-	in, body := h.postSecAgg("/v1/secagg/batch", frame)
-	p, err := wire.ParseSecAggPrep(body)
-	if err != nil {
-		h.t.Fatalf("secagg batch answer (%s): %v: %q", in, err, body)
-	}
-	return p, in
+	return a, vs, rs
 }
 
 // wantMean is ServerLR (1) times the mean of the updates.
@@ -361,6 +389,12 @@ func checkNear(t *testing.T, got, want []float64, n int) {
 	}
 }
 
+// TestSecAggRoundUpdatesModelAndChargesOnce: a round streamed in chunks
+// of 2, 2 and 1 reports is charged once, at the close and not before,
+// with the release's σ, the quantized sensitivity and the check-in rate;
+// the model moves only with the relay's aggregate share, by the honest
+// mean; re-sent chunks, closes and aggregates neither fold, charge nor
+// apply anything twice; training continues with the new model.
 func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
@@ -372,10 +406,16 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	for i := range 5 {
 		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
 	}
-	helper, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK || prep.Round != 1 || len(prep.Msg) == 0 {
-		t.Fatalf("batch: %s %+v", in, prep)
+	rs := relay.streamChunks(t, h, a, vs, 2)
+	if len(rs.chunks) != 3 || rs.accepted() != 5 {
+		t.Fatalf("%d chunks, %d accepted by the helper; want 3 and 5", len(rs.chunks), rs.accepted())
+	}
+	if n := len(h.srv.ledger.Releases()); n != 0 {
+		t.Fatalf("%d releases before the close", n)
+	}
+	ch, in := h.sendClose(t, rs)
+	if in != api.IntakeAccepted || ch.Status != wire.BatchStatusOK || ch.Round != 1 || ch.Accepted != 5 {
+		t.Fatalf("close: %s %+v", in, ch)
 	}
 	// Charged once, before the answer, with the release's sigma and the
 	// quantized sensitivity at the check-in rate.
@@ -386,18 +426,25 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 	rels := h.srv.ledger.Releases()
 	if len(rels) != 1 || rels[0].Round != 1 || rels[0].Protocol != privacy.ProtocolSecAgg || rels[0].N != 5 ||
 		rels[0].SecAggSigma != testSigma || rels[0].SecAggSensitivity != sp.Sensitivity() || rels[0].CheckInRate != 0.5 {
-		t.Fatalf("ledger releases after the batch: %+v", rels)
+		t.Fatalf("ledger releases after the close: %+v", rels)
 	}
 	if !slices.Equal(h.srv.Model(), make([]float64, 8)) {
 		t.Fatal("the model moved before the aggregate")
 	}
-	// An identical re-send of the batch gets the stored answer.
-	again, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
-		t.Fatalf("identical re-send: %s %+v", in, again)
+	// An identical re-send of the close gets the stored answer; a chunk
+	// re-sent after the charge is obsolete: nothing folds into a charged
+	// round.
+	if again, in := h.sendClose(t, rs); in != api.IntakeDuplicate || *again != *ch {
+		t.Fatalf("identical close re-send: %s %+v", in, again)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/chunk", rs.chunks[2]); in != api.IntakeObsolete {
+		t.Fatalf("chunk re-sent after the charge: %s", in)
+	}
+	if n := len(h.srv.ledger.Releases()); n != 1 {
+		t.Fatalf("%d releases after the re-sends, want 1", n)
 	}
 	// An aggregate for another round is obsolete.
-	agg := aggregateFrame(t, 1, helper, prep.Msg)
+	agg := rs.aggregateFrame(t)
 	other := slices.Clone(agg)
 	binary.BigEndian.PutUint64(other[2:], 2)
 	if in, _ := h.postSecAgg("/v1/secagg/aggregate", other); in != api.IntakeObsolete {
@@ -411,17 +458,21 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 		t.Fatalf("%d releases after the aggregate, want 1", n)
 	}
 	rec := h.srv.Rounds()[0]
-	if rec.Status != checkpoint.StatusOK || rec.N != 5 || rec.Accepted != 5 || rec.Reports != 5 || rec.Accuracy == nil ||
-		rec.EpsilonTightest == nil || *rec.EpsilonTightest != 1 || len(rec.Rejections) != 0 {
+	if rec.Status != checkpoint.StatusOK || rec.N != 5 || rec.Accepted != 5 || rec.Reports != 5 || rec.CheckedIn != 6 ||
+		rec.Population != 8 || rec.Accuracy == nil || rec.EpsilonTightest == nil || *rec.EpsilonTightest != 1 || len(rec.Rejections) != 0 {
 		t.Fatalf("round record %+v", rec)
 	}
-	// The aggregate again: a duplicate, nothing applied twice.
+	// The aggregate and the close again: duplicates, nothing applied or
+	// charged twice.
 	model := h.srv.Model()
 	if in, _ := h.postSecAgg("/v1/secagg/aggregate", agg); in != api.IntakeDuplicate {
 		t.Fatalf("identical aggregate re-send: %s", in)
 	}
-	if !slices.Equal(h.srv.Model(), model) {
-		t.Fatal("a re-sent aggregate moved the model")
+	if again, in := h.sendClose(t, rs); in != api.IntakeDuplicate || *again != *ch {
+		t.Fatalf("identical close re-send after the round: %s %+v", in, again)
+	}
+	if !slices.Equal(h.srv.Model(), model) || len(h.srv.ledger.Releases()) != 1 {
+		t.Fatal("a re-sent aggregate or close moved the model or charged again")
 	}
 	// Training continues with the new model.
 	if a2 := relay.next(t); a2.Round != 2 || !slices.Equal(a2.Model, model) {
@@ -431,8 +482,10 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 
 // TestSecAggRejectsOutOfRangeAndTampered: an over-norm report (its
 // update 3 NormBound long, well-formed: caught only by PINE's norm proof)
-// and a tampered leader share (does not open) are rejected, counted by reason, and do not move the model: it
-// moves by the honest reports' mean.
+// and a tampered leader share (does not open), streamed among honest
+// ones, are rejected by the chunks' verdicts (the helper folds neither),
+// counted by reason, charged for the 4 accepted reports only, and do not
+// move the model: it moves by the honest reports' mean.
 func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
@@ -460,12 +513,13 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	tampered.leader[len(tampered.leader)-1] ^= 1
 	all = append(all, tampered)
 
-	helper, batch := relay.relayRound(t, a, all)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusOK {
-		t.Fatalf("batch: %s %+v", in, prep)
+	// Chunks of 4 and 2: the over-norm report in the first, the tampered
+	// one in the second.
+	rs, ch, in := relay.streamRound(t, h, a, all, 4)
+	if in != api.IntakeAccepted || ch.Status != wire.BatchStatusOK || ch.Accepted != 4 || rs.accepted() != 4 {
+		t.Fatalf("close: %s %+v, the helper accepted %d", in, ch, rs.accepted())
 	}
-	if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", rs.aggregateFrame(t)); in != api.IntakeAccepted {
 		t.Fatalf("aggregate: %s %s", in, body)
 	}
 	checkNear(t, h.srv.Model(), wantMean(honest), 4)
@@ -481,12 +535,15 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	}
 }
 
-// TestSecAggBudgetRefusal: a batch whose release the ledger refuses
-// charges nothing, is answered refused without 'M' and closes the round.
+// TestSecAggBudgetRefusal: a close whose release the ledger refuses
+// charges nothing, is answered refused without a count and closes the
+// round (stopping the announcements); its re-sent close gets the same
+// answer, a re-sent chunk is obsolete, and the helper's aggregate share,
+// were it sent, is not applied.
 func TestSecAggBudgetRefusal(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) {
-		// The announcement check passes at the expected n = 4; the batch
+		// The announcement check passes at the expected n = 4; the round
 		// of 6 reports does not fit.
 		c.Accountant = fakeAccountant(func(r privacy.Release) float64 { return float64(r.N) })
 		c.TargetEpsilon = 5
@@ -496,10 +553,9 @@ func TestSecAggBudgetRefusal(t *testing.T) {
 	for i := range 6 {
 		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
 	}
-	_, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeAccepted || prep.Status != wire.BatchStatusRefused || len(prep.Msg) != 0 {
-		t.Fatalf("batch over budget: %s %+v", in, prep)
+	rs, ch, in := relay.streamRound(t, h, a, vs, 4)
+	if in != api.IntakeAccepted || ch.Status != wire.BatchStatusRefused || ch.Accepted != 0 {
+		t.Fatalf("close over budget: %s %+v", in, ch)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 0 {
 		t.Fatalf("%d releases charged, want 0", n)
@@ -507,17 +563,28 @@ func TestSecAggBudgetRefusal(t *testing.T) {
 	if rec := h.srv.Rounds()[0]; rec.Status != checkpoint.StatusRefused {
 		t.Fatalf("round record %+v", rec)
 	}
-	again, in := h.sendSecAggBatch(batch)
+	again, in := h.sendClose(t, rs)
 	if in != api.IntakeDuplicate || again.Status != wire.BatchStatusRefused {
-		t.Fatalf("re-sent refused batch: %s %+v", in, again)
+		t.Fatalf("re-sent refused close: %s %+v", in, again)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/chunk", rs.chunks[1]); in != api.IntakeObsolete {
+		t.Fatalf("chunk re-sent after the refusal: %s", in)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", rs.aggregateFrame(t)); in != api.IntakeObsolete {
+		t.Fatalf("aggregate share of the refused round: %s", in)
+	}
+	if !slices.Equal(h.srv.Model(), make([]float64, 8)) || len(h.srv.ledger.Releases()) != 0 {
+		t.Fatal("the refused round moved the model or was charged")
 	}
 	if st := h.srv.Status(); st.Running {
-		t.Fatal("still announcing after the budget refused a batch")
+		t.Fatal("still announcing after the budget refused a round")
 	}
 }
 
-// TestSecAggTooFewAccepted: fewer accepted reports than the minimum batch
-// is invalid, charges nothing and closes the round.
+// TestSecAggTooFewAccepted: a close with fewer accepted reports than the
+// minimum batch is invalid, charges nothing and closes the round. (The
+// relay's own floor aborts such a round before its close; this is the
+// aggregator's check, which does not rely on it.)
 func TestSecAggTooFewAccepted(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
@@ -527,10 +594,12 @@ func TestSecAggTooFewAccepted(t *testing.T) {
 		vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
 	}
 	vs[0].leader[40] ^= 1 // does not open: 2 accepted, min batch 3
-	_, batch := relay.relayRound(t, a, vs)
-	prep, in := h.sendSecAggBatch(batch)
-	if in != api.IntakeInvalid || prep.Status != wire.BatchStatusInvalid || len(prep.Msg) != 0 {
-		t.Fatalf("batch below the minimum: %s %+v", in, prep)
+	rs, ch, in := relay.streamRound(t, h, a, vs, 2)
+	if rs.accepted() != 2 || in != api.IntakeInvalid || ch.Status != wire.BatchStatusInvalid || ch.Accepted != 0 {
+		t.Fatalf("close below the minimum (helper accepted %d): %s %+v", rs.accepted(), in, ch)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", rs.aggregateFrame(t)); in != api.IntakeObsolete {
+		t.Fatalf("aggregate share of the invalid round: %s", in)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 0 {
 		t.Fatalf("%d releases charged, want 0", n)
@@ -546,13 +615,13 @@ func TestSecAggTooFewAccepted(t *testing.T) {
 // TestSecAggMissingAggregateLost: no aggregate within the grace (the
 // expiry waitRound acts on, called directly) leaves the round lost,
 // charged once and not applied; training continues, and the relay's late
-// aggregate and re-sent batch are obsolete.
+// aggregate, re-sent close and re-sent chunk are obsolete.
 func TestSecAggMissingAggregateLost(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
-	_, _, helper, batch, prep := chargeHonestRound(t, h, relay, 4)
+	_, _, rs := chargeHonestRound(t, h, relay, 4)
 	if until := h.srv.secaggPendingUntil(1); until.IsZero() {
-		t.Fatal("no pending aggregate after the batch")
+		t.Fatal("no pending aggregate after the close")
 	}
 	h.srv.abandon(1, "test: grace expired")
 	if a2 := relay.next(t); a2.Round != 2 || !slices.Equal(a2.Model, make([]float64, 8)) {
@@ -562,7 +631,7 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 	if rec.Status != checkpoint.StatusLost || rec.N != 4 {
 		t.Fatalf("round record %+v", rec)
 	}
-	checkLostRound(t, h, helper, prep, batch)
+	checkLostRound(t, h, rs)
 }
 
 // TestSecAggChargedRoundWaitsForADownRelay: a charged round whose
@@ -579,7 +648,7 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 			c.RoundTimeout, c.BatchGrace = 3*time.Second, grace
 		})
 		relay.setDown(down) // only /healthz: the round goes on as usual
-		a, vs, helper, _, prep := chargeHonestRound(t, h, relay, 4)
+		a, vs, rs := chargeHonestRound(t, h, relay, 4)
 		if !down {
 			// Up and silent: lost once the grace after the deadline ends.
 			deadline := time.Now().Add(30 * time.Second)
@@ -599,7 +668,7 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 		if st := h.srv.Status(); st.OpenRound != 1 || st.Waiting != RelayDownWaiting {
 			t.Fatalf("status while waiting for the relay: open round %d, waiting %q", st.OpenRound, st.Waiting)
 		}
-		if in, body := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
+		if in, body := h.postSecAgg("/v1/secagg/aggregate", rs.aggregateFrame(t)); in != api.IntakeAccepted {
 			t.Fatalf("the share sent after the outage: %s %s", in, body)
 		}
 		checkNear(t, h.srv.Model(), wantMean(vs), 4)
@@ -614,15 +683,19 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 }
 
 // checkLostRound asserts what a lost round 1 (charged, never applied)
-// leaves: the relay's aggregate and its re-sent batch are obsolete, the
-// ledger holds exactly one release and the model is still zero.
-func checkLostRound(t *testing.T, h *harness, helper *secagg.Helper, prep *wire.SecAggPrep, batch []byte) {
+// leaves: the relay's aggregate, its re-sent close and its re-sent last
+// chunk are obsolete, the ledger holds exactly one release and the model
+// is still zero.
+func checkLostRound(t *testing.T, h *harness, rs *relayStream) {
 	t.Helper()
-	if in, _ := h.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeObsolete {
+	if in, _ := h.postSecAgg("/v1/secagg/aggregate", rs.aggregateFrame(t)); in != api.IntakeObsolete {
 		t.Fatalf("aggregate of the lost round: %s", in)
 	}
-	if _, in := h.sendSecAggBatch(batch); in != api.IntakeObsolete {
-		t.Fatalf("re-sent batch of the lost round: %s", in)
+	if ch, in := h.sendClose(t, rs); in != api.IntakeObsolete || ch.Status == wire.BatchStatusOK {
+		t.Fatalf("re-sent close of the lost round: %s %+v", in, ch)
+	}
+	if in, _ := h.postSecAgg("/v1/secagg/chunk", rs.chunks[len(rs.chunks)-1]); in != api.IntakeObsolete {
+		t.Fatalf("re-sent chunk of the lost round: %s", in)
 	}
 	if n := len(h.srv.ledger.Releases()); n != 1 {
 		t.Fatalf("%d releases, want 1", n)
@@ -632,25 +705,26 @@ func checkLostRound(t *testing.T, h *harness, helper *secagg.Helper, prep *wire.
 	}
 }
 
-// TestSecAggRestartBetweenBatchAndAggregate: the leader's running
+// TestSecAggRestartBetweenCloseAndAggregate: the leader's running
 // aggregate is persisted before the charge (PendingFile), so a restart
-// after the batch's 'M' resumes the round: the relay's identical re-sent
-// batch gets the same 'M' without a second charge, its aggregate share is
-// applied, and the next round follows. (On main this round was lost: the
-// relay's re-send was told "already closed: lost".)
-func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
+// after the close's charged answer resumes the round: the relay's
+// identical re-sent close gets the same answer without a second charge,
+// its aggregate share is applied, and the next round follows.
+func TestSecAggRestartBetweenCloseAndAggregate(t *testing.T) {
 	dir := t.TempDir()
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, dir, relay, nil)
-	_, vs, helper, batch, prep := chargeHonestRound(t, h, relay, 4)
+	_, vs, rs := chargeHonestRound(t, h, relay, 4)
 	h.stop()
 
 	h2 := newSecAggHarness(t, dir, relay, nil)
-	again, in := h2.sendSecAggBatch(batch)
-	if in != api.IntakeDuplicate || !bytes.Equal(again.Msg, prep.Msg) {
-		t.Fatalf("re-sent batch after the restart: %s %+v", in, again)
+	if again, in := h2.sendClose(t, rs); in != api.IntakeDuplicate || again.Status != wire.BatchStatusOK || again.Accepted != 4 {
+		t.Fatalf("re-sent close after the restart: %s %+v, want the stored answer (ok, 4 charged)", in, again)
 	}
-	if in, body := h2.postSecAgg("/v1/secagg/aggregate", aggregateFrame(t, 1, helper, prep.Msg)); in != api.IntakeAccepted {
+	if n := len(h2.srv.ledger.Releases()); n != 1 {
+		t.Fatalf("%d releases after the re-sent close, want 1", n)
+	}
+	if in, body := h2.postSecAgg("/v1/secagg/aggregate", rs.aggregateFrame(t)); in != api.IntakeAccepted {
 		t.Fatalf("aggregate after the restart: %s %s", in, body)
 	}
 	checkNear(t, h2.srv.Model(), wantMean(vs), 4)
@@ -663,8 +737,10 @@ func TestSecAggRestartBetweenBatchAndAggregate(t *testing.T) {
 	if a2 := relay.next(t); a2.Round != 2 {
 		t.Fatalf("announced round %d after the resumed round, want 2", a2.Round)
 	}
-	if _, err := os.Stat(filepath.Join(dir, PendingFile)); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the prepared round's file outlives the round: %v", err)
+	for _, f := range []string{PendingFile, CollectFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s outlives the round: %v", f, err)
+		}
 	}
 }
 
@@ -675,7 +751,7 @@ func TestSecAggRestartWithoutAggregateLost(t *testing.T) {
 	dir := t.TempDir()
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, dir, relay, nil)
-	_, _, helper, batch, prep := chargeHonestRound(t, h, relay, 4)
+	_, _, rs := chargeHonestRound(t, h, relay, 4)
 	h.stop()
 	h2 := newSecAggHarness(t, dir, relay, nil)
 	h2.srv.abandon(1, "test: grace expired")
@@ -685,7 +761,7 @@ func TestSecAggRestartWithoutAggregateLost(t *testing.T) {
 	if rec := h2.srv.Rounds()[0]; rec.Round != 1 || rec.Status != checkpoint.StatusLost {
 		t.Fatalf("round 1: %+v", rec)
 	}
-	checkLostRound(t, h2, helper, prep, batch)
+	checkLostRound(t, h2, rs)
 }
 
 // TestSecAggRelayKeyRefetched: an announcement refused with "helper key
@@ -814,13 +890,13 @@ func TestSecAggOperatorSwitch(t *testing.T) {
 
 // TestSecAggAbortAfterChargeAndBadAggregate: a malformed aggregate share,
 // or one over another report count, is invalid and leaves the round
-// pending; a relay abort after the batch's charge then records the round
+// pending; a relay abort after the close's charge then records the round
 // lost (charged once, not applied), not aborted.
 func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
-	_, _, helper, _, prep := chargeHonestRound(t, h, relay, 4)
-	agg := aggregateFrame(t, 1, helper, prep.Msg)
+	_, _, rs := chargeHonestRound(t, h, relay, 4)
+	agg := rs.aggregateFrame(t)
 	short, err := (&wire.SecAggAggregate{Round: 1, Share: agg[14 : len(agg)-16]}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -38,11 +38,12 @@
 //   - nothing by deadline + BatchGrace (counted while the relay answers
 //     /healthz: waitRound): abandoned, nothing charged.
 //
-// A secure-summation round (docs/secagg.md; secagg.go) ends instead with
-// the relay's SecAggBatch (POST /v1/secagg/batch: prepared, charged before
-// the leader's 'M' is answered, refused or invalid without it) followed by
-// its noised aggregate share (POST /v1/secagg/aggregate: unsharded and
-// applied); a round charged but not applied (no aggregate within
+// A secure-summation round (docs/secagg.md; secagg.go, secagg_stream.go)
+// ends instead with the relay's chunks (POST /v1/secagg/chunk: prepared as
+// they arrive, each answered with its verdicts 'M'), its close (POST
+// /v1/secagg/close: charged before the count is answered, refused or
+// invalid without it) and its noised aggregate share (POST
+// /v1/secagg/aggregate: unsharded and applied); a round charged but not applied (no aggregate within
 // BatchGrace while the relay answers /healthz, or a relay abort) is lost;
 // a restart of either server resumes it (waitRound, restorePending).
 //

@@ -93,9 +93,10 @@ type Config struct {
 	// fetch the aggregator's key (default 30 s).
 	SendTimeout time.Duration
 	// SecAggTimeout bounds one attempt of a secure-summation request
-	// (POST /v1/secagg/batch and /v1/secagg/aggregate; default 10 min):
-	// the aggregator answers a batch only after preparing every report
-	// (about 30 ms per report on 2 cores) and charging its ledger.
+	// (POST /v1/secagg/chunk, /v1/secagg/close and /v1/secagg/aggregate;
+	// default 10 min): the aggregator answers a chunk only after preparing
+	// its reports (about 30 ms per report on 2 cores), a close only after
+	// charging its ledger.
 	SecAggTimeout time.Duration
 	// HelperKey is the relay's secure-summation key (docs/secagg.md): it
 	// opens the helper shares of the volunteers' reports and nothing else;
