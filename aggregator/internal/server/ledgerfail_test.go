@@ -67,8 +67,8 @@ func TestBatchNotOpenedWhenChargeNotDurable(t *testing.T) {
 }
 
 // TestSecAggNotAnsweredWhenChargeNotDurable (issue 23): a secure-summation
-// batch whose charge cannot be made durable gets no answer (no verdicts,
-// so the relay releases no noised share), leaves no round waiting for an
+// close whose charge cannot be made durable gets no answer (no charged
+// count, so the relay releases no noised share), leaves no round waiting for an
 // aggregate share, and the ledger's state unchanged.
 func TestSecAggNotAnsweredWhenChargeNotDurable(t *testing.T) {
 	for _, op := range []ledgertest.Op{ledgertest.Write, ledgertest.Sync} {
@@ -80,10 +80,10 @@ func TestSecAggNotAnsweredWhenChargeNotDurable(t *testing.T) {
 			for i := range 4 {
 				vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
 			}
-			_, batch := relay.relayRound(t, a, vs)
-			ans, err := h.srv.SecAggBatchIntake(batch)
+			rs := relay.streamChunks(t, h, a, vs, 2) // nothing is charged before the close
+			ans, err := h.srv.SecAggCloseIntake(rs.closeFrame(t))
 			if !errors.Is(err, ledger.ErrBroken) || !errors.Is(err, ledgertest.ErrInjected) || len(ans.Frame) != 0 {
-				t.Fatalf("secagg batch with a failing %s: %v, answer %d bytes", op, err, len(ans.Frame))
+				t.Fatalf("secagg close with a failing %s: %v, answer %d bytes", op, err, len(ans.Frame))
 			}
 			if until := h.srv.secaggPendingUntil(1); !until.IsZero() {
 				t.Fatal("a round waits for an aggregate share its charge never paid for")
