@@ -234,7 +234,7 @@ func drawInput(t *testing.T, r io.Reader) []byte {
 // vector's encapsulated key and its 1000 accumulated ciphertexts; a
 // single-shot seal with that key opens with crypto/hpke and with the
 // backend's own opener.
-func TestRFC9180Accumulated(t *testing.T) {
+func TestRFC9180Vector(t *testing.T) {
 	a11 := loadA11(t)
 	var v accVector
 	if err := json.Unmarshal(vectorJSON, &v); err != nil {
