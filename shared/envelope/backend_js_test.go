@@ -9,7 +9,8 @@ import (
 )
 
 // backends are the two ways a js/wasm program seals: WebCrypto
-// (webhpke), and crypto/hpke where the browser lacks WebCrypto X25519.
+// (webhpke.Seal), and the Go fallback (webhpke.SealGo) where the browser
+// lacks WebCrypto X25519.
 var backends = []string{BackendWebCrypto, BackendGo}
 
 // useBackend makes the package seal with the named backend until the
@@ -24,7 +25,7 @@ func useBackend(tb testing.TB, name string) {
 }
 
 // Node's WebCrypto (the test runner, go_js_wasm_exec, Node 20) has
-// X25519, so under js the package seals with it, not with crypto/hpke.
+// X25519, so under js the package seals with it, not with the fallback.
 func TestSealBackendIsWebCrypto(t *testing.T) {
 	if got := SealBackend(); got != BackendWebCrypto {
 		t.Fatalf("SealBackend() = %q, want %q", got, BackendWebCrypto)

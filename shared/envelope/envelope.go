@@ -12,8 +12,10 @@
 // Values are sealed with HPKE (RFC 9180) in base mode, single-shot, with the
 // suite DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM (ids 0x0020,
 // 0x0001, 0x0001): natively with Go's crypto/hpke, in the browser with its
-// WebCrypto (envelope/webhpke; crypto/hpke where the browser lacks
-// WebCrypto X25519), see seal.go; every message is opened by crypto/hpke.
+// WebCrypto (envelope/webhpke; where the browser lacks WebCrypto X25519,
+// webhpke's same RFC 9180 schedule over Go's crypto/ecdh and crypto/aes,
+// so that the browser module does not link crypto/hpke), see seal.go;
+// every message is opened by crypto/hpke.
 // AES-128-GCM is the AEAD because it is the one both Go and WebCrypto
 // implement (WebCrypto has no ChaCha20-Poly1305). The info string binds a
 // ciphertext to its round:
@@ -36,7 +38,6 @@ package envelope
 import (
 	"crypto/ecdh"
 	"crypto/ed25519"
-	"crypto/hpke"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -77,18 +78,6 @@ var (
 	// ErrSeal: sealing failed (invalid recipient key).
 	ErrSeal = errors.New("envelope: cannot seal values")
 )
-
-var (
-	kem  = hpke.DHKEM(ecdh.X25519())
-	kdf  = hpke.HKDFSHA256()
-	aead = hpke.AES128GCM()
-)
-
-// Suite returns the HPKE suite every message and share is sealed with:
-// DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM. An opener
-// (the aggregator's aggregator/internal/sealkey, the relay's helper key,
-// the test opener envelopetest) opens with exactly this suite.
-func Suite() (hpke.KEM, hpke.KDF, hpke.AEAD) { return kem, kdf, aead }
 
 // Signer signs announcements: the aggregator's private key
 // (aggregator/internal/sealkey) and the test key of envelopetest. Sign
@@ -156,12 +145,13 @@ func (p PublicKey) Equal(q PublicKey) bool {
 }
 
 // Validate checks the key's shape: a 32-byte Ed25519 key and an X25519 key
-// that HPKE accepts.
+// that HPKE accepts (crypto/ecdh's X25519 public key: 32 bytes, which is
+// all crypto/hpke's DHKEM(X25519) checks).
 func (p PublicKey) Validate() error {
 	if len(p.Sign) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: ed25519 public key has %d bytes, want %d", ErrKey, len(p.Sign), ed25519.PublicKeySize)
 	}
-	if _, err := kem.NewPublicKey(p.HPKE[:]); err != nil {
+	if _, err := ecdh.X25519().NewPublicKey(p.HPKE[:]); err != nil {
 		return fmt.Errorf("%w: x25519 public key: %v", ErrKey, err)
 	}
 	return nil

@@ -1,27 +1,37 @@
 package envelope
 
-import (
-	"crypto/hpke"
-	"fmt"
+import "fmt"
 
-	"github.com/blanket-fl/blanket/shared/parallel"
-)
-
-// Where sealing happens. Natively every message is sealed by Go's
-// crypto/hpke. Under js/wasm it is sealed by the browser's WebCrypto
-// (X25519 and AES-GCM: the browser's vetted, native implementations) and
-// Go's crypto/hkdf through envelope/webhpke, which composes RFC 9180's
-// Encap and key schedule from them and is checked against RFC 9180's vector
-// for the suite and against crypto/hpke; a browser without WebCrypto X25519 (or a page
-// outside a secure context, which has no crypto.subtle) falls back to
-// crypto/hpke compiled to wasm. Both produce the same wire format with the
-// same distribution (a fresh ephemeral key pair per message), and every
-// opener opens them with crypto/hpke.
+// Where sealing happens. Every backend seals in HPKE (RFC 9180) base mode,
+// single shot, with the suite DHKEM(X25519, HKDF-SHA256), HKDF-SHA256,
+// AES-128-GCM, a fresh ephemeral key pair per message, and produces the
+// same wire format with the same distribution; every opener opens it with
+// crypto/hpke.
+//
+//   - Natively every message is sealed by Go's crypto/hpke (seal_other.go).
+//   - Under js/wasm it is sealed by the browser's WebCrypto (X25519 and
+//     AES-GCM: the browser's vetted, native implementations) and Go's
+//     crypto/hkdf through envelope/webhpke, which composes RFC 9180's
+//     Encap and key schedule from them (webhpke.Seal).
+//   - A browser without WebCrypto X25519 (or a page outside a secure
+//     context, which has no crypto.subtle) falls back to the same webhpke
+//     schedule over Go's crypto/ecdh X25519 and crypto/aes GCM, compiled to
+//     wasm (webhpke.SealGo), not to crypto/hpke: crypto/hpke's KEM table
+//     would link the NIST curves and ML-KEM into the browser module, and the
+//     js build does not link crypto/hpke at all (seal_js.go;
+//     wasm/internal/browser's TestNoHPKEInTheBrowser checks it).
+//
+// webhpke's two implementations are checked against RFC 9180's vector for
+// the suite (Appendix A.1.1) and against crypto/hpke in both directions,
+// natively, in Node and in Chromium; fallback_test.go checks natively that
+// SealGo and crypto/hpke agree for Blanket's own info strings.
 
 // Backends, as SealBackend names them.
 const (
 	BackendWebCrypto = "webcrypto"
-	BackendGo        = "crypto/hpke"
+	// BackendGo is Go's own implementation: crypto/hpke natively,
+	// webhpke.SealGo under js.
+	BackendGo = "go"
 )
 
 // sealFunc seals every pts[i] to pkR under info, each with its own
@@ -43,42 +53,13 @@ func SealBackend() string {
 
 // sealBatch seals with this platform's backend; errors wrap ErrSeal.
 func sealBatch(pkR [32]byte, info []byte, pts [][]byte, out [][]byte) ([][]byte, error) {
-	seal := sealStd
+	seal := goSealer
 	if web := webSealer(); web != nil {
 		seal = web
 	}
 	out, err := seal(pkR, info, pts, out)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSeal, err)
-	}
-	return out, nil
-}
-
-// sealStd is sealFunc with crypto/hpke, natively on up to GOMAXPROCS
-// goroutines in chunks of BatchChunk (parallel.Chunks).
-func sealStd(pkR [32]byte, info []byte, pts [][]byte, out [][]byte) ([][]byte, error) {
-	if out == nil {
-		out = make([][]byte, len(pts))
-	}
-	if len(out) != len(pts) {
-		return nil, fmt.Errorf("%d outputs for %d plaintexts", len(out), len(pts))
-	}
-	pk, err := kem.NewPublicKey(pkR[:])
-	if err != nil {
-		return nil, err
-	}
-	err = parallel.Chunks(len(pts), batchChunk, func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			c, err := hpke.Seal(pk, kdf, aead, info, pts[i])
-			if err != nil {
-				return fmt.Errorf("message %d: %w", i, err)
-			}
-			out[i] = append(out[i], c...)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	return out, nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // noWebCrypto makes webSealer report no WebCrypto, so that the tests under
-// js also run the crypto/hpke fallback.
+// js also run the fallback.
 var noWebCrypto atomic.Bool
 
 // webSealer returns webhpke.Seal when the JavaScript environment's
@@ -20,3 +20,8 @@ func webSealer() sealFunc {
 	}
 	return webhpke.Seal
 }
+
+// goSealer, the fallback without WebCrypto X25519, is webhpke's RFC 9180
+// schedule over Go's crypto/ecdh and crypto/aes, not crypto/hpke: this
+// package links no crypto/hpke under js (seal.go).
+var goSealer sealFunc = webhpke.SealGo

@@ -46,6 +46,20 @@ func testKey(t testing.TB, n byte) *testPriv {
 
 func (k *testPriv) Public() PublicKey { return k.pub }
 
+// testKDF and testAEAD are the suite's (Suite, which exists natively only:
+// these tests also run under js, where envelope links no crypto/hpke).
+var testKDF, testAEAD = hpke.HKDFSHA256(), hpke.AES128GCM()
+
+// scalar returns the key's X25519 private scalar.
+func (k *testPriv) scalar(t testing.TB) [32]byte {
+	t.Helper()
+	b, err := k.hpke.Bytes()
+	if err != nil || len(b) != 32 {
+		t.Fatalf("private key bytes: %d, %v", len(b), err)
+	}
+	return [32]byte(b)
+}
+
 func (k *testPriv) OpenValues(round uint64, sealed []byte, dst []float64) ([]float64, error) {
 	if len(sealed) < Overhead || (len(sealed)-Overhead)%8 != 0 {
 		return nil, fmt.Errorf("%w: sealed length %d", ErrOpen, len(sealed))
@@ -54,7 +68,7 @@ func (k *testPriv) OpenValues(round uint64, sealed []byte, dst []float64) ([]flo
 	if len(dst) > 0 && len(dst) != n {
 		return nil, fmt.Errorf("%w: %d values, want %d", ErrOpen, n, len(dst))
 	}
-	pt, err := hpke.Open(k.hpke, kdf, aead, ValuesInfo(round), sealed)
+	pt, err := hpke.Open(k.hpke, testKDF, testAEAD, ValuesInfo(round), sealed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrOpen, err)
 	}
@@ -96,5 +110,5 @@ func (k *testPriv) OpenEach(round uint64, sealed [][]byte, dst []float64) ([]flo
 
 // openRaw opens a message sealed under info (a share, say) with crypto/hpke.
 func openRaw(k *testPriv, info, sealed []byte) ([]byte, error) {
-	return hpke.Open(k.hpke, kdf, aead, info, sealed)
+	return hpke.Open(k.hpke, testKDF, testAEAD, info, sealed)
 }
