@@ -217,25 +217,34 @@ func waitRoundOK(ctx context.Context, t *testing.T, cl *localrun.Cluster, r int,
 }
 
 // waitSecondRound waits until the class's second round is open at the
-// relay (announced, not yet closed).
+// relay (announced, not yet closed): the aggregator's open round is 2 and
+// the relay has opened two rounds of this class (its /metrics count since
+// its last start, which New class restarts).
 func waitSecondRound(ctx context.Context, t *testing.T, cl *localrun.Cluster, name string) {
 	t.Helper()
 	var info struct {
 		OpenRound int `json:"open_round"`
 	}
+	var m struct {
+		RoundsOpened int `json:"rounds_opened"`
+	}
+	get := func(u string, v any) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			json.NewDecoder(resp.Body).Decode(v)
+			resp.Body.Close()
+		}
+	}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cl.RelayURL()+"/api/round", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			json.NewDecoder(resp.Body).Decode(&info)
-			resp.Body.Close()
-			if info.OpenRound == 2 {
-				return
-			}
+		get(cl.AggregatorURL()+"/api/status", &info)
+		get(cl.RelayURL()+"/metrics", &m)
+		if info.OpenRound == 2 && m.RoundsOpened >= 2 {
+			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("%s: the class's second round is not open (relay's open round %d)", name, info.OpenRound)
+	t.Fatalf("%s: the class's second round is not open (aggregator's open round %d, relay opened %d)", name, info.OpenRound, m.RoundsOpened)
 }
 
 // waitStopped waits until the class has finished its rounds.

@@ -33,7 +33,8 @@ import (
 // sealPageHTML loads the wasm program named by ?wasm= with Go's
 // wasm_exec.js. With ?nowebcrypto=1 it first hides WebCrypto's X25519
 // (generateKey rejects it, as in a browser that lacks it), so the program
-// falls back to crypto/hpke. With ?test=1 the program is a Go test binary:
+// falls back to the Go primitives (webhpke.SealGo: crypto/ecdh, crypto/hkdf,
+// AES-GCM under the same RFC 9180 schedule). With ?test=1 the program is a Go test binary:
 // it runs with -test.v, its output lines collect in globalThis.testOutput
 // and its exit code lands in globalThis.testExit.
 const sealPageHTML = `<!doctype html><meta charset="utf-8"><title>seal</title>
@@ -156,7 +157,8 @@ func jsArgs(args ...any) string {
 // native openers (crypto/hpke: envelopetest, which agrees with the
 // aggregator's sealkey and the relay's helperkey), under the right round
 // and role only. A second page hides WebCrypto's X25519: it must fall back
-// to crypto/hpke, and its output must open natively too. Natively sealed
+// to the Go primitives (webhpke.SealGo), and its output must open natively
+// too. Natively sealed
 // messages and shares must open in the page with WebCrypto
 // (envelope/webhpke.Open).
 func TestWebCryptoSeal(t *testing.T) {
@@ -358,7 +360,7 @@ func TestWebHPKEInChromium(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("the webhpke tests exited with %d in Chromium", code)
 	}
-	for _, want := range []string{"--- PASS: TestRFC9180Vector", "--- PASS: TestSealOpensWithCryptoHPKE", "--- PASS: TestOpenOpensCryptoHPKE", "\nPASS"} {
+	for _, want := range []string{"--- PASS: TestRFC9180Vector", "--- PASS: TestRFC9180A11", "--- PASS: TestSealOpensWithCryptoHPKE", "--- PASS: TestOpenOpensCryptoHPKE", "\nPASS"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the output lacks %q", want)
 		}
@@ -391,7 +393,7 @@ type costWorkload struct {
 //
 //	cd scripts/browsertest && BLANKET_SEAL_COST=1 BLANKET_SEAL_BASELINE=<rev> go test -count=1 -run TestSealCostInBrowser -v .
 //
-// Columns: WebCrypto (this tree), crypto/hpke in wasm (this tree, the page
+// Columns: WebCrypto (this tree), the Go fallback in wasm (this tree, the page
 // hiding WebCrypto's X25519: the fallback), and, with
 // BLANKET_SEAL_BASELINE naming git revisions (separated by spaces), each
 // revision's sealer (internal/sealbench built against `git archive <rev>`). The pages run one
@@ -440,7 +442,7 @@ func TestSealCostInBrowser(t *testing.T) {
 	wasms := map[string]string{"current.wasm": buildPageWasm(t, root, "sealbench")}
 	cols := []*column{
 		{name: "WebCrypto", wasm: "current.wasm"},
-		{name: "crypto/hpke (fallback)", wasm: "current.wasm", hide: true},
+		{name: "Go (fallback)", wasm: "current.wasm", hide: true},
 	}
 	var baselines []*column
 	for i, rev := range strings.Fields(os.Getenv("BLANKET_SEAL_BASELINE")) {

@@ -2,8 +2,8 @@
 
 // Command sealpage is the browser page of scripts/browsertest's
 // TestWebCryptoSeal: it seals with shared/envelope as the volunteer's
-// client does (WebCrypto, or crypto/hpke where the page has hidden
-// WebCrypto's X25519) and opens with envelope/webhpke.Open (WebCrypto), so
+// client does (WebCrypto, or the Go primitives, webhpke.SealGo, where the
+// page has hidden WebCrypto's X25519) and opens with envelope/webhpke.Open (WebCrypto), so
 // that the test can open natively what the browser sealed and the reverse.
 //
 // globalThis.sealtest has, each returning a promise, with bytes as hex:
