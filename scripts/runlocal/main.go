@@ -766,13 +766,26 @@ func abortLines(a *abortNote, round int, advised string) ([]string, string) {
 	return lines, a.Advice
 }
 
+// roundWaitFor is the relay's share of the checked-in volunteers' reports
+// that a round waits for past its deadline (relay/internal/round.WaitFor).
+const roundWaitFor = 0.95
+
 func formatRound(r localrun.Round) string {
 	s := fmt.Sprintf("round %3d  %-9s", r.Round, r.Status)
 	if r.Accuracy != nil {
 		s += fmt.Sprintf("  accuracy %6.2f%%", 100**r.Accuracy)
 	}
-	if r.N > 0 {
-		s += fmt.Sprintf("  reports %4d  n_p %4d", r.N, r.NP)
+	if got := max(r.Reports, r.N); got > 0 {
+		s += fmt.Sprintf("  reports %4d", got)
+		if r.CheckedIn > 0 {
+			s += fmt.Sprintf(" of %d checked in (%.0f%%)", r.CheckedIn, 100*float64(got)/float64(r.CheckedIn))
+		}
+		if r.NP > 0 {
+			s += fmt.Sprintf("  n_p %4d", r.NP)
+		}
+		if r.CheckedIn > 0 && float64(got) < roundWaitFor*float64(r.CheckedIn) {
+			s += fmt.Sprintf("  (closed short: %d checked-in volunteers did not report before arrivals stopped or the round's cap)", r.CheckedIn-got)
+		}
 	}
 	if r.EpsilonTightest != nil {
 		s += fmt.Sprintf("  epsilon %.4g (%s)", *r.EpsilonTightest, r.Method)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/task"
 	"io"
 	"os"
@@ -215,5 +216,20 @@ func TestDeltaForTask(t *testing.T) {
 	}
 	if a := strings.Join(o.aggregatorArgs(), " "); !strings.Contains(a, "-delta 1e-06") {
 		t.Errorf("aggregator args %s", a)
+	}
+}
+
+// TestFormatRoundSaysOfHowMany (issue 25): the terminal says how many of
+// the volunteers who checked in reported, and when a round closed short,
+// that it did and why.
+func TestFormatRoundSaysOfHowMany(t *testing.T) {
+	acc := 0.78
+	full := formatRound(localrun.Round{Round: 3, Status: "ok", Accuracy: &acc, N: 389, Reports: 389, CheckedIn: 400})
+	if !strings.Contains(full, "reports  389 of 400 checked in (97%)") || strings.Contains(full, "short") {
+		t.Errorf("%q", full)
+	}
+	short := formatRound(localrun.Round{Round: 4, Status: "ok", N: 209, Reports: 209, CheckedIn: 400})
+	if !strings.Contains(short, "209 of 400 checked in (52%)") || !strings.Contains(short, "closed short: 191 checked-in volunteers") {
+		t.Errorf("%q", short)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // DefaultMaxRejectedShare is the largest share of a secure-summation
@@ -78,4 +79,18 @@ func (f Floor) Check(announcedMin, accepted, rejected int) error {
 		return fmt.Errorf("%w: %d of %d reports rejected, more than %.0f%%", ErrTooManyRejected, rejected, total, 100*f.MaxRejectedShare)
 	}
 	return nil
+}
+
+// CloseCapFactor is how many times its announced length (from its opening
+// to its deadline) a round may wait past its deadline for reports that are
+// still arriving (relay/internal/round, "Closing a round").
+const CloseCapFactor = 2
+
+// CloseCap returns the latest a round opened at opened with the announced
+// deadline may stay open: deadline + CloseCapFactor × (deadline − opened).
+// The relay closes by it; the aggregator waits for a batch until it (plus
+// its grace), from its own earlier announcement time, so it never gives up
+// on a round the relay still keeps open.
+func CloseCap(opened, deadline time.Time) time.Time {
+	return deadline.Add(CloseCapFactor * max(deadline.Sub(opened), 0))
 }

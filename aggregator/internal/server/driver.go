@@ -19,6 +19,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/ledger"
+	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -48,7 +49,10 @@ func (s *Server) Run(ctx context.Context) error {
 				continue // abandoned or cancelled
 			}
 		}
-		s.waitRound(ctx, open.Round, open.Deadline)
+		// The relay may keep the round open past its deadline while
+		// reports still arrive, up to its cap (roundspec.CloseCap, from
+		// the relay's later opening: never after this one).
+		s.waitRound(ctx, open.Round, roundspec.CloseCap(open.AnnouncedAt, open.Deadline))
 	}
 }
 
@@ -379,7 +383,7 @@ func (s *Server) post(ctx context.Context, path string, body []byte, headers ...
 }
 
 // waitRound waits until the round is closed (batch or abort), or abandons
-// it at deadline + BatchGrace, or, for a charged secure-summation round,
+// it at deadline (the round's close cap) + BatchGrace, or, for a charged secure-summation round,
 // BatchGrace after its batch was answered (then it is lost).
 //
 // Both graces count only while the relay answers /healthz. A relay that

@@ -158,12 +158,17 @@ type Round struct {
 
 	// CheckInBy ends the check-in window (see "Closing a round").
 	CheckInBy time.Time
+	// Opened is when the relay opened the round; Cap is the latest it
+	// waits past the deadline for reports still arriving
+	// (roundspec.CloseCap).
+	Opened, Cap time.Time
 
 	// guarded by Machine.mu
 	closed    bool
 	checkedIn uint32
 	reports   uint32
-	floor     uint32 // the machine's SetMinBatchFloor when the round opened
+	lastAt    time.Time // when the last complete report came in (the opening before any)
+	floor     uint32    // the machine's SetMinBatchFloor when the round opened
 	failed    uint32 // checked in, report can no longer complete (left, disqualified)
 	absent    uint32 // invited, left before checking in
 	real      []wire.BatchMessage
@@ -391,6 +396,7 @@ func (m *Machine) Open(a *wire.Announcement, frame []byte, now time.Time) (*Roun
 		Num: a.Round, Ann: frame, Params: a.Params, HPKEPub: a.HPKEPub, Deadline: a.Deadline,
 		Msgs: a.Params.Messages(), FrameSize: a.Params.ReportFrameSize(),
 		CheckInBy: now.Add(time.Duration(CheckInWindow * float64(a.Deadline.Sub(now)))),
+		Opened:    now, Cap: roundspec.CloseCap(now, a.Deadline), lastAt: now,
 	}
 	if a.Params.Protocol == wire.ProtocolSecAgg {
 		spec, lead, help, err := SecAggSpec(a.Params)
@@ -453,6 +459,9 @@ func (m *Machine) NextTick(r *Round, now time.Time) time.Time {
 	if now.Before(r.CheckInBy) {
 		return r.CheckInBy
 	}
+	if !now.Before(r.Deadline) {
+		return minTime(r.Cap, now.Add(pollEvery)) // past the deadline, while reports still arrive
+	}
 	return minTime(r.Deadline, now.Add(pollEvery))
 }
 
@@ -474,11 +483,46 @@ func (m *Machine) Tick(r *Round, now time.Time) *Closed {
 	case r.closed:
 		return nil
 	case !now.Before(r.Deadline):
-		return m.closeLocked(r, "deadline")
+		if why := r.pastDeadlineLocked(now); why != "" {
+			return m.closeLocked(r, why)
+		}
+		return nil
 	case r.completeLocked(now):
 		return m.closeLocked(r, "complete")
 	}
 	return nil
+}
+
+// Closing past the deadline (docs/protocol.md, "Closing a round"): the
+// announced deadline is when a round is expected to end, not when its
+// volunteers' work is thrown away. While reports still arrive, the round
+// waits past it, up to its cap.
+const (
+	// WaitFor is the share of the volunteers who checked in (and can still
+	// report) whose reports end the wait at the deadline.
+	WaitFor = 0.95
+	// StallShare of the round's length (from its opening to its deadline),
+	// at least StallMin, without a new report ends the wait: the
+	// volunteers still out are not coming.
+	StallShare = 0.1
+	StallMin   = 5 * time.Second
+)
+
+// pastDeadlineLocked decides a round at or past its deadline: the reason
+// to close it now ("deadline": WaitFor of the expected reports are in,
+// or nobody who checked in is still out; "stalled": no report for the
+// stall time; "cap": its cap), or "" to keep waiting.
+func (r *Round) pastDeadlineLocked(now time.Time) string {
+	expected := r.checkedIn - min(r.failed, r.checkedIn)
+	switch {
+	case !now.Before(r.Cap):
+		return "cap"
+	case r.reports >= expected || float64(r.reports) >= WaitFor*float64(expected):
+		return "deadline"
+	case now.Sub(r.lastAt) >= max(StallMin, time.Duration(StallShare*float64(r.Deadline.Sub(r.Opened)))):
+		return "stalled"
+	}
+	return ""
 }
 
 // Close closes r exactly once (why: "deadline", "quota", ...): partial
@@ -648,6 +692,7 @@ func (m *Machine) report(p *Participant, b []byte, num uint64) Verdict {
 		r.real = append(r.real, p.pending...)
 		p.pending, p.done = nil, true
 		r.reports++
+		r.lastAt = m.now()
 		v.Complete = true
 		v.Closed = m.afterReportLocked(r)
 	}
@@ -712,6 +757,7 @@ func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
 	rep := SharesReport{Leader: sh.Leader, Helper: sh.Helper}
 	p.done = true
 	r.reports++
+	r.lastAt = m.now()
 	v = Verdict{Accepted: Shares, Round: num, Received: 1, Complete: true}
 	if m.stream {
 		v.Shares = &rep

@@ -3,6 +3,7 @@ package round
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -622,6 +623,129 @@ func TestCloseComplete(t *testing.T) {
 		}
 		if cl := m.Tick(r2, r2.CheckInBy); cl == nil || cl.Why != "complete" {
 			t.Fatalf("closed %+v", cl)
+		}
+	})
+}
+
+// TestWaitsPastDeadlineWhileReportsArrive (issue 25): at its deadline a
+// round with reports of checked-in volunteers still missing is not closed
+// while they keep arriving: it closes once WaitFor of them are in
+// ("deadline"), after StallMin (or StallShare of its length) without a new
+// report ("stalled"), or at its cap (roundspec.CloseCap: twice its length
+// past the deadline). A round whose expected reports are in closes at the
+// deadline as before. The deadline is t0 + 1 min here: stall 6 s, cap t0
+// + 3 min.
+func TestWaitsPastDeadlineWhileReportsArrive(t *testing.T) {
+	p := params() // MinBatch 2, no quota
+	var s sealer
+	const n = 40
+	setup := func() (*Machine, *Round, []*Participant) {
+		m := newAt(0)
+		ps := make([]*Participant, n)
+		for i := range ps {
+			ps[i] = m.Join()
+		}
+		r := open(t, m, 1, p)
+		for _, pt := range ps {
+			expect(t, m.Frame(pt, checkIn(1)), CheckIn, "", 0, Keep)
+		}
+		return m, r, ps
+	}
+	at := func(m *Machine, d time.Duration) time.Time {
+		now := t0.Add(d)
+		m.now = func() time.Time { return now }
+		return now
+	}
+	report := func(m *Machine, pt *Participant) *Closed {
+		var v Verdict
+		for _, f := range s.full(t, 1, p) {
+			v = m.Frame(pt, f)
+		}
+		return v.Closed
+	}
+	if r := open(t, newAt(0), 1, p); !r.Cap.Equal(t0.Add(3 * time.Minute)) {
+		t.Fatalf("cap %v, want t0 + 3 min", r.Cap.Sub(t0))
+	}
+
+	why := func(cl *Closed) string {
+		if cl == nil {
+			return "open"
+		}
+		return fmt.Sprintf("closed (%s) with %d reports", cl.Why, cl.Reports)
+	}
+	t.Run("arriving", func(t *testing.T) {
+		m, r, ps := setup()
+		at(m, 58*time.Second)
+		for _, pt := range ps[:30] {
+			report(m, pt)
+		}
+		if cl := m.Tick(r, at(m, time.Minute)); cl != nil {
+			t.Fatalf("at the deadline with 30 of 40 in, the last 2 s ago: %s", why(cl))
+		}
+		if next := m.NextTick(r, t0.Add(time.Minute)); !next.Equal(t0.Add(time.Minute + time.Second)) {
+			t.Fatalf("next tick %v past the deadline, want every second", next.Sub(t0))
+		}
+		for i, pt := range ps[30:37] { // one every 5 s: never a stall
+			now := time.Minute + time.Duration(5*(i+1))*time.Second
+			at(m, now)
+			report(m, pt)
+			if cl := m.Tick(r, t0.Add(now)); cl != nil {
+				t.Fatalf("%d of 40 in: %s", 31+i, why(cl))
+			}
+		}
+		at(m, 100*time.Second)
+		report(m, ps[37]) // 38 of 40 = 95%
+		if cl := m.Tick(r, t0.Add(100*time.Second)); cl == nil || cl.Why != "deadline" || cl.Reports != 38 {
+			t.Fatalf("38 of 40 in: %s", why(cl))
+		}
+	})
+
+	t.Run("stalled", func(t *testing.T) {
+		m, r, ps := setup()
+		at(m, 50*time.Second)
+		for _, pt := range ps[:20] {
+			report(m, pt)
+		}
+		if cl := m.Tick(r, t0.Add(time.Minute)); cl == nil || cl.Why != "stalled" {
+			t.Fatalf("at the deadline, no report for 10 s (stall 6 s): %s", why(cl))
+		}
+		m, r, ps = setup()
+		at(m, 58*time.Second)
+		for _, pt := range ps[:20] {
+			report(m, pt)
+		}
+		if cl := m.Tick(r, t0.Add(63*time.Second)); cl != nil {
+			t.Fatalf("5 s after the last report: %s", why(cl))
+		}
+		if cl := m.Tick(r, t0.Add(64*time.Second)); cl == nil || cl.Why != "stalled" || cl.Reports != 20 {
+			t.Fatalf("6 s after the last report: %s", why(cl))
+		}
+	})
+
+	t.Run("cap", func(t *testing.T) {
+		m, r, ps := setup()
+		for i, pt := range ps[:37] { // one every 4.5 s, from t0 + 10 s: never a stall, never 95%
+			at(m, 10*time.Second+time.Duration(i)*4500*time.Millisecond)
+			report(m, pt)
+		}
+		if cl := m.Tick(r, t0.Add(2*time.Minute+50*time.Second)); cl != nil {
+			t.Fatalf("before the cap: %s", why(cl))
+		}
+		at(m, 3*time.Minute)
+		if cl := m.Tick(r, t0.Add(3*time.Minute)); cl == nil || cl.Why != "cap" || cl.Reports != 37 {
+			t.Fatalf("at the cap: %s", why(cl))
+		}
+	})
+
+	t.Run("all in", func(t *testing.T) {
+		m, r, ps := setup()
+		at(m, 50*time.Second)
+		for _, pt := range ps[:39] {
+			report(m, pt)
+		}
+		m.Leave(ps[39]) // checked in, can no longer report
+		if cl := m.Tick(r, at(m, time.Minute)); cl == nil || cl.Why == "stalled" {
+			t.Fatalf("every expected report in: %s", why(cl))
 		}
 	})
 }

@@ -463,6 +463,8 @@ type Round struct {
 	Loss            *float64 `json:"loss"`
 	N               int      `json:"n"`
 	NP              int      `json:"n_p"`
+	Reports         int      `json:"reports"` // secure summation: the reports the relay sent (N: accepted)
+	CheckedIn       int      `json:"checked_in"`
 	CheckInRate     float64  `json:"check_in_rate"`
 	EpsilonTightest *float64 `json:"epsilon_tightest"`
 	Method          string   `json:"method"`
