@@ -316,7 +316,7 @@ func (c *Client) account(r privacy.Release) error {
 		eps, delta = b.Epsilon, b.Delta
 	}
 	for _, g := range order {
-		e, err := privacy.SecAggReplaceOneEpsilon(g.sigma, g.sens, g.q, counts[g], ownDelta)
+		e, err := secAggEpsilon(g.sigma, g.sens, g.q, counts[g], ownDelta)
 		if err != nil {
 			return fmt.Errorf("account: secure summation: %w", err)
 		}
@@ -329,6 +329,48 @@ func (c *Client) account(r privacy.Release) error {
 // ownDelta is the δ at which a volunteer's own secure-summation guarantee
 // is stated (per group of identical rounds).
 const ownDelta = 1e-5
+
+// secAggMemo holds privacy.SecAggReplaceOneEpsilon's answers for this
+// process: a pure function of its arguments, which every volunteer of a
+// round asks with the same ones (tens of milliseconds of the accountant
+// each; make run's hundreds of simulated volunteers share a process).
+// Bounded: cleared when it holds secAggMemoMax answers.
+var secAggMemo struct {
+	sync.Mutex
+	m map[secAggKey]float64
+}
+
+type secAggKey struct {
+	sigma, sens, q float64
+	rounds         int
+	delta          float64
+}
+
+const secAggMemoMax = 4096
+
+// secAggEpsilon is privacy.SecAggReplaceOneEpsilon, remembered (secAggMemo).
+// Guarantee: the same value, so the same bound (one server's discrete
+// Gaussian, replace-one, rounds identical rounds at check-in rate q).
+func secAggEpsilon(sigma, sens, q float64, rounds int, delta float64) (float64, error) {
+	k := secAggKey{sigma, sens, q, rounds, delta}
+	secAggMemo.Lock()
+	e, ok := secAggMemo.m[k]
+	secAggMemo.Unlock()
+	if ok {
+		return e, nil
+	}
+	e, err := privacy.SecAggReplaceOneEpsilon(sigma, sens, q, rounds, delta)
+	if err != nil {
+		return 0, err
+	}
+	secAggMemo.Lock()
+	if secAggMemo.m == nil || len(secAggMemo.m) >= secAggMemoMax {
+		secAggMemo.m = make(map[secAggKey]float64)
+	}
+	secAggMemo.m[k] = e
+	secAggMemo.Unlock()
+	return e, nil
+}
 
 func (c *Client) emit(e Event) {
 	if c.onEvent != nil {
