@@ -32,6 +32,7 @@ import (
 	"slices"
 	"sort"
 
+	"gonum.org/v1/gonum/integrate/quad"
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/blanket-fl/blanket/shared/mechanism"
@@ -576,4 +577,204 @@ func binomQuantile(n int, p, q float64) int {
 		}
 	}
 	return hi
+}
+
+// ClipLaplaceLaw is the law of the bin of R(x) for APES's Clip-Laplace
+// randomizer c (randomizer.ClipLaplace, APES Definition 4): the Laplace
+// density e^{−|y−x|/λ}, λ = 1/ε, truncated to the output range [lo, hi]
+// and renormalized (the shipped sampler works on a grid of step about
+// λ·2^−40, whose bin masses differ from these by less than 10⁻¹⁰). The
+// cuts must lie strictly inside the range. x is clamped to [0, 1] as
+// Randomize does; the blanket (a dummy, a centre draw) is x = 1/2.
+func ClipLaplaceLaw(c *randomizer.ClipLaplace, b Binning, x float64) (Law, error) {
+	lo, hi := c.Bounds()
+	if err := clipCutsInside(b, lo, hi); err != nil {
+		return nil, err
+	}
+	cdf := clipLaplaceCDF(c, x)
+	out := make(Law, b.Bins())
+	prev := 0.0
+	for i, cut := range b.Cuts {
+		v := cdf(cut)
+		out[i] = v - prev
+		prev = v
+	}
+	out[len(out)-1] = 1 - prev
+	return out, nil
+}
+
+func clipCutsInside(b Binning, lo, hi float64) error {
+	if len(b.Cuts) == 0 || b.Bins() > maxBins {
+		return fmt.Errorf("attack: %d cuts, want 1..%d", len(b.Cuts), maxBins-1)
+	}
+	if !slices.IsSorted(b.Cuts) || b.Cuts[0] <= lo || b.Cuts[len(b.Cuts)-1] >= hi {
+		return fmt.Errorf("attack: cuts %v must be increasing and inside the range (%v, %v)", b.Cuts, lo, hi)
+	}
+	return nil
+}
+
+// clipLaplaceCDF is the distribution function of R(x) for Clip-Laplace:
+// (L(y) − L(lo))/(L(hi) − L(lo)) with L the Laplace(x, λ) distribution
+// function, for y in [lo, hi] (0 below, 1 above).
+func clipLaplaceCDF(c *randomizer.ClipLaplace, x float64) func(y float64) float64 {
+	lo, hi := c.Bounds()
+	x = math.Min(1, math.Max(0, x))
+	lam := 1 / c.Epsilon()
+	lap := func(y float64) float64 {
+		z := y - x
+		if z < 0 {
+			return 0.5 * math.Exp(z/lam)
+		}
+		return 1 - 0.5*math.Exp(-z/lam)
+	}
+	l0, l1 := lap(lo), lap(hi)
+	return func(y float64) float64 {
+		switch {
+		case y <= lo:
+			return 0
+		case y >= hi:
+			return 1
+		}
+		return (lap(y) - l0) / (l1 - l0)
+	}
+}
+
+// SparsePairLaw is the joint law of the bins of one S-APES report of
+// dimension 2 with b = 1 (APES Algorithm 2 as mechanism.APESEncoder ships
+// it): y_j = R(x_j) independently by Clip-Laplace c, the coordinate with
+// the larger |y_j − 1/2| kept (ties, of probability below 10⁻¹⁰ on the
+// sampler's grid, ignored) and the other replaced by a fresh blanket draw
+// R(1/2). out[a][e] is the probability that coordinate 0's reported value
+// falls in bin a and coordinate 1's in bin e:
+//
+//	out[a][e] = K_0(a)·ω(e) + ω(a)·K_1(e),  K_j(A) = ∫_A p_j(y)·G_{1−j}(|y − 1/2|) dy,
+//
+// with p_j the density of R(x_j) (ClipLaplace.Density), G_j(t) = P(|R(x_j) − 1/2| ≤ t) and ω
+// the blanket's bin law. The integrals are Gauss–Legendre (64 nodes) on
+// the pieces of each bin between the integrand's kinks (x_j, 1/2,
+// 1/2 ± |x_{1−j} − 1/2|), where it is a smooth exponential, so they are
+// exact to rounding.
+func SparsePairLaw(c *randomizer.ClipLaplace, b Binning, x0, x1 float64) ([][]float64, error) {
+	lo, hi := c.Bounds()
+	if err := clipCutsInside(b, lo, hi); err != nil {
+		return nil, err
+	}
+	om, err := ClipLaplaceLaw(c, b, 0.5)
+	if err != nil {
+		return nil, err
+	}
+	xs := [2]float64{math.Min(1, math.Max(0, x0)), math.Min(1, math.Max(0, x1))}
+	var kept [2]Law
+	for j := range 2 {
+		xj, xo := xs[j], xs[1-j]
+		dens := func(y float64) float64 { return c.Density(xj, y) }
+		other := clipLaplaceCDF(c, xo)
+		g := func(t float64) float64 { return other(0.5+t) - other(0.5-t) }
+		f := func(y float64) float64 { return dens(y) * g(math.Abs(y-0.5)) }
+		kinks := []float64{xj, 0.5, 0.5 + math.Abs(xo-0.5), 0.5 - math.Abs(xo-0.5)}
+		edges := append([]float64{lo}, b.Cuts...)
+		edges = append(edges, hi)
+		kept[j] = make(Law, b.Bins())
+		for a := range b.Bins() {
+			pts := []float64{edges[a], edges[a+1]}
+			for _, k := range kinks {
+				if k > edges[a] && k < edges[a+1] {
+					pts = append(pts, k)
+				}
+			}
+			slices.Sort(pts)
+			for i := 0; i+1 < len(pts); i++ {
+				kept[j][a] += quad.Fixed(f, pts[i], pts[i+1], 64, quad.Legendre{}, 0)
+			}
+		}
+	}
+	out := make([][]float64, b.Bins())
+	sum := 0.0
+	for a := range out {
+		out[a] = make([]float64, b.Bins())
+		for e := range out[a] {
+			out[a][e] = kept[0][a]*om[e] + om[a]*kept[1][e]
+			sum += out[a][e]
+		}
+	}
+	if math.Abs(sum-1) > 1e-9 {
+		return nil, fmt.Errorf("attack: s-apes pair law sums to %v", sum)
+	}
+	return out, nil
+}
+
+// PairLaw is the joint law of the count vectors of two dimensions (keys
+// as in DimLaw), for reports whose messages in the two are dependent.
+type PairLaw map[[2]uint64]float64
+
+// PairCounts is the joint law of the two dimensions' count vectors of
+// independent reports, report i putting one message in each dimension
+// with joint bin law reports[i] (reports[i][a][e]: bin a in the first, e
+// in the second).
+func PairCounts(reports [][][]float64) (PairLaw, error) {
+	if len(reports) > maxCount {
+		return nil, fmt.Errorf("attack: %d reports, at most %d", len(reports), maxCount)
+	}
+	out := PairLaw{{0, 0}: 1}
+	for i, r := range reports {
+		if len(r) > maxBins {
+			return nil, fmt.Errorf("attack: report %d has %d bins, at most %d", i, len(r), maxBins)
+		}
+		next := PairLaw{}
+		for k, p := range out {
+			for a, row := range r {
+				for e, q := range row {
+					if q == 0 {
+						continue
+					}
+					next[[2]uint64{k[0] + 1<<(countBits*a), k[1] + 1<<(countBits*e)}] += p * q
+				}
+			}
+		}
+		out = next
+	}
+	return out, nil
+}
+
+// NewPairModel is NewModel for two dependent dimensions dims whose joint
+// count law under each hypothesis is h0, h1 (PairCounts; nothing padded:
+// np is the number of reports). It writes the joint law as a mixture over
+// the first dimension's count vector k: weight P_h(k), the first dimension
+// a point mass at k, the second its conditional law given k. That is the
+// same law, so Model's statistic, PLD and threshold are exact for it.
+func NewPairModel(dims [2]uint32, np int, bins Binning, h0, h1 PairLaw) (*Model, error) {
+	m := &Model{Dims: []uint32{dims[0], dims[1]}, NP: np, bins: bins}
+	for h, law := range [2]PairLaw{h0, h1} {
+		marg := map[uint64]float64{}
+		cond := map[uint64]map[uint64]float64{}
+		sum := 0.0
+		for k, p := range law {
+			marg[k[0]] += p
+			if cond[k[0]] == nil {
+				cond[k[0]] = map[uint64]float64{}
+			}
+			cond[k[0]][k[1]] += p
+			sum += p
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			return nil, fmt.Errorf("attack: hypothesis %d sums to %v", h, sum)
+		}
+		firsts := make([]uint64, 0, len(marg))
+		for k := range marg {
+			firsts = append(firsts, k)
+		}
+		slices.Sort(firsts)
+		for _, k := range firsts {
+			w := marg[k]
+			if w == 0 {
+				continue
+			}
+			c := cond[k]
+			for k1 := range c {
+				c[k1] /= w
+			}
+			m.laws[h] = append(m.laws[h], cfgLaw{w: w, dims: []map[uint64]float64{{k: 1}, c}})
+		}
+	}
+	return m, nil
 }
