@@ -1,6 +1,7 @@
 package attack
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/randomizer"
@@ -42,9 +43,11 @@ func apesTop(t *testing.T, spec *roundspec.Spec) *randomizer.ClipLaplace {
 // announced largest budget, its least noise), its update +C on every
 // coordinate under H0 and −C under H1 (normalized 1 against 0: the pair at
 // which Clip-Laplace's ratio reaches e^{ε*}); every other volunteer is at
-// level 1 too with update −C everywhere (the clone reduction's worst case:
-// the others sit at one of the target's inputs with the least noise a
-// volunteer may add, so they hide the target least). The budget column
+// level 1 too with update +C everywhere, the target's H0 input (the others
+// sit at one of the target's inputs with the least noise a volunteer may
+// add; TestAPESWorstNeighbours checks this is the worst of a grid of
+// levels and inputs for the binned view, and that the padded round's
+// centred dummies are less informative than these others). The budget column
 // (levels, dummies' 1) is the same under both and left out. Given the
 // levels, the value columns are independent (independent noise, the
 // relay's uniform shuffle separates them) and each holds the n_p values
@@ -65,7 +68,7 @@ func apesFlip(t *testing.T, d, n, np int, epsL float64, bins int) scenario {
 	}
 	sc := scenario{spec: spec, target: [2][]float64{unit(d, c, all...), unit(d, -c, all...)}, maxTuples: 4 << 20}
 	for range n - 1 {
-		sc.others = append(sc.others, unit(d, -c, all...))
+		sc.others = append(sc.others, unit(d, c, all...))
 	}
 	top := apesTop(t, spec)
 	b := Binning{Cuts: evenCuts(bins)}
@@ -83,8 +86,8 @@ func apesFlip(t *testing.T, d, n, np int, epsL float64, bins int) scenario {
 	}
 	h0, h1 := make([][]Msg, d), make([][]Msg, d)
 	for j := range d {
-		h0[j] = []Msg{{Law: r1, Count: 1}, {Law: r0, Count: n - 1}}
-		h1[j] = []Msg{{Law: r0, Count: n}}
+		h0[j] = []Msg{{Law: r1, Count: n}}
+		h1[j] = []Msg{{Law: r0, Count: 1}, {Law: r1, Count: n - 1}}
 	}
 	if sc.model, err = NewModel(dims, np, b, om, []Config{{Weight: 1, Dims: h0}}, []Config{{Weight: 1, Dims: h1}}); err != nil {
 		t.Fatal(err)
@@ -97,7 +100,8 @@ func apesFlip(t *testing.T, d, n, np int, epsL float64, bins int) scenario {
 // fresh centre draw at its own level, before the shuffle), n volunteers,
 // n_p = 1 raised to n (S-APES pads nothing). Neighbours as apesFlip: the
 // target at level 1, +C on both coordinates under H0 and −C under H1,
-// everyone else at level 1 with −C. The two value columns are dependent
+// everyone else at level 1 with +C on both (the worst of the grid of
+// TestAPESWorstNeighbours). The two value columns are dependent
 // (the selection links a report's two values), so the model is their
 // joint count law (SparsePairLaw, PairCounts, NewPairModel).
 func sapesFlip(t *testing.T, n int, epsL float64, bins int) scenario {
@@ -112,7 +116,7 @@ func sapesFlip(t *testing.T, n int, epsL float64, bins int) scenario {
 	c := p.Clip
 	sc := scenario{spec: spec, target: [2][]float64{unit(d, c, 0, 1), unit(d, -c, 0, 1)}, maxTuples: 4 << 20}
 	for range n - 1 {
-		sc.others = append(sc.others, unit(d, -c, 0, 1))
+		sc.others = append(sc.others, unit(d, c, 0, 1))
 	}
 	top := apesTop(t, spec)
 	b := Binning{Cuts: evenCuts(bins)}
@@ -128,8 +132,8 @@ func sapesFlip(t *testing.T, n int, epsL float64, bins int) scenario {
 	h[0] = append(h[0], hi)
 	h[1] = append(h[1], lo)
 	for range n - 1 {
-		h[0] = append(h[0], lo)
-		h[1] = append(h[1], lo)
+		h[0] = append(h[0], hi)
+		h[1] = append(h[1], hi)
 	}
 	h0, err := PairCounts(h[0])
 	if err != nil {
@@ -145,24 +149,201 @@ func sapesFlip(t *testing.T, n int, epsL float64, bins int) scenario {
 	return sc
 }
 
-// TestAPESFamiliesAttack is TestFamiliesAttack for APES and S-APES.
-func TestAPESFamiliesAttack(t *testing.T) {
-	cases := []attackCase{
+// apesEps is the exact ε(δ) of the binned view of two APES value
+// columns at n = n_p = 3, ε* = 2 (the rounds of TestAPESAttack): the target
+// at level 1, R(1) under H0 and R(0) under H1, the two others at levels fa
+// and fb with normalized inputs xa and xb.
+func apesEps(t *testing.T, b Binning, delta, fa, xa, fb, xb float64) float64 {
+	t.Helper()
+	const eps = 2
+	law := func(f, x float64) Law {
+		c, err := randomizer.NewClipLaplace(f*eps, roundspec.APESRangeRatio)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ClipLaplaceLaw(c, b, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	others := []Msg{{Law: law(fa, xa), Count: 1}, {Law: law(fb, xb), Count: 1}}
+	h0 := append([]Msg{{Law: law(1, 1), Count: 1}}, others...)
+	h1 := append([]Msg{{Law: law(1, 0), Count: 1}}, others...)
+	m, err := NewModel([]uint32{0, 1}, 3, b, law(1, 0.5), []Config{{Weight: 1, Dims: [][]Msg{h0, h0}}}, []Config{{Weight: 1, Dims: [][]Msg{h1, h1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pld, err := m.Exact(4 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pld.Epsilon(delta)
+}
+
+// sapesEps is apesEps for S-APES (d = 2, b = 1, n = 3): the target at
+// level 1 with inputs t0 under H0 and t1 under H1, both others at level f
+// with inputs o.
+func sapesEps(t *testing.T, b Binning, delta float64, t0, t1 [2]float64, f float64, o [2]float64) float64 {
+	t.Helper()
+	const eps = 2
+	pair := func(f float64, x [2]float64) [][]float64 {
+		c, err := randomizer.NewClipLaplace(f*eps, roundspec.APESRangeRatio)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := SparsePairLaw(c, b, x[0], x[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	h0, err := PairCounts([][][]float64{pair(1, t0), pair(f, o), pair(f, o)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, err := PairCounts([][][]float64{pair(1, t1), pair(f, o), pair(f, o)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewPairModel([2]uint32{0, 1}, 3, b, h0, h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pld, err := m.Exact(4 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pld.Epsilon(delta)
+}
+
+// TestAPESWorstNeighbours (exact computation only) justifies the
+// neighbours the APES and S-APES attacks use, on the binned view (8 equal
+// bins, δ = 10⁻²) of their rounds: among the others' levels {1, 1/2, 1/10}
+// and normalized inputs {0, 1/4, 1/2, 3/4, 1} (each of the two others on
+// its own), none gives a larger exact ε(δ) than both others at level 1 on
+// the target's H0 input 1 (apesFlip); the padded round's dummies (level 1
+// at 1/2) are one of the candidates. For S-APES, among the target's pairs
+// (1,1)/(0,0), (1,0)/(0,1), (1,1/2)/(0,1/2), (1,0)/(0,0), (1,1)/(1/2,1/2)
+// and the others' inputs {0, 1/2, 1}² at levels {1, 1/2}, none exceeds
+// sapesFlip's (target (1,1)/(0,0), others (1,1) at level 1). The grids are
+// symmetric under y → 1 − y, which swaps the roles of the hypotheses, so
+// checking one direction of the privacy loss covers both.
+func TestAPESWorstNeighbours(t *testing.T) {
+	const delta = 1e-2
+	b := Binning{Cuts: evenCuts(8)}
+	levels := []float64{1, 0.5, 0.1}
+	xs := []float64{0, 0.25, 0.5, 0.75, 1}
+	chosen := apesEps(t, b, delta, 1, 1, 1, 1)
+	padded := apesEps(t, b, delta, 1, 0.5, 1, 0.5)
+	t.Logf("apes: chosen neighbours ε(%g) = %.4f; padded round %.4f", delta, chosen, padded)
+	worst, arg := 0.0, ""
+	for ia, fa := range levels {
+		for _, fb := range levels[ia:] {
+			for _, xa := range xs {
+				for _, xb := range xs {
+					if e := apesEps(t, b, delta, fa, xa, fb, xb); e > worst {
+						worst, arg = e, fmt.Sprintf("levels %g, %g at %g, %g", fa, fb, xa, xb)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("apes: largest on the grid %.4f (%s)", worst, arg)
+	if worst > chosen+1e-9 {
+		t.Errorf("apes: %s gives ε %.4f above the chosen neighbours' %.4f", arg, worst, chosen)
+	}
+	if padded >= chosen {
+		t.Errorf("apes: padded round %.4f not below the chosen %.4f", padded, chosen)
+	}
+
+	if testing.Short() {
+		return
+	}
+	type pt = [2]float64
+	chosenS := sapesEps(t, b, delta, pt{1, 1}, pt{0, 0}, 1, pt{1, 1})
+	worst, arg = 0, ""
+	for _, tg := range [][2]pt{{{1, 1}, {0, 0}}, {{1, 0}, {0, 1}}, {{1, 0.5}, {0, 0.5}}, {{1, 0}, {0, 0}}, {{1, 1}, {0.5, 0.5}}} {
+		for _, f := range []float64{1, 0.5} {
+			for _, o0 := range []float64{0, 0.5, 1} {
+				for _, o1 := range []float64{0, 0.5, 1} {
+					if e := sapesEps(t, b, delta, tg[0], tg[1], f, pt{o0, o1}); e > worst {
+						worst, arg = e, fmt.Sprintf("target %v/%v, others %v at level %g", tg[0], tg[1], pt{o0, o1}, f)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("s-apes: chosen neighbours ε(%g) = %.4f; largest on the grid %.4f (%s)", delta, chosenS, worst, arg)
+	if worst > chosenS+1e-9 {
+		t.Errorf("s-apes: %s gives ε %.4f above the chosen neighbours' %.4f", arg, worst, chosenS)
+	}
+}
+
+// TestAPESAttack attacks the rows the ledger can charge for an APES round
+// (Spec.Release: every budget at ε*, population n_p; valid proven rows
+// PLD FMT'21 and FMT'23-generic, RDP FMT'23-generic, the local row; APES's
+// closed forms are invalid at these n) on the shipped encoder
+// (Spec.Encoder at level 1: mechanism.NewAPESWireEncoder, Clip-Laplace)
+// and the relay's round (Spec.Shuffle: Pad, APES's virtual-volunteer
+// dummies, uniform shuffle), with ε_l = 4 over d = 2 (ε* = 2), δ = 10⁻²,
+// n = n_p = 3 (no dummies) and apesFlip's neighbours (the others at level
+// 1 on the target's H0 input, the worst of TestAPESWorstNeighbours' grid).
+// Overflow: APES's relay raises n_p to the real count and never truncates
+// (mechanism.OverflowRaise), so a round with n > n_p is the round
+// announced at n_p = n, this shape.
+//
+// Binned view: 8 equal bins of [0, 1] per value column (exact ε(10⁻²)
+// 2.412). Size: 300,000 trials per hypothesis (30,000 under -short, which
+// skips the sizing check). False failure of a correct charge ≤ 2·10⁻⁴ (two
+// Clopper–Pearson bounds at 10⁻⁴). Detects with probability ≥ 0.9 any
+// charge below 2.193 (Detectable from the exact binomial laws: 9.1% under
+// the exact), so it catches a 10% under-charge.
+func TestAPESAttack(t *testing.T) {
+	runCases(t, []attackCase{
 		{"apes d=2 n=n_p=3", func(t *testing.T) scenario {
 			sc := apesFlip(t, 2, 3, 3, 4, 8)
-			sc.delta, sc.trials, sc.short = 1e-2, 200_000, 20_000
+			sc.delta, sc.trials, sc.short = 1e-2, 300_000, 30_000
 			return sc
 		}},
+	}, 300)
+}
+
+// TestAPESPaddedAttack is TestAPESAttack's padded round: n = 1 volunteer
+// (the target, level 1, +C against −C on both coordinates) and the
+// announced n_p = 3, so the relay adds two virtual volunteers per column
+// (Clip-Laplace at ε* of the centre; level 1 in the budget column), and
+// the charge is at population n_p = 3. Exact ε(10⁻²) of the binned view
+// 2.089. Size: 300,000 trials per hypothesis (30,000 under -short). False
+// failure ≤ 2·10⁻⁴; detects with probability ≥ 0.9 any charge below 1.904
+// (8.8% under the exact).
+func TestAPESPaddedAttack(t *testing.T) {
+	runCases(t, []attackCase{
 		{"apes d=2 n=1 n_p=3 padded", func(t *testing.T) scenario {
 			sc := apesFlip(t, 2, 1, 3, 4, 8)
-			sc.delta, sc.trials, sc.short = 1e-2, 200_000, 20_000
+			sc.delta, sc.trials, sc.short = 1e-2, 300_000, 30_000
 			return sc
 		}},
+	}, 301)
+}
+
+// TestSAPESAttack attacks the row the ledger charges for an S-APES round
+// (Spec.Release: the local row, d coordinates at ε*, ε_l a round; the only
+// valid row) on the shipped encoder (post-sparsification included) and
+// relay round, d = 2, b = 1, n = 3 (n_p = 1 raised to 3, no dummies),
+// ε_l = 4, δ = 10⁻², sapesFlip's neighbours, the joint binned view of the
+// two value columns (8 equal bins each; exact ε(10⁻²) 1.361). Size:
+// 300,000 trials per hypothesis (30,000 under -short, which skips the
+// sizing check). False failure of a correct charge ≤ 2·10⁻⁴; detects with
+// probability ≥ 0.9 any charge below 1.259 (7.5% under the exact). The
+// charge, 4, is about 3× the exact ε of this view: the local row claims no
+// amplification (docs/privacy.md, "The charge (S-APES)").
+func TestSAPESAttack(t *testing.T) {
+	runCases(t, []attackCase{
 		{"s-apes d=2 b=1 n=3", func(t *testing.T) scenario {
 			sc := sapesFlip(t, 3, 4, 8)
-			sc.delta, sc.trials, sc.short = 1e-2, 200_000, 20_000
+			sc.delta, sc.trials, sc.short = 1e-2, 300_000, 30_000
 			return sc
 		}},
-	}
-	runCases(t, cases, 300)
+	}, 310)
 }
