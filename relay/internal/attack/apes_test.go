@@ -231,7 +231,8 @@ func sapesEps(t *testing.T, b Binning, delta float64, t0, t1 [2]float64, f float
 // and the others' inputs {0, 1/2, 1}² at levels {1, 1/2}, none exceeds
 // sapesFlip's (target (1,1)/(0,0), others (1,1) at level 1). The grids are
 // symmetric under y → 1 − y, which swaps the roles of the hypotheses, so
-// checking one direction of the privacy loss covers both.
+// checking one direction of the privacy loss covers both. Deterministic
+// (no sampling); -short skips the S-APES grid (about 10 s).
 func TestAPESWorstNeighbours(t *testing.T) {
 	const delta = 1e-2
 	b := Binning{Cuts: evenCuts(8)}
