@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -205,13 +206,48 @@ func (c *Cluster) AggregatorURL() string { return "http://" + c.aggAddr }
 func (c *Cluster) StartRelay(ctx context.Context) error {
 	args := append([]string{"-listen", c.relayAddr, "-aggregator", c.AggregatorURL(),
 		"-token-file", filepath.Join(c.opts.Dir, "token"), "-state", filepath.Join(c.opts.Dir, "relay"),
-		"-wasm", c.bins.Wasm}, c.opts.RelayArgs...)
+		"-wasm", c.bins.Wasm}, relayAgreed(c.opts.AggregatorArgs, c.opts.RelayArgs)...)
 	cmd, err := c.launch(ctx, c.bins.Relay, args, c.RelayURL()+"/healthz")
 	if err != nil {
 		return fmt.Errorf("localrun: relay: %w", err)
 	}
 	c.relay = cmd
 	return nil
+}
+
+// relayAgreed returns the relay's arguments: relay, plus what the relay
+// must agree with the aggregator on and relay does not set itself, taken
+// from the aggregator's arguments: its privacy target (-epsilon, -delta:
+// the relay refuses a secure-summation announcement with another target)
+// and its minimum batch (the relay's own floor, which no announcement
+// lowers). One operator starting both servers, as here, gives both the
+// same numbers; two organizations agree on them (docs/threat-model.md).
+func relayAgreed(aggregator, relay []string) []string {
+	out := append([]string(nil), relay...)
+	for _, f := range [][2]string{{"-epsilon", "-target-epsilon"}, {"-delta", "-target-delta"}, {"-min-batch", "-min-batch"}} {
+		if flagValue(relay, f[1]) != "" {
+			continue
+		}
+		if v := flagValue(aggregator, f[0]); v != "" {
+			out = append(out, f[1], v)
+		}
+	}
+	return out
+}
+
+// flagValue returns the last value given to flag name in args ("-name v"
+// or "-name=v"), "" if none.
+func flagValue(args []string, name string) string {
+	v := ""
+	for i, a := range args {
+		switch {
+		case a == name && i+1 < len(args):
+			v = args[i+1]
+		case strings.HasPrefix(a, name+"="):
+			v = strings.TrimPrefix(a, name+"=")
+		}
+	}
+	return v
 }
 
 // StartAggregator (re)starts the aggregator process with its persistent

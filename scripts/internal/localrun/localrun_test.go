@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"slices"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/task"
@@ -99,5 +100,20 @@ func TestClassTask(t *testing.T) {
 	}
 	if got := read(filepath.Join(d, task.ClassDir, "task.json")); got != "chosen" {
 		t.Errorf("nothing chosen: the new class has %s, want the previous class's task", got)
+	}
+}
+
+// TestRelayAgreed: the relay is started with the aggregator's privacy
+// target and minimum batch unless its own arguments set them (the relay
+// refuses a secure-summation announcement with another target, and its
+// own minimum batch is a floor no announcement lowers).
+func TestRelayAgreed(t *testing.T) {
+	got := relayAgreed([]string{"-protocol", "secagg", "-epsilon", "50", "-delta=1e-06", "-min-batch", "10"}, []string{"-wasm", "x", "-target-epsilon", "8"})
+	want := []string{"-wasm", "x", "-target-epsilon", "8", "-target-delta", "1e-06", "-min-batch", "10"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := relayAgreed([]string{"-protocol", "secagg"}, nil); len(got) != 0 {
+		t.Errorf("nothing to agree on: %q", got)
 	}
 }
