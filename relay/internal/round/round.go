@@ -169,8 +169,8 @@ type Round struct {
 	reports   uint32
 	lastAt    time.Time // when the last complete report came in (the opening before any)
 	floor     uint32    // the machine's SetMinBatchFloor when the round opened
-	failed    uint32 // checked in, report can no longer complete (left, disqualified)
-	absent    uint32 // invited, left before checking in
+	failed    uint32    // checked in, report can no longer complete (left, disqualified)
+	absent    uint32    // invited, left before checking in
 	real      []wire.BatchMessage
 	shares    []SharesReport
 }
