@@ -72,7 +72,7 @@ import (
 //     the sums differ by v as above; joint convexity over S gives the same
 //     bound. No amplification by the check-in is claimed.
 //
-// The choice r = min(2, σ/2) makes η(r) ≤ 2.2e-34 for σ ≥ 4, so θ is
+// The choice r = min(2, σ/2) makes η(r) ≤ 1.1e-34 for σ ≥ 4 (θ ≤ d·1.1e-34), so θ is
 // negligible for any realistic d, and τ/σ = √(1 − 4/σ²) costs nothing at
 // the σ of integer fixed-point grids (σ ~ 10^5 units).
 
