@@ -76,10 +76,13 @@ import (
 //	    against x' + Z, un-amplified; the amplified add/remove ε of the sum
 //	    is far below that pair's.
 //
-// A PLD route is not offered: the privacy loss of the multivariate
-// discrete Gaussian under a shift v depends on v's direction on the
-// lattice (not only on ‖v‖₂), and we have not derived a single dominating
-// pair for all integer shifts with ‖v‖₂ ≤ Δ.
+// The privacy loss of the multivariate discrete Gaussian under a shift v
+// depends on v's direction on the lattice (not only on ‖v‖₂), so there is
+// no exact 1-D reduction; the replace-one dominating-pair row
+// (secagg_pair.go) composes instead a continuous Gaussian pair with
+// slightly smaller noise, mixed with a negligible infinite-loss mass, that
+// dominates every integer shift of norm at most 2Δ, exactly (no RDP
+// conversion loss). The ledger charges the tightest valid row.
 
 // ProtocolSecAgg is secure summation with distributed discrete Gaussian
 // noise; RandomizerDiscreteGaussian is its noise.
@@ -145,8 +148,9 @@ func secAggReplaceCurve(r Release) []float64 {
 
 // accountSecAgg is the rows of secure-aggregation releases (every run must
 // be one; nil otherwise): replace-one first (what the ledger charges, as
-// for every other protocol), then add/remove, not applicable (the released
-// count is not covered; see the comment above).
+// for every other protocol: the RDP row, then the dominating-pair row of
+// secagg_pair.go), then add/remove, not applicable (the released count is
+// not covered; see the comment above).
 func accountSecAgg(runs []run, delta float64) []AccountRow {
 	if !allProtocol(runs, ProtocolSecAgg) {
 		return nil
@@ -171,7 +175,7 @@ func accountSecAgg(runs []run, delta float64) []AccountRow {
 		}
 	}
 	rounds := totalRounds(runs)
-	return []AccountRow{secAggReplaceRow(total, total2, err, rounds, delta, full), secAggAddRemoveRow(rounds)}
+	return []AccountRow{secAggReplaceRow(total, total2, err, rounds, delta, full), secAggPairRuns(runs, delta), secAggAddRemoveRow(rounds)}
 }
 
 // errSecAggAddRemove is why no add/remove row is a guarantee of a secure
@@ -247,7 +251,7 @@ func secAggReplaceRow(total, total2 []float64, err error, rounds int, delta floa
 }
 
 func secaggSlots() []slot {
-	return []slot{{kind: slotSecAggReplace}, {kind: slotSecAgg}}
+	return []slot{{kind: slotSecAggReplace}, {kind: slotSecAggPair}, {kind: slotSecAgg}}
 }
 
 func (sl *slot) addSecAgg(r Release, count int) error {
@@ -267,6 +271,9 @@ func (sl *slot) addSecAgg(r Release, count int) error {
 }
 
 func (sl slot) secAggRow(s *Session) AccountRow {
+	if sl.kind == slotSecAggPair {
+		return secAggPairRow(sl.invMu2, sl.logKeep, sl.err, s.rounds, s.delta)
+	}
 	if sl.kind == slotSecAggReplace {
 		return secAggReplaceRow(sl.curve, sl.curve2, sl.err, s.rounds, s.delta, !sl.partial)
 	}
@@ -274,8 +281,11 @@ func (sl slot) secAggRow(s *Session) AccountRow {
 }
 
 // SecAggReplaceOneEpsilon is SecAggEpsilon for replacing one volunteer's
-// data: the replace-one row above for `rounds` identical rounds (what the
-// ledger charges).
+// data: the smaller of the two replace-one rows (RDP above, and the
+// dominating pair of secagg_pair.go for any model of at most 2^40
+// coordinates) for `rounds` identical rounds, what the ledger charges
+// (its tightest valid row). Both are proven upper bounds, so the smaller
+// is one; an error only when neither is valid.
 func SecAggReplaceOneEpsilon(sigma, sensitivity, q float64, rounds int, delta float64) (float64, error) {
 	r := Release{Round: 1, Protocol: ProtocolSecAgg, Randomizer: RandomizerDiscreteGaussian, D: 1, N: 1,
 		SecAggSigma: sigma, SecAggSensitivity: sensitivity, CheckInRate: q}
@@ -298,15 +308,22 @@ func SecAggReplaceOneEpsilon(sigma, sensitivity, q float64, rounds int, delta fl
 		c2[j] *= float64(rounds)
 	}
 	row := secAggReplaceRow(c.Eps, c2, nil, rounds, delta, q == 1)
-	if !row.Valid {
-		return 0, fmt.Errorf("secagg: %s", row.Reason)
+	pe, perr := secAggPairReplaceOne(sigma, sensitivity, rounds, delta)
+	switch {
+	case row.Valid && perr == nil:
+		return min(row.Epsilon, pe), nil
+	case perr == nil:
+		return pe, nil
+	case row.Valid:
+		return row.Epsilon, nil
 	}
-	return row.Epsilon, nil
+	return 0, fmt.Errorf("secagg: %s; %w", row.Reason, perr)
 }
 
 // CalibrateSecAggSigmaReplaceOne is CalibrateSecAggSigma for the
 // replace-one guarantee the ledger charges (SecAggReplaceOneEpsilon, which
-// is non-increasing in σ: both of its routes are): the smallest σ, to 1e-6
+// is non-increasing in σ: every one of its routes is; for the dominating
+// pair, μ = 2Δ/√(σ² − r²) and θ decrease in σ): the smallest σ, to 1e-6
 // relative and certified at the returned value.
 func CalibrateSecAggSigmaReplaceOne(targetEps, delta float64, rounds int, q, sensitivity float64) (float64, error) {
 	return calibrateSigma(targetEps, sensitivity, func(sigma float64) (float64, error) {

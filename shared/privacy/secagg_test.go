@@ -179,10 +179,11 @@ func TestCalibrateSecAggSigma(t *testing.T) {
 // protocol); the add/remove row is not applicable (the released count of
 // accepted reports is not covered), so no add/remove ε is shown; the
 // replace-one row is never below the noisy sum's add/remove ε
-// (SecAggEpsilon), at q = 1 it is at most the 2Δ curve's ε (group privacy
-// may do better), and at q < 1 it is exactly the 2Δ curve's ε without
-// amplification; CalibrateSecAggSigmaReplaceOne's σ meets its target and
-// 1% less noise does not.
+// (SecAggEpsilon) and at most the 2Δ curve's ε (group privacy and the
+// dominating pair may do better), and at q < 1 the RDP replace-one row is
+// exactly the 2Δ curve's ε without amplification;
+// CalibrateSecAggSigmaReplaceOne's σ meets its target and 1% less noise
+// does not.
 func TestSecAggReplaceOneCharged(t *testing.T) {
 	for _, q := range []float64{1, 0.1} {
 		rels := []Release{secAggRelease(1, 300, 138, q), secAggRelease(2, 300, 138, q)}
@@ -214,8 +215,17 @@ func TestSecAggReplaceOneCharged(t *testing.T) {
 		if q == 1 && rpl.Epsilon > noAmp {
 			t.Errorf("q = 1: replace-one %v above the 2Δ curve's %v", rpl.Epsilon, noAmp)
 		}
-		if q < 1 && rpl.Epsilon != noAmp {
-			t.Errorf("q = %v: replace-one %v, want the 2Δ curve's %v without amplification", q, rpl.Epsilon, noAmp)
+		if rpl.Epsilon > noAmp {
+			t.Errorf("q = %v: replace-one %v above the 2Δ curve's %v", q, rpl.Epsilon, noAmp)
+		}
+		var rdpRow *AccountRow
+		for i := range rep.Rows {
+			if strings.HasPrefix(rep.Rows[i].Method, "RDP discrete Gaussian secure aggregation (replace-one)") {
+				rdpRow = &rep.Rows[i]
+			}
+		}
+		if rdpRow == nil || (q < 1 && rdpRow.Epsilon != noAmp) {
+			t.Errorf("q = %v: RDP replace-one row %+v, want the 2Δ curve's %v without amplification", q, rdpRow, noAmp)
 		}
 		if e, err := SecAggReplaceOneEpsilon(300, 138, q, 2, 1e-5); err != nil || math.Abs(e-rpl.Epsilon) > 1e-9*e {
 			t.Errorf("q = %v: SecAggReplaceOneEpsilon %v (%v), Account %v", q, e, err, rpl.Epsilon)

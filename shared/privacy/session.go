@@ -277,6 +277,7 @@ const (
 	slotGaussRDP
 	slotSecAgg
 	slotSecAggReplace
+	slotSecAggPair
 )
 
 // slot is the composed state of one row. Values are immutable once
@@ -290,8 +291,10 @@ type slot struct {
 	total  *pld.PLD
 	curve  []float64
 	curve2 []float64 // slotSecAggReplace: the 2Δ curve without check-in amplification
-	caveat string
-	err    error // sticky: the row stays invalid
+	// logKeep is slotSecAggPair's Σ ln(1−θ) (invMu2 its Σ μ²).
+	logKeep float64
+	caveat  string
+	err     error // sticky: the row stays invalid
 	// single is the first round's mixture when that round is a single
 	// shuffle of one coordinate (exact ε for a one-round session).
 	single  *amplify.Mixture
@@ -355,6 +358,8 @@ func (sl slot) add(c *sessionCaches, r Release, count, t int) slot {
 		err = sl.addGaussian(c, r, count)
 	case slotSecAgg, slotSecAggReplace:
 		err = sl.addSecAgg(r, count)
+	case slotSecAggPair:
+		err = sl.addSecAggPair(r, count)
 	}
 	if err != nil {
 		sl.err = err
@@ -606,7 +611,7 @@ func (sl slot) row(s *Session) AccountRow {
 	case slotGaussRDP:
 		row.Bound = sl.rdpBound("central Gaussian, RDP", "Mironov 2017 Prop. 7; "+rdpConversionCite, rdpOrders(), s)
 		row.Family, row.Amplification, row.Composition = FamilyCentralGaussian, AmplificationNone, CompositionRDP
-	case slotSecAgg, slotSecAggReplace:
+	case slotSecAgg, slotSecAggReplace, slotSecAggPair:
 		row = sl.secAggRow(s)
 	}
 	row.Caveat = sl.caveat
