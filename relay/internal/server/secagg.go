@@ -290,6 +290,10 @@ func (s *Server) runStream(ctx context.Context, st *saStream) {
 			for j := range jobs {
 				p, ok := st.h.Prepare(j.rep.Helper)
 				results <- prepDone{prepJob: j, p: p, ok: ok}
+				// Milliseconds of PINE arithmetic each: let the assembler,
+				// the poster and the connections' readers run between
+				// them rather than wait for preemption.
+				runtime.Gosched()
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/helper"
+	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -192,6 +193,61 @@ func TestSecAggStreamStopsAfterAnInvalidChunk(t *testing.T) {
 		}
 		for _, c := range clients {
 			c.ws.Close()
+		}
+	})
+}
+
+// TestSecAggStreamCountsEveryReportOnce: at the close, the stream is told
+// of two reports more than it received (accepted by the round machine,
+// never handed over): it waits DrainBound for them, then counts them late;
+// of those it received, one is unopened and every other one is sent —
+// each received report counted exactly once, and the late ones never
+// reach the aggregator.
+func TestSecAggStreamCountsEveryReportOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		h.srv.sa.mu.Lock()
+		h.srv.sa.workers, h.srv.sa.ChunkReports, h.srv.sa.DrainBound = 2, 3, 5*time.Second
+		h.srv.sa.mu.Unlock()
+		spec, leaderLen, helperLen, err := round.SecAggSpec(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := h.helperPub()
+		const n, late = 7, 2
+		h.srv.openStream(&round.Round{Num: 1, Params: p, SecAgg: spec, LeaderLen: leaderLen, HelperLen: helperLen})
+		h.srv.sa.mu.Lock()
+		st := h.srv.sa.streams[1]
+		h.srv.sa.mu.Unlock()
+		for i := range n {
+			seal := uint64(1)
+			if i == 3 {
+				seal = 2 // does not open
+			}
+			sh, err := wire.ParseShares(h.volunteerShares(spec, 1, seal, pub, honestX, uint64(i+1)), leaderLen, helperLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.srv.streamReport(1, &round.SharesReport{Leader: sh.Leader, Helper: sh.Helper})
+		}
+		start := time.Now()
+		st.closeC <- n + late
+		<-st.done
+		if waited := time.Since(start); waited < 5*time.Second {
+			t.Errorf("the stream gave the missing reports %v, want the drain bound (5s)", waited)
+		}
+		if st.end != nil || st.received != n || st.late != late || st.unopened != 1 || st.sent != n-1 {
+			t.Fatalf("end %v, received %d, late %d, unopened %d, sent %d: want %d received, %d late, 1 unopened, %d sent",
+				st.end, st.received, st.late, st.unopened, st.sent, n, late, n-1)
+		}
+		agg.mu.Lock()
+		defer agg.mu.Unlock()
+		if agg.chunkReports() != n-1 || len(agg.errs) != 0 || len(agg.rejected) != 0 {
+			t.Fatalf("the aggregator got %d reports (errors %v, rejected %v), want %d", agg.chunkReports(), agg.errs, agg.rejected, n-1)
 		}
 	})
 }
