@@ -221,7 +221,11 @@ func (s *Server) openStream(rd *round.Round) {
 }
 
 // streamReport hands an accepted report to its round's stream, in the
-// order the round machine accepted them.
+// order the round machine accepted them. It does not wait while the
+// round is open: st.in holds the round's quota, and the round machine
+// accepts no more. (Waiting here would only delay the volunteer's ack: its
+// reader has already read the whole frame, so the memory is held either
+// way; what bounds the backlog is the pipeline keeping pace, runStream.)
 func (s *Server) streamReport(num uint64, rep *round.SharesReport) {
 	s.sa.mu.Lock()
 	st := s.sa.streams[num]
