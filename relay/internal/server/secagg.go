@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -26,11 +27,15 @@ import (
 //
 //   - while the round is open, every accepted report goes to the round's
 //     stream (streamReport): its helper share is opened and prepared
-//     (helper.Prepare, Add) as it arrives, and its sealed leader share and
-//     'P' entry join the next chunk; a chunk of ChunkReports reports, or
-//     whatever waited ChunkEvery, is posted to /v1/secagg/chunk, and its
-//     verdicts ('M') fold the accepted reports into the helper's running
-//     aggregate (helper.Verdicts); the report is then gone from the relay;
+//     (helper.Prepare) as it arrives, on a pool of GOMAXPROCS workers, and
+//     added (helper.Add) strictly in arrival order; its sealed leader share
+//     and 'P' entry join the next chunk; a chunk of ChunkReports reports,
+//     or whatever waited ChunkEvery while no chunk was at the aggregator,
+//     is posted to /v1/secagg/chunk, one at a time (the aggregator takes a
+//     round's chunks strictly in sequence), while the next one is
+//     prepared; its verdicts ('M') fold the accepted reports into the
+//     helper's running aggregate (helper.Verdicts); the report is then gone
+//     from the relay (runStream describes the pipeline and its bound);
 //   - at the close (secAggRound), the stream waits at most DrainBound for
 //     the reports the round machine accepted but the stream has not yet
 //     received, drops the rest (counted, never sent: the aggregator never
@@ -105,22 +110,45 @@ type secaggRelay struct {
 	ChunkReports int
 	ChunkEvery   time.Duration
 	DrainBound   time.Duration
+
+	// workers prepares reports (helper.Prepare) in parallel; 0:
+	// runtime.GOMAXPROCS. serial selects runStreamSerial, the one-goroutine
+	// stream this pipeline replaced (BenchmarkSecAggStream compares them).
+	// wrapOpen, if set, wraps the helper's opener (tests observe it).
+	workers  int
+	serial   bool
+	wrapOpen func(helper.Opener) helper.Opener
 }
 
-func (a *secaggRelay) knobs() (int, time.Duration, time.Duration) {
+// streamKnobs are a stream's settings, read once when it starts.
+type streamKnobs struct {
+	size         int           // reports per chunk
+	every, drain time.Duration // a partial chunk's wait; the drain after the close
+	workers      int           // preparing goroutines
+	window       int           // reports past the stream's channel not yet in a chunk (runStream)
+	serial       bool
+	wrapOpen     func(helper.Opener) helper.Opener
+}
+
+func (a *secaggRelay) knobs() streamKnobs {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n, every, drain := a.ChunkReports, a.ChunkEvery, a.DrainBound
-	if n <= 0 {
-		n = defaultChunkReports
+	k := streamKnobs{size: a.ChunkReports, every: a.ChunkEvery, drain: a.DrainBound, workers: a.workers,
+		serial: a.serial, wrapOpen: a.wrapOpen}
+	if k.size <= 0 {
+		k.size = defaultChunkReports
 	}
-	if every <= 0 {
-		every = defaultChunkEvery
+	if k.every <= 0 {
+		k.every = defaultChunkEvery
 	}
-	if drain <= 0 {
-		drain = defaultDrainBound
+	if k.drain <= 0 {
+		k.drain = defaultDrainBound
 	}
-	return n, every, drain
+	if k.workers <= 0 {
+		k.workers = runtime.GOMAXPROCS(0)
+	}
+	k.window = max(k.size, 2*k.workers)
+	return k
 }
 
 // saStream is one open secure-summation round's pipeline.
@@ -133,7 +161,12 @@ type saStream struct {
 	closeC chan uint32 // the round machine's count of accepted reports
 	done   chan struct{}
 
-	// Set by the stream's goroutine, read after done.
+	// helperMu guards h's Add (the assembler, runStream) and Verdicts (the
+	// poster, postChunk), which run on different goroutines; h.Prepare
+	// needs no lock. After done, one goroutine owns h.
+	helperMu sync.Mutex
+
+	// Set by the stream's goroutines (each field by one), read after done.
 	chunks, sent   uint32 // chunks and reports forwarded
 	received       uint32
 	unopened, late int
@@ -163,7 +196,11 @@ func (s *Server) openStream(rd *round.Round) {
 	}
 	if err == nil {
 		st.sr = sr
-		st.h, err = helper.New(sr, eng, s.cfg.HelperKey.OpenHelperShare, int(rd.Params.MinBatch), s.cfg.Floor)
+		var open helper.Opener = s.cfg.HelperKey.OpenHelperShare
+		if w := s.sa.knobs().wrapOpen; w != nil {
+			open = w(open)
+		}
+		st.h, err = helper.New(sr, eng, open, int(rd.Params.MinBatch), s.cfg.Floor)
 	}
 	s.sa.mu.Lock()
 	if s.sa.streams == nil {
@@ -184,7 +221,11 @@ func (s *Server) openStream(rd *round.Round) {
 }
 
 // streamReport hands an accepted report to its round's stream, in the
-// order the round machine accepted them.
+// order the round machine accepted them. It does not wait while the
+// round is open: st.in holds the round's quota, and the round machine
+// accepts no more. (Waiting here would only delay the volunteer's ack: its
+// reader has already read the whole frame, so the memory is held either
+// way; what bounds the backlog is the pipeline keeping pace, runStream.)
 func (s *Server) streamReport(num uint64, rep *round.SharesReport) {
 	s.sa.mu.Lock()
 	st := s.sa.streams[num]
@@ -198,12 +239,228 @@ func (s *Server) streamReport(num uint64, rep *round.SharesReport) {
 	}
 }
 
-// runStream is the stream's goroutine: prepare each report as it
-// arrives, post chunks, apply their verdicts, until the close's count is
-// reached or DrainBound after the close.
+// runStream is the stream's pipeline, until the close's count of reports
+// is received or DrainBound after the close (or the round ends early):
+//
+//   - intake (this goroutine): takes each report from st.in in arrival
+//     order, numbers it, and hands it to the workers once it holds one of
+//     window slots;
+//   - workers (knobs.workers goroutines, GOMAXPROCS by default): open the
+//     helper share and run PrepInit (helper.Prepare), in parallel;
+//   - assembler: puts the prepared reports back in arrival order (a
+//     reorder buffer keyed by the number), adds each to the helper
+//     (helper.Add) and to the chunk being built, and frees its slot; a
+//     full chunk goes to the poster (waiting while the poster has one), a
+//     partial one at each ChunkEvery tick when the poster is idle;
+//   - poster: posts the chunks one at a time, in order (postChunk: the
+//     aggregator takes a round's chunks strictly in sequence), and applies
+//     their verdicts, while the next chunk is prepared.
+//
+// Bound: past st.in, the stream holds at most window + 2 × ChunkReports
+// reports: window (max(ChunkReports, 2 × workers): 8 at the defaults on 2
+// cores) being prepared or waiting for an earlier one, one chunk built
+// and waiting for the poster, and one at the aggregator (its leader shares
+// until the post returns, its prep states until the verdicts): 24 reports
+// at the defaults, about 26 MB of sealed leader shares at d = 7850.
+//
+// A definitive answer that ends the round (an invalid chunk, a refused
+// one, verdicts that contradict the helper), a helper failure or the
+// relay's stop ends every stage: nothing more is posted, the reports
+// still in the pipeline are discarded with the round.
 func (s *Server) runStream(ctx context.Context, st *saStream) {
 	defer close(st.done)
-	size, every, drain := s.sa.knobs()
+	k := s.sa.knobs()
+	if k.serial {
+		s.runStreamSerial(ctx, st, k)
+		return
+	}
+	var (
+		once  sync.Once
+		ended = make(chan struct{}) // closed by end: every stage stops
+	)
+	end := func(err error) {
+		once.Do(func() { st.end = err; close(ended) })
+	}
+	jobs := make(chan prepJob, k.window)
+	results := make(chan prepDone, k.window)
+	slots := make(chan struct{}, k.window)
+	for range k.window {
+		slots <- struct{}{}
+	}
+	chunks := make(chan saChunk) // unbuffered: a chunk is handed over only to an idle poster
+	var workers, stages sync.WaitGroup
+	for range k.workers {
+		workers.Go(func() {
+			for j := range jobs {
+				p, ok := st.h.Prepare(j.rep.Helper)
+				results <- prepDone{prepJob: j, p: p, ok: ok}
+				// Milliseconds of PINE arithmetic each: let the assembler,
+				// the poster and the connections' readers run between
+				// them rather than wait for preemption.
+				runtime.Gosched()
+			}
+		})
+	}
+	stages.Go(func() {
+		workers.Wait()
+		close(results)
+	})
+	stages.Go(func() { s.assemble(st, k, results, slots, chunks, ended, end) })
+	stages.Go(func() {
+		for c := range chunks {
+			select {
+			case <-ended: // drained: nothing more is posted
+				continue
+			default:
+			}
+			if err := s.postChunk(ctx, st, c.leaders, c.entries, c.receipts); err != nil {
+				end(err)
+			}
+		}
+	})
+
+	expect := ^uint32(0)
+	var drained <-chan time.Time
+	var seq uint64
+	held := false // a slot for the next report
+intake:
+	for st.received < expect {
+		var in <-chan round.SharesReport
+		var slot <-chan struct{}
+		if held {
+			in = st.in
+		} else {
+			slot = slots
+		}
+		select {
+		case <-slot:
+			held = true
+		case rep := <-in:
+			held = false
+			st.received++
+			s.web.receipts.received(st.num, secAggReceipt(rep.Helper)) // classroom.go
+			jobs <- prepJob{seq: seq, rep: rep}                        // never waits: at most window jobs hold slots
+			seq++
+		case n := <-st.closeC:
+			expect = n
+			drained = time.After(k.drain)
+		case <-drained:
+			st.late = int(expect - st.received)
+			break intake
+		case <-ended:
+			break intake
+		case <-ctx.Done():
+			end(errStopped)
+			break intake
+		}
+	}
+	close(jobs)
+	stages.Wait()
+}
+
+// prepJob is a report numbered in arrival order; prepDone is it prepared.
+type prepJob struct {
+	seq uint64
+	rep round.SharesReport
+}
+
+type prepDone struct {
+	prepJob
+	p  helper.Prepared
+	ok bool // the helper share opened
+}
+
+// saChunk is one chunk's reports, in arrival order: their sealed leader
+// shares, 'P' entries and receipts (classroom.go).
+type saChunk struct {
+	leaders  [][]byte
+	entries  []secagg.Entry
+	receipts [][32]byte
+}
+
+// assemble is runStream's assembler: it takes the prepared reports in
+// arrival order, adds them to the helper and builds the chunks it hands
+// to the poster (chunks, closed when results is). After ended it only
+// drains results.
+func (s *Server) assemble(st *saStream, k streamKnobs, results <-chan prepDone, slots chan<- struct{},
+	chunks chan<- saChunk, ended <-chan struct{}, end func(error)) {
+	defer close(chunks)
+	tick := time.NewTicker(k.every)
+	defer tick.Stop()
+	waiting := make(map[uint64]prepDone, k.window) // prepared before an earlier report
+	var next uint64
+	var cur saChunk
+	over := func() bool {
+		select {
+		case <-ended:
+			return true
+		default:
+			return false
+		}
+	}
+	hand := func() {
+		select {
+		case chunks <- cur:
+		case <-ended:
+		}
+		cur = saChunk{}
+	}
+	for {
+		select {
+		case d, ok := <-results:
+			if !ok {
+				if len(cur.leaders) > 0 && !over() {
+					hand()
+				}
+				return
+			}
+			waiting[d.seq] = d
+			for {
+				d, ok := waiting[next]
+				if !ok {
+					break
+				}
+				delete(waiting, next)
+				next++
+				slots <- struct{}{} // never waits: the slot was taken for this report
+				if over() {
+					continue
+				}
+				if !d.ok {
+					st.unopened++
+					continue
+				}
+				st.helperMu.Lock()
+				e, err := st.h.Add(d.p)
+				st.helperMu.Unlock()
+				if err != nil {
+					end(&endError{SecAggFailed, err.Error()})
+					continue
+				}
+				cur.leaders, cur.entries = append(cur.leaders, d.rep.Leader), append(cur.entries, e)
+				cur.receipts = append(cur.receipts, secAggReceipt(d.rep.Helper))
+				if len(cur.leaders) >= k.size {
+					hand()
+				}
+			}
+		case <-tick.C:
+			if len(cur.leaders) == 0 || over() {
+				continue
+			}
+			select {
+			case chunks <- cur: // the poster is idle: a partial chunk
+				cur = saChunk{}
+			default: // the poster is busy: keep filling this one
+			}
+		}
+	}
+}
+
+// runStreamSerial is the stream as one goroutine, each report prepared
+// and each chunk posted in turn (the relay before the pipeline; kept for
+// BenchmarkSecAggStream's comparison only).
+func (s *Server) runStreamSerial(ctx context.Context, st *saStream, k streamKnobs) {
+	size, every, drain := k.size, k.every, k.drain
 	var leaders [][]byte
 	var entries []secagg.Entry
 	var receipts [][32]byte // classroom.go: the chunk's reports' receipts, in order
@@ -234,7 +491,9 @@ func (s *Server) runStream(ctx context.Context, st *saStream) {
 				st.unopened++
 				continue
 			}
+			st.helperMu.Lock()
 			e, err := st.h.Add(p)
+			st.helperMu.Unlock()
 			if err != nil {
 				st.end = &endError{SecAggFailed, err.Error()}
 				return
@@ -295,7 +554,9 @@ func (s *Server) postChunk(ctx context.Context, st *saStream, leaders [][]byte, 
 		err = fmt.Errorf("%d verdicts for %d reports: %w", len(ms), len(leaders), secagg.ErrProtocol)
 	}
 	if err == nil {
+		st.helperMu.Lock()
 		err = st.h.Verdicts(ms)
+		st.helperMu.Unlock()
 	}
 	if err != nil {
 		// Not the error itself: it may quote the reports' nonces.

@@ -62,8 +62,11 @@ type leaderAgg struct {
 	// keep: a deviating leader that marks every report of the round after
 	// the first keep as failing its proof (the n − 1 attack with keep 1);
 	// 0: honest verdicts.
-	keep     int
-	attempts map[string][][]byte // every request body by path
+	keep int
+	// invalidSeq: answer the chunk with this Seq with status invalid (the
+	// aggregator found it invalid: the round ends); 0: none.
+	invalidSeq uint32
+	attempts   map[string][][]byte // every request body by path
 
 	mu       sync.Mutex
 	chunks   []*wire.SecAggChunk
@@ -142,6 +145,11 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.chunks = append(a.chunks, c)
+		if a.invalidSeq != 0 && c.Seq == a.invalidSeq {
+			reply, _ := (&wire.SecAggPrep{Round: c.Round, Status: wire.BatchStatusInvalid}).MarshalBinary()
+			answer(http.StatusOK, "accepted", reply)
+			return
+		}
 		if c.Seq == 1 || a.round != c.Round {
 			a.round = c.Round
 			a.sr, _ = spec.SecAggRound(c.Round)

@@ -1,0 +1,253 @@
+package server
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blanket-fl/blanket/relay/internal/helper"
+	"github.com/blanket-fl/blanket/relay/internal/round"
+	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// openProbe wraps the helper's opener: it records how many openings run
+// at once, and in which order they finish; the opening of the report at
+// index i (by its sealed helper share) first sleeps (n − i) ms on the
+// bubble's clock, so that later reports finish before earlier ones.
+type openProbe struct {
+	mu       sync.Mutex
+	index    map[string]int // sealed helper share → arrival index
+	n        int
+	inFlight int
+	peak     int
+	finished []int
+}
+
+func (o *openProbe) wrap(inner helper.Opener) helper.Opener {
+	return func(round uint64, sealed []byte, want int) ([]byte, error) {
+		o.mu.Lock()
+		i, ok := o.index[string(sealed)]
+		o.inFlight++
+		o.peak = max(o.peak, o.inFlight)
+		o.mu.Unlock()
+		if ok {
+			time.Sleep(time.Duration(o.n-i) * time.Millisecond)
+		}
+		pt, err := inner(round, sealed, want)
+		o.mu.Lock()
+		o.inFlight--
+		o.finished = append(o.finished, i)
+		o.mu.Unlock()
+		return pt, err
+	}
+}
+
+// TestSecAggStreamPreparesConcurrentlyInOrder: with four workers, a
+// round's reports are opened and prepared concurrently, and finish out of
+// order (the probe delays earlier ones longest), yet their leader shares
+// reach the aggregator in arrival order, each with its own 'P' entry (the
+// real leader accepts every honest report: a leader share paired with
+// another report's 'P' fails verification), the report whose helper share
+// does not open is dropped in its place without shifting the others, and
+// every receipt says what happened to its report. Every accepted report is
+// counted once: sent or unopened, none late.
+func TestSecAggStreamPreparesConcurrentlyInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams() // Quota 16
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		const n, unopened = 12, 5
+		probe := &openProbe{index: make(map[string]int), n: n}
+		h.srv.sa.mu.Lock()
+		h.srv.sa.workers, h.srv.sa.ChunkReports, h.srv.sa.wrapOpen = 4, 4, probe.wrap
+		h.srv.sa.mu.Unlock()
+		spec, err := roundspec.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := h.helperPub()
+		leaderLen, helperLen, _ := spec.SharesSizes()
+		clients := h.openSecAggRound(1, p, n)
+		frames := make([][]byte, n)
+		var wantLeaders [][]byte
+		for i := range frames {
+			seal := uint64(1)
+			if i == unopened {
+				seal = 2 // its helper share does not open for round 1
+			}
+			frames[i] = h.volunteerShares(spec, 1, seal, pub, honestX, uint64(i+1))
+			sh, err := wire.ParseShares(frames[i], leaderLen, helperLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			probe.index[string(sh.Helper)] = i
+			if i != unopened {
+				wantLeaders = append(wantLeaders, sh.Leader)
+			}
+		}
+		for i, c := range clients {
+			c.sendShares(frames[i])
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		probe.mu.Lock()
+		peak, finished := probe.peak, probe.finished
+		probe.mu.Unlock()
+		if peak < 2 {
+			t.Errorf("at most %d helper share opened at once: not prepared concurrently", peak)
+		}
+		if slices.IsSorted(finished) {
+			t.Errorf("preparations finished in arrival order %v: the reordering was not exercised", finished)
+		}
+		agg.mu.Lock()
+		defer agg.mu.Unlock()
+		if len(agg.errs) != 0 {
+			t.Fatalf("aggregator errors: %v", agg.errs)
+		}
+		var got [][]byte
+		for i, c := range agg.chunks {
+			if c.Seq != uint32(i+1) {
+				t.Fatalf("chunk %d has Seq %d", i, c.Seq)
+			}
+			got = append(got, c.Leader...)
+		}
+		if !slices.EqualFunc(got, wantLeaders, bytes.Equal) {
+			t.Fatalf("the aggregator got %d leader shares, not the %d sent in arrival order", len(got), len(wantLeaders))
+		}
+		if len(agg.rejected) != 0 || agg.result == nil || agg.result.Count != n-1 {
+			t.Fatalf("leader rejections %v, result %+v: want every opened report accepted", agg.rejected, agg.result)
+		}
+		for i, f := range frames {
+			_, hs, _ := wire.SharesHelper(f)
+			want := ReceiptIncluded
+			if i == unopened {
+				want = ReceiptExcluded
+			}
+			if st, why := h.srv.web.receipts.lookup(1, wire.ReportReceipt(hs), 1); st != want {
+				t.Errorf("report %d: receipt %s (%s), want %s", i, st, why, want)
+			}
+		}
+		s := h.srv.Metrics()
+		if s.Accepted["shares"] != n || s.SecAgg.Dropped[DropUnopened] != 1 || s.SecAgg.Dropped[DropLate] != 0 ||
+			s.LastRound == nil || s.LastRound.Reports != n-1 || s.LastRound.Outcome != SecAggForwarded {
+			t.Fatalf("accepted %v, dropped %v, last %+v: want %d sent + 1 unopened", s.Accepted, s.SecAgg.Dropped, s.LastRound, n-1)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
+
+// TestSecAggStreamStopsAfterAnInvalidChunk: the aggregator holds the
+// first chunk until every report is in the relay's pipeline (chunks
+// prepared behind it), then finds the second invalid: the round ends
+// invalid with nothing more posted — no later chunk, no close, no
+// aggregate share — and nothing owed.
+func TestSecAggStreamStopsAfterAnInvalidChunk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		hold := make(chan struct{})
+		agg := &leaderAgg{t: t, key: key, p: p, invalidSeq: 2, hold: hold}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		h.srv.sa.mu.Lock()
+		h.srv.sa.workers, h.srv.sa.ChunkReports = 2, 2
+		h.srv.sa.mu.Unlock()
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		const n = 12
+		clients := h.openSecAggRound(1, p, n)
+		for i, c := range clients {
+			c.sendShares(h.volunteerShares(spec, 1, 1, pub, honestX, uint64(i+1)))
+		}
+		synctest.Wait() // chunk 1 at the aggregator, the next ones prepared behind it
+		close(hold)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		agg.mu.Lock()
+		var seqs []uint32
+		for _, c := range agg.chunks {
+			seqs = append(seqs, c.Seq)
+		}
+		nc, na := len(agg.attempts[secAggClosePath]), len(agg.attempts[secAggAggregatePath])
+		agg.mu.Unlock()
+		if !slices.Equal(seqs, []uint32{1, 2}) || nc != 0 || na != 0 {
+			t.Fatalf("chunks %v, %d closes, %d aggregate shares posted: want chunks 1 and 2 only", seqs, nc, na)
+		}
+		s := h.srv.Metrics()
+		if s.SecAgg.Rounds[SecAggInvalid] != 1 || s.LastRound == nil || s.LastRound.Outcome != SecAggInvalid {
+			t.Fatalf("metrics %+v, last %+v", s.SecAgg, s.LastRound)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after an invalid round: %v", l)
+		}
+		for _, c := range clients {
+			c.ws.Close()
+		}
+	})
+}
+
+// TestSecAggStreamCountsEveryReportOnce: at the close, the stream is told
+// of two reports more than it received (accepted by the round machine,
+// never handed over): it waits DrainBound for them, then counts them late;
+// of those it received, one is unopened and every other one is sent —
+// each received report counted exactly once, and the late ones never
+// reach the aggregator.
+func TestSecAggStreamCountsEveryReportOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		h.srv.sa.mu.Lock()
+		h.srv.sa.workers, h.srv.sa.ChunkReports, h.srv.sa.DrainBound = 2, 3, 5*time.Second
+		h.srv.sa.mu.Unlock()
+		spec, leaderLen, helperLen, err := round.SecAggSpec(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := h.helperPub()
+		const n, late = 7, 2
+		h.srv.openStream(&round.Round{Num: 1, Params: p, SecAgg: spec, LeaderLen: leaderLen, HelperLen: helperLen})
+		h.srv.sa.mu.Lock()
+		st := h.srv.sa.streams[1]
+		h.srv.sa.mu.Unlock()
+		for i := range n {
+			seal := uint64(1)
+			if i == 3 {
+				seal = 2 // does not open
+			}
+			sh, err := wire.ParseShares(h.volunteerShares(spec, 1, seal, pub, honestX, uint64(i+1)), leaderLen, helperLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.srv.streamReport(1, &round.SharesReport{Leader: sh.Leader, Helper: sh.Helper})
+		}
+		start := time.Now()
+		st.closeC <- n + late
+		<-st.done
+		if waited := time.Since(start); waited < 5*time.Second {
+			t.Errorf("the stream gave the missing reports %v, want the drain bound (5s)", waited)
+		}
+		if st.end != nil || st.received != n || st.late != late || st.unopened != 1 || st.sent != n-1 {
+			t.Fatalf("end %v, received %d, late %d, unopened %d, sent %d: want %d received, %d late, 1 unopened, %d sent",
+				st.end, st.received, st.late, st.unopened, st.sent, n, late, n-1)
+		}
+		agg.mu.Lock()
+		defer agg.mu.Unlock()
+		if agg.chunkReports() != n-1 || len(agg.errs) != 0 || len(agg.rejected) != 0 {
+			t.Fatalf("the aggregator got %d reports (errors %v, rejected %v), want %d", agg.chunkReports(), agg.errs, agg.rejected, n-1)
+		}
+	})
+}
