@@ -153,7 +153,11 @@ func TestGoldenNoiseLedger(t *testing.T) {
 	if !reflect.DeepEqual(l.Releases(), g.Releases) {
 		t.Fatalf("releases %+v, want %+v", l.Releases(), g.Releases)
 	}
-	if eps, _, _ := l.Spent(); !closeTo(eps, g.Eps) {
+	// The spent epsilon is the current accountant's composition of the old
+	// releases: since the exact Gaussian dominating pair row (docs/
+	// accounting.md) it is below the old code's RDP figure, never above (a
+	// tighter proven bound), and not by more than the row's 8-9%.
+	if eps, _, _ := l.Spent(); eps > g.Eps*(1+1e-12) || eps < 0.85*g.Eps {
 		t.Fatalf("spent %v, the old code's %v", eps, g.Eps)
 	}
 	if l.Peer() != head(t, g.PeerCount, g.PeerHash) {
