@@ -52,7 +52,7 @@ func (s *Server) Run(ctx context.Context) error {
 		// The relay may keep the round open past its deadline while
 		// reports still arrive, up to its cap (roundspec.CloseCap, from
 		// the relay's later opening: never after this one).
-		s.waitRound(ctx, open.Round, roundspec.CloseCap(open.AnnouncedAt, open.Deadline))
+		s.waitRound(ctx, open.Round, open.Deadline, roundspec.CloseCap(open.AnnouncedAt, open.Deadline))
 	}
 }
 
@@ -395,7 +395,7 @@ func (s *Server) post(ctx context.Context, path string, body []byte, headers ...
 // dashboard says why (api.Status.Waiting), and the grace starts again when
 // it is back; only a relay that is up and silent for the grace closes the
 // round without it.
-func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
+func (s *Server) waitRound(ctx context.Context, round int, deadline, closeCap time.Time) {
 	timer := time.NewTimer(time.Until(deadline.Add(s.cfg.BatchGrace)))
 	defer timer.Stop()
 	probe := min(5*time.Second, s.cfg.BatchGrace)
@@ -410,6 +410,13 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline time.Time) {
 			until := s.secaggPendingUntil(round)
 			if time.Now().Before(until) {
 				timer.Reset(time.Until(until))
+				continue
+			}
+			// Not yet closed by the relay (nothing charged): it may keep
+			// the round open past its deadline while reports arrive, up
+			// to its cap; the grace counts from there.
+			if capped := closeCap.Add(s.cfg.BatchGrace); until.IsZero() && time.Now().Before(capped) && s.relayUp(ctx) {
+				timer.Reset(time.Until(capped))
 				continue
 			}
 			if !s.relayUp(ctx) {
