@@ -76,7 +76,11 @@ func head(t *testing.T, count uint64, hash string) wire.Head {
 // closeTo: the replay composes the releases in one step
 // (privacy.Session.WithAll) where the old code's charges composed them
 // one by one; both are upper bounds on the same grid, equal to 1e-9.
-func closeTo(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
+// closeTo compares a recomputed epsilon with the one the golden file's
+// code printed: the accountant's numerical composition (PLD by FFT) agrees
+// to about 1e-6 relative across platforms (natively 52.55230148, under
+// GOOS=js 52.55223511 for the aggregator's golden ledger), so 1e-5.
+func closeTo(a, b float64) bool { return math.Abs(a-b) <= 1e-5*math.Abs(b) }
 
 // TestGoldenAggregatorLedger: the aggregator's ledger as the old package
 // wrote it opens with the same head, releases and spent epsilon, its
