@@ -348,10 +348,17 @@ type secAggKey struct {
 
 const secAggMemoMax = 4096
 
-// secAggEpsilon is privacy.SecAggReplaceOneEpsilon, remembered (secAggMemo).
-// Guarantee: the same value, so the same bound (one server's discrete
-// Gaussian, replace-one, rounds identical rounds at check-in rate q).
+// secAggEpsilon is the volunteer's own secure-summation guarantee for
+// `rounds` identical rounds (one server's discrete Gaussian, replace-one,
+// check-in rate q): at q = 1 the exact Gaussian dominating pair row alone
+// (privacy.SecAggPairReplaceOneEpsilon: a proven bound, microseconds, the
+// row the ledger charges whenever it is the tightest), else
+// privacy.SecAggReplaceOneEpsilon (the smaller of it and the RDP row, which
+// can credit the check-in coin), remembered per process (secAggMemo).
 func secAggEpsilon(sigma, sens, q float64, rounds int, delta float64) (float64, error) {
+	if q == 1 {
+		return privacy.SecAggPairReplaceOneEpsilon(sigma, sens, rounds, delta)
+	}
 	k := secAggKey{sigma, sens, q, rounds, delta}
 	secAggMemo.Lock()
 	e, ok := secAggMemo.m[k]
