@@ -766,10 +766,6 @@ func abortLines(a *abortNote, round int, advised string) ([]string, string) {
 	return lines, a.Advice
 }
 
-// roundWaitFor is the relay's share of the checked-in volunteers' reports
-// that a round waits for past its deadline (relay/internal/round.WaitFor).
-const roundWaitFor = 0.95
-
 func formatRound(r localrun.Round) string {
 	s := fmt.Sprintf("round %3d  %-9s", r.Round, r.Status)
 	if r.Accuracy != nil {
@@ -783,7 +779,7 @@ func formatRound(r localrun.Round) string {
 		if r.NP > 0 {
 			s += fmt.Sprintf("  n_p %4d", r.NP)
 		}
-		if r.CheckedIn > 0 && float64(got) < roundWaitFor*float64(r.CheckedIn) {
+		if r.CheckedIn > 0 && float64(got) < roundspec.CloseWaitFor*float64(r.CheckedIn) {
 			s += fmt.Sprintf("  (closed short: %d checked-in volunteers did not report before arrivals stopped or the round's cap)", r.CheckedIn-got)
 		}
 	}

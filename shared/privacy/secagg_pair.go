@@ -138,7 +138,7 @@ func secAggPairEpsilon(mu2, logKeep, delta float64) (float64, error) {
 // squared μ sum to mu2 and ln(1−θ) to logKeep (err: a round could not be
 // accounted; the row is then invalid).
 func secAggPairRow(mu2, logKeep float64, err error, rounds int, delta float64) AccountRow {
-	method := "PLD discrete Gaussian secure aggregation (replace-one), exact Gaussian dominating pair"
+	method := "exact Gaussian dominating pair, discrete Gaussian secure aggregation (replace-one)"
 	if rounds > 1 {
 		method += ", composed over rounds"
 	}

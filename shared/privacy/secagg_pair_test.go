@@ -24,7 +24,7 @@ func pairRow(t *testing.T, rels []Release, delta float64) (pair, rdpRow AccountR
 	var okP, okR bool
 	for _, r := range rep.Rows {
 		switch {
-		case strings.HasPrefix(r.Method, "PLD discrete Gaussian secure aggregation (replace-one)"):
+		case strings.HasPrefix(r.Method, "exact Gaussian dominating pair, discrete Gaussian secure aggregation (replace-one)"):
 			pair, okP = r, true
 		case strings.HasPrefix(r.Method, "RDP discrete Gaussian secure aggregation (replace-one)"):
 			rdpRow, okR = r, true

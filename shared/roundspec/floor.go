@@ -81,6 +81,12 @@ func (f Floor) Check(announcedMin, accepted, rejected int) error {
 	return nil
 }
 
+// CloseWaitFor is the share of the expected reports (volunteers who
+// checked in and can still report) whose arrival lets the relay close a
+// round at or past its deadline (relay/internal/round, "Closing a round");
+// make run says a round closed short below it.
+const CloseWaitFor = 0.95
+
 // CloseCapFactor is how many times its announced length (from its opening
 // to its deadline) a round may wait past its deadline for reports that are
 // still arriving (relay/internal/round, "Closing a round").

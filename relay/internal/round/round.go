@@ -500,7 +500,7 @@ func (m *Machine) Tick(r *Round, now time.Time) *Closed {
 const (
 	// WaitFor is the share of the volunteers who checked in (and can still
 	// report) whose reports end the wait at the deadline.
-	WaitFor = 0.95
+	WaitFor = roundspec.CloseWaitFor
 	// StallShare of the round's length (from its opening to its deadline),
 	// at least StallMin, without a new report ends the wait: the
 	// volunteers still out are not coming.
