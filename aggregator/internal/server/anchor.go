@@ -125,7 +125,7 @@ func (s *Server) anchorLoop(ctx context.Context) {
 		if errors.Is(err, ledger.ErrRollback) {
 			s.ledger.Suspend(err)
 			s.log.Error("state rollback detected: every charge is refused", "err", err)
-			s.stop("state rollback: " + err.Error())
+			s.Stop("state rollback: " + err.Error())
 			return
 		}
 		select {
@@ -209,7 +209,7 @@ func (s *Server) handleAnchor(w http.ResponseWriter, r *http.Request) {
 		if err := s.ledger.Verify(a.Held); err != nil {
 			s.log.Error("the ledger is behind the head the relay holds; every charge is refused", "err", err)
 			s.ledger.Suspend(err)
-			s.stop("state rollback: " + err.Error())
+			s.Stop("state rollback: " + err.Error())
 		}
 	}
 	b, err := (&wire.Anchor{Own: headOf(s.ledger), Held: s.peerHead()}).MarshalBinary()

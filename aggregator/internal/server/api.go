@@ -10,6 +10,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -135,7 +136,7 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 // raises n_p only on overflow), and the largest secure-summation frames
 // the round's Quota allows.
 func (s *Server) BodyLimits() api.Limits {
-	p := s.rounds().params // the operator may replace it between rounds
+	p := s.Current().Params // the operator may replace it between rounds
 	l := api.Limits{Batch: int64(wire.BatchSize(p.BatchMessages(p.NP*64), int(p.Width)))}
 	l.SecAggChunk, l.SecAggAggregate = s.secaggBodyLimits()
 	return l
@@ -148,34 +149,35 @@ func (s *Server) BodyLimits() api.Limits {
 func (s *Server) Status() api.Status {
 	te, td := s.ledger.Target() // fixed at start: no lock
 	newClass := s.newClassRequested()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	st := api.Status{Round: s.st.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
-		Fingerprint: s.fp, Running: s.stopped == "", Stopped: s.stopped, Params: s.st.Params,
-		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass,
-		RejectedBatches: maps.Clone(s.rejected), Audit: s.currentAuditLocked(),
-		AccuracySource: s.accuracySource()}
-	if s.cfg.Task != nil {
-		st.Task, st.TaskTitle = s.cfg.Task.Name, s.cfg.Task.Title
-	}
-	if s.st.Open != nil {
-		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
-		if s.relayDown.Load() == int64(s.st.Open.Round) {
-			st.Waiting = RelayDownWaiting
+	var st api.Status
+	s.View(func(cs *checkpoint.State, c rounds.Control) {
+		st = api.Status{Round: cs.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
+			Fingerprint: s.fp, Running: c.Stopped == "", Stopped: c.Stopped, Params: cs.Params,
+			Paused: c.Paused, ModelResets: len(cs.ModelResets), NewClassRequested: newClass,
+			RejectedBatches: maps.Clone(c.Rejected), Audit: s.currentAudit(),
+			AccuracySource: s.accuracySource()}
+		if s.cfg.Task != nil {
+			st.Task, st.TaskTitle = s.cfg.Task.Name, s.cfg.Task.Title
 		}
-	}
-	for _, r := range s.st.History {
-		if r.Status == checkpoint.StatusOK {
-			st.RoundsOK++
-			st.Accuracy, st.Loss = r.Accuracy, r.Loss
+		if cs.Open != nil {
+			st.OpenRound, st.Deadline = cs.Open.Round, cs.Open.Deadline
+			if s.relayDown.Load() == int64(cs.Open.Round) {
+				st.Waiting = RelayDownWaiting
+			}
 		}
-		if r.EpsilonTightest != nil {
-			st.Epsilon, st.Method = *r.EpsilonTightest, r.Method
+		for _, r := range cs.History {
+			if r.Status == checkpoint.StatusOK {
+				st.RoundsOK++
+				st.Accuracy, st.Loss = r.Accuracy, r.Loss
+			}
+			if r.EpsilonTightest != nil {
+				st.Epsilon, st.Method = *r.EpsilonTightest, r.Method
+			}
 		}
-	}
-	if r, ok := dashboard.LastAbort(s.st.History); ok {
-		st.LastAbort = s.abortView(r)
-	}
+		if r, ok := dashboard.LastAbort(cs.History); ok {
+			st.LastAbort = s.abortView(r)
+		}
+	})
 	return st
 }
 
@@ -196,7 +198,7 @@ func (s *Server) accuracySource() string {
 // words of dashboard.ExplainAbort.
 func (s *Server) abortView(r checkpoint.RoundRecord) *api.Abort {
 	a := dashboard.AbortFacts{Round: r.Round, Status: r.Status, Reason: r.Detail, Received: r.N, CheckedIn: r.CheckedIn,
-		Expected: r.Population, MinBatch: int(s.rounds().params.MinBatch), Simulated: s.cfg.Web.Simulated}
+		Expected: r.Population, MinBatch: int(s.Current().Params.MinBatch), Simulated: s.cfg.Web.Simulated}
 	if !r.Deadline.IsZero() && r.Deadline.After(r.AnnouncedAt) {
 		a.Timeout = r.Deadline.Sub(r.AnnouncedAt)
 	}
@@ -206,25 +208,22 @@ func (s *Server) abortView(r checkpoint.RoundRecord) *api.Abort {
 }
 
 // Rounds returns a copy of the round history.
-func (s *Server) Rounds() []checkpoint.RoundRecord {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return slices.Clone(s.st.History)
+func (s *Server) Rounds() (h []checkpoint.RoundRecord) {
+	s.View(func(st *checkpoint.State, _ rounds.Control) { h = slices.Clone(st.History) })
+	return h
 }
 
 // Model returns a copy of the current model parameters.
-func (s *Server) Model() []float64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return slices.Clone(s.st.Model)
+func (s *Server) Model() (m []float64) {
+	s.View(func(st *checkpoint.State, _ rounds.Control) { m = slices.Clone(st.Model) })
+	return m
 }
 
 // ModelView is the JSON of GET /api/model.
 func (s *Server) ModelView() api.Model {
-	s.mu.RLock()
-	round := s.st.Round
-	model := slices.Clone(s.st.Model)
-	s.mu.RUnlock()
+	var v api.Model
+	s.View(func(st *checkpoint.State, _ rounds.Control) { v.Round, v.Params = st.Round, slices.Clone(st.Model) })
 	sh := s.cfg.Test.Shape()
-	return api.Model{Round: round, Features: sh.Features, Classes: sh.Classes, Params: model}
+	v.Features, v.Classes = sh.Features, sh.Classes
+	return v
 }
