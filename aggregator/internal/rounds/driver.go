@@ -6,6 +6,7 @@ package rounds
 // HTTP.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -234,6 +235,25 @@ func (m *Machine) Expire(round int, now, closeCap time.Time, relayWasDown bool, 
 		return ExpiryRegrace, now.Add(m.opt.BatchGrace)
 	}
 	return ExpiryAbandon, time.Time{}
+}
+
+// WaitResume blocks while the operator has paused the loop. It reports
+// false if the loop must stop instead (stopped for good, or ctx done).
+func (m *Machine) WaitResume(ctx context.Context) bool {
+	for {
+		stopped, paused := m.StoppedReason(), m.Paused()
+		if stopped != "" || ctx.Err() != nil {
+			return false
+		}
+		if !paused {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-m.wake:
+		}
+	}
 }
 
 // Paused reports whether the operator paused the round loop.

@@ -16,6 +16,45 @@
 // Locks: procMu serializes every transition (each exported step takes
 // it); mu guards the state for readers (View). The ledger is the source
 // of truth for charged rounds (reconcile).
+//
+// # Round life cycle
+//
+// For round r the server checks that the would-be release (Config.ExpectedN
+// reports at the announced n_p) fits the privacy budget (ledger.CanCharge: NextRound),
+// records the round as open in the checkpoint, and POSTs the signed
+// Announcement (model theta^{r-1}) to the relay. The round ends with one of:
+//
+//   - a batch (POST /v1/batch): parsed and checked against the round's
+//     parameters (wire.ParseBatch), its release charged to the ledger
+//     (fsynced) and only then opened, estimated (n = Batch.Reports) and
+//     applied; status ok. A refused charge answers "refused", decrypts
+//     nothing and stops the announcements.
+//   - an abort (POST /v1/abort): nothing charged; the next round follows.
+//   - nothing by deadline + BatchGrace (counted while the relay answers
+//     /healthz: Expire): abandoned, nothing charged.
+//
+// A secure-summation round (docs/secagg.md; secagg.go, stream.go)
+// ends instead with the relay's chunks (POST /v1/secagg/chunk: prepared as
+// they arrive, each answered with its verdicts 'M'), its close (POST
+// /v1/secagg/close: charged before the count is answered, refused or
+// invalid without it) and its noised aggregate share (POST
+// /v1/secagg/aggregate: unsharded and applied); a round charged but not applied (no aggregate within
+// BatchGrace while the relay answers /healthz, or a relay abort) is lost;
+// a restart of either server resumes it (Expire, restorePending).
+//
+// Every batch and abort gets a definitive outcome (api.Intake): accepted,
+// duplicate (an identical re-send, same SHA-256: the stored reply again),
+// obsolete (the round is closed here another way, or not open: a second,
+// different batch, an abort after the round was abandoned) or invalid.
+//
+// # Crash safety
+//
+// The ledger is the source of truth for charged rounds. On start, a round
+// the ledger charged but the checkpoint does not hold (a crash between
+// charge and checkpoint) is recorded as lost: its budget stays spent, the
+// model does not include it, and the next round is numbered after it, so
+// the ledger never under-counts. An announced round still open in the
+// checkpoint is waited for again until its deadline + BatchGrace.
 package rounds
 
 import (

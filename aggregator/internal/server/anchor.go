@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -103,7 +104,7 @@ func (s *Server) anchorRequest(ctx context.Context, body []byte) (*wire.Anchor, 
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &relayError{status: resp.Status, body: strings.TrimSpace(string(b))}
+		return nil, &rounds.RelayError{Status: resp.Status, Body: strings.TrimSpace(string(b))}
 	}
 	return wire.ParseAnchor(b)
 }

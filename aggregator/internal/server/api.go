@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"maps"
 	"net/http"
 	"slices"
@@ -11,7 +12,6 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
-	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -49,49 +49,8 @@ func (s *Server) serveTask(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(b, '\n'))
 }
 
-// Export is the JSON of GET /api/export: the trained model with the task
-// definition it was trained for, enough to use the model elsewhere: encode
-// a row by the task's declared ranges and categories (shared/task's
-// encoding, one input per entry of Inputs), then the logits are
-// Σ_j Weights[c·len(Inputs)+j]·x_j + Bias[c] and the prediction is the
-// class of the largest (Task.Label.Classes[c]).
-type Export struct {
-	Task *task.Task `json:"task"`
-	// Round is the last finished round, RoundsOK how many updated the
-	// model; Accuracy is on public test data (AccuracySource
-	// "public_holdout"), nil with "none".
-	Round          int      `json:"round"`
-	RoundsOK       int      `json:"rounds_ok"`
-	AccuracySource string   `json:"accuracy_source"`
-	Accuracy       *float64 `json:"accuracy"`
-	// Inputs names the encoded inputs in order: a numeric feature's name
-	// (name_j for a feature of count > 1), "name=category" for each
-	// category of a categorical one.
-	Inputs  []string  `json:"inputs"`
-	Weights []float64 `json:"weights"`
-	Bias    []float64 `json:"bias"`
-}
-
-// EncodedInputs names the encoded input columns of t in the layout of
-// shared/task (Export.Inputs).
-func EncodedInputs(t *task.Task) []string {
-	var out []string
-	for _, f := range t.Features {
-		switch {
-		case f.Type == task.TypeCategorical:
-			for _, c := range f.Categories {
-				out = append(out, f.Name+"="+c)
-			}
-		case f.Count > 1:
-			for j := range f.Count {
-				out = append(out, fmt.Sprintf("%s_%d", f.Name, j))
-			}
-		default:
-			out = append(out, f.Name)
-		}
-	}
-	return out
-}
+// Export is the JSON of GET /api/export (classtask.Export).
+type Export = classtask.Export
 
 // serveExport is GET /api/export (Export), served as a download
 // (blanket-model-TASK-roundN.json); 404 when the server was given no
@@ -112,7 +71,7 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := Export{Task: &t, Round: m.Round, RoundsOK: st.RoundsOK, AccuracySource: st.AccuracySource,
-		Inputs: EncodedInputs(&t), Weights: m.Params[:sh.Classes*sh.Features], Bias: m.Params[sh.Classes*sh.Features:]}
+		Inputs: classtask.EncodedInputs(&t), Weights: m.Params[:sh.Classes*sh.Features], Bias: m.Params[sh.Classes*sh.Features:]}
 	if st.AccuracySource == "public_holdout" {
 		e.Accuracy = st.Accuracy
 	}
@@ -138,7 +97,7 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 func (s *Server) BodyLimits() api.Limits {
 	p := s.Current().Params // the operator may replace it between rounds
 	l := api.Limits{Batch: int64(wire.BatchSize(p.BatchMessages(p.NP*64), int(p.Width)))}
-	l.SecAggChunk, l.SecAggAggregate = s.secaggBodyLimits()
+	l.SecAggChunk, l.SecAggAggregate = s.Current().SecAggBodyLimits()
 	return l
 }
 

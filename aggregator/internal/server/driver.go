@@ -7,7 +7,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +38,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return err
 		}
 		if open == nil {
-			if s.waitResume(ctx) {
+			if s.WaitResume(ctx) {
 				continue // the operator resumed
 			}
 			return nil // stopped; reason logged and in the status
@@ -110,10 +109,10 @@ func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 			te, td := s.ledger.Target()
 			err = s.post(ctx, "/v1/rounds", frame, wire.TargetEpsilonHeader, wire.FormatTarget(te),
 				wire.TargetDeltaHeader, wire.FormatTarget(td))
-			if isHelperKeyMismatch(err) {
+			if rounds.IsHelperKeyMismatch(err) {
 				s.forgetRelayKey()
 				frame = nil
-			} else if why, ok := relayRefusal(err); ok {
+			} else if why, ok := rounds.RelayRefusal(err); ok {
 				// The relay says no for good (its budget is spent, or it
 				// cannot run this configuration): announcing again would
 				// only be refused again, every RetryInterval, forever.
@@ -136,10 +135,10 @@ func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 		s.log.Warn("announcement not delivered", "round", o.Round, "attempt", attempt, "err", err)
 		wait := s.cfg.RetryInterval
 		if time.Now().Add(wait).After(o.Deadline) {
-			if relayNotReady(err) && retimes < maxRetimes && s.Retime(o, time.Now()) {
+			if rounds.RelayNotReady(err) && retimes < maxRetimes && s.Retime(o, time.Now()) {
 				retimes++
 				frame = nil // the deadline is in the signed bytes
-				if errors.As(err, new(*relayError)) {
+				if errors.As(err, new(*rounds.RelayError)) {
 					s.log.Info("the relay is not ready; the round gets a new deadline", "round", o.Round, "deadline", o.Deadline)
 				} else if s.relayDown.Swap(int64(o.Round)) != int64(o.Round) {
 					s.log.Warn("the round waits for the relay, which does not answer", "round", o.Round)
@@ -163,57 +162,9 @@ func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 	}
 }
 
-// relayNotReady reports whether an announcement failed because the relay
-// does not answer (a transport error) or answers 503: down, restarting,
-// warming up or not yet checked, but not refusing the round.
-func relayNotReady(err error) bool {
-	var re *relayError
-	if errors.As(err, &re) {
-		return re.code == http.StatusServiceUnavailable
-	}
-	return err != nil // not reached (a transport error, or the helper key's fetch failing)
-}
-
 // errRelayKey marks an announcement that could not be built because the
 // relay's helper key could not be fetched (retried like a delivery).
 var errRelayKey = errors.New("server: relay helper key unavailable")
-
-// relayError is the relay's non-2xx answer to a POST.
-type relayError struct {
-	status  string
-	code    int
-	outcome string // the relay's OutcomeHeader, if any
-	body    string
-}
-
-func (e *relayError) Error() string { return fmt.Sprintf("relay answered %s: %s", e.status, e.body) }
-
-// relayRefusal reports whether err is the relay's definitive refusal of an
-// announcement (409 with outcome refused or invalid: its noise ledger's
-// budget is spent, the announced target is not its own, or it cannot run
-// the parameters), and the words that say so, for the round's record,
-// /api/status and the dashboard. A helper-key mismatch is not one (the
-// aggregator fetches the key again), nor a 409 without an outcome (a round
-// still open or a stale number, which the relay's next close resolves).
-func relayRefusal(err error) (string, bool) {
-	var re *relayError
-	if !errors.As(err, &re) || re.code != http.StatusConflict || strings.Contains(re.body, helperKeyMismatch) {
-		return "", false
-	}
-	var ans struct {
-		Detail string `json:"detail"`
-	}
-	if json.Unmarshal([]byte(re.body), &ans) != nil || ans.Detail == "" {
-		ans.Detail = re.body
-	}
-	switch re.outcome {
-	case "refused":
-		return "the relay refused the round: its own privacy budget is spent (" + ans.Detail + ")", true
-	case "invalid":
-		return "the relay refused the round: " + ans.Detail, true
-	}
-	return "", false
-}
 
 // post sends body to the relay with the bearer token and headers (name,
 // value pairs).
@@ -234,8 +185,8 @@ func (s *Server) post(ctx context.Context, path string, body []byte, headers ...
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return &relayError{status: resp.Status, code: resp.StatusCode, outcome: resp.Header.Get(api.OutcomeHeader),
-			body: strings.TrimSpace(string(msg))}
+		return &rounds.RelayError{Status: resp.Status, Code: resp.StatusCode, Outcome: resp.Header.Get(api.OutcomeHeader),
+			Body: strings.TrimSpace(string(msg))}
 	}
 	return nil
 }

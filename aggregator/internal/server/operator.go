@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -73,25 +72,6 @@ func (s *Server) Reconfigure(c operator.ConfigChange) error {
 		}
 		return next, nil
 	})
-}
-
-// waitResume blocks while the operator has paused the loop. It reports
-// false if the loop must stop instead (stopped for good, or ctx done).
-func (s *Server) waitResume(ctx context.Context) bool {
-	for {
-		stopped, paused := s.StoppedReason(), s.Paused()
-		if stopped != "" || ctx.Err() != nil {
-			return false
-		}
-		if !paused {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-s.Wake():
-		}
-	}
 }
 
 // OperatorToken is the operator password (given, or made up at start).

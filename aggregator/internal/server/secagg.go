@@ -20,10 +20,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// helperKeyMismatch is the relay's detail when an announcement carries a
-// RelayPub that is not its key (docs/secagg.md, "Keys and secrets").
-const helperKeyMismatch = "helper key mismatch"
-
 // relayKeyState is the relay's helper key, once fetched (its own lock),
 // and the σ the operator page offers, computed once.
 type relayKeyState struct {
@@ -83,13 +79,6 @@ func (s *Server) forgetRelayKey() {
 	s.relay.keyMu.Unlock()
 }
 
-// isHelperKeyMismatch reports whether the relay refused an announcement
-// because its RelayPub is not the relay's key.
-func isHelperKeyMismatch(err error) bool {
-	var re *relayError
-	return errors.As(err, &re) && strings.Contains(re.body, helperKeyMismatch)
-}
-
 // operatorSigma is the σ the operator page offers secure summation with:
 // the current one if the rounds are secure summation, else calibrated to
 // the ledger's target over Config.Rounds (params.DefaultSecAggRounds if 0) at
@@ -109,23 +98,4 @@ func (s *Server) operatorSigma(rc *rounds.RoundConfig) (float64, error) {
 			MinBatch: int(rc.Params.MinBatch), CheckIn: rc.Params.CheckInP}, n, eps, delta)
 	})
 	return s.relay.sigma, s.relay.sigmaErr
-}
-
-// secaggBodyLimits bounds the request bodies of POST /v1/secagg/chunk and
-// /v1/secagg/aggregate for the current parameters (the largest frames the
-// round's Quota allows: a chunk holds at most the whole round).
-func (s *Server) secaggBodyLimits() (chunk, aggregate int64) {
-	rc := s.Current()
-	ps, p := rc.Proto, rc.Params
-	if !ps.SecAgg() {
-		return 1 << 10, 1 << 10
-	}
-	sr, err := ps.Spec.SecAggRound(1)
-	if err != nil {
-		return 1 << 10, 1 << 10
-	}
-	q := int64(p.Quota)
-	chunk = 22 + q*int64(ps.LeaderSealed) + 4 + 64 + q*int64(sr.PrepShareSize())
-	aggregate = 14 + 64 + 16*int64(p.D)
-	return chunk, aggregate
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"io/fs"
 	"math"
@@ -108,7 +109,7 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 			f.mu.Unlock()
 			w.Header().Set(api.OutcomeHeader, string(api.IntakeInvalid))
 			w.WriteHeader(http.StatusConflict)
-			json.NewEncoder(w).Encode(api.IntakeAnswer{Round: a.Round, Outcome: api.IntakeInvalid, Detail: helperKeyMismatch})
+			json.NewEncoder(w).Encode(api.IntakeAnswer{Round: a.Round, Outcome: api.IntakeInvalid, Detail: rounds.HelperKeyMismatch})
 			return
 		}
 		f.mu.Lock()

@@ -5,61 +5,24 @@
 // debiases them with the FLAME analyzer, updates and evaluates the model,
 // checkpoints atomically, and serves a JSON API and the teacher's pages.
 //
-// The Server holds the state and its two locks and does the transitions:
-// the round driver (driver.go), batch and abort intake (intake.go),
-// secure summation's leader (secagg.go), the operator's controls
-// (operator.go), and it is the Backend of the HTTP API (api.go) and the
-// pages' handlers (web.go, events.go). What needs no server state lives
-// in its own package: the HTTP API (api), the batch analysis (analysis),
-// the checkpoint file (checkpoint), the accountant's wiring (accounting),
-// parameter building (params), the operator's form and password
-// (operator), the pages' view model (dashboard) and the event fan-out
+// The round state and its transitions are package rounds' (rounds.Machine,
+// embedded in Server: the round life cycle, the intake of the relay's
+// frames, secure summation's leader, the crash safety). The Server adds
+// the relay link and the timers of the round loop (driver.go), the
+// relay's helper key (secagg.go), the ledgers' anchor (anchor.go), the
+// operator's controls (operator.go, nexttask.go), and it is the Backend
+// of the HTTP API (api.go) and the pages' handlers (web.go, events.go).
+// What needs no server state lives in its own package: the HTTP API
+// (api), the batch analysis (analysis), the checkpoint (checkpoint), the
+// accountant's wiring (accounting), parameter building (params), the
+// operator's form and password (operator), a class's task on disk
+// (classtask), the pages' view model (dashboard) and the event fan-out
 // (events). docs/architecture.md follows one report through them.
 //
 // Config is never modified after New. The round configuration the
 // operator may change (parameters, spec and analyzer, server learning
-// rate, round timeout) is a roundConfig, immutable, held in an
-// atomic.Pointer and replaced whole between rounds (applyPending, under
-// procMu with no round open).
-//
-// # Round life cycle
-//
-// For round r the server checks that the would-be release (Config.ExpectedN
-// reports at the announced n_p) fits the privacy budget (ledger.CanCharge),
-// records the round as open in the checkpoint, and POSTs the signed
-// Announcement (model theta^{r-1}) to the relay. The round ends with one of:
-//
-//   - a batch (POST /v1/batch): parsed and checked against the round's
-//     parameters (wire.ParseBatch), its release charged to the ledger
-//     (fsynced) and only then opened, estimated (n = Batch.Reports) and
-//     applied; status ok. A refused charge answers "refused", decrypts
-//     nothing and stops the announcements.
-//   - an abort (POST /v1/abort): nothing charged; the next round follows.
-//   - nothing by deadline + BatchGrace (counted while the relay answers
-//     /healthz: waitRound): abandoned, nothing charged.
-//
-// A secure-summation round (docs/secagg.md; secagg.go, secagg_stream.go)
-// ends instead with the relay's chunks (POST /v1/secagg/chunk: prepared as
-// they arrive, each answered with its verdicts 'M'), its close (POST
-// /v1/secagg/close: charged before the count is answered, refused or
-// invalid without it) and its noised aggregate share (POST
-// /v1/secagg/aggregate: unsharded and applied); a round charged but not applied (no aggregate within
-// BatchGrace while the relay answers /healthz, or a relay abort) is lost;
-// a restart of either server resumes it (waitRound, restorePending).
-//
-// Every batch and abort gets a definitive outcome (api.Intake): accepted,
-// duplicate (an identical re-send, same SHA-256: the stored reply again),
-// obsolete (the round is closed here another way, or not open: a second,
-// different batch, an abort after the round was abandoned) or invalid.
-//
-// # Crash safety
-//
-// The ledger is the source of truth for charged rounds. On start, a round
-// the ledger charged but the checkpoint does not hold (a crash between
-// charge and checkpoint) is recorded as lost: its budget stays spent, the
-// model does not include it, and the next round is numbered after it, so
-// the ledger never under-counts. An announced round still open in the
-// checkpoint is waited for again until its deadline + BatchGrace.
+// rate, round timeout) is a rounds.RoundConfig, immutable, replaced whole
+// between rounds.
 package server
 
 import (

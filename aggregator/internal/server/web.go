@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,7 +21,6 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
@@ -263,7 +263,7 @@ func (s *Server) DashboardData() console.DashboardData {
 	if cfg.Task != nil && cfg.Task.Source != task.SourceBuiltin {
 		// A study is measured against its holdout's majority class, not
 		// the digits' 1/10 (with no holdout there is no accuracy).
-		cf.Majority, cf.MajorityClass = majorityRate(cfg.Test, cfg.Task.Label.Classes)
+		cf.Majority, cf.MajorityClass = classtask.MajorityRate(cfg.Test, cfg.Task.Label.Classes)
 	}
 	chance := ""
 	if cf.MajorityClass != "" || cfg.Task == nil || cfg.Task.Source == task.SourceBuiltin {
@@ -286,7 +286,7 @@ func (s *Server) taskView() *console.TaskView {
 	if s.cfg.Task == nil {
 		return nil
 	}
-	return &console.TaskView{Def: s.cfg.Task, Inputs: EncodedInputs(s.cfg.Task), AccuracySource: s.accuracySource()}
+	return &console.TaskView{Def: s.cfg.Task, Inputs: classtask.EncodedInputs(s.cfg.Task), AccuracySource: s.accuracySource()}
 }
 
 // auditView is the dashboard's form of a live audit status.
@@ -300,29 +300,4 @@ func auditView(st *liveaudit.Status) console.AuditView {
 		v.Caught, v.NoiseFactor = b.DetectableFactor, b.Noise.Factor
 	}
 	return v
-}
-
-// majorityRate returns the fraction of test's examples in its most common
-// class and that class's name (classes[label]); 0 and "" for a test set
-// of no examples.
-func majorityRate(test logreg.Dataset, classes []string) (float64, string) {
-	n := test.Len()
-	if n == 0 {
-		return 0, ""
-	}
-	counts := make([]int, test.Shape().Classes)
-	for i := range n {
-		counts[test.Label(i)]++
-	}
-	best := 0
-	for c := range counts {
-		if counts[c] > counts[best] {
-			best = c
-		}
-	}
-	name := strconv.Itoa(best)
-	if best < len(classes) {
-		name = classes[best]
-	}
-	return float64(counts[best]) / float64(n), name
 }
