@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
 	"path/filepath"
@@ -149,6 +150,12 @@ func oneEach(rs []privacy.Release, delta float64) (privacy.Report, error) {
 
 func newRig(t *testing.T, store Store) *rig {
 	t.Helper()
+	return newRigIn(t, t.TempDir(), secaggParams(), func(string) Store { return store })
+}
+
+// newRigIn is a rig whose state directory is dir, with the store store(dir).
+func newRigIn(t *testing.T, dir string, p wire.Params, store func(dir string) Store) *rig {
+	t.Helper()
 	key, err := sealkey.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +164,7 @@ func newRig(t *testing.T, store Store) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, dir: t.TempDir(), key: key, helper: h, store: store, params: secaggParams()}
+	r := &rig{t: t, dir: dir, key: key, helper: h, store: store(dir), params: p}
 	r.open()
 	return r
 }
@@ -423,4 +430,10 @@ func (r *rig) lastRecord() checkpoint.RoundRecord {
 		r.t.Fatal("no round finished")
 	}
 	return h[len(h)-1]
+}
+
+// jsonSize is the size of c as FileStore wrote it.
+func jsonSize(c *Collect) (int64, error) {
+	b, err := json.Marshal(c)
+	return int64(len(b)), err
 }
