@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -103,7 +104,7 @@ func (s *Server) anchorRequest(ctx context.Context, body []byte) (*wire.Anchor, 
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &relayError{status: resp.Status, body: strings.TrimSpace(string(b))}
+		return nil, &rounds.RelayError{Status: resp.Status, Body: strings.TrimSpace(string(b))}
 	}
 	return wire.ParseAnchor(b)
 }
@@ -125,7 +126,7 @@ func (s *Server) anchorLoop(ctx context.Context) {
 		if errors.Is(err, ledger.ErrRollback) {
 			s.ledger.Suspend(err)
 			s.log.Error("state rollback detected: every charge is refused", "err", err)
-			s.stop("state rollback: " + err.Error())
+			s.Stop("state rollback: " + err.Error())
 			return
 		}
 		select {
@@ -209,7 +210,7 @@ func (s *Server) handleAnchor(w http.ResponseWriter, r *http.Request) {
 		if err := s.ledger.Verify(a.Held); err != nil {
 			s.log.Error("the ledger is behind the head the relay holds; every charge is refused", "err", err)
 			s.ledger.Suspend(err)
-			s.stop("state rollback: " + err.Error())
+			s.Stop("state rollback: " + err.Error())
 		}
 	}
 	b, err := (&wire.Anchor{Own: headOf(s.ledger), Held: s.peerHead()}).MarshalBinary()

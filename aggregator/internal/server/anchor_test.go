@@ -167,7 +167,7 @@ func TestAnchorUnreachableRelaySuspends(t *testing.T) {
 	relay := newAnchorRelay(t)
 	relay.down = true
 	h := newHarness(t, t.TempDir(), relay.fakeRelay, anchored(relay))
-	if _, err := h.srv.ledger.CanCharge(h.srv.rounds().proto.Release(1, 4, int(testParams().NP))); !errors.Is(err, ledger.ErrSuspended) {
+	if _, err := h.srv.ledger.CanCharge(h.srv.Current().Proto.Release(1, 4, int(testParams().NP))); !errors.Is(err, ledger.ErrSuspended) {
 		t.Fatalf("unchecked ledger admits a charge: %v", err)
 	}
 	relay.none(t, time.Second)

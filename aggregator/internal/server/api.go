@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"maps"
 	"net/http"
 	"slices"
@@ -10,7 +11,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
-	"github.com/blanket-fl/blanket/shared/task"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -48,49 +49,8 @@ func (s *Server) serveTask(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(b, '\n'))
 }
 
-// Export is the JSON of GET /api/export: the trained model with the task
-// definition it was trained for, enough to use the model elsewhere: encode
-// a row by the task's declared ranges and categories (shared/task's
-// encoding, one input per entry of Inputs), then the logits are
-// Σ_j Weights[c·len(Inputs)+j]·x_j + Bias[c] and the prediction is the
-// class of the largest (Task.Label.Classes[c]).
-type Export struct {
-	Task *task.Task `json:"task"`
-	// Round is the last finished round, RoundsOK how many updated the
-	// model; Accuracy is on public test data (AccuracySource
-	// "public_holdout"), nil with "none".
-	Round          int      `json:"round"`
-	RoundsOK       int      `json:"rounds_ok"`
-	AccuracySource string   `json:"accuracy_source"`
-	Accuracy       *float64 `json:"accuracy"`
-	// Inputs names the encoded inputs in order: a numeric feature's name
-	// (name_j for a feature of count > 1), "name=category" for each
-	// category of a categorical one.
-	Inputs  []string  `json:"inputs"`
-	Weights []float64 `json:"weights"`
-	Bias    []float64 `json:"bias"`
-}
-
-// EncodedInputs names the encoded input columns of t in the layout of
-// shared/task (Export.Inputs).
-func EncodedInputs(t *task.Task) []string {
-	var out []string
-	for _, f := range t.Features {
-		switch {
-		case f.Type == task.TypeCategorical:
-			for _, c := range f.Categories {
-				out = append(out, f.Name+"="+c)
-			}
-		case f.Count > 1:
-			for j := range f.Count {
-				out = append(out, fmt.Sprintf("%s_%d", f.Name, j))
-			}
-		default:
-			out = append(out, f.Name)
-		}
-	}
-	return out
-}
+// Export is the JSON of GET /api/export (classtask.Export).
+type Export = classtask.Export
 
 // serveExport is GET /api/export (Export), served as a download
 // (blanket-model-TASK-roundN.json); 404 when the server was given no
@@ -111,7 +71,7 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := Export{Task: &t, Round: m.Round, RoundsOK: st.RoundsOK, AccuracySource: st.AccuracySource,
-		Inputs: EncodedInputs(&t), Weights: m.Params[:sh.Classes*sh.Features], Bias: m.Params[sh.Classes*sh.Features:]}
+		Inputs: classtask.EncodedInputs(&t), Weights: m.Params[:sh.Classes*sh.Features], Bias: m.Params[sh.Classes*sh.Features:]}
 	if st.AccuracySource == "public_holdout" {
 		e.Accuracy = st.Accuracy
 	}
@@ -135,9 +95,9 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 // raises n_p only on overflow), and the largest secure-summation frames
 // the round's Quota allows.
 func (s *Server) BodyLimits() api.Limits {
-	p := s.rounds().params // the operator may replace it between rounds
+	p := s.Current().Params // the operator may replace it between rounds
 	l := api.Limits{Batch: int64(wire.BatchSize(p.BatchMessages(p.NP*64), int(p.Width)))}
-	l.SecAggChunk, l.SecAggAggregate = s.secaggBodyLimits()
+	l.SecAggChunk, l.SecAggAggregate = s.Current().SecAggBodyLimits()
 	return l
 }
 
@@ -148,34 +108,35 @@ func (s *Server) BodyLimits() api.Limits {
 func (s *Server) Status() api.Status {
 	te, td := s.ledger.Target() // fixed at start: no lock
 	newClass := s.newClassRequested()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	st := api.Status{Round: s.st.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
-		Fingerprint: s.fp, Running: s.stopped == "", Stopped: s.stopped, Params: s.st.Params,
-		Paused: s.paused, ModelResets: len(s.st.ModelResets), NewClassRequested: newClass,
-		RejectedBatches: maps.Clone(s.rejected), Audit: s.currentAuditLocked(),
-		AccuracySource: s.accuracySource()}
-	if s.cfg.Task != nil {
-		st.Task, st.TaskTitle = s.cfg.Task.Name, s.cfg.Task.Title
-	}
-	if s.st.Open != nil {
-		st.OpenRound, st.Deadline = s.st.Open.Round, s.st.Open.Deadline
-		if s.relayDown.Load() == int64(s.st.Open.Round) {
-			st.Waiting = RelayDownWaiting
+	var st api.Status
+	s.View(func(cs *checkpoint.State, c rounds.Control) {
+		st = api.Status{Round: cs.Round, Delta: td, TargetEpsilon: te, TargetDelta: td,
+			Fingerprint: s.fp, Running: c.Stopped == "", Stopped: c.Stopped, Params: cs.Params,
+			Paused: c.Paused, ModelResets: len(cs.ModelResets), NewClassRequested: newClass,
+			RejectedBatches: maps.Clone(c.Rejected), Audit: s.currentAudit(),
+			AccuracySource: s.accuracySource()}
+		if s.cfg.Task != nil {
+			st.Task, st.TaskTitle = s.cfg.Task.Name, s.cfg.Task.Title
 		}
-	}
-	for _, r := range s.st.History {
-		if r.Status == checkpoint.StatusOK {
-			st.RoundsOK++
-			st.Accuracy, st.Loss = r.Accuracy, r.Loss
+		if cs.Open != nil {
+			st.OpenRound, st.Deadline = cs.Open.Round, cs.Open.Deadline
+			if s.relayDown.Load() == int64(cs.Open.Round) {
+				st.Waiting = RelayDownWaiting
+			}
 		}
-		if r.EpsilonTightest != nil {
-			st.Epsilon, st.Method = *r.EpsilonTightest, r.Method
+		for _, r := range cs.History {
+			if r.Status == checkpoint.StatusOK {
+				st.RoundsOK++
+				st.Accuracy, st.Loss = r.Accuracy, r.Loss
+			}
+			if r.EpsilonTightest != nil {
+				st.Epsilon, st.Method = *r.EpsilonTightest, r.Method
+			}
 		}
-	}
-	if r, ok := dashboard.LastAbort(s.st.History); ok {
-		st.LastAbort = s.abortView(r)
-	}
+		if r, ok := dashboard.LastAbort(cs.History); ok {
+			st.LastAbort = s.abortView(r)
+		}
+	})
 	return st
 }
 
@@ -196,7 +157,7 @@ func (s *Server) accuracySource() string {
 // words of dashboard.ExplainAbort.
 func (s *Server) abortView(r checkpoint.RoundRecord) *api.Abort {
 	a := dashboard.AbortFacts{Round: r.Round, Status: r.Status, Reason: r.Detail, Received: r.N, CheckedIn: r.CheckedIn,
-		Expected: r.Population, MinBatch: int(s.rounds().params.MinBatch), Simulated: s.cfg.Web.Simulated}
+		Expected: r.Population, MinBatch: int(s.Current().Params.MinBatch), Simulated: s.cfg.Web.Simulated}
 	if !r.Deadline.IsZero() && r.Deadline.After(r.AnnouncedAt) {
 		a.Timeout = r.Deadline.Sub(r.AnnouncedAt)
 	}
@@ -206,25 +167,22 @@ func (s *Server) abortView(r checkpoint.RoundRecord) *api.Abort {
 }
 
 // Rounds returns a copy of the round history.
-func (s *Server) Rounds() []checkpoint.RoundRecord {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return slices.Clone(s.st.History)
+func (s *Server) Rounds() (h []checkpoint.RoundRecord) {
+	s.View(func(st *checkpoint.State, _ rounds.Control) { h = slices.Clone(st.History) })
+	return h
 }
 
 // Model returns a copy of the current model parameters.
-func (s *Server) Model() []float64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return slices.Clone(s.st.Model)
+func (s *Server) Model() (m []float64) {
+	s.View(func(st *checkpoint.State, _ rounds.Control) { m = slices.Clone(st.Model) })
+	return m
 }
 
 // ModelView is the JSON of GET /api/model.
 func (s *Server) ModelView() api.Model {
-	s.mu.RLock()
-	round := s.st.Round
-	model := slices.Clone(s.st.Model)
-	s.mu.RUnlock()
+	var v api.Model
+	s.View(func(st *checkpoint.State, _ rounds.Control) { v.Round, v.Params = st.Round, slices.Clone(st.Model) })
 	sh := s.cfg.Test.Shape()
-	return api.Model{Round: round, Features: sh.Features, Classes: sh.Classes, Params: model}
+	v.Features, v.Classes = sh.Features, sh.Classes
+	return v
 }

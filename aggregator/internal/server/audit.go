@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -15,21 +16,21 @@ type auditKey struct {
 // watchAudit records round r's configuration and has the monitor audit it
 // (a no-op when it already did, or when off; secure summation is audited
 // too: audit.LowerBoundSecAgg).
-func (s *Server) watchAudit(r int, rc *roundConfig) {
-	k := auditKey{rc.params, s.cfg.ExpectedN}
-	s.mu.Lock()
+func (s *Server) watchAudit(r int, rc *rounds.RoundConfig) {
+	k := auditKey{rc.Params, s.cfg.ExpectedN}
+	s.auditMu.Lock()
 	s.auditOf[r] = k
-	s.mu.Unlock()
-	s.audit.Watch(rc.proto.Spec, k.n)
+	s.auditMu.Unlock()
+	s.audit.Watch(rc.Proto.Spec, k.n)
 }
 
 // Audit returns the live audit's status for round r's configuration (nil
 // for a round announced before this process started: its configuration's
 // audit, if any, was another process's).
 func (s *Server) Audit(r int) *liveaudit.Status {
-	s.mu.RLock()
+	s.auditMu.Lock()
 	k, ok := s.auditOf[r]
-	s.mu.RUnlock()
+	s.auditMu.Unlock()
 	if !ok {
 		return nil
 	}
@@ -37,11 +38,11 @@ func (s *Server) Audit(r int) *liveaudit.Status {
 	return &st
 }
 
-// currentAuditLocked is the live audit's status for the configuration the
-// next round will be announced with (s.mu may be held: the monitor has its
-// own lock and the round configuration is an atomic pointer).
-func (s *Server) currentAuditLocked() *liveaudit.Status {
-	rc := s.rounds()
-	st := s.audit.Status(rc.params, s.cfg.ExpectedN)
+// currentAudit is the live audit's status for the configuration the next
+// round will be announced with (the state's lock may be held: the monitor
+// has its own lock and the round configuration is an atomic pointer).
+func (s *Server) currentAudit() *liveaudit.Status {
+	rc := s.Current()
+	st := s.audit.Status(rc.Params, s.cfg.ExpectedN)
 	return &st
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -98,6 +99,9 @@ type Config struct {
 	// ledgerFile, if set (tests only), wraps the ledger's file
 	// (ledger.Options.WrapFile) to inject write and fsync failures.
 	ledgerFile func(ledger.File) ledger.File
+	// secaggNoise, if set (tests only), is the aggregator's secure
+	// summation noise (rounds.Options.Noise; nil: noise.Secure()).
+	secaggNoise noise.Source
 }
 
 // minTokenLen is the shortest accepted bearer token.
@@ -174,5 +178,3 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	return cfg, nil
 }
-
-func finiteF(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -7,7 +7,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/shared/ledger"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -34,12 +33,12 @@ func (s *Server) Run(ctx context.Context) error {
 		if ctx.Err() != nil || !s.waitAnchor(ctx) {
 			return nil
 		}
-		open, err := s.nextRound()
+		open, err := s.NextRound(time.Now())
 		if err != nil {
 			return err
 		}
 		if open == nil {
-			if s.waitResume(ctx) {
+			if s.WaitResume(ctx) {
 				continue // the operator resumed
 			}
 			return nil // stopped; reason logged and in the status
@@ -56,131 +55,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// nextRound returns the open round, opening a new one if none is open, or
-// nil if the loop must stop.
-func (s *Server) nextRound() (*checkpoint.Open, error) {
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-	if s.st.Open != nil {
-		o := *s.st.Open
-		return &o, nil
-	}
-	// Between rounds: the operator's configuration or model reset.
-	if err := s.applyPending(); err != nil {
-		return nil, err
-	}
-	if s.stoppedReason() != "" || s.Paused() {
-		return nil, nil
-	}
-	if s.cfg.Rounds > 0 && s.roundsOK() >= s.cfg.Rounds {
-		s.stop(fmt.Sprintf("completed %d rounds", s.cfg.Rounds))
-		return nil, nil
-	}
-	r := s.st.Round + 1
-	rc := s.rounds()
-	rel := rc.proto.Release(r, s.cfg.ExpectedN, int(rc.params.NP))
-	if eps, err := s.ledger.CanCharge(rel); err != nil {
-		if errors.Is(err, ledger.ErrBudgetExhausted) {
-			s.stop(fmt.Sprintf("privacy budget: round %d would bring epsilon to %.4g, target %g", r, eps, s.cfg.TargetEpsilon))
-			return nil, nil
-		}
-		return nil, fmt.Errorf("server: budget check for round %d: %w", r, err)
-	}
-	now := time.Now()
-	timeout := stretchTimeout(rc.timeout, s.st.History)
-	if timeout != rc.timeout {
-		s.log.Info("round timeout stretched: the last rounds ran out of time with reports missing", "round", r,
-			"timeout", timeout, "configured", rc.timeout)
-	}
-	o := checkpoint.Open{Round: r, AnnouncedAt: now, Deadline: laterDeadline(now.Add(timeout), s.st.History)}
-	if err := s.commit(func(st *checkpoint.State) { st.Open = &o }); err != nil {
-		return nil, err
-	}
-	s.watchAudit(r, rc)
-	return &o, nil
-}
-
-// laterDeadline returns d (at the wire's millisecond precision), or a
-// millisecond after the last round's deadline in history if that is not
-// earlier: each round's signed deadline is strictly after the one before,
-// even when the operator shortens the round timeout, which volunteers rely
-// on to tell a replayed announcement from a new one (shared/client,
-// handleAnnouncement: an announcement is acted on only with a later
-// deadline than every one before).
-func laterDeadline(d time.Time, history []checkpoint.RoundRecord) time.Time {
-	d = d.Truncate(time.Millisecond)
-	if n := len(history); n > 0 {
-		if floor := history[n-1].Deadline.Truncate(time.Millisecond).Add(time.Millisecond); d.Before(floor) {
-			return floor
-		}
-	}
-	return d
-}
-
-// Round timeouts adapt to slow volunteers (docs/protocol.md, "Closing a
-// round"): the relay closes a round as soon as every volunteer who checked
-// in has reported, so a round that finished after its deadline with the
-// reports of checked-in volunteers missing ran out of time while they
-// were still at work. Each such round in a row stretches the next round's
-// timeout by stretchFactor, up to stretchMax times the configured one; a
-// round with no more than missingTolerance of them missing ends the run of
-// late rounds. Only the deadline changes: what the round releases and
-// what the ledger charges do not depend on it.
-const (
-	stretchFactor    = 1.5
-	stretchMax       = 4.0
-	missingTolerance = 0.05
-)
-
-// stretchTimeout returns the timeout of the next round after history,
-// from the configured one (see stretchFactor).
-func stretchTimeout(configured time.Duration, history []checkpoint.RoundRecord) time.Duration {
-	f := 1.0
-	for i := len(history) - 1; i >= 0; i-- {
-		r := history[i]
-		if r.Status != checkpoint.StatusOK && r.Status != checkpoint.StatusAborted {
-			continue // abandoned, refused, lost: says nothing about the volunteers' speed
-		}
-		reports := max(r.N, r.Reports)
-		if r.FinishedAt.Before(r.Deadline) || r.CheckedIn == 0 ||
-			float64(r.CheckedIn-reports) <= missingTolerance*float64(r.CheckedIn) {
-			break
-		}
-		f *= stretchFactor
-		if f >= stretchMax {
-			f = stretchMax
-			break
-		}
-	}
-	return time.Duration(float64(configured) * f).Round(time.Millisecond)
-}
-
-func (s *Server) stoppedReason() string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.stopped
-}
-
-// stop records why no further round is announced.
-func (s *Server) stop(why string) {
-	s.mu.Lock()
-	if s.stopped == "" {
-		s.stopped = why
-	}
-	s.mu.Unlock()
-	s.log.Info("no further rounds", "reason", why)
-	s.notify()
-	s.publishStatus()
-}
-
 // announcement builds the signed Announcement frame of an open round; a
 // secure-summation round carries the relay's helper key (relayKey), whose
 // fetch failing is errRelayKey.
 func (s *Server) announcement(ctx context.Context, o checkpoint.Open) ([]byte, error) {
-	s.mu.RLock()
-	model := slices.Clone(s.st.Model)
-	s.mu.RUnlock()
-	params := s.rounds().params
+	var model []float64
+	s.View(func(st *checkpoint.State, _ rounds.Control) { model = slices.Clone(st.Model) })
+	params := s.Current().Params
 	a := wire.Announcement{Round: uint64(o.Round), Deadline: o.Deadline, Params: params, HPKEPub: s.pub.HPKE, Model: model}
 	if params.Protocol == wire.ProtocolSecAgg {
 		k, err := s.relayKey(ctx)
@@ -220,7 +101,7 @@ func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 			frame, err = s.announcement(ctx, *o)
 			if err != nil && !errors.Is(err, errRelayKey) {
 				s.log.Error("cannot build announcement", "round", o.Round, "err", err)
-				s.abandon(o.Round, err.Error())
+				s.Abandon(o.Round, err.Error())
 				return false
 			}
 		}
@@ -228,24 +109,20 @@ func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 			te, td := s.ledger.Target()
 			err = s.post(ctx, "/v1/rounds", frame, wire.TargetEpsilonHeader, wire.FormatTarget(te),
 				wire.TargetDeltaHeader, wire.FormatTarget(td))
-			if isHelperKeyMismatch(err) {
+			if rounds.IsHelperKeyMismatch(err) {
 				s.forgetRelayKey()
 				frame = nil
-			} else if why, ok := relayRefusal(err); ok {
+			} else if why, ok := rounds.RelayRefusal(err); ok {
 				// The relay says no for good (its budget is spent, or it
 				// cannot run this configuration): announcing again would
 				// only be refused again, every RetryInterval, forever.
-				s.abandon(o.Round, why)
-				s.stop(why)
+				s.Abandon(o.Round, why)
+				s.Stop(why)
 				return false
 			}
 		}
 		if err == nil {
-			s.procMu.Lock()
-			if s.st.Open != nil && s.st.Open.Round == o.Round {
-				s.commit(func(st *checkpoint.State) { st.Open.Announced = true })
-			}
-			s.procMu.Unlock()
+			s.MarkAnnounced(o.Round)
 			if s.relayDown.CompareAndSwap(int64(o.Round), 0) {
 				s.publishStatus()
 			}
@@ -258,10 +135,10 @@ func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 		s.log.Warn("announcement not delivered", "round", o.Round, "attempt", attempt, "err", err)
 		wait := s.cfg.RetryInterval
 		if time.Now().Add(wait).After(o.Deadline) {
-			if relayNotReady(err) && retimes < maxRetimes && s.retime(o) {
+			if rounds.RelayNotReady(err) && retimes < maxRetimes && s.Retime(o, time.Now()) {
 				retimes++
 				frame = nil // the deadline is in the signed bytes
-				if errors.As(err, new(*relayError)) {
+				if errors.As(err, new(*rounds.RelayError)) {
 					s.log.Info("the relay is not ready; the round gets a new deadline", "round", o.Round, "deadline", o.Deadline)
 				} else if s.relayDown.Swap(int64(o.Round)) != int64(o.Round) {
 					s.log.Warn("the round waits for the relay, which does not answer", "round", o.Round)
@@ -269,93 +146,25 @@ func (s *Server) announce(ctx context.Context, o *checkpoint.Open) bool {
 				}
 				continue
 			}
-			s.abandon(o.Round, "announcement not delivered before the deadline: "+err.Error())
+			s.Abandon(o.Round, "announcement not delivered before the deadline: "+err.Error())
 			return false
 		}
 		select {
 		case <-ctx.Done():
 			return false
 		case <-time.After(wait):
-		case <-s.wake:
+		case <-s.Wake():
 			// A batch or abort may have closed the round meanwhile.
-			if !s.isOpen(o.Round) {
+			if !s.IsOpen(o.Round) {
 				return false
 			}
 		}
 	}
 }
 
-// relayNotReady reports whether an announcement failed because the relay
-// does not answer (a transport error) or answers 503: down, restarting,
-// warming up or not yet checked, but not refusing the round.
-func relayNotReady(err error) bool {
-	var re *relayError
-	if errors.As(err, &re) {
-		return re.code == http.StatusServiceUnavailable
-	}
-	return err != nil // not reached (a transport error, or the helper key's fetch failing)
-}
-
-// retime gives the open round o, not yet announced, its full time again
-// from now (a new deadline, persisted); false if it is no longer open.
-func (s *Server) retime(o *checkpoint.Open) bool {
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-	if s.st.Open == nil || s.st.Open.Round != o.Round || s.st.Open.Announced {
-		return false
-	}
-	now := time.Now()
-	o.Deadline = now.Add(o.Deadline.Sub(o.AnnouncedAt)).Truncate(time.Millisecond)
-	o.AnnouncedAt = now
-	return s.commit(func(st *checkpoint.State) { st.Open.Deadline, st.Open.AnnouncedAt = o.Deadline, o.AnnouncedAt }) == nil
-}
-
-func (s *Server) isOpen(round int) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.st.Open != nil && s.st.Open.Round == round
-}
-
 // errRelayKey marks an announcement that could not be built because the
 // relay's helper key could not be fetched (retried like a delivery).
 var errRelayKey = errors.New("server: relay helper key unavailable")
-
-// relayError is the relay's non-2xx answer to a POST.
-type relayError struct {
-	status  string
-	code    int
-	outcome string // the relay's OutcomeHeader, if any
-	body    string
-}
-
-func (e *relayError) Error() string { return fmt.Sprintf("relay answered %s: %s", e.status, e.body) }
-
-// relayRefusal reports whether err is the relay's definitive refusal of an
-// announcement (409 with outcome refused or invalid: its noise ledger's
-// budget is spent, the announced target is not its own, or it cannot run
-// the parameters), and the words that say so, for the round's record,
-// /api/status and the dashboard. A helper-key mismatch is not one (the
-// aggregator fetches the key again), nor a 409 without an outcome (a round
-// still open or a stale number, which the relay's next close resolves).
-func relayRefusal(err error) (string, bool) {
-	var re *relayError
-	if !errors.As(err, &re) || re.code != http.StatusConflict || strings.Contains(re.body, helperKeyMismatch) {
-		return "", false
-	}
-	var ans struct {
-		Detail string `json:"detail"`
-	}
-	if json.Unmarshal([]byte(re.body), &ans) != nil || ans.Detail == "" {
-		ans.Detail = re.body
-	}
-	switch re.outcome {
-	case "refused":
-		return "the relay refused the round: its own privacy budget is spent (" + ans.Detail + ")", true
-	case "invalid":
-		return "the relay refused the round: " + ans.Detail, true
-	}
-	return "", false
-}
 
 // post sends body to the relay with the bearer token and headers (name,
 // value pairs).
@@ -376,8 +185,8 @@ func (s *Server) post(ctx context.Context, path string, body []byte, headers ...
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return &relayError{status: resp.Status, code: resp.StatusCode, outcome: resp.Header.Get(api.OutcomeHeader),
-			body: strings.TrimSpace(string(msg))}
+		return &rounds.RelayError{Status: resp.Status, Code: resp.StatusCode, Outcome: resp.Header.Get(api.OutcomeHeader),
+			Body: strings.TrimSpace(string(msg))}
 	}
 	return nil
 }
@@ -401,45 +210,34 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline, closeCap ti
 	probe := min(5*time.Second, s.cfg.BatchGrace)
 	relayWasDown := false
 	defer s.relayDown.CompareAndSwap(int64(round), 0)
-	for s.isOpen(round) {
+	for s.IsOpen(round) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.wake:
+		case <-s.Wake():
 		case <-timer.C:
-			until := s.secaggPendingUntil(round)
-			if time.Now().Before(until) {
+			e, until := s.Expire(round, time.Now(), closeCap, relayWasDown, func() bool { return s.relayUp(ctx) })
+			switch e {
+			case rounds.ExpiryWait:
 				timer.Reset(time.Until(until))
-				continue
-			}
-			// Not yet closed by the relay (nothing charged): it may keep
-			// the round open past its deadline while reports arrive, up
-			// to its cap; the grace counts from there.
-			if capped := closeCap.Add(s.cfg.BatchGrace); until.IsZero() && time.Now().Before(capped) && s.relayUp(ctx) {
-				timer.Reset(time.Until(capped))
-				continue
-			}
-			if !s.relayUp(ctx) {
+			case rounds.ExpiryProbe:
 				if !relayWasDown {
-					s.log.Warn("the round waits for the relay, which does not answer", "round", round, "charged", !until.IsZero())
+					s.log.Warn("the round waits for the relay, which does not answer", "round", round, "charged", !s.PendingUntil(round).IsZero())
 					s.relayDown.Store(int64(round))
 					s.publishStatus()
 				}
 				relayWasDown = true
 				timer.Reset(probe)
-				continue
-			}
-			if relayWasDown {
+			case rounds.ExpiryRegrace:
 				relayWasDown = false
 				s.relayDown.Store(0)
 				s.publishStatus()
 				s.log.Info("the relay is back; the round waits for it once more", "round", round, "grace", s.cfg.BatchGrace)
-				s.extendSecAggPending(round, time.Now().Add(s.cfg.BatchGrace))
-				timer.Reset(s.cfg.BatchGrace)
-				continue
+				timer.Reset(time.Until(until))
+			case rounds.ExpiryAbandon:
+				s.Abandon(round, fmt.Sprintf("no batch or abort within %v after the deadline", s.cfg.BatchGrace))
+				return
 			}
-			s.abandon(round, fmt.Sprintf("no batch or abort within %v after the deadline", s.cfg.BatchGrace))
-			return
 		}
 	}
 }
@@ -460,23 +258,4 @@ func (s *Server) relayUp(ctx context.Context) bool {
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 512))
 	return resp.StatusCode/100 == 2
-}
-
-// abandon closes an open round without charging anything.
-func (s *Server) abandon(round int, why string) {
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-	if s.st.Open == nil || s.st.Open.Round != round {
-		return
-	}
-	if s.loseSecAggIfPending(round, fmt.Sprintf("charged, not applied: no aggregate share within %v after the batch", s.cfg.BatchGrace)) {
-		return
-	}
-	o := *s.st.Open
-	s.log.Warn("round abandoned", "round", round, "reason", why)
-	s.commit(func(st *checkpoint.State) {
-		st.History = append(st.History, checkpoint.RoundRecord{Round: round, Status: checkpoint.StatusAbandoned, Detail: why,
-			AnnouncedAt: o.AnnouncedAt, Deadline: o.Deadline, FinishedAt: time.Now()})
-		st.Round, st.Open = round, nil
-	})
 }

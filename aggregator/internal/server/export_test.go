@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"net/http"
 	"slices"
 	"strings"
@@ -49,7 +50,7 @@ func TestExport(t *testing.T) {
 // TestEncodedInputs: one name per encoded column, in the task's layout.
 func TestEncodedInputs(t *testing.T) {
 	tk := testTask(t)
-	if got := EncodedInputs(tk); len(got) != tk.Inputs() {
+	if got := classtask.EncodedInputs(tk); len(got) != tk.Inputs() {
 		t.Errorf("%d names for %d inputs", len(got), tk.Inputs())
 	}
 }

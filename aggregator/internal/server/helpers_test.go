@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"log/slog"
 	"math"
@@ -356,9 +358,10 @@ func constValue(v float64) func(int, int) float64 { return func(int, int) float6
 func (h *harness) waitAnnounced(round int) {
 	h.t.Helper()
 	for range 1000 {
-		h.srv.mu.RLock()
-		ok := h.srv.st.Open != nil && h.srv.st.Open.Round == round && h.srv.st.Open.Announced
-		h.srv.mu.RUnlock()
+		var ok bool
+		h.srv.View(func(st *checkpoint.State, _ rounds.Control) {
+			ok = st.Open != nil && st.Open.Round == round && st.Open.Announced
+		})
 		if ok {
 			return
 		}

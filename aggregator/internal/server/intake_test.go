@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"net/http"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestIntakeAfterAbandon(t *testing.T) {
 	if a := relay.next(t); a.Round != 1 {
 		t.Fatalf("round %d", a.Round)
 	}
-	h.srv.abandon(1, "test: no batch or abort in time")
+	h.srv.Abandon(1, "test: no batch or abort in time")
 	if a := relay.next(t); a.Round != 2 {
 		t.Fatalf("after the abandon: round %d, want 2", a.Round)
 	}
@@ -82,7 +83,7 @@ func TestIntakeAfterAbandon(t *testing.T) {
 	if code, _ := post(t, h.http.URL+"/v1/batch", testToken, []byte("not a frame")); code != http.StatusBadRequest {
 		t.Fatalf("garbage batch: HTTP %d", code)
 	}
-	if len(h.srv.ledger.Releases()) != 0 || h.srv.opened.Load() != 0 {
+	if len(h.srv.ledger.Releases()) != 0 || h.srv.Opened() != 0 {
 		t.Fatal("an obsolete frame was charged or opened")
 	}
 	// The open round is untouched: its abort is accepted, then a duplicate.
@@ -123,7 +124,7 @@ func TestStretchTimeout(t *testing.T) {
 		{[]checkpoint.RoundRecord{done, late}, 45 * time.Second},
 		{[]checkpoint.RoundRecord{late, early}, c},
 	} {
-		if got := stretchTimeout(c, tc.h); got != tc.want {
+		if got := rounds.StretchTimeout(c, tc.h); got != tc.want {
 			t.Errorf("history %+v: timeout %v, want %v", tc.h, got, tc.want)
 		}
 	}

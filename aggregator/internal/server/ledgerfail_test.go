@@ -58,7 +58,7 @@ func TestBatchNotOpenedWhenChargeNotDurable(t *testing.T) {
 			if _, _, err := h.srv.BatchIntake(frame); !errors.Is(err, ledger.ErrBroken) || !errors.Is(err, ledgertest.ErrInjected) {
 				t.Fatalf("batch with a failing %s: %v, want ErrBroken wrapping the failure", op, err)
 			}
-			if n := h.srv.opened.Load(); n != 0 || !slices.Equal(h.srv.Model(), model) {
+			if n := h.srv.Opened(); n != 0 || !slices.Equal(h.srv.Model(), model) {
 				t.Fatalf("%d messages opened, model changed %v", n, !slices.Equal(h.srv.Model(), model))
 			}
 			checkNothingCharged(t, h, op)
@@ -85,7 +85,7 @@ func TestSecAggNotAnsweredWhenChargeNotDurable(t *testing.T) {
 			if !errors.Is(err, ledger.ErrBroken) || !errors.Is(err, ledgertest.ErrInjected) || len(ans.Frame) != 0 {
 				t.Fatalf("secagg close with a failing %s: %v, answer %d bytes", op, err, len(ans.Frame))
 			}
-			if until := h.srv.secaggPendingUntil(1); !until.IsZero() {
+			if until := h.srv.PendingUntil(1); !until.IsZero() {
 				t.Fatal("a round waits for an aggregate share its charge never paid for")
 			}
 			if !slices.Equal(h.srv.Model(), make([]float64, 8)) {

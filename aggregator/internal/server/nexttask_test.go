@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"html"
 	"io"
 	"mime/multipart"
@@ -133,7 +134,7 @@ func TestOperatorChooseTask(t *testing.T) {
 	if code, body := h.opPost("task", url.Values{"example": {"breast-cancer"}}, nil); code != http.StatusSeeOther {
 		t.Fatalf("example: HTTP %d: %.300s", code, html.UnescapeString(body))
 	}
-	tk, err := loadClassTask(filepath.Join(dir, NextTaskDir))
+	tk, err := classtask.Load(filepath.Join(dir, NextTaskDir))
 	if err != nil || tk.Name != "breast-cancer" || tk.D() != (30+1)*2 || tk.Holdout == "" || tk.Simulation == "" {
 		t.Fatalf("stored example: %v, %+v", err, tk)
 	}
@@ -193,14 +194,14 @@ func TestMajorityRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, c := majorityRate(ds, []string{"a", "b"}); r != 0.6 || c != "a" {
+	if r, c := classtask.MajorityRate(ds, []string{"a", "b"}); r != 0.6 || c != "a" {
 		t.Errorf("majority %v %q, want 0.6 \"a\"", r, c)
 	}
 	none, err := logreg.ShapeOnly(logreg.Shape{Features: 1, Classes: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, c := majorityRate(none, []string{"a", "b"}); r != 0 || c != "" {
+	if r, c := classtask.MajorityRate(none, []string{"a", "b"}); r != 0 || c != "" {
 		t.Errorf("no holdout: %v %q", r, c)
 	}
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -15,6 +14,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web/console"
@@ -22,69 +22,10 @@ import (
 
 // ErrStopped is returned by Resume once the round loop has stopped for
 // good (privacy budget exhausted, or Config.Rounds completed).
-var ErrStopped = errors.New("server: the round loop has stopped")
+var ErrStopped = rounds.ErrStopped
 
 // maxOperatorForm bounds an operator POST body.
 const maxOperatorForm = 16 << 10
-
-// Pause stops announcing new rounds; the open round (if any) still
-// finishes. Resume undoes it.
-func (s *Server) Pause() {
-	s.mu.Lock()
-	s.paused = true
-	s.mu.Unlock()
-	s.log.Info("operator: paused (no new round will be announced)")
-	s.publishStatus()
-}
-
-// Resume lets the round loop announce rounds again. It returns ErrStopped
-// (wrapped with the reason) if the loop has stopped for good.
-func (s *Server) Resume() error {
-	s.mu.Lock()
-	stopped := s.stopped
-	if stopped == "" {
-		s.paused = false
-	}
-	s.mu.Unlock()
-	if stopped != "" {
-		return fmt.Errorf("%w: %s", ErrStopped, stopped)
-	}
-	s.log.Info("operator: resumed")
-	s.notify()
-	s.publishStatus()
-	return nil
-}
-
-// Paused reports whether the operator paused the round loop.
-func (s *Server) Paused() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.paused
-}
-
-// ResetModel sets the model back to zero before the next round (at once if
-// no round is open; otherwise when the open round finishes, whose update
-// still applies to the old model first).
-//
-// Privacy: the ledger is NOT reset. The volunteers of the new model are
-// the same people whose reports were already charged; a fresh budget would
-// let an observer of both models learn about them at the sum of both
-// epsilons while the page claimed one. Every release stays charged against
-// the same target.
-func (s *Server) ResetModel() error {
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-	s.mu.Lock()
-	s.pendingReset = true
-	open := s.st.Open != nil
-	s.mu.Unlock()
-	s.log.Info("operator: model reset requested (the privacy ledger is kept)", "waits_for_open_round", open)
-	if !open {
-		return s.applyPending()
-	}
-	s.publishStatus()
-	return nil
-}
 
 // Reconfigure validates a new configuration and schedules it for the next
 // announced round (at once if no round is open): the open round's batch is
@@ -97,115 +38,40 @@ func (s *Server) ResetModel() error {
 // accounting are unchanged: the next rounds are charged against what was
 // already spent.
 func (s *Server) Reconfigure(c operator.ConfigChange) error {
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
-	cur, rc := s.cfg, s.rounds()
-	te, td := s.ledger.Target()
-	n := cur.ExpectedN
-	np, lr, timeout, err := operator.Plan(c, operator.Current{Params: rc.params, ServerLR: rc.serverLR, Timeout: rc.timeout,
-		ExpectedN: n, Rounds: cur.Rounds, TargetEpsilon: te, TargetDelta: td,
-		OfferedSigma: func() (float64, error) { return s.operatorSigma(rc) }})
-	if err != nil {
-		return err
-	}
-	cand := cur // a copy: validated as a whole, never stored
-	cand.Params, cand.ServerLR, cand.RoundTimeout = np, lr, timeout
-	if _, err := cand.withDefaults(); err != nil {
-		return err
-	}
-	next, err := newRoundConfig(np, lr, timeout)
-	if err != nil {
-		return err
-	}
-	ps := next.proto
-	if err := ps.Release(1, n, int(np.NP)).Validate(); err != nil {
-		return fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", n, np.NP, err)
-	}
-	// A configuration whose next round would not fit the privacy budget
-	// would stop training for good at that round: refuse it now, while
-	// the current configuration can still go on.
-	s.mu.RLock()
-	nextRound := s.st.Round + 1
-	if s.st.Open != nil {
-		nextRound = s.st.Open.Round + 1
-	}
-	s.mu.RUnlock()
-	if eps, err := s.ledger.CanCharge(ps.Release(nextRound, n, int(np.NP))); err != nil {
-		if errors.Is(err, ledger.ErrBudgetExhausted) {
-			te, _ := s.ledger.Target()
-			return fmt.Errorf("server: with this configuration round %d would bring ε to %.4g, above the target %g, and training would stop: choose a smaller ε_l", nextRound, eps, te)
+	return s.Machine.Reconfigure(func(rc *rounds.RoundConfig, nextRound int) (*rounds.RoundConfig, error) {
+		cur := s.cfg
+		te, td := s.ledger.Target()
+		n := cur.ExpectedN
+		np, lr, timeout, err := operator.Plan(c, operator.Current{Params: rc.Params, ServerLR: rc.ServerLR, Timeout: rc.Timeout,
+			ExpectedN: n, Rounds: cur.Rounds, TargetEpsilon: te, TargetDelta: td,
+			OfferedSigma: func() (float64, error) { return s.operatorSigma(rc) }})
+		if err != nil {
+			return nil, err
 		}
-		return fmt.Errorf("server: budget check: %w", err)
-	}
-	s.mu.Lock()
-	s.pendingCfg = next
-	open := s.st.Open != nil
-	s.mu.Unlock()
-	s.log.Info("operator: new configuration", "protocol", np.Protocol, "k", np.K, "l", np.L, "n_p", np.NP, "eps_l", np.EpsL,
-		"clip", np.Clip, "check_in_p", np.CheckInP, "min_batch", np.MinBatch, "round_timeout", timeout, "server_lr", lr,
-		"waits_for_open_round", open)
-	if !open {
-		return s.applyPending()
-	}
-	s.publishStatus()
-	return nil
-}
-
-// applyPending applies a pending configuration and model reset. The
-// caller holds procMu and no round is open, so no announcement or batch
-// uses the parameters being replaced.
-func (s *Server) applyPending() error {
-	s.mu.RLock()
-	pc, reset := s.pendingCfg, s.pendingReset
-	s.mu.RUnlock()
-	if pc == nil && !reset {
-		return nil
-	}
-	if pc != nil && pc.params.Protocol != s.rounds().params.Protocol {
-		live := s.live
-		live.mu.Lock()
-		live.markers = append(live.markers, console.Marker{Round: s.st.Round + 1, Label: pc.params.Protocol.String()})
-		live.mu.Unlock()
-	}
-	err := s.commit(func(st *checkpoint.State) {
-		if pc != nil {
-			s.round.Store(pc)
-			st.Params = checkpoint.ParamsOf(pc.params)
+		cand := cur // a copy: validated as a whole, never stored
+		cand.Params, cand.ServerLR, cand.RoundTimeout = np, lr, timeout
+		if _, err := cand.withDefaults(); err != nil {
+			return nil, err
 		}
-		if reset {
-			st.Model = make([]float64, len(st.Model))
-			st.ModelResets = append(st.ModelResets, st.Round)
+		next, err := rounds.NewRoundConfig(np, lr, timeout)
+		if err != nil {
+			return nil, err
 		}
-		s.pendingCfg, s.pendingReset = nil, false
+		ps := next.Proto
+		if err := ps.Release(1, n, int(np.NP)).Validate(); err != nil {
+			return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", n, np.NP, err)
+		}
+		// A configuration whose next round would not fit the privacy
+		// budget would stop training for good at that round: refuse it
+		// now, while the current configuration can still go on.
+		if eps, err := s.ledger.CanCharge(ps.Release(nextRound, n, int(np.NP))); err != nil {
+			if errors.Is(err, ledger.ErrBudgetExhausted) {
+				return nil, fmt.Errorf("server: with this configuration round %d would bring ε to %.4g, above the target %g, and training would stop: choose a smaller ε_l", nextRound, eps, te)
+			}
+			return nil, fmt.Errorf("server: budget check: %w", err)
+		}
+		return next, nil
 	})
-	if pc != nil {
-		s.log.Info("operator: configuration applied", "next_round", s.st.Round+1)
-	}
-	if reset {
-		s.log.Info("operator: model reset to zero; the privacy ledger is kept", "next_round", s.st.Round+1)
-	}
-	return err
-}
-
-// waitResume blocks while the operator has paused the loop. It reports
-// false if the loop must stop instead (stopped for good, or ctx done).
-func (s *Server) waitResume(ctx context.Context) bool {
-	for {
-		s.mu.RLock()
-		stopped, paused := s.stopped, s.paused
-		s.mu.RUnlock()
-		if stopped != "" || ctx.Err() != nil {
-			return false
-		}
-		if !paused {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-s.wake:
-		}
-	}
 }
 
 // OperatorToken is the operator password (given, or made up at start).
@@ -386,27 +252,28 @@ func (s *Server) markers() []console.Marker {
 // controls, otherwise the password form.
 func (s *Server) OperatorData(loggedIn bool) console.OperatorData {
 	cfg := s.cfg
-	s.mu.RLock()
-	d := console.OperatorData{State: dashboard.State(s.stopped, s.paused), Stopped: s.stopped, Round: s.st.Round,
-		ModelResets: len(s.st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
-		LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
+	var d console.OperatorData
+	s.View(func(st *checkpoint.State, c rounds.Control) {
+		d = console.OperatorData{State: dashboard.State(c.Stopped, c.Paused), Stopped: c.Stopped, Round: st.Round,
+			ModelResets: len(st.ModelResets), Fingerprint: s.fp, JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr,
+			LoggedIn: loggedIn, NewClass: cfg.Web.NewClass}
+		if st.Open != nil {
+			d.Deadline, d.OpenRound = st.Open.Deadline, st.Open.Round
+		}
+		if pc := c.PendingCfg; pc != nil {
+			d.Pending = append(d.Pending, dashboard.Pending(pc.Params, pc.Timeout))
+		}
+		if c.PendingReset {
+			d.Pending = append(d.Pending, "model reset to zero")
+		}
+	})
 	if cfg.Task != nil {
 		d.TaskName, d.TaskTitle = cfg.Task.Name, cfg.Task.Title
 	}
-	if s.st.Open != nil {
-		d.Deadline, d.OpenRound = s.st.Open.Deadline, s.st.Open.Round
-	}
-	if pc := s.pendingCfg; pc != nil {
-		d.Pending = append(d.Pending, dashboard.Pending(pc.params, pc.timeout))
-	}
-	if s.pendingReset {
-		d.Pending = append(d.Pending, "model reset to zero")
-	}
-	s.mu.RUnlock()
 	if loggedIn && cfg.Web.NewClass {
 		s.operatorTasks(&d)
 	}
-	rc := s.rounds()
+	rc := s.Current()
 	d.Form = dashboard.Form(s.settings(), func() (float64, error) { return s.operatorSigma(rc) })
 	return d
 }

@@ -107,7 +107,7 @@ func TestBatchWithDuplicatedSealedMessageRefused(t *testing.T) {
 	if r := h.sendBatch(bad); r.Status != wire.BatchStatusInvalid {
 		t.Fatalf("duplicated sealed message: %+v", r)
 	}
-	if len(h.srv.ledger.Releases()) != 0 || h.srv.opened.Load() != 0 {
+	if len(h.srv.ledger.Releases()) != 0 || h.srv.Opened() != 0 {
 		t.Fatal("a batch with a duplicated sealed message was charged or opened")
 	}
 	if r := h.sendBatch(frame); r.Status != wire.BatchStatusOK {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"io/fs"
 	"math"
@@ -108,7 +109,7 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 			f.mu.Unlock()
 			w.Header().Set(api.OutcomeHeader, string(api.IntakeInvalid))
 			w.WriteHeader(http.StatusConflict)
-			json.NewEncoder(w).Encode(api.IntakeAnswer{Round: a.Round, Outcome: api.IntakeInvalid, Detail: helperKeyMismatch})
+			json.NewEncoder(w).Encode(api.IntakeAnswer{Round: a.Round, Outcome: api.IntakeInvalid, Detail: rounds.HelperKeyMismatch})
 			return
 		}
 		f.mu.Lock()
@@ -123,6 +124,9 @@ func newSecAggRelay(t *testing.T) *secaggRelay {
 func newSecAggHarness(t *testing.T, dir string, relay *secaggRelay, mod func(*Config)) *harness {
 	t.Helper()
 	h := newHarness(t, dir, relay.fakeRelay, func(c *Config) {
+		// The aggregator's own noise from a fixed seed (noise.Secure() in
+		// production).
+		c.secaggNoise = noise.NewSeeded(99)
 		c.Params = secaggTestParams()
 		c.ServerLR = 1
 		c.ExpectedN = 4
@@ -130,11 +134,6 @@ func newSecAggHarness(t *testing.T, dir string, relay *secaggRelay, mod func(*Co
 			mod(c)
 		}
 	})
-	// The aggregator's own noise from a fixed seed (noise.Secure() in
-	// production), set under procMu, which the aggregate handler holds.
-	h.srv.procMu.Lock()
-	h.srv.sa.noise = noise.NewSeeded(99)
-	h.srv.procMu.Unlock()
 	return h
 }
 
@@ -620,10 +619,10 @@ func TestSecAggMissingAggregateLost(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
 	_, _, rs := chargeHonestRound(t, h, relay, 4)
-	if until := h.srv.secaggPendingUntil(1); until.IsZero() {
+	if until := h.srv.PendingUntil(1); until.IsZero() {
 		t.Fatal("no pending aggregate after the close")
 	}
-	h.srv.abandon(1, "test: grace expired")
+	h.srv.Abandon(1, "test: grace expired")
 	if a2 := relay.next(t); a2.Round != 2 || !slices.Equal(a2.Model, make([]float64, 8)) {
 		t.Fatalf("next announcement: round %d", a2.Round)
 	}
@@ -754,7 +753,7 @@ func TestSecAggRestartWithoutAggregateLost(t *testing.T) {
 	_, _, rs := chargeHonestRound(t, h, relay, 4)
 	h.stop()
 	h2 := newSecAggHarness(t, dir, relay, nil)
-	h2.srv.abandon(1, "test: grace expired")
+	h2.srv.Abandon(1, "test: grace expired")
 	if a2 := relay.next(t); a2.Round != 2 {
 		t.Fatalf("announced round %d, want 2", a2.Round)
 	}
@@ -909,7 +908,7 @@ func TestSecAggAbortAfterChargeAndBadAggregate(t *testing.T) {
 	if in, _ := h.postSecAgg("/v1/secagg/aggregate", recount); in != api.IntakeInvalid {
 		t.Fatalf("aggregate over 3 reports: %s", in)
 	}
-	if h.srv.secaggPendingUntil(1).IsZero() {
+	if h.srv.PendingUntil(1).IsZero() {
 		t.Fatal("an invalid aggregate ended the pending round")
 	}
 	// The relay's word that it releases no share (its noise ledger refused).

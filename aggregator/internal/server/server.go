@@ -5,61 +5,24 @@
 // debiases them with the FLAME analyzer, updates and evaluates the model,
 // checkpoints atomically, and serves a JSON API and the teacher's pages.
 //
-// The Server holds the state and its two locks and does the transitions:
-// the round driver (driver.go), batch and abort intake (intake.go),
-// secure summation's leader (secagg.go), the operator's controls
-// (operator.go), and it is the Backend of the HTTP API (api.go) and the
-// pages' handlers (web.go, events.go). What needs no server state lives
-// in its own package: the HTTP API (api), the batch analysis (analysis),
-// the checkpoint file (checkpoint), the accountant's wiring (accounting),
-// parameter building (params), the operator's form and password
-// (operator), the pages' view model (dashboard) and the event fan-out
+// The round state and its transitions are package rounds' (rounds.Machine,
+// embedded in Server: the round life cycle, the intake of the relay's
+// frames, secure summation's leader, the crash safety). The Server adds
+// the relay link and the timers of the round loop (driver.go), the
+// relay's helper key (secagg.go), the ledgers' anchor (anchor.go), the
+// operator's controls (operator.go, nexttask.go), and it is the Backend
+// of the HTTP API (api.go) and the pages' handlers (web.go, events.go).
+// What needs no server state lives in its own package: the HTTP API
+// (api), the batch analysis (analysis), the checkpoint (checkpoint), the
+// accountant's wiring (accounting), parameter building (params), the
+// operator's form and password (operator), a class's task on disk
+// (classtask), the pages' view model (dashboard) and the event fan-out
 // (events). docs/architecture.md follows one report through them.
 //
 // Config is never modified after New. The round configuration the
 // operator may change (parameters, spec and analyzer, server learning
-// rate, round timeout) is a roundConfig, immutable, held in an
-// atomic.Pointer and replaced whole between rounds (applyPending, under
-// procMu with no round open).
-//
-// # Round life cycle
-//
-// For round r the server checks that the would-be release (Config.ExpectedN
-// reports at the announced n_p) fits the privacy budget (ledger.CanCharge),
-// records the round as open in the checkpoint, and POSTs the signed
-// Announcement (model theta^{r-1}) to the relay. The round ends with one of:
-//
-//   - a batch (POST /v1/batch): parsed and checked against the round's
-//     parameters (wire.ParseBatch), its release charged to the ledger
-//     (fsynced) and only then opened, estimated (n = Batch.Reports) and
-//     applied; status ok. A refused charge answers "refused", decrypts
-//     nothing and stops the announcements.
-//   - an abort (POST /v1/abort): nothing charged; the next round follows.
-//   - nothing by deadline + BatchGrace (counted while the relay answers
-//     /healthz: waitRound): abandoned, nothing charged.
-//
-// A secure-summation round (docs/secagg.md; secagg.go, secagg_stream.go)
-// ends instead with the relay's chunks (POST /v1/secagg/chunk: prepared as
-// they arrive, each answered with its verdicts 'M'), its close (POST
-// /v1/secagg/close: charged before the count is answered, refused or
-// invalid without it) and its noised aggregate share (POST
-// /v1/secagg/aggregate: unsharded and applied); a round charged but not applied (no aggregate within
-// BatchGrace while the relay answers /healthz, or a relay abort) is lost;
-// a restart of either server resumes it (waitRound, restorePending).
-//
-// Every batch and abort gets a definitive outcome (api.Intake): accepted,
-// duplicate (an identical re-send, same SHA-256: the stored reply again),
-// obsolete (the round is closed here another way, or not open: a second,
-// different batch, an abort after the round was abandoned) or invalid.
-//
-// # Crash safety
-//
-// The ledger is the source of truth for charged rounds. On start, a round
-// the ledger charged but the checkpoint does not hold (a crash between
-// charge and checkpoint) is recorded as lost: its budget stays spent, the
-// model does not include it, and the next round is numbered after it, so
-// the ledger never under-counts. An announced round still open in the
-// checkpoint is waited for again until its deadline + BatchGrace.
+// rate, round timeout) is a rounds.RoundConfig, immutable, replaced whole
+// between rounds.
 package server
 
 import (
@@ -67,7 +30,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -76,6 +38,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/events"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/ledger"
@@ -85,12 +48,19 @@ import (
 const (
 	KeyFile        = "key.bin"
 	LedgerFile     = "ledger.jsonl"
-	CheckpointFile = "state.json"
+	CheckpointFile = rounds.CheckpointFile
+	// PendingFile and CollectFile hold secure summation's charged round
+	// and open round's chunks (rounds.FileStore).
+	PendingFile = rounds.PendingFile
+	CollectFile = rounds.CollectFile
 )
 
 // Server is the aggregator. Create it with New, run the round loop with
-// Run, serve Handler over HTTP, and Close it after Run returned.
+// Run, serve Handler over HTTP, and Close it after Run returned. The
+// round state and its transitions are the embedded rounds.Machine; the
+// Server adds the relay link, the pages and the operator's controls.
 type Server struct {
+	*rounds.Machine
 	cfg    Config
 	log    *slog.Logger
 	key    *sealkey.PrivateKey
@@ -98,44 +68,23 @@ type Server struct {
 	fp     string
 	ledger *ledger.Ledger
 	acct   *accounting.Accounting
-	// round is the configuration of the open or next round, replaced
-	// whole between rounds (roundconfig.go); cfg is never modified.
-	round     atomic.Pointer[roundConfig]
-	statePath string
 
-	// procMu serializes every state transition (batch, abort, announce,
-	// abandon); mu guards st and stopped for the API's readers.
-	procMu sync.Mutex
 	// taskMu serializes the operator's choice of the next class's task
 	// (nexttask.go).
-	taskMu  sync.Mutex
-	mu      sync.RWMutex
-	st      checkpoint.State
-	stopped string // why the round loop stopped announcing ("" while running)
-	// rejected counts the batches rejected as invalid, by reason
-	// (analysis.Reason*, reason*; GET /api/status).
-	rejected map[string]int
-	// Operator controls (operator.go), guarded by mu; pendingCfg and
-	// pendingReset are also only set and applied under procMu.
-	paused       bool
-	pendingCfg   *roundConfig
-	pendingReset bool
+	taskMu sync.Mutex
 
 	events *events.Broker // the /events streams
 
 	// audit audits announced configurations in the background;
 	// auditOf maps each round announced since start to its
-	// configuration (guarded by mu).
+	// configuration (guarded by auditMu).
 	audit   *liveaudit.Monitor
+	auditMu sync.Mutex
 	auditOf map[int]auditKey
 	auth    operator.Auth // the operator password
 	live    *liveState    // chart markers and a new class request (web.go)
 
-	wake chan struct{} // a round finished
-
-	opened atomic.Int64 // messages opened since start (tests and metrics)
-
-	sa secaggState // secure summation (secagg.go)
+	relay relayKeyState // the relay's helper key and the offered σ (secagg.go)
 	// relayDown is the open round waiting for a relay that does not
 	// answer (0: none); set by waitRound, read by Status.
 	relayDown atomic.Int64
@@ -151,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := newRoundConfig(c.Params, c.ServerLR, c.RoundTimeout)
+	rc, err := rounds.NewRoundConfig(c.Params, c.ServerLR, c.RoundTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -168,25 +117,22 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: c, log: c.Logger, key: key, pub: key.Public(), fp: fp, live: &liveState{},
-		auth:      operator.NewAuth(c.Web.OperatorToken),
-		acct:      accounting.New(c.Accountant),
-		statePath: filepath.Join(c.StateDir, CheckpointFile),
-		wake:      make(chan struct{}, 1),
-		events:    events.New(c.Web.MaxSubscribers),
-		paused:    c.Web.StartPaused,
+		auth:   operator.NewAuth(c.Web.OperatorToken),
+		acct:   accounting.New(c.Accountant),
+		events: events.New(c.Web.MaxSubscribers),
 	}
 	if created {
 		s.log.Info("generated a new aggregator key", "fingerprint", s.fp)
 	}
-	s.round.Store(rc)
 	if s.audit, err = liveaudit.New(c.Logger, c.AuditTrials); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.auditOf = map[int]auditKey{}
-	if err := rc.proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
+	if err := rc.Proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
 		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
 	}
-	ck, err := checkpoint.Load(s.statePath)
+	store := rounds.FileStore{Dir: c.StateDir}
+	ck, err := store.LoadState()
 	if err != nil {
 		return nil, err
 	}
@@ -215,66 +161,22 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.ledger = l
-	s.st = *ck
-	s.restorePending() // secagg.go: a charged round awaiting its aggregate share
-	if err := s.reconcile(); err != nil {
+	// Resumes a charged secure-summation round awaiting its aggregate
+	// share, reconciles the checkpoint with the ledger, and resumes the
+	// open round's chunks.
+	s.Machine, err = rounds.Open(rounds.Options{Key: key, Ledger: l, Acct: s.acct, Store: store, Round: rc, Test: c.Test,
+		Token: c.Token, Workers: c.Workers, BatchGrace: c.BatchGrace, ExpectedN: c.ExpectedN, Rounds: c.Rounds,
+		TargetEpsilon: c.TargetEpsilon, TargetDelta: c.TargetDelta, Paused: c.Web.StartPaused, Logger: c.Logger,
+		Noise: c.secaggNoise, Hooks: rounds.Hooks{PublishChange: s.publishChange, PublishStatus: s.publishStatus,
+			RoundOpened: s.watchAudit, ProtocolChanged: s.live.mark}}, *ck)
+	if err != nil {
 		l.Close()
 		return nil, err
 	}
-	s.restoreCollect() // secagg_stream.go: the open round's chunks
-	s.log.Info("aggregator ready", "fingerprint", s.fp, "last_round", s.st.Round, "rounds_ok", s.roundsOK(),
+	s.log.Info("aggregator ready", "fingerprint", s.fp, "last_round", ck.Round, "rounds_ok", s.RoundsOK(),
 		"ledger_rounds", len(l.Releases()), "protocol", c.Params.Protocol, "d", c.Params.D, "k", c.Params.K,
 		"l", c.Params.L, "n_p", c.Params.NP, "eps_l", c.Params.EpsL, "sigma", c.Params.Sigma, "bits", c.Params.Bits)
 	return s, nil
-}
-
-// reconcile makes the checkpoint agree with the ledger: every charged
-// round the checkpoint does not know is recorded as lost.
-func (s *Server) reconcile() error {
-	last := s.ledger.LastRound()
-	s.st.LedgerRecords, s.st.LedgerHead = checkpoint.LedgerHead(s.ledger)
-	if last <= s.st.Round {
-		// A batch recorded for charging whose charge never reached the
-		// ledger was not charged (and not decrypted): forget it.
-		s.st.Charging = nil
-		return s.st.Save(s.statePath)
-	}
-	resumed := s.resumedRound()
-	for _, rel := range s.ledger.Releases() {
-		if rel.Round <= s.st.Round || rel.Round == resumed {
-			continue
-		}
-		s.log.Warn("round charged in the ledger but missing from the checkpoint (stopped between charge and checkpoint); its budget stays spent and the model does not include it",
-			"round", rel.Round)
-		rec := checkpoint.RoundRecord{Round: rel.Round, Status: checkpoint.StatusLost, N: rel.N, NP: rel.NP,
-			Detail: "charged in the ledger, not applied: the aggregator stopped between charge and checkpoint"}
-		if c := s.st.Charging; c != nil && c.Round == rel.Round && c.SecAgg {
-			rec.Detail += "; secure summation: the leader's preparation state was in memory only"
-		} else if c != nil && c.Round == rel.Round {
-			// The batch being charged is known: its identical re-send
-			// will be applied without a second charge (reapply).
-			rec.Digest = c.Digest
-			rec.Detail += "; an identical re-sent batch will be applied without charging again"
-		}
-		s.st.History = append(s.st.History, rec)
-	}
-	s.st.Charging = nil
-	// The status reads the spent epsilon from the last record that has
-	// one: the lost rounds stay charged.
-	if eps, _, method := s.ledger.Spent(); len(s.st.History) > 0 {
-		h := &s.st.History[len(s.st.History)-1]
-		h.EpsilonTightest, h.Method = accounting.FinitePtr(eps), method
-	}
-	if resumed > 0 {
-		// The resumed round is the ledger's last (nothing is announced
-		// after an open round); it stays open until its aggregate share.
-		return s.st.Save(s.statePath)
-	}
-	s.st.Round = last
-	if s.st.Open != nil && s.st.Open.Round <= last {
-		s.st.Open = nil
-	}
-	return s.st.Save(s.statePath)
 }
 
 // Fingerprint returns the aggregator key's fingerprint (clients pin it).
@@ -288,52 +190,4 @@ func (s *Server) PublicKey() envelope.PublicKey { return s.pub }
 func (s *Server) Close() error {
 	s.audit.Close()
 	return s.ledger.Close()
-}
-
-func (s *Server) roundsOK() int {
-	n := 0
-	for _, r := range s.st.History {
-		if r.Status == checkpoint.StatusOK {
-			n++
-		}
-	}
-	return n
-}
-
-// notify wakes the round loop.
-func (s *Server) notify() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// commit applies fn to the state under the API lock and saves the
-// checkpoint. Caller holds procMu.
-func (s *Server) commit(fn func(st *checkpoint.State)) error {
-	s.mu.Lock()
-	before := len(s.st.History)
-	fn(&s.st)
-	s.st.LedgerRecords, s.st.LedgerHead = checkpoint.LedgerHead(s.ledger)
-	var finished []checkpoint.RoundRecord
-	if len(s.st.History) > before {
-		finished = slices.Clone(s.st.History[before:])
-	}
-	err := s.st.Save(s.statePath)
-	s.mu.Unlock()
-	if err != nil {
-		s.log.Error("checkpoint failed", "err", err)
-	}
-	s.publishChange(finished)
-	return err
-}
-
-// record returns the history record of a round, or nil.
-func (s *Server) record(round int) *checkpoint.RoundRecord {
-	for i := len(s.st.History) - 1; i >= 0; i-- {
-		if s.st.History[i].Round == round {
-			return &s.st.History[i]
-		}
-	}
-	return nil
 }

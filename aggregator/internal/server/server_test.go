@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"math"
 	"net/http"
 	"path/filepath"
@@ -85,7 +86,7 @@ func TestDuplicateAndIdenticalResend(t *testing.T) {
 		t.Fatalf("first batch: %s %+v", in, first)
 	}
 	model := h.srv.Model()
-	opened := h.srv.opened.Load()
+	opened := h.srv.Opened()
 	// An identical re-send (a relay retry) gets the stored reply, as a
 	// duplicate.
 	again, in := h.sendBatchOutcome(frame)
@@ -101,7 +102,7 @@ func TestDuplicateAndIdenticalResend(t *testing.T) {
 	if n := len(h.srv.ledger.Releases()); n != 1 {
 		t.Fatalf("ledger charged %d times", n)
 	}
-	if !slices.Equal(h.srv.Model(), model) || h.srv.opened.Load() != opened {
+	if !slices.Equal(h.srv.Model(), model) || h.srv.Opened() != opened {
 		t.Fatal("a duplicate changed the model or was decrypted")
 	}
 }
@@ -118,7 +119,7 @@ func TestBadTokenRejected(t *testing.T) {
 	if code, _ := post(t, h.http.URL+"/v1/abort", "nope", []byte{1, 6}); code != http.StatusUnauthorized {
 		t.Errorf("abort with a bad token: HTTP %d, want 401", code)
 	}
-	if len(h.srv.ledger.Releases()) != 0 || h.srv.opened.Load() != 0 {
+	if len(h.srv.ledger.Releases()) != 0 || h.srv.Opened() != 0 {
 		t.Fatal("an unauthenticated batch was charged or opened")
 	}
 }
@@ -177,7 +178,7 @@ func TestInvalidBatchNotCharged(t *testing.T) {
 			t.Errorf("%s: HTTP %d, want 400", name, code)
 		}
 	}
-	if len(h.srv.ledger.Releases()) != 0 || h.srv.opened.Load() != 0 {
+	if len(h.srv.ledger.Releases()) != 0 || h.srv.Opened() != 0 {
 		t.Fatal("an invalid batch was charged or opened")
 	}
 	// The round is still open and accepts the valid batch.
@@ -199,7 +200,7 @@ func TestBudgetRefusalDecryptsNothing(t *testing.T) {
 	if r.Status != wire.BatchStatusRefused || r.Accepted != 0 {
 		t.Fatalf("reply %+v, want refused", r)
 	}
-	if h.srv.opened.Load() != 0 || len(h.srv.ledger.Releases()) != 0 || !slices.Equal(h.srv.Model(), make([]float64, 8)) {
+	if h.srv.Opened() != 0 || len(h.srv.ledger.Releases()) != 0 || !slices.Equal(h.srv.Model(), make([]float64, 8)) {
 		t.Fatal("a refused batch was decrypted, charged or applied")
 	}
 	select {
@@ -366,7 +367,7 @@ func TestAbort(t *testing.T) {
 	}
 	// A batch for the aborted round is not processed.
 	r := h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
-	if r.Status != wire.BatchStatusDuplicate || h.srv.opened.Load() != 0 {
+	if r.Status != wire.BatchStatusDuplicate || h.srv.Opened() != 0 {
 		t.Fatalf("batch for an aborted round: %+v", r)
 	}
 }
@@ -585,13 +586,13 @@ func TestRelayRefusalStopsAnnouncing(t *testing.T) {
 func TestDeadlinesIncrease(t *testing.T) {
 	now := time.Now().Truncate(time.Millisecond)
 	hist := []checkpoint.RoundRecord{{Round: 1, Deadline: now.Add(10 * time.Minute)}}
-	if d := laterDeadline(now.Add(30*time.Second), hist); !d.Equal(now.Add(10*time.Minute + time.Millisecond)) {
+	if d := rounds.LaterDeadline(now.Add(30*time.Second), hist); !d.Equal(now.Add(10*time.Minute + time.Millisecond)) {
 		t.Errorf("after a 10-minute round, a 30 s one ends at %v, want a millisecond after the last", d.Sub(now))
 	}
-	if d := laterDeadline(now.Add(time.Hour), hist); !d.Equal(now.Add(time.Hour)) {
+	if d := rounds.LaterDeadline(now.Add(time.Hour), hist); !d.Equal(now.Add(time.Hour)) {
 		t.Errorf("a later deadline moved: %v", d.Sub(now))
 	}
-	if d := laterDeadline(now.Add(time.Minute), nil); !d.Equal(now.Add(time.Minute)) {
+	if d := rounds.LaterDeadline(now.Add(time.Minute), nil); !d.Equal(now.Add(time.Minute)) {
 		t.Errorf("first round: %v", d.Sub(now))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,9 +17,10 @@ import (
 
 	"github.com/a-h/templ"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
-	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
@@ -77,6 +79,13 @@ type liveState struct {
 	mu       sync.Mutex
 	markers  []console.Marker
 	newClass bool
+}
+
+// mark adds a chart marker at round r (a protocol change).
+func (l *liveState) mark(r int, label string) {
+	l.mu.Lock()
+	l.markers = append(l.markers, console.Marker{Round: r, Label: label})
+	l.mu.Unlock()
 }
 
 // validate sets the defaults and checks the options.
@@ -198,10 +207,12 @@ func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	s.mu.RLock()
-	model := slices.Clone(s.st.Model)
-	version := strconv.Itoa(s.st.Round) + "." + strconv.Itoa(len(s.st.ModelResets))
-	s.mu.RUnlock()
+	var model []float64
+	var version string
+	s.View(func(st *checkpoint.State, _ rounds.Control) {
+		model = slices.Clone(st.Model)
+		version = strconv.Itoa(st.Round) + "." + strconv.Itoa(len(st.ModelResets))
+	})
 	sh := s.cfg.Test.Shape()
 	maps := console.Heatmaps(console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
 	if class < 0 || class >= len(maps) {
@@ -226,20 +237,21 @@ func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
 
 // settings is the current round configuration as the pages show it.
 func (s *Server) settings() dashboard.Settings {
-	rc := s.rounds()
-	return dashboard.Settings{Params: rc.params, ExpectedN: s.cfg.ExpectedN, Timeout: rc.timeout, ServerLR: rc.serverLR,
+	rc := s.Current()
+	return dashboard.Settings{Params: rc.Params, ExpectedN: s.cfg.ExpectedN, Timeout: rc.Timeout, ServerLR: rc.ServerLR,
 		TargetEpsilon: s.cfg.TargetEpsilon, TargetDelta: s.cfg.TargetDelta, Rounds: s.cfg.Rounds}
 }
 
 // DashboardData collects what the dashboard shows.
 func (s *Server) DashboardData() console.DashboardData {
 	st := s.Status()
-	rounds := s.Rounds()
-	s.mu.RLock()
-	model := slices.Clone(s.st.Model)
-	resets := slices.Clone(s.st.ModelResets)
-	paused := s.paused
-	s.mu.RUnlock()
+	hist := s.Rounds()
+	var model []float64
+	var resets []int
+	var paused bool
+	s.View(func(st *checkpoint.State, c rounds.Control) {
+		model, resets, paused = slices.Clone(st.Model), slices.Clone(st.ModelResets), c.Paused
+	})
 	cfg := s.cfg
 	sh := cfg.Test.Shape()
 	var note *console.AbortNote
@@ -247,11 +259,11 @@ func (s *Server) DashboardData() console.DashboardData {
 		note = &console.AbortNote{Round: a.Round, Message: a.Message, Advice: a.Advice}
 	}
 	cf := dashboard.ChanceFacts{Accuracy: st.Accuracy, Classes: sh.Classes,
-		Reports: dashboard.MeanReports(rounds), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated}
+		Reports: dashboard.MeanReports(hist), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated}
 	if cfg.Task != nil && cfg.Task.Source != task.SourceBuiltin {
 		// A study is measured against its holdout's majority class, not
 		// the digits' 1/10 (with no holdout there is no accuracy).
-		cf.Majority, cf.MajorityClass = majorityRate(cfg.Test, cfg.Task.Label.Classes)
+		cf.Majority, cf.MajorityClass = classtask.MajorityRate(cfg.Test, cfg.Task.Label.Classes)
 	}
 	chance := ""
 	if cf.MajorityClass != "" || cfg.Task == nil || cfg.Task.Source == task.SourceBuiltin {
@@ -264,7 +276,7 @@ func (s *Server) DashboardData() console.DashboardData {
 		Model:       console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model},
 		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
-		Rounds: dashboard.Rounds(rounds), Audit: auditView(st.Audit), LastAbort: note, Chance: chance,
+		Rounds: dashboard.Rounds(hist), Audit: auditView(st.Audit), LastAbort: note, Chance: chance,
 		Task: s.taskView(),
 	}
 }
@@ -274,7 +286,7 @@ func (s *Server) taskView() *console.TaskView {
 	if s.cfg.Task == nil {
 		return nil
 	}
-	return &console.TaskView{Def: s.cfg.Task, Inputs: EncodedInputs(s.cfg.Task), AccuracySource: s.accuracySource()}
+	return &console.TaskView{Def: s.cfg.Task, Inputs: classtask.EncodedInputs(s.cfg.Task), AccuracySource: s.accuracySource()}
 }
 
 // auditView is the dashboard's form of a live audit status.
@@ -288,29 +300,4 @@ func auditView(st *liveaudit.Status) console.AuditView {
 		v.Caught, v.NoiseFactor = b.DetectableFactor, b.Noise.Factor
 	}
 	return v
-}
-
-// majorityRate returns the fraction of test's examples in its most common
-// class and that class's name (classes[label]); 0 and "" for a test set
-// of no examples.
-func majorityRate(test logreg.Dataset, classes []string) (float64, string) {
-	n := test.Len()
-	if n == 0 {
-		return 0, ""
-	}
-	counts := make([]int, test.Shape().Classes)
-	for i := range n {
-		counts[test.Label(i)]++
-	}
-	best := 0
-	for c := range counts {
-		if counts[c] > counts[best] {
-			best = c
-		}
-	}
-	name := strconv.Itoa(best)
-	if best < len(classes) {
-		name = classes[best]
-	}
-	return float64(counts[best]) / float64(n), name
 }

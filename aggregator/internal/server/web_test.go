@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"net/http"
 	"net/url"
@@ -310,9 +311,8 @@ func TestOperatorPasswordByDefault(t *testing.T) {
 	if st := h.srv.Status(); st.Paused || st.NewClassRequested {
 		t.Fatalf("refused requests changed the state: %+v", st)
 	}
-	h.srv.mu.RLock()
-	pending := h.srv.pendingCfg != nil || h.srv.pendingReset
-	h.srv.mu.RUnlock()
+	var pending bool
+	h.srv.View(func(_ *checkpoint.State, c rounds.Control) { pending = c.PendingCfg != nil || c.PendingReset })
 	if pending {
 		t.Fatal("a refused request left a change pending")
 	}
@@ -462,9 +462,8 @@ func TestOperatorConfigAppliesToNextAnnouncement(t *testing.T) {
 			t.Errorf("config %v: HTTP %d", bad, code)
 		}
 	}
-	h.srv.mu.RLock()
-	pending := h.srv.pendingCfg
-	h.srv.mu.RUnlock()
+	var pending *rounds.RoundConfig
+	h.srv.View(func(_ *checkpoint.State, c rounds.Control) { pending = c.PendingCfg })
 	if pending != nil {
 		t.Fatal("a refused configuration is pending")
 	}
@@ -531,9 +530,8 @@ func TestOperatorResetKeepsLedger(t *testing.T) {
 	if n := len(h.srv.ledger.Releases()); n != 2 || st.Epsilon != 2 || st.ModelResets != 1 {
 		t.Fatalf("after reset: %d releases, epsilon %v, resets %d", n, st.Epsilon, st.ModelResets)
 	}
-	h.srv.mu.RLock()
-	resets := slices.Clone(h.srv.st.ModelResets)
-	h.srv.mu.RUnlock()
+	var resets []int
+	h.srv.View(func(st *checkpoint.State, _ rounds.Control) { resets = slices.Clone(st.ModelResets) })
 	if !slices.Equal(resets, []int{2}) {
 		t.Errorf("resets %v, want [2]", resets)
 	}
@@ -654,9 +652,8 @@ func TestOperatorConfigRefusedOverBudget(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(page, "would bring ε to") || !strings.Contains(page, "training would stop") {
 		t.Fatalf("over-budget configuration: HTTP %d", code)
 	}
-	h.srv.mu.RLock()
-	pending := h.srv.pendingCfg
-	h.srv.mu.RUnlock()
+	var pending *rounds.RoundConfig
+	h.srv.View(func(_ *checkpoint.State, c rounds.Control) { pending = c.PendingCfg })
 	if pending != nil {
 		t.Fatal("a refused configuration is pending")
 	}

@@ -1,11 +1,10 @@
-package server
+package rounds
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
@@ -13,12 +12,11 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/ledger"
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-// Reasons of rejected batches besides analysis's.
+// Reasons of rejected batches besides analysis'm.
 const (
 	reasonNotBatch       = "not a batch frame"
 	reasonSecAgg         = "secure summation round"
@@ -26,19 +24,19 @@ const (
 )
 
 // countRejected counts a batch rejected as invalid.
-func (s *Server) countRejected(reason string) {
-	s.mu.Lock()
-	if s.rejected == nil {
-		s.rejected = map[string]int{}
+func (m *Machine) countRejected(reason string) {
+	m.mu.Lock()
+	if m.ctl.Rejected == nil {
+		m.ctl.Rejected = map[string]int{}
 	}
-	s.rejected[reason]++
-	s.mu.Unlock()
+	m.ctl.Rejected[reason]++
+	m.mu.Unlock()
 }
 
 // HandleBatch processes one Batch frame and returns the reply (see
 // BatchIntake, which also returns the outcome).
-func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
-	reply, _, err := s.BatchIntake(frame)
+func (m *Machine) HandleBatch(frame []byte) (wire.BatchReply, error) {
+	reply, _, err := m.BatchIntake(frame)
 	return reply, err
 }
 
@@ -47,50 +45,50 @@ func (s *Server) HandleBatch(frame []byte) (wire.BatchReply, error) {
 // non-nil only for internal failures (the ledger could not record the
 // charge; nothing was decrypted), answered 500 so the relay retries. The
 // reply's Round is 0 only when the frame is not a batch frame of a round.
-func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) {
+func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) {
 	digest := sha256.Sum256(frame)
 	dig := hex.EncodeToString(digest[:])
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
+	m.procMu.Lock()
+	defer m.procMu.Unlock()
 
 	t, round, err := wire.PeekRound(frame)
 	if err != nil || t != wire.TypeBatch || round < 1 {
-		s.log.Warn("batch rejected: not a batch frame", "bytes", len(frame))
-		s.countRejected(reasonNotBatch)
+		m.log.Warn("batch rejected: not a batch frame", "bytes", len(frame))
+		m.countRejected(reasonNotBatch)
 		return wire.BatchReply{Status: wire.BatchStatusInvalid}, api.IntakeInvalid, nil
 	}
 	reply := wire.BatchReply{Round: round}
-	if round > uint64(s.st.Round+1) || int(round) <= 0 {
+	if round > uint64(m.st.Round+1) || int(round) <= 0 {
 		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch ignored: a round never announced", "round", round, "last", s.st.Round)
+		m.log.Warn("batch ignored: a round never announced", "round", round, "last", m.st.Round)
 		return reply, api.IntakeObsolete, nil
 	}
 	r := int(round)
-	if rec := s.record(r); rec != nil {
+	if rec := m.record(r); rec != nil {
 		if rec.Status == checkpoint.StatusLost && rec.Reply == nil && rec.Digest == dig {
-			return s.reapply(frame, round, dig)
+			return m.reapply(frame, round, dig)
 		}
 		if rec.Digest == dig && rec.Reply != nil {
-			s.log.Info("identical batch re-sent; answering with the stored reply", "round", r)
+			m.log.Info("identical batch re-sent; answering with the stored reply", "round", r)
 			return wire.BatchReply{Round: round, Accepted: uint32(rec.Accepted), RejectedOpen: uint32(rec.RejectedOpen),
 				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, api.IntakeDuplicate, nil
 		}
-		s.log.Warn("batch ignored: the round is already closed", "round", r, "status", rec.Status)
+		m.log.Warn("batch ignored: the round is already closed", "round", r, "status", rec.Status)
 		reply.Status = wire.BatchStatusDuplicate
 		return reply, api.IntakeObsolete, nil
 	}
-	if s.st.Open == nil || s.st.Open.Round != r {
+	if m.st.Open == nil || m.st.Open.Round != r {
 		// A round below the last finished one with no record cannot
 		// happen; a round not open is not accepted.
 		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch ignored: round not open", "round", r)
+		m.log.Warn("batch ignored: round not open", "round", r)
 		return reply, api.IntakeObsolete, nil
 	}
-	rc := s.rounds()
-	if rc.proto.SecAgg() {
+	rc := m.Current()
+	if rc.Proto.SecAgg() {
 		reply.Status = wire.BatchStatusInvalid
-		s.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/chunk)", "round", r)
-		s.countRejected(reasonSecAgg)
+		m.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/chunk)", "round", r)
+		m.countRejected(reasonSecAgg)
 		return reply, api.IntakeInvalid, nil
 	}
 	start := time.Now()
@@ -104,15 +102,15 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) 
 	// recorded it (analysis.Analyze calls charge before opening).
 	var markerErr error // recording the batch failed: nothing charged
 	charge := func(rel privacy.Release) error {
-		if markerErr = s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig} }); markerErr != nil {
+		if markerErr = m.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: dig} }); markerErr != nil {
 			return markerErr
 		}
-		return s.ledger.Charge(rel)
+		return m.ledger.Charge(rel)
 	}
-	res, err := analysis.Analyze(s.key, charge, rc.proto, rc.params, round, frame, s.cfg.Workers)
+	res, err := analysis.Analyze(m.key, charge, rc.Proto, rc.Params, round, frame, m.opt.Workers)
 	if b := res.Batch; b != nil {
 		rec = checkpoint.RoundRecord{
-			Round: r, AnnouncedAt: s.st.Open.AnnouncedAt, Deadline: s.st.Open.Deadline, Digest: dig,
+			Round: r, AnnouncedAt: m.st.Open.AnnouncedAt, Deadline: m.st.Open.Deadline, Digest: dig,
 			N: int(b.Reports), NP: int(b.NP), CheckedIn: int(b.CheckedIn), Population: int(b.Population), Messages: len(b.Messages),
 		}
 		if b.Population > 0 {
@@ -122,8 +120,8 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) 
 	var rej *analysis.Rejected
 	switch {
 	case errors.As(err, &rej):
-		s.log.Warn("batch rejected", "round", r, "reason", rej.Reason, "err", rej.Err)
-		s.countRejected(rej.Reason)
+		m.log.Warn("batch rejected", "round", r, "reason", rej.Reason, "err", rej.Err)
+		m.countRejected(rej.Reason)
 		reply.Status = wire.BatchStatusInvalid
 		return reply, api.IntakeInvalid, nil
 	case markerErr != nil:
@@ -132,60 +130,44 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) 
 		reply.Status = wire.BatchStatusRefused
 		st := reply.Status
 		rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
-		s.log.Warn("batch refused: privacy budget", "round", r, "err", err)
-		s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
-		s.stop("privacy budget: " + err.Error())
+		m.log.Warn("batch refused: privacy budget", "round", r, "err", err)
+		m.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
+		m.Stop("privacy budget: " + err.Error())
 		return reply, api.IntakeAccepted, nil
 	case !res.Charged && errors.Is(err, ledger.ErrInvalidRelease):
-		s.log.Warn("batch rejected: invalid release", "round", r, "err", err)
-		s.countRejected(reasonInvalidRelease)
+		m.log.Warn("batch rejected: invalid release", "round", r, "err", err)
+		m.countRejected(reasonInvalidRelease)
 		reply.Status = wire.BatchStatusInvalid
 		return reply, api.IntakeInvalid, nil
 	case !res.Charged && err != nil:
-		s.log.Error("ledger charge failed; nothing decrypted", "round", r, "err", err)
+		m.log.Error("ledger charge failed; nothing decrypted", "round", r, "err", err)
 		return wire.BatchReply{}, "", fmt.Errorf("server: charging round %d: %w", r, err)
 	}
-	model, err := s.applyAnalysis(res, err, &reply, &rec)
+	model, err := m.applyAnalysis(res, err, &reply, &rec)
 	if err != nil {
 		// Charged but not applied: the budget stays spent.
 		reply.Status = wire.BatchStatusInvalid
 		rec.Status, rec.Detail = checkpoint.StatusLost, "charged but not applied: "+err.Error()
-		s.log.Error("estimate failed after charging", "round", r, "err", err)
+		m.log.Error("estimate failed after charging", "round", r, "err", err)
 	} else {
 		reply.Status = wire.BatchStatusOK
 		rec.Status = checkpoint.StatusOK
-		if s.cfg.Test.Len() > 0 { // no public holdout: nothing is evaluated
-			acc, aerr := logreg.Accuracy(model, s.cfg.Test)
-			loss, lerr := logreg.Loss(model, s.cfg.Test, 0)
-			if aerr == nil && lerr == nil {
-				rec.Accuracy, rec.Loss = accounting.FinitePtr(acc), accounting.FinitePtr(loss)
-			} else {
-				s.log.Error("evaluation failed", "round", r, "err", errors.Join(aerr, lerr))
-			}
-		}
+		m.evaluate(&rec, model)
 	}
-	s.fillEpsilon(&rec)
+	m.fillEpsilon(&rec)
 	st := reply.Status
 	rec.Reply, rec.FinishedAt, rec.Seconds = &st, time.Now(), time.Since(start).Seconds()
 	// A failed checkpoint is logged by commit; the reply stands (the
 	// charge is durable, and after a restart the round is recorded lost).
-	s.commit(func(c *checkpoint.State) {
+	m.commit(func(c *checkpoint.State) {
 		if rec.Status == checkpoint.StatusOK {
 			c.Model = model
 		}
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = r, nil, nil
 	})
-	s.notify()
-	args := []any{"round", r, "status", rec.Status, "n", rec.N, "n_p", rec.NP, "accepted", rec.Accepted,
-		"rejected_open", rec.RejectedOpen, "rejected_value", rec.RejectedValue, "seconds", rec.Seconds}
-	if rec.Accuracy != nil {
-		args = append(args, "accuracy", *rec.Accuracy, "loss", *rec.Loss)
-	}
-	if rec.EpsilonTightest != nil {
-		args = append(args, "epsilon", *rec.EpsilonTightest, "method", rec.Method)
-	}
-	s.log.Info("round finished", args...)
+	m.notify()
+	m.finishLog(&rec, "n_p", rec.NP, "accepted", rec.Accepted, "rejected_open", rec.RejectedOpen, "rejected_value", rec.RejectedValue)
 	return reply, api.IntakeAccepted, nil
 }
 
@@ -193,9 +175,9 @@ func (s *Server) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) 
 // analysis and returns the model with the round's update applied (not
 // yet stored), or an error if the estimate (err) or the update is
 // unusable.
-func (s *Server) applyAnalysis(res analysis.Result, err error, reply *wire.BatchReply, rec *checkpoint.RoundRecord) ([]float64, error) {
+func (m *Machine) applyAnalysis(res analysis.Result, err error, reply *wire.BatchReply, rec *checkpoint.RoundRecord) ([]float64, error) {
 	if res.Opened {
-		s.opened.Add(int64(len(res.Batch.Messages)))
+		m.opened.Add(int64(len(res.Batch.Messages)))
 	}
 	c := res.Counts
 	reply.Accepted, reply.RejectedOpen, reply.RejectedValue = uint32(c.Accepted), uint32(c.RejectedOpen), uint32(c.RejectedValue)
@@ -203,17 +185,7 @@ func (s *Server) applyAnalysis(res analysis.Result, err error, reply *wire.Batch
 	if err != nil {
 		return nil, err
 	}
-	model := slices.Clone(s.st.Model)
-	lr := s.rounds().serverLR
-	for j, v := range res.Update {
-		model[j] += lr * v
-	}
-	for _, v := range model {
-		if !finiteF(v) {
-			return nil, errors.New("model update is not finite")
-		}
-	}
-	return model, nil
+	return m.moveModel(res.Update)
 }
 
 // reapply applies the identical re-send of a batch that was charged before
@@ -223,39 +195,34 @@ func (s *Server) applyAnalysis(res analysis.Result, err error, reply *wire.Batch
 // exactly once). The caller holds procMu. The round's model update lands
 // on the current model, after any round announced since (an asynchronous
 // update, as federated averaging tolerates).
-func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, api.Intake, error) {
+func (m *Machine) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, api.Intake, error) {
 	r := int(round)
 	reply := wire.BatchReply{Round: round}
-	b, err := wire.ParseBatch(frame, s.rounds().params)
+	b, err := wire.ParseBatch(frame, m.Current().Params)
 	if err != nil {
-		s.log.Warn("re-sent batch of a lost round rejected: malformed", "round", r, "err", err)
-		s.countRejected(analysis.ReasonMalformed)
+		m.log.Warn("re-sent batch of a lost round rejected: malformed", "round", r, "err", err)
+		m.countRejected(analysis.ReasonMalformed)
 		reply.Status = wire.BatchStatusInvalid
 		return reply, api.IntakeInvalid, nil
 	}
 	start := time.Now()
-	rec := *s.record(r)
+	rec := *m.record(r)
 	res := analysis.Result{Batch: b, Charged: true}
-	res.Counts, res.Opened, res.Update, err = analysis.Estimate(s.key, s.rounds().proto, round, b, s.cfg.Workers)
-	model, err := s.applyAnalysis(res, err, &reply, &rec)
+	res.Counts, res.Opened, res.Update, err = analysis.Estimate(m.key, m.Current().Proto, round, b, m.opt.Workers)
+	model, err := m.applyAnalysis(res, err, &reply, &rec)
 	if err != nil {
 		reply.Status = wire.BatchStatusInvalid
 		rec.Detail = "charged, re-sent after a restart, not applied: " + err.Error()
-		s.log.Error("estimate of a re-sent charged batch failed", "round", r, "err", err)
+		m.log.Error("estimate of a re-sent charged batch failed", "round", r, "err", err)
 	} else {
 		reply.Status = wire.BatchStatusOK
 		rec.Status, rec.Detail = checkpoint.StatusOK, "charged before a restart; its identical re-sent batch applied without a second charge"
 		rec.N, rec.NP, rec.CheckedIn, rec.Population, rec.Messages = int(b.Reports), int(b.NP), int(b.CheckedIn), int(b.Population), len(b.Messages)
-		if acc, aerr := logreg.Accuracy(model, s.cfg.Test); aerr == nil {
-			rec.Accuracy = accounting.FinitePtr(acc)
-		}
-		if loss, lerr := logreg.Loss(model, s.cfg.Test, 0); lerr == nil {
-			rec.Loss = accounting.FinitePtr(loss)
-		}
+		m.evaluate(&rec, model)
 	}
 	st := reply.Status
 	rec.Digest, rec.Reply, rec.FinishedAt, rec.Seconds = dig, &st, time.Now(), time.Since(start).Seconds()
-	s.commit(func(c *checkpoint.State) {
+	m.commit(func(c *checkpoint.State) {
 		if rec.Status == checkpoint.StatusOK {
 			c.Model = model
 		}
@@ -265,23 +232,23 @@ func (s *Server) reapply(frame []byte, round uint64, dig string) (wire.BatchRepl
 			}
 		}
 	})
-	s.notify()
-	s.log.Info("re-sent batch of a charged round applied without charging again", "round", r, "status", rec.Status, "accepted", rec.Accepted)
+	m.notify()
+	m.log.Info("re-sent batch of a charged round applied without charging again", "round", r, "status", rec.Status, "accepted", rec.Accepted)
 	return reply, api.IntakeAccepted, nil
 }
 
 // fillEpsilon stores the cumulative guarantee after the round by every
 // accounting method (cached from the ledger's own Charge).
-func (s *Server) fillEpsilon(rec *checkpoint.RoundRecord) {
-	eps, _, method := s.ledger.Spent()
+func (m *Machine) fillEpsilon(rec *checkpoint.RoundRecord) {
+	eps, _, method := m.ledger.Spent()
 	rec.EpsilonTightest, rec.Method = accounting.FinitePtr(eps), method
-	rels := s.ledger.Releases()
+	rels := m.ledger.Releases()
 	if len(rels) == 0 {
 		return
 	}
-	rep, err := s.acct.Report(s.ledger, s.cfg.TargetDelta)
+	rep, err := m.acct.Report(m.ledger, m.opt.TargetDelta)
 	if err != nil {
-		s.log.Warn("accounting rows unavailable", "round", rec.Round, "err", err)
+		m.log.Warn("accounting rows unavailable", "round", rec.Round, "err", err)
 		return
 	}
 	rec.Epsilon = accounting.RowsOf(rep)
@@ -289,8 +256,8 @@ func (s *Server) fillEpsilon(rec *checkpoint.RoundRecord) {
 
 // HandleAbort processes an Abort frame (see AbortIntake): it reports
 // whether the abort matched the open round or an already aborted one.
-func (s *Server) HandleAbort(frame []byte) (bool, error) {
-	ans := s.AbortIntake(frame)
+func (m *Machine) HandleAbort(frame []byte) (bool, error) {
+	ans := m.AbortIntake(frame)
 	if ans.Outcome == api.IntakeInvalid {
 		return false, errors.New(ans.Detail)
 	}
@@ -301,48 +268,48 @@ func (s *Server) HandleAbort(frame []byte) (bool, error) {
 // nothing charged and the next round follows (accepted). An abort of a
 // round already aborted is a duplicate; of a round closed another way, or
 // not open, obsolete; bytes that are not an Abort frame, invalid.
-func (s *Server) AbortIntake(frame []byte) api.IntakeAnswer {
+func (m *Machine) AbortIntake(frame []byte) api.IntakeAnswer {
 	a, err := wire.ParseAbort(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
 		return api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid abort: " + err.Error()}
 	}
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
+	m.procMu.Lock()
+	defer m.procMu.Unlock()
 	ans := api.IntakeAnswer{Round: a.Round}
 	r := int(a.Round)
 	if r <= 0 {
 		ans.Outcome, ans.Detail = api.IntakeObsolete, "round out of range"
 		return ans
 	}
-	if rec := s.record(r); rec != nil {
+	if rec := m.record(r); rec != nil {
 		if rec.Status == checkpoint.StatusAborted {
 			ans.Outcome, ans.Detail = api.IntakeDuplicate, fmt.Sprintf("round %d already aborted", r)
 		} else {
 			ans.Outcome, ans.Detail = api.IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
-			s.log.Info("abort ignored: the round is already closed", "round", r, "status", rec.Status)
+			m.log.Info("abort ignored: the round is already closed", "round", r, "status", rec.Status)
 		}
 		return ans
 	}
-	if s.st.Open == nil || s.st.Open.Round != r {
-		ans.Outcome, ans.Detail = api.IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, s.st.Round)
-		s.log.Info("abort ignored: round not open", "round", r, "last", s.st.Round)
+	if m.st.Open == nil || m.st.Open.Round != r {
+		ans.Outcome, ans.Detail = api.IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, m.st.Round)
+		m.log.Info("abort ignored: round not open", "round", r, "last", m.st.Round)
 		return ans
 	}
-	if s.loseSecAggIfPending(r, "charged, not applied: aborted by the relay after its batch ("+abortReason(a.Reason)+")") {
+	if m.loseSecAggIfPending(r, "charged, not applied: aborted by the relay after its batch ("+abortReason(a.Reason)+")") {
 		ans.Outcome = api.IntakeAccepted
 		return ans
 	}
-	o := *s.st.Open
+	o := *m.st.Open
 	rec := checkpoint.RoundRecord{Round: r, Status: checkpoint.StatusAborted, Detail: abortReason(a.Reason), AnnouncedAt: o.AnnouncedAt,
 		Deadline: o.Deadline, FinishedAt: time.Now(), N: int(a.Reports), CheckedIn: int(a.CheckedIn), Population: int(a.Population)}
 	if a.Population > 0 {
 		rec.CheckInRate = float64(a.CheckedIn) / float64(a.Population)
 	}
-	s.log.Info("round aborted by the relay; nothing charged", "round", r, "reason", rec.Detail, "reports", a.Reports,
+	m.log.Info("round aborted by the relay; nothing charged", "round", r, "reason", rec.Detail, "reports", a.Reports,
 		"checked_in", a.CheckedIn, "population", a.Population)
-	s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
-	s.notify()
+	m.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
+	m.notify()
 	ans.Outcome = api.IntakeAccepted
 	return ans
 }

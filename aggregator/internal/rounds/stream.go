@@ -1,4 +1,4 @@
-package server
+package rounds
 
 // Streaming secure summation at the aggregator (docs/secagg.md,
 // "Streaming"): the relay's chunks are prepared as they arrive, each
@@ -7,37 +7,24 @@ package server
 // relay's close charges the round.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
-func (s *Server) workers() int {
-	if s.cfg.Workers > 0 {
-		return s.cfg.Workers
-	}
-	return runtime.GOMAXPROCS(0)
-}
-
 // secaggFinish is what closing a round needs, at a chunk refused or at the
 // relay's close.
 type secaggFinish struct {
 	r      int
-	rc     *roundConfig
+	rc     *RoundConfig
 	sr     *secagg.Round
 	leader *analysis.SecAggLeader
 	dig    string // of the frame that asks for the charge
@@ -74,17 +61,17 @@ func (fc *secaggFinish) counts() {
 
 // closeInvalid closes the round at the aggregator with nothing charged.
 // The caller holds procMu.
-func (fc *secaggFinish) closeInvalid(s *Server, detail string) (api.SecAggAnswer, error) {
+func (fc *secaggFinish) closeInvalid(m *Machine, detail string) (api.SecAggAnswer, error) {
 	fc.counts()
 	rec := fc.rec
 	st := wire.BatchStatusInvalid
 	rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
 	rec.Seconds = time.Since(fc.start).Seconds()
-	s.log.Warn("secagg round closed, nothing charged", "round", fc.r, "reason", detail)
-	s.sa.collect = nil
-	s.removeCollect()
-	s.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = fc.r, nil })
-	s.notify()
+	m.log.Warn("secagg round closed, nothing charged", "round", fc.r, "reason", detail)
+	m.sa.collect = nil
+	m.removeCollect()
+	m.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = fc.r, nil })
+	m.notify()
 	return fc.answer(api.IntakeInvalid, fc.fail(st), detail)
 }
 
@@ -93,9 +80,9 @@ func (fc *secaggFinish) closeInvalid(s *Server, detail string) (api.SecAggAnswer
 // and the Charging marker, charges the ledger, and only then answers with
 // fc.ok — the reply after which the relay sends its aggregate share. The
 // caller holds procMu.
-func (s *Server) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
+func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 	r := fc.r
-	params := fc.rc.params
+	params := fc.rc.Params
 	var okFrame []byte
 	persist := func(aggregate []byte) error {
 		fc.counts()
@@ -106,60 +93,60 @@ func (s *Server) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 		okFrame = f
 		// The round is resumable from here: written before the charge, read
 		// at a restart only if the ledger holds the charge (restorePending).
-		if err := s.savePending(&pendingFile{Round: r, Digest: fc.dig, Reply: f, Rec: fc.rec, Aggregate: aggregate}); err != nil {
+		if err := m.store.SavePending(&Pending{Round: r, Digest: fc.dig, Reply: f, Rec: fc.rec, Aggregate: aggregate}); err != nil {
 			return fmt.Errorf("%w: %w", errPersist, err)
 		}
-		if err := s.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: fc.dig, SecAgg: true} }); err != nil {
+		if err := m.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: fc.dig, SecAgg: true} }); err != nil {
 			return fmt.Errorf("%w: recording the secagg round before its charge: %w", errPersist, err)
 		}
 		return nil
 	}
-	release := func(n int) privacy.Release { return fc.rc.proto.Spec.Release(r, n, 0) }
-	err := analysis.ChargeSecAgg(fc.leader, int(params.MinBatch), release, persist, s.ledger.Charge)
+	release := func(n int) privacy.Release { return fc.rc.Proto.Spec.Release(r, n, 0) }
+	err := analysis.ChargeSecAgg(fc.leader, int(params.MinBatch), release, persist, m.ledger.Charge)
 	fc.counts()
-	s.sa.collect = nil
-	s.removeCollect()
+	m.sa.collect = nil
+	m.removeCollect()
 	if err != nil {
-		s.removePending()
+		m.removePending()
 		switch {
 		case errors.Is(err, analysis.ErrBelowMinBatch):
-			return fc.closeInvalid(s, fmt.Sprintf("%d reports accepted, fewer than the minimum batch %d", fc.leader.Accepted(), params.MinBatch))
+			return fc.closeInvalid(m, fmt.Sprintf("%d reports accepted, fewer than the minimum batch %d", fc.leader.Accepted(), params.MinBatch))
 		case errors.Is(err, analysis.ErrTooManyRejected):
-			return fc.closeInvalid(s, fmt.Sprintf("%d of %d reports failed verification, more than the relay releases a round with",
+			return fc.closeInvalid(m, fmt.Sprintf("%d of %d reports failed verification, more than the relay releases a round with",
 				fc.leader.Reports()-fc.leader.Accepted(), fc.leader.Reports()))
 		case errors.Is(err, errPersist):
-			s.commit(func(c *checkpoint.State) { c.Charging = nil })
+			m.commit(func(c *checkpoint.State) { c.Charging = nil })
 			return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
 		case errors.Is(err, ledger.ErrBudgetExhausted):
 			rec := fc.rec
 			st := wire.BatchStatusRefused
 			rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusRefused, err.Error(), &st, time.Now()
-			s.log.Warn("secagg round refused: privacy budget", "round", r, "err", err)
-			s.commit(func(c *checkpoint.State) {
+			m.log.Warn("secagg round refused: privacy budget", "round", r, "err", err)
+			m.commit(func(c *checkpoint.State) {
 				c.History = append(c.History, rec)
 				c.Round, c.Open, c.Charging = r, nil, nil
 			})
-			s.stop("privacy budget: " + err.Error())
+			m.Stop("privacy budget: " + err.Error())
 			return fc.answer(api.IntakeAccepted, fc.fail(st), err.Error())
 		case errors.Is(err, ledger.ErrInvalidRelease):
-			s.commit(func(c *checkpoint.State) { c.Charging = nil })
-			return fc.closeInvalid(s, "invalid release: "+err.Error())
+			m.commit(func(c *checkpoint.State) { c.Charging = nil })
+			return fc.closeInvalid(m, "invalid release: "+err.Error())
 		default:
-			s.log.Error("ledger charge failed; nothing answered", "round", r, "err", err)
+			m.log.Error("ledger charge failed; nothing answered", "round", r, "err", err)
 			return api.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
 		}
 	}
 	rec := fc.rec
-	s.fillEpsilon(&rec)
+	m.fillEpsilon(&rec)
 	st := wire.BatchStatusOK
 	rec.Reply = &st
 	rec.Seconds = time.Since(fc.start).Seconds()
-	s.sa.pending = &secaggPending{round: r, sr: fc.sr, leader: fc.leader, digest: fc.dig, reply: okFrame, rec: rec,
-		until: time.Now().Add(s.cfg.BatchGrace)}
-	s.log.Info("secagg round prepared and charged; waiting for the relay's aggregate share", "round", r,
+	m.sa.pending = &secaggPending{round: r, sr: fc.sr, leader: fc.leader, digest: fc.dig, reply: okFrame, rec: rec,
+		until: time.Now().Add(m.opt.BatchGrace)}
+	m.log.Info("secagg round prepared and charged; waiting for the relay's aggregate share", "round", r,
 		"reports", rec.Reports, "accepted", rec.Accepted, "rejected", rec.RejectedValue, "rejected_open", rec.RejectedOpen,
 		"seconds", rec.Seconds)
-	s.publishStatus()
+	m.publishStatus()
 	return fc.answer(api.IntakeAccepted, okFrame, "")
 }
 
@@ -177,12 +164,12 @@ type secaggCollect struct {
 }
 
 // newLeader builds the leader of secure-summation round r.
-func (s *Server) newLeader(r int, rc *roundConfig) (*secagg.Round, secagg.Engine, error) {
-	sr, err := rc.proto.Spec.SecAggRound(uint64(r))
+func (m *Machine) newLeader(r int, rc *RoundConfig) (*secagg.Round, secagg.Engine, error) {
+	sr, err := rc.Proto.Spec.SecAggRound(uint64(r))
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: secagg round %d: %w", r, err)
 	}
-	vk, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), uint64(r))
+	vk, err := secagg.DeriveVerifyKey([]byte(m.opt.Token), uint64(r))
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: secagg verify key, round %d: %w", r, err)
 	}
@@ -196,22 +183,22 @@ func (s *Server) newLeader(r int, rc *roundConfig) (*secagg.Round, secagg.Engine
 // secaggOpenRound checks that round is the open secure-summation round
 // with nothing charged yet; otherwise it returns the answer (obsolete or
 // invalid) and ok = false. The caller holds procMu.
-func (s *Server) secaggOpenRound(round uint64, what string) (*roundConfig, api.Intake, string, bool) {
+func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, api.Intake, string, bool) {
 	r := int(round)
-	if round > uint64(s.st.Round+1) {
-		return nil, api.IntakeObsolete, fmt.Sprintf("round %d was never announced (last %d)", round, s.st.Round), false
+	if round > uint64(m.st.Round+1) {
+		return nil, api.IntakeObsolete, fmt.Sprintf("round %d was never announced (last %d)", round, m.st.Round), false
 	}
-	if p := s.sa.pending; p != nil && p.round == r {
+	if p := m.sa.pending; p != nil && p.round == r {
 		return nil, api.IntakeObsolete, fmt.Sprintf("round %d is already charged", r), false
 	}
-	if rec := s.record(r); rec != nil {
+	if rec := m.record(r); rec != nil {
 		return nil, api.IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status), false
 	}
-	if s.st.Open == nil || s.st.Open.Round != r {
+	if m.st.Open == nil || m.st.Open.Round != r {
 		return nil, api.IntakeObsolete, fmt.Sprintf("round %d is not open", r), false
 	}
-	rc := s.rounds()
-	if !rc.proto.SecAgg() {
+	rc := m.Current()
+	if !rc.Proto.SecAgg() {
 		return nil, api.IntakeInvalid, "the open round is not secure summation", false
 	}
 	return rc, "", "", true
@@ -229,10 +216,10 @@ func (s *Server) secaggOpenRound(round uint64, what string) (*roundConfig, api.I
 // Guarantee: a chunk's verdicts let the relay fold its own shares, never
 // release them; nothing of the round is unsharded before SecAggCloseIntake
 // charged it (analysis.SecAggLeader.Unshard refuses).
-func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
+func (m *Machine) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 	dig := digestOf(frame)
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
+	m.procMu.Lock()
+	defer m.procMu.Unlock()
 	t, round, err := wire.PeekRound(frame)
 	if err != nil || t != wire.TypeSecAggChunk || round < 1 {
 		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg chunk frame"}}, nil
@@ -244,46 +231,46 @@ func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil
 	}
 	r := int(round)
-	if c := s.sa.collect; c != nil && c.round == r && c.lastDig == dig {
+	if c := m.sa.collect; c != nil && c.round == r && c.lastDig == dig {
 		return ans(api.IntakeDuplicate, c.lastReply, "")
 	}
-	rc, in, detail, ok := s.secaggOpenRound(round, "chunk")
+	rc, in, detail, ok := m.secaggOpenRound(round, "chunk")
 	if !ok {
 		return ans(in, nil, detail)
 	}
-	ch, err := wire.ParseSecAggChunk(frame, rc.proto.LeaderSealed, int(rc.params.Quota))
+	ch, err := wire.ParseSecAggChunk(frame, rc.Proto.LeaderSealed, int(rc.Params.Quota))
 	if err != nil {
 		return ans(api.IntakeInvalid, nil, "malformed secagg chunk: "+err.Error())
 	}
-	c := s.sa.collect
+	c := m.sa.collect
 	if c == nil || c.round != r {
 		if ch.Seq != 1 {
 			return ans(api.IntakeObsolete, nil, fmt.Sprintf("chunk %d of round %d without its predecessors here", ch.Seq, r))
 		}
-		sr, eng, err := s.newLeader(r, rc)
+		sr, eng, err := m.newLeader(r, rc)
 		if err != nil {
 			return api.SecAggAnswer{}, err
 		}
-		l, err := analysis.NewSecAggLeader(s.key, sr, eng)
+		l, err := analysis.NewSecAggLeader(m.key, sr, eng)
 		if err != nil {
 			return api.SecAggAnswer{}, err
 		}
 		c = &secaggCollect{round: r, sr: sr, leader: l, next: 1, start: time.Now()}
-		s.sa.collect = c
+		m.sa.collect = c
 	}
 	// A chunk the relay should never send closes the round, nothing
 	// charged: the relay ends it too on the invalid answer.
 	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
-		rec: s.openRecord(r, dig, c.leader.Reports(), 0, 0, time.Time{}), fail: func(st uint8) []byte { return prepFrame(round, st) }}
+		rec: m.openRecord(r, dig, c.leader.Reports(), 0, 0, time.Time{}), fail: func(st uint8) []byte { return prepFrame(round, st) }}
 	if ch.Seq != c.next {
-		return fc.closeInvalid(s, fmt.Sprintf("chunk %d, expected %d", ch.Seq, c.next))
+		return fc.closeInvalid(m, fmt.Sprintf("chunk %d, expected %d", ch.Seq, c.next))
 	}
-	if c.leader.Reports()+len(ch.Leader) > int(rc.params.Quota) {
-		return fc.closeInvalid(s, fmt.Sprintf("more than the quota of %d reports", rc.params.Quota))
+	if c.leader.Reports()+len(ch.Leader) > int(rc.Params.Quota) {
+		return fc.closeInvalid(m, fmt.Sprintf("more than the quota of %d reports", rc.Params.Quota))
 	}
-	msg, err := c.leader.PrepareChunk(ch.Leader, ch.Prep, s.workers())
+	msg, err := c.leader.PrepareChunk(ch.Leader, ch.Prep, m.workers())
 	if err != nil {
-		return fc.closeInvalid(s, "the relay's prepare shares do not combine: "+err.Error())
+		return fc.closeInvalid(m, "the relay's prepare shares do not combine: "+err.Error())
 	}
 	reply, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
 	if err != nil {
@@ -293,19 +280,19 @@ func (s *Server) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 	c.lastDig, c.lastReply = dig, reply
 	// Persisted before the answer: a restart resumes the round from here
 	// and answers the relay's re-sent chunk again.
-	if err := s.saveCollect(c); err != nil {
+	if err := m.saveCollect(c); err != nil {
 		// The state in memory is ahead of the disk: the round cannot be
 		// resumed after a restart, so it is closed now, nothing charged.
-		s.log.Error("cannot persist the secagg round's state", "round", r, "err", err)
-		return fc.closeInvalid(s, "the aggregator could not persist the round")
+		m.log.Error("cannot persist the secagg round's state", "round", r, "err", err)
+		return fc.closeInvalid(m, "the aggregator could not persist the round")
 	}
 	return ans(api.IntakeAccepted, reply, "")
 }
 
 // openRecord is the record of the open round r with the relay's counts.
-func (s *Server) openRecord(r int, dig string, reports, checkedIn, population int, closedAt time.Time) checkpoint.RoundRecord {
+func (m *Machine) openRecord(r int, dig string, reports, checkedIn, population int, closedAt time.Time) checkpoint.RoundRecord {
 	rec := checkpoint.RoundRecord{Round: r, Digest: dig, Reports: reports, CheckedIn: checkedIn, Population: population, ClosedAt: closedAt}
-	if o := s.st.Open; o != nil && o.Round == r {
+	if o := m.st.Open; o != nil && o.Round == r {
 		rec.AnnouncedAt, rec.Deadline = o.AnnouncedAt, o.Deadline
 	}
 	return rec
@@ -340,10 +327,10 @@ func chargedFrame(round uint64, status uint8) []byte {
 // leader's state is discarded, so nothing of it can be released. Each
 // round is charged at most once: a close is taken only for the open round
 // not yet charged nor closed.
-func (s *Server) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
+func (m *Machine) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 	dig := digestOf(frame)
-	s.procMu.Lock()
-	defer s.procMu.Unlock()
+	m.procMu.Lock()
+	defer m.procMu.Unlock()
 	cl, err := wire.ParseSecAggClose(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
@@ -357,97 +344,77 @@ func (s *Server) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 		}
 		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil
 	}
-	if p := s.sa.pending; p != nil && p.round == r && p.digest == dig {
-		s.log.Info("identical secagg close re-sent; answering with the stored reply", "round", r)
+	if p := m.sa.pending; p != nil && p.round == r && p.digest == dig {
+		m.log.Info("identical secagg close re-sent; answering with the stored reply", "round", r)
 		return ans(api.IntakeDuplicate, p.reply, "")
 	}
-	if l := s.sa.last; l != nil && l.round == r && l.closeDigest == dig {
+	if l := m.sa.last; l != nil && l.round == r && l.closeDigest == dig {
 		return ans(api.IntakeDuplicate, l.closeReply, "")
 	}
-	if rec := s.record(r); rec != nil && rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
+	if rec := m.record(r); rec != nil && rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
 		return ans(api.IntakeDuplicate, chargedFrame(round, *rec.Reply), "")
 	}
-	rc, in, detail, ok := s.secaggOpenRound(round, "close")
+	rc, in, detail, ok := m.secaggOpenRound(round, "close")
 	if !ok {
 		return ans(in, nil, detail)
 	}
-	c := s.sa.collect
+	c := m.sa.collect
 	if c == nil || c.round != r {
 		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d has no chunks here", r))
 	}
 	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
-		rec:  s.openRecord(r, dig, int(cl.Reports), int(cl.CheckedIn), int(cl.Population), time.Now()),
+		rec:  m.openRecord(r, dig, int(cl.Reports), int(cl.CheckedIn), int(cl.Population), time.Now()),
 		fail: func(st uint8) []byte { return chargedFrame(round, st) },
 		ok: func(n int) ([]byte, error) {
 			return (&wire.SecAggCharged{Round: round, Status: wire.BatchStatusOK, Accepted: uint32(n)}).MarshalBinary()
 		}}
 	if cl.Chunks != c.next-1 || int(cl.Reports) != c.leader.Reports() || int(cl.Accepted) != c.leader.Accepted() {
-		return fc.closeInvalid(s, fmt.Sprintf("the relay closes %d chunks, %d reports, %d accepted; the leader has %d, %d, %d",
+		return fc.closeInvalid(m, fmt.Sprintf("the relay closes %d chunks, %d reports, %d accepted; the leader has %d, %d, %d",
 			cl.Chunks, cl.Reports, cl.Accepted, c.next-1, c.leader.Reports(), c.leader.Accepted()))
 	}
-	return s.secaggCharge(fc)
+	return m.secaggCharge(fc)
 }
 
-// CollectFile is the name, inside Config.StateDir, of the open
-// secure-summation round's streaming state (the leader's running
-// aggregate, nonces and counts, the last chunk's answer), rewritten
-// durably before each chunk is answered.
-const CollectFile = "secagg-collect.json"
-
-type collectFile struct {
-	Round     int    `json:"round"`
-	Next      uint32 `json:"next"`
-	LastDig   string `json:"last_digest"`
-	LastReply []byte `json:"last_reply"`
-	Leader    []byte `json:"leader"` // analysis.SecAggLeader.MarshalState
-}
-
-func (s *Server) saveCollect(c *secaggCollect) error {
+func (m *Machine) saveCollect(c *secaggCollect) error {
 	st, err := c.leader.MarshalState()
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(collectFile{Round: c.round, Next: c.next, LastDig: c.lastDig, LastReply: c.lastReply, Leader: st})
-	if err != nil {
-		return err
-	}
-	return durable.WriteFile(filepath.Join(s.cfg.StateDir, CollectFile), b, 0o600)
+	return m.store.SaveCollect(&Collect{Round: c.round, Next: c.next, LastDig: c.lastDig, LastReply: c.lastReply, Leader: st})
 }
 
-func (s *Server) removeCollect() {
-	if err := os.Remove(filepath.Join(s.cfg.StateDir, CollectFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Error("cannot remove the secagg round's streaming state", "err", err)
+func (m *Machine) removeCollect() {
+	if err := m.store.RemoveCollect(); err != nil {
+		m.log.Error("cannot remove the secagg round's streaming state", "err", err)
 	}
 }
 
 // restoreCollect resumes the open round's streaming state after a
-// restart (called by New after reconcile): a file for another round than
+// restart (called by Open after reconcile): a file for another round than
 // the open one is deleted.
-func (s *Server) restoreCollect() {
-	path := filepath.Join(s.cfg.StateDir, CollectFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+func (m *Machine) restoreCollect() {
+	f, err := m.store.LoadCollect()
+	if f == nil && err == nil {
 		return
 	}
-	var f collectFile
-	if err != nil || json.Unmarshal(b, &f) != nil || s.st.Open == nil || s.st.Open.Round != f.Round || s.sa.pending != nil {
-		s.removeCollect()
+	if err != nil || m.st.Open == nil || m.st.Open.Round != f.Round || m.sa.pending != nil {
+		m.removeCollect()
 		return
 	}
-	rc := s.rounds()
-	if !rc.proto.SecAgg() {
-		s.removeCollect()
+	rc := m.Current()
+	if !rc.Proto.SecAgg() {
+		m.removeCollect()
 		return
 	}
-	sr, eng, err := s.newLeader(f.Round, rc)
+	sr, eng, err := m.newLeader(f.Round, rc)
 	if err == nil {
 		var l *analysis.SecAggLeader
-		if l, err = analysis.RestoreCollecting(s.key, sr, eng, f.Leader); err == nil {
-			s.sa.collect = &secaggCollect{round: f.Round, sr: sr, leader: l, next: f.Next, lastDig: f.LastDig, lastReply: f.LastReply, start: time.Now()}
-			s.log.Info("resumed a secure-summation round's chunks", "round", f.Round, "chunks", f.Next-1, "reports", l.Reports())
+		if l, err = analysis.RestoreCollecting(m.key, sr, eng, f.Leader); err == nil {
+			m.sa.collect = &secaggCollect{round: f.Round, sr: sr, leader: l, next: f.Next, lastDig: f.LastDig, lastReply: f.LastReply, start: time.Now()}
+			m.log.Info("resumed a secure-summation round's chunks", "round", f.Round, "chunks", f.Next-1, "reports", l.Reports())
 			return
 		}
 	}
-	s.log.Error("the secagg round's streaming state does not restore", "round", f.Round, "err", err)
-	s.removeCollect()
+	m.log.Error("the secagg round's streaming state does not restore", "round", f.Round, "err", err)
+	m.removeCollect()
 }
