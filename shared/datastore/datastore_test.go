@@ -538,3 +538,32 @@ func TestBytesPerReportIndependentOfN(t *testing.T) {
 		t.Fatalf("bytes per report grow with n or exceed 2 KB: %v", per)
 	}
 }
+
+func TestScanFollowsCommits(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, nil)
+	defer s.Close()
+	var seen []string
+	collect := func(ops []Op) error {
+		for _, o := range ops {
+			seen = append(seen, o.Kind+" "+o.Bucket+"/"+o.Key+"="+string(o.Value))
+		}
+		return nil
+	}
+	off, err := Scan(dir, 0, collect)
+	if err != nil || len(seen) != 0 {
+		t.Fatalf("empty log: %v %v", seen, err)
+	}
+	s.Update(func(tx *Tx) error { tx.Put("a", "1", []byte("x")); tx.Delete("a", "0"); return nil })
+	if off, err = Scan(dir, off, collect); err != nil {
+		t.Fatal(err)
+	}
+	s.Update(func(tx *Tx) error { tx.DeleteBucket("a"); return nil })
+	if _, err = Scan(dir, off, collect); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"put a/1=x", "delete a/0=", "delete-bucket a/="}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("scanned %v, want %v", seen, want)
+	}
+}

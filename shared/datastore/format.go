@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 )
 
 // The log file (LogFile) is a header followed by frames:
@@ -137,4 +139,48 @@ func decodeOps(p []byte) ([]op, error) {
 		ops = append(ops, o)
 	}
 	return ops, nil
+}
+
+// Op is one operation of a committed transaction, as Scan reports it.
+type Op struct {
+	// Kind is "put", "delete" or "delete-bucket".
+	Kind   string
+	Bucket string
+	Key    string
+	Value  []byte
+}
+
+// Scan reads the log in dir read-only, from byte offset from (0 or the
+// offset a previous Scan of the same file returned), calls fn with each
+// whole transaction in order, and returns the offset after the last one.
+// It never changes the file: a torn tail is left for Open to truncate, and
+// a transaction still being written is reported by a later Scan. For
+// inspection and for tests that watch a running server's progress; a
+// file replaced by a compaction (os.SameFile reports it) is rescanned
+// from 0.
+func Scan(dir string, from int64, fn func(ops []Op) error) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, LogFile))
+	if err != nil {
+		return from, fmt.Errorf("datastore: %w", err)
+	}
+	if len(b) < len(header) || [8]byte(b[:8]) != header {
+		return from, nil
+	}
+	off := max(from, int64(len(header)))
+	for off < int64(len(b)) {
+		ops, n, err := readFrame(b[off:])
+		if err != nil {
+			break
+		}
+		out := make([]Op, len(ops))
+		for i, o := range ops {
+			out[i] = Op{Kind: map[byte]string{opPut: "put", opDelete: "delete", opDeleteBucket: "delete-bucket"}[o.kind],
+				Bucket: o.bucket, Key: o.key, Value: o.value}
+		}
+		if err := fn(out); err != nil {
+			return off, err
+		}
+		off += int64(n)
+	}
+	return off, nil
 }
