@@ -16,6 +16,7 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/datastore"
 )
 
 // copyState replaces dst with a copy of src's regular files (modes kept).
@@ -39,8 +40,9 @@ func copyState(t *testing.T, src, dst string) {
 // real binaries until both ledgers hold charges past a saved copy, then
 // tampers with one server's state while the other runs and checks that
 // the tampered server refuses to start (its output names the rollback):
-// the aggregator after deleting state.json and its ledger's last line,
-// after deleting state.json and the ledger, after restoring its whole
+// the aggregator after deleting its datastore (store.log: the
+// checkpoint) and its ledger's last line, after deleting the datastore
+// and the ledger, after restoring its whole
 // state directory from the older copy; the relay after restoring its
 // state directory from the older copy. Untampered, both start again and
 // a round completes.
@@ -146,12 +148,12 @@ func TestAnchorTampering(t *testing.T) {
 		name   string
 		tamper func()
 	}{
-		{"aggregator: state.json and the ledger's last line deleted", func() {
-			os.Remove(filepath.Join(aggDir, "state.json"))
+		{"aggregator: its datastore (checkpoint) and the ledger's last line deleted", func() {
+			os.Remove(filepath.Join(aggDir, datastore.LogFile))
 			cutLast(filepath.Join(aggDir, "ledger.jsonl"))
 		}},
-		{"aggregator: state.json and the ledger deleted", func() {
-			os.Remove(filepath.Join(aggDir, "state.json"))
+		{"aggregator: its datastore (checkpoint) and the ledger deleted", func() {
+			os.Remove(filepath.Join(aggDir, datastore.LogFile))
 			os.Remove(filepath.Join(aggDir, "ledger.jsonl"))
 		}},
 		{"aggregator: state directory restored from the older copy", func() { copyState(t, aggOld, aggDir) }},

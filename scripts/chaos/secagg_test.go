@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,17 +17,19 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/datastore"
 )
 
 // secaggKill is one kill at a step of a streamed secure-summation round
 // (docs/secagg.md, "Crash safety"): the server killed as soon as the
-// trigger file appears in the aggregator's (agg) or the relay's state
-// directory.
+// trigger is seen in the aggregator's (agg) or the relay's state
+// directory: a file matching a glob, or "store:BUCKET", a transaction
+// of the directory's datastore writing to BUCKET.
 type secaggKill struct {
 	name    string
 	relay   bool   // kill the relay (else the aggregator)
 	agg     bool   // the trigger is in the aggregator's directory
-	trigger string // a file name (glob) that marks the step
+	trigger string // a file name (glob) or "store:BUCKET" that marks the step
 	// down is how long the server stays down (zero: one second).
 	down time.Duration
 }
@@ -34,14 +37,14 @@ type secaggKill struct {
 var secaggKills = []secaggKill{
 	// After a chunk's 'P' was prepared and its 'M' persisted (answered or
 	// about to be): the aggregator resumes collecting.
-	{"aggregator after a chunk ('P' in, 'M' persisted)", false, true, "secagg-collect.json", 0},
+	{"aggregator after a chunk ('P' in, 'M' persisted)", false, true, "store:secagg/collect", 0},
 	// The relay in the middle of its chunks, before its close: the round
 	// is aborted, nothing charged.
-	{"relay between chunks, before the close", true, true, "secagg-collect.json", 0},
+	{"relay between chunks, before the close", true, true, "store:secagg/collect", 0},
 	// Around the charge ('M' of the close): the prepared round is written
 	// just before the ledger's charge, so the kill lands before or after
 	// it; either the round is resumed, or it was never charged.
-	{"aggregator around the charge", false, true, "secagg-pending.json", 0},
+	{"aggregator around the charge", false, true, "store:secagg/pending", 0},
 	// After the relay persisted its close (before or after the charge).
 	{"relay after its close is persisted", true, false, "*.secagg-close", 0},
 	// After the relay persisted its noised aggregate share (before or
@@ -114,9 +117,9 @@ func TestSecAggChaos(t *testing.T) {
 		before, _ := invariant.OKRounds(context.Background(), cl)
 		// Wait for the step (at most two rounds), then kill at once.
 		found := false
+		w := newStepWatch(where, k.trigger)
 		for end := time.Now().Add(2 * recoverWithin); time.Now().Before(end) && !found; time.Sleep(10 * time.Millisecond) {
-			m, _ := filepath.Glob(filepath.Join(where, k.trigger))
-			found = len(m) > 0
+			found = w.reached()
 		}
 		if !found {
 			t.Fatalf("kill %d (%s): the step was never reached", i+1, k.name)
@@ -164,4 +167,50 @@ func TestSecAggChaos(t *testing.T) {
 	for _, r := range rs {
 		t.Logf("round %d: %s n=%d %s", r.Round, r.Status, r.N, r.Detail)
 	}
+}
+
+// stepWatch watches a state directory for a kill's trigger.
+type stepWatch struct {
+	dir, glob, bucket string
+	off               int64
+	file              os.FileInfo
+}
+
+func newStepWatch(dir, trigger string) *stepWatch {
+	w := &stepWatch{dir: dir, glob: trigger}
+	if b, ok := strings.CutPrefix(trigger, "store:"); ok {
+		w.glob, w.bucket = "", b
+		// Only transactions from now on count.
+		w.file, _ = os.Stat(filepath.Join(dir, datastore.LogFile))
+		w.off, _ = datastore.Scan(dir, 0, func([]datastore.Op) error { return nil })
+	}
+	return w
+}
+
+// reached reports whether the trigger was seen: the glob matches a file,
+// or a transaction committed since the watch began writes to the bucket
+// (a log rewritten by a compaction is read again from its start: its
+// snapshot holds the bucket only while the step's state exists).
+func (w *stepWatch) reached() bool {
+	if w.bucket == "" {
+		m, _ := filepath.Glob(filepath.Join(w.dir, w.glob))
+		return len(m) > 0
+	}
+	fi, err := os.Stat(filepath.Join(w.dir, datastore.LogFile))
+	if err != nil {
+		return false
+	}
+	if w.file == nil || !os.SameFile(w.file, fi) {
+		w.file, w.off = fi, 0
+	}
+	found := false
+	w.off, _ = datastore.Scan(w.dir, w.off, func(ops []datastore.Op) error {
+		for _, o := range ops {
+			if o.Kind == "put" && o.Bucket == w.bucket {
+				found = true
+			}
+		}
+		return nil
+	})
+	return found
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -159,15 +160,25 @@ type Op struct {
 // file replaced by a compaction (os.SameFile reports it) is rescanned
 // from 0.
 func Scan(dir string, from int64, fn func(ops []Op) error) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, LogFile))
+	f, err := os.Open(filepath.Join(dir, LogFile))
 	if err != nil {
 		return from, fmt.Errorf("datastore: %w", err)
 	}
-	if len(b) < len(header) || [8]byte(b[:8]) != header {
+	defer f.Close()
+	var h [8]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || h != header {
 		return from, nil
 	}
-	off := max(from, int64(len(header)))
-	for off < int64(len(b)) {
+	from = max(from, int64(len(header)))
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return from, fmt.Errorf("datastore: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return from, fmt.Errorf("datastore: %w", err)
+	}
+	off := 0
+	for off < len(b) {
 		ops, n, err := readFrame(b[off:])
 		if err != nil {
 			break
@@ -178,9 +189,9 @@ func Scan(dir string, from int64, fn func(ops []Op) error) (int64, error) {
 				Bucket: o.bucket, Key: o.key, Value: o.value}
 		}
 		if err := fn(out); err != nil {
-			return off, err
+			return from + int64(off), err
 		}
-		off += int64(n)
+		off += n
 	}
-	return off, nil
+	return from + int64(off), nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -100,7 +101,7 @@ func copyDir(t *testing.T, src, dst string) {
 // both, restoring the whole state directory from a copy taken after round
 // 1 — while an untampered restart starts.
 func TestAnchorRefusesTampering(t *testing.T) {
-	for _, damage := range []string{"none", "state.json and last line", "state.json and ledger", "older copy"} {
+	for _, damage := range []string{"none", "the datastore and the ledger's last line", "the datastore and the ledger", "older copy"} {
 		t.Run(damage, func(t *testing.T) {
 			dir := t.TempDir()
 			old := filepath.Join(t.TempDir(), "old")
@@ -123,17 +124,17 @@ func TestAnchorRefusesTampering(t *testing.T) {
 			path := filepath.Join(dir, LedgerFile)
 			var err error
 			switch damage {
-			case "state.json and last line":
+			case "the datastore and the ledger's last line":
 				data, _ := os.ReadFile(path)
 				i := len(data) - 2
 				for i >= 0 && data[i] != '\n' {
 					i--
 				}
-				if err = os.Remove(filepath.Join(dir, CheckpointFile)); err == nil {
+				if err = os.Remove(filepath.Join(dir, datastore.LogFile)); err == nil {
 					err = os.WriteFile(path, data[:i+1], 0o600)
 				}
-			case "state.json and ledger":
-				if err = os.Remove(filepath.Join(dir, CheckpointFile)); err == nil {
+			case "the datastore and the ledger":
+				if err = os.Remove(filepath.Join(dir, datastore.LogFile)); err == nil {
 					err = os.Remove(path)
 				}
 			case "older copy":

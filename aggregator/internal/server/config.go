@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
@@ -99,6 +100,9 @@ type Config struct {
 	// ledgerFile, if set (tests only), wraps the ledger's file
 	// (ledger.Options.WrapFile) to inject write and fsync failures.
 	ledgerFile func(ledger.File) ledger.File
+	// storeFS, if set (tests only), is the datastore's file system (to
+	// inject a failing write or fsync).
+	storeFS datastore.FileSystem
 	// secaggNoise, if set (tests only), is the aggregator's secure
 	// summation noise (rounds.Options.Noise; nil: noise.Secure()).
 	secaggNoise noise.Source

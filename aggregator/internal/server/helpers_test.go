@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
-	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"log/slog"
 	"math"
@@ -17,6 +15,9 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/privacy"
@@ -368,4 +369,32 @@ func (h *harness) waitAnnounced(round int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h.t.Fatalf("round %d not marked announced", round)
+}
+
+// loadCheckpoint reads the checkpoint from a stopped server's datastore.
+func loadCheckpoint(t *testing.T, dir string) *checkpoint.State {
+	t.Helper()
+	db, err := datastore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := rounds.NewDBStore(db).LoadState()
+	if err != nil || st == nil {
+		t.Fatalf("no checkpoint in %s: %v", dir, err)
+	}
+	return st
+}
+
+// saveCheckpoint replaces the checkpoint in a stopped server's datastore.
+func saveCheckpoint(t *testing.T, dir string, st *checkpoint.State) {
+	t.Helper()
+	db, err := datastore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := rounds.NewDBStore(db).SaveState(st); err != nil {
+		t.Fatal(err)
+	}
 }

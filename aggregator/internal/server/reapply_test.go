@@ -35,10 +35,7 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 
 	// What a stop between the charge and the checkpoint leaves behind.
 	sum := sha256.Sum256(frame)
-	st, err := checkpoint.Load(filepath.Join(dir, CheckpointFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := loadCheckpoint(t, dir)
 	st.Charging = &checkpoint.Charging{Round: 2, Digest: hex.EncodeToString(sum[:])}
 	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
 		Composer: accounting.New(h.cfg.Accountant).Composer()})
@@ -51,9 +48,7 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	}
 	st.LedgerRecords, st.LedgerHead = checkpoint.LedgerHead(l)
 	l.Close()
-	if err := st.Save(filepath.Join(dir, CheckpointFile)); err != nil {
-		t.Fatal(err)
-	}
+	saveCheckpoint(t, dir, st)
 
 	h2 := newHarness(t, dir, relay, nil)
 	if a := relay.next(t); a.Round != 3 || !slices.Equal(a.Model, model1) {

@@ -5,13 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
-	"io/fs"
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,6 +22,8 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/ledger"
@@ -705,7 +704,7 @@ func checkLostRound(t *testing.T, h *harness, rs *relayStream) {
 }
 
 // TestSecAggRestartBetweenCloseAndAggregate: the leader's running
-// aggregate is persisted before the charge (PendingFile), so a restart
+// aggregate is persisted before the charge (rounds.Pending, in the datastore), so a restart
 // after the close's charged answer resumes the round: the relay's
 // identical re-sent close gets the same answer without a second charge,
 // its aggregate share is applied, and the next round follows.
@@ -736,11 +735,14 @@ func TestSecAggRestartBetweenCloseAndAggregate(t *testing.T) {
 	if a2 := relay.next(t); a2.Round != 2 {
 		t.Fatalf("announced round %d after the resumed round, want 2", a2.Round)
 	}
-	for _, f := range []string{PendingFile, CollectFile} {
-		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("%s outlives the round: %v", f, err)
+	h2.srv.db.View(func(tx *datastore.ReadTx) error {
+		for _, b := range []string{rounds.BucketPending, rounds.BucketCollect} {
+			if ks := tx.Keys(b); len(ks) != 0 {
+				t.Errorf("the datastore's %s outlives the round: %v", b, ks)
+			}
 		}
-	}
+		return nil
+	})
 }
 
 // TestSecAggRestartWithoutAggregateLost: a resumed round still waits only

@@ -26,6 +26,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -40,6 +41,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/ledger"
 )
@@ -90,6 +92,8 @@ type Server struct {
 	relayDown atomic.Int64
 
 	peer *ledger.Peer // the relay's noise-ledger head (anchor.go)
+
+	db *datastore.Store // the state directory's datastore (rounds.DBStore)
 }
 
 // New validates cfg, creates the state directory, loads or creates the
@@ -131,7 +135,25 @@ func New(cfg Config) (*Server, error) {
 	if err := rc.Proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
 		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
 	}
-	store := rounds.FileStore{Dir: c.StateDir}
+	// The round state lives in the state directory's one datastore; a
+	// directory in the former format (state.json and the secagg files) is
+	// imported once and its files kept as NAME.imported.
+	db, err := datastore.Open(c.StateDir, &datastore.Options{Logger: c.Logger, FS: c.storeFS})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := rounds.ImportFiles(db, c.StateDir); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.db = db
+	ok := false
+	defer func() {
+		if !ok {
+			db.Close()
+		}
+	}()
+	store := rounds.NewDBStore(db)
 	ck, err := store.LoadState()
 	if err != nil {
 		return nil, err
@@ -173,6 +195,7 @@ func New(cfg Config) (*Server, error) {
 		l.Close()
 		return nil, err
 	}
+	ok = true
 	s.log.Info("aggregator ready", "fingerprint", s.fp, "last_round", ck.Round, "rounds_ok", s.RoundsOK(),
 		"ledger_rounds", len(l.Releases()), "protocol", c.Params.Protocol, "d", c.Params.D, "k", c.Params.K,
 		"l", c.Params.L, "n_p", c.Params.NP, "eps_l", c.Params.EpsL, "sigma", c.Params.Sigma, "bits", c.Params.Bits)
@@ -189,5 +212,5 @@ func (s *Server) PublicKey() envelope.PublicKey { return s.pub }
 // stopped.
 func (s *Server) Close() error {
 	s.audit.Close()
-	return s.ledger.Close()
+	return errors.Join(s.ledger.Close(), s.db.Close())
 }
