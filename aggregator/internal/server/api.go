@@ -26,7 +26,21 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/export", s.serveExport)
 	mux.HandleFunc("GET /v1/anchor", s.handleAnchor)  // anchor.go
 	mux.HandleFunc("POST /v1/anchor", s.handleAnchor) // anchor.go
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	return mux
+}
+
+// serveMetrics is GET /metrics: the aggregator's operational counters
+// as JSON (today its datastore's: commits, fsyncs, bytes written,
+// compactions, log size). They count work, never a value a volunteer
+// sent.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	st := s.db.Stats()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(map[string]any{"datastore": map[string]int64{
+		"commits": st.Commits, "fsyncs": st.Fsyncs, "bytes_written": st.BytesWritten,
+		"compactions": st.Compactions, "log_size": st.LogSize}})
 }
 
 // serveTask is GET /api/task: the public task definition (title, consent

@@ -3,6 +3,8 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -107,5 +109,34 @@ func TestBatchWithDuplicatedSealedMessageRefused(t *testing.T) {
 	}
 	if r := h.sendBatch(frame); r.Status != wire.BatchStatusOK {
 		t.Fatalf("the honest batch after it: %+v", r)
+	}
+}
+
+// TestMetricsCountTheDatastore: GET /metrics reports the datastore's
+// work, and a finished round is a commit that moved its counters.
+func TestMetricsCountTheDatastore(t *testing.T) {
+	relay := newFakeRelay(t)
+	h := newHarness(t, t.TempDir(), relay, nil)
+	defer h.stop()
+	get := func() map[string]int64 {
+		resp, err := http.Get(h.http.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m struct {
+			Datastore map[string]int64 `json:"datastore"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.Datastore
+	}
+	relay.next(t)
+	before := get()
+	h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
+	after := get()
+	if after["commits"] <= before["commits"] || after["bytes_written"] <= before["bytes_written"] || after["fsyncs"] <= before["fsyncs"] {
+		t.Fatalf("a finished round moved no datastore counter: before %v, after %v", before, after)
 	}
 }
