@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -310,4 +312,31 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
 	enc.Encode(v)
+}
+
+// Metrics is GET /metrics: the aggregator's operational counters as JSON
+// (today its datastore's: commits, fsyncs, bytes written, compactions,
+// log size). They count work, never a value a volunteer sent.
+func Metrics(store func() datastore.Stats) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := store()
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, map[string]any{"datastore": map[string]int64{
+			"commits": st.Commits, "fsyncs": st.Fsyncs, "bytes_written": st.BytesWritten,
+			"compactions": st.Compactions, "log_size": st.LogSize}})
+	})
+}
+
+// AbortView is the last_abort of /api/status for record r, with the words
+// of dashboard.ExplainAbort (minBatch: the round's; simulated:
+// how many volunteers make run simulates).
+func AbortView(r checkpoint.RoundRecord, minBatch, simulated int) *Abort {
+	a := dashboard.AbortFacts{Round: r.Round, Status: r.Status, Reason: r.Detail, Received: r.N, CheckedIn: r.CheckedIn,
+		Expected: r.Population, MinBatch: minBatch, Simulated: simulated}
+	if !r.Deadline.IsZero() && r.Deadline.After(r.AnnouncedAt) {
+		a.Timeout = r.Deadline.Sub(r.AnnouncedAt)
+	}
+	msg, advice := dashboard.ExplainAbort(a)
+	return &Abort{Round: a.Round, Status: a.Status, Reason: a.Reason, Received: a.Received, CheckedIn: a.CheckedIn,
+		Expected: a.Expected, MinBatch: a.MinBatch, Timeout: a.Timeout.Seconds(), Message: msg, Advice: advice}
 }

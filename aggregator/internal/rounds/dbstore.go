@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -29,6 +30,22 @@ const (
 	// (key "imported").
 	BucketMeta = "aggregator/meta"
 )
+
+// OpenDB opens the state directory's datastore (created if missing),
+// imports the directory's former files once (ImportFiles) and returns it
+// with the DBStore over it. fsys is nil but in tests (a failing write or
+// fsync).
+func OpenDB(dir string, log *slog.Logger, fsys datastore.FileSystem) (*datastore.Store, *DBStore, error) {
+	db, err := datastore.Open(dir, &datastore.Options{Logger: log, FS: fsys})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ImportFiles(db, dir); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, NewDBStore(db), nil
+}
 
 // DBStore is a Store in one datastore (shared/datastore): each Save is one
 // transaction, durable when it returns nil (a failed write or fsync

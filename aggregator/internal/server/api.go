@@ -26,21 +26,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/export", s.serveExport)
 	mux.HandleFunc("GET /v1/anchor", s.handleAnchor)  // anchor.go
 	mux.HandleFunc("POST /v1/anchor", s.handleAnchor) // anchor.go
-	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.Handle("GET /metrics", api.Metrics(s.db.Stats))
 	return mux
-}
-
-// serveMetrics is GET /metrics: the aggregator's operational counters
-// as JSON (today its datastore's: commits, fsyncs, bytes written,
-// compactions, log size). They count work, never a value a volunteer
-// sent.
-func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	st := s.db.Stats()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(map[string]any{"datastore": map[string]int64{
-		"commits": st.Commits, "fsyncs": st.Fsyncs, "bytes_written": st.BytesWritten,
-		"compactions": st.Compactions, "log_size": st.LogSize}})
 }
 
 // serveTask is GET /api/task: the public task definition (title, consent
@@ -148,7 +135,7 @@ func (s *Server) Status() api.Status {
 			}
 		}
 		if r, ok := dashboard.LastAbort(cs.History); ok {
-			st.LastAbort = s.abortView(r)
+			st.LastAbort = api.AbortView(r, int(s.Current().Params.MinBatch), s.cfg.Web.Simulated)
 		}
 	})
 	return st
@@ -165,19 +152,6 @@ func (s *Server) accuracySource() string {
 		return "public_holdout"
 	}
 	return "none"
-}
-
-// abortView is the last_abort of /api/status for record r, with the
-// words of dashboard.ExplainAbort.
-func (s *Server) abortView(r checkpoint.RoundRecord) *api.Abort {
-	a := dashboard.AbortFacts{Round: r.Round, Status: r.Status, Reason: r.Detail, Received: r.N, CheckedIn: r.CheckedIn,
-		Expected: r.Population, MinBatch: int(s.Current().Params.MinBatch), Simulated: s.cfg.Web.Simulated}
-	if !r.Deadline.IsZero() && r.Deadline.After(r.AnnouncedAt) {
-		a.Timeout = r.Deadline.Sub(r.AnnouncedAt)
-	}
-	msg, advice := dashboard.ExplainAbort(a)
-	return &api.Abort{Round: a.Round, Status: a.Status, Reason: a.Reason, Received: a.Received, CheckedIn: a.CheckedIn,
-		Expected: a.Expected, MinBatch: a.MinBatch, Timeout: a.Timeout.Seconds(), Message: msg, Advice: advice}
 }
 
 // Rounds returns a copy of the round history.

@@ -46,15 +46,13 @@ import (
 	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
-// File names inside Config.StateDir.
+// File names inside Config.StateDir (the round state is in its
+// datastore, datastore.LogFile; CheckpointFile is the former checkpoint,
+// imported once).
 const (
 	KeyFile        = "key.bin"
 	LedgerFile     = "ledger.jsonl"
 	CheckpointFile = rounds.CheckpointFile
-	// PendingFile and CollectFile hold secure summation's charged round
-	// and open round's chunks (rounds.FileStore).
-	PendingFile = rounds.PendingFile
-	CollectFile = rounds.CollectFile
 )
 
 // Server is the aggregator. Create it with New, run the round loop with
@@ -135,15 +133,8 @@ func New(cfg Config) (*Server, error) {
 	if err := rc.Proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
 		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
 	}
-	// The round state lives in the state directory's one datastore; a
-	// directory in the former format (state.json and the secagg files) is
-	// imported once and its files kept as NAME.imported.
-	db, err := datastore.Open(c.StateDir, &datastore.Options{Logger: c.Logger, FS: c.storeFS})
+	db, store, err := rounds.OpenDB(c.StateDir, c.Logger, c.storeFS) // imports a former directory once
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	if err := rounds.ImportFiles(db, c.StateDir); err != nil {
-		db.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.db = db
@@ -153,7 +144,6 @@ func New(cfg Config) (*Server, error) {
 			db.Close()
 		}
 	}()
-	store := rounds.NewDBStore(db)
 	ck, err := store.LoadState()
 	if err != nil {
 		return nil, err
