@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
 	"io"
 	"math"
 	"net/http"
@@ -25,6 +26,13 @@ import (
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// The aggregator's secure-summation paths (relay/internal/sumrelay).
+const (
+	secAggChunkPath     = sumrelay.ChunkPath
+	secAggClosePath     = sumrelay.ClosePath
+	secAggAggregatePath = sumrelay.AggregatePath
 )
 
 // secAggTestParams is a small secure-summation (PINE) round: d = 8, clip
@@ -518,12 +526,12 @@ func TestSecAggRound(t *testing.T) {
 			return wire.ReportReceipt(helper)
 		}
 		for i, f := range honest {
-			if st, why := h.srv.web.receipts.lookup(round, receipt(f), round); st != ReceiptIncluded {
+			if st, why := h.srv.sa.Receipts.Lookup(round, receipt(f), round); st != ReceiptIncluded {
 				t.Errorf("honest report %d: receipt %s (%s)", i, st, why)
 			}
 		}
 		for name, f := range map[string][]byte{"altered helper share": bad, "leader share rejected": badLead} {
-			if st, _ := h.srv.web.receipts.lookup(round, receipt(f), round); st != ReceiptExcluded {
+			if st, _ := h.srv.sa.Receipts.Lookup(round, receipt(f), round); st != ReceiptExcluded {
 				t.Errorf("%s: receipt %s, want excluded", name, st)
 			}
 		}
@@ -674,7 +682,7 @@ func TestSecAggRoundEnds(t *testing.T) {
 		// Receipts (classroom.go): a receipt of no report the relay
 		// received is unknown, not excluded (a received report of a round
 		// without a sum is excluded: below).
-		if st, _ := h.srv.web.receipts.lookup(1, [32]byte{}, 1); st != ReceiptUnknown {
+		if st, _ := h.srv.sa.Receipts.Lookup(1, [32]byte{}, 1); st != ReceiptUnknown {
 			t.Errorf("refused round, a receipt of no report: %s, want unknown", st)
 		}
 
@@ -700,7 +708,7 @@ func TestSecAggRoundEnds(t *testing.T) {
 		}
 		// The volunteer whose report was kept learns the round was cancelled, and why.
 		_, helper, _ := wire.SharesHelper(kept)
-		if st, why := h.srv.web.receipts.lookup(2, wire.ReportReceipt(helper), 2); st != ReceiptExcluded || !strings.Contains(why, "below minimum batch") {
+		if st, why := h.srv.sa.Receipts.Lookup(2, wire.ReportReceipt(helper), 2); st != ReceiptExcluded || !strings.Contains(why, "below minimum batch") {
 			t.Errorf("cancelled round: receipt %s (%q)", st, why)
 		}
 		for _, c := range clients {
