@@ -123,12 +123,13 @@ func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, l
 	defer a.mu.Unlock()
 	a.paths = append(a.paths, path)
 	held := true
-	switch path {
-	case ClosePath:
+	switch {
+	case a.store == nil:
+	case path == ClosePath:
 		b, err := a.store.Get(num, outbox.SecAggClose)
 		var rc resumeClose
 		held = err == nil && json.Unmarshal(b, &rc) == nil && bytes.Equal(rc.Close, body)
-	case AggregatePath:
+	case path == AggregatePath:
 		b, err := a.store.Get(num, outbox.SecAggAggregate)
 		held = err == nil && bytes.Equal(b, body)
 	}
@@ -250,9 +251,12 @@ func newFixture(t *testing.T) *fixture {
 
 // newRelay is a relay (a fresh process) over the fixture's store and
 // aggregator.
-func (f *fixture) newRelay() *Relay {
+func (f *fixture) newRelay() *Relay { return f.newRelayOn(f.store) }
+
+// newRelayOn is a relay over store.
+func (f *fixture) newRelayOn(store outbox.Store) *Relay {
 	seed := uint64(0)
-	return New(Config{Store: f.store, Post: f.agg, Metrics: f.m, Token: testToken, Open: f.hk.OpenHelperShare,
+	return New(Config{Store: store, Post: f.agg, Metrics: f.m, Token: testToken, Open: f.hk.OpenHelperShare,
 		Floor:  roundspec.Floor{MinBatch: 1, MaxRejectedShare: roundspec.DefaultMaxRejectedShare},
 		Logger: slog.New(slog.DiscardHandler),
 		NewSource: func() noise.Source {
@@ -266,7 +270,7 @@ func (f *fixture) newRelay() *Relay {
 		Abort: func(c *round.Closed, _ metrics.RoundReport, reason uint8, _ string) (outbox.Entry, bool) {
 			a := c.AbortFor(reason)
 			b, _ := a.MarshalBinary()
-			if err := f.store.Put(c.Num, outbox.Abort, b); err != nil {
+			if err := store.Put(c.Num, outbox.Abort, b); err != nil {
 				return outbox.Entry{}, false
 			}
 			f.aborts = append(f.aborts, a)
