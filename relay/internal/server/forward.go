@@ -71,6 +71,7 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 		return abort(wire.AbortOverflow, "batch persistence failed")
 	}
 	ob.Remove(c.Num, outbox.OpenRound)
+	s.dropAcked(c.Num)
 	rep.Outcome = "pending"
 	rep.TargetNP, rep.RealizedNP, rep.Raised = st.TargetNP, st.RealizedNP, st.Raised
 	rep.Messages = len(batch.Messages) // padding statistics stay in the log (RoundReport)
@@ -99,6 +100,7 @@ func (s *Server) abortRound(c *round.Closed, rep RoundReport, reason uint8, why 
 		return outbox.Entry{}, false
 	}
 	ob.Remove(c.Num, outbox.OpenRound)
+	s.dropAcked(c.Num)
 	s.m.RoundsAborted.Add(1)
 	rep.Outcome, rep.Reason = "aborted", why
 	s.m.SetLast(rep)

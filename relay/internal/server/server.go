@@ -55,10 +55,12 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/blanket-fl/blanket/relay/internal/acklog"
 	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"github.com/blanket-fl/blanket/relay/internal/anchor"
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
@@ -83,6 +85,11 @@ type Config struct {
 	Token string
 	// Outbox persists batches and aborts before they are sent.
 	Outbox outbox.Store
+	// Reports, if set, keeps every accepted check-in and Report frame of a
+	// shuffle round durably before it is acknowledged, and a restart
+	// rebuilds the round it interrupted from them (relay/internal/acklog);
+	// nil: an interrupted round is aborted.
+	Reports acklog.Log
 	// Origins lists extra allowed websocket origins (scheme://host[:port]).
 	Origins []string
 	// Logger receives counts, rounds and reasons; never payloads.
@@ -255,14 +262,18 @@ type Server struct {
 	closing bool
 	warm    time.Time // announcements are refused before (Config.Warmup)
 
-	sa     *sumrelay.Relay    // secure summation's streams and steps
-	resume []outbox.Entry     // its steps found at start (Run resumes them)
-	jobs   chan *round.Closed // closed rounds to pad and forward (or abort)
-	wg     sync.WaitGroup     // broadcasts and timers
+	sa *sumrelay.Relay // secure summation's streams and steps
+	// shuffleRound is the open shuffle round whose frames are logged
+	// (acklog); connSeq numbers connections.
+	shuffleRound, connSeq atomic.Uint64
+	resume                []outbox.Entry     // its steps found at start (Run resumes them)
+	jobs                  chan *round.Closed // closed rounds to pad and forward (or abort)
+	wg                    sync.WaitGroup     // broadcasts and timers
 }
 
 // client is one websocket connection.
 type client struct {
+	id  uint64 // its frames' records (acklog)
 	ws  *websocket.Conn
 	p   *round.Participant
 	wmu sync.Mutex // serializes data writes (acks, announcements)
@@ -343,7 +354,13 @@ func (s *Server) recover() (uint64, bool, error) {
 		}
 	}
 	s.resume = plan.Resume // Run resumes them (sumrelay.Relay.Start)
+	rebuilt := make(map[uint64]bool)
 	for _, num := range plan.Interrupted {
+		if c := s.rebuild(num); c != nil && len(rebuilt) < cap(s.jobs) {
+			rebuilt[num] = true
+			s.jobs <- c // forward closes it: a batch of the reports acknowledged, or an abort
+			continue
+		}
 		b, err := (&wire.Abort{Round: num, Reason: wire.AbortRelayRestart}).MarshalBinary()
 		if err != nil {
 			return 0, false, fmt.Errorf("server: %w", err)
@@ -356,8 +373,22 @@ func (s *Server) recover() (uint64, bool, error) {
 		s.sender.Enqueue(outbox.Entry{Round: num, Kind: outbox.Abort})
 	}
 	for _, num := range plan.Markers {
+		if rebuilt[num] {
+			continue // removed once its batch or abort is persisted
+		}
 		if err := ob.Remove(num, outbox.OpenRound); err != nil {
 			return 0, false, err
+		}
+	}
+	if l := s.cfg.Reports; l != nil { // the records of rounds not rebuilt: nothing is owed for them
+		nums, err := l.Rounds()
+		if err != nil {
+			return 0, false, err
+		}
+		for _, num := range nums {
+			if !rebuilt[num] {
+				s.dropAcked(num)
+			}
 		}
 	}
 	for _, e := range plan.Resend {
@@ -365,6 +396,42 @@ func (s *Server) recover() (uint64, bool, error) {
 		s.sender.Enqueue(e)
 	}
 	return plan.Last, len(ents) > 0, nil
+}
+
+// rebuild returns shuffle round num, interrupted by a restart, as the
+// records of its acknowledged frames describe it (acklog.Rebuild), or nil
+// when there are none: the round is then aborted.
+func (s *Server) rebuild(num uint64) *round.Closed {
+	l := s.cfg.Reports
+	if l == nil {
+		return nil
+	}
+	frames, err := l.Frames(num)
+	if err != nil || len(frames) == 0 {
+		return nil
+	}
+	marker, err := s.cfg.Outbox.Get(num, outbox.OpenRound)
+	if err != nil {
+		return nil
+	}
+	c, err := acklog.Rebuild(num, marker, frames, uint32(s.cfg.Floor.MinBatch))
+	if err != nil {
+		s.log.Warn("cannot rebuild the round interrupted by a restart; aborting it", "round", num, "err", err)
+		return nil
+	}
+	s.log.Warn("round interrupted by a relay restart; closing it with the reports acknowledged", "round", num,
+		"reports", c.Reports, "checked_in", c.CheckedIn, "population", c.Population)
+	return c
+}
+
+// dropAcked removes round num's frame records once nothing is owed for
+// them.
+func (s *Server) dropAcked(num uint64) {
+	if l := s.cfg.Reports; l != nil {
+		if err := l.Drop(num); err != nil {
+			s.log.Error("cannot remove the round's frame records", "round", num, "err", err)
+		}
+	}
 }
 
 // Handler returns the relay's HTTP routes.
@@ -514,8 +581,13 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "relay warming up: volunteers are reconnecting", http.StatusServiceUnavailable)
 		return
 	}
-	// The marker makes a crash during the round an explicit abort.
-	if err := s.cfg.Outbox.Put(a.Round, outbox.OpenRound, nil); err != nil {
+	// The marker makes a crash during the round an explicit abort, or for
+	// a shuffle round a close of the reports acknowledged (acklog).
+	marker, err := acklog.MarshalMarker(acklog.Marker{Ann: body, Population: uint32(len(s.conns))})
+	if err == nil {
+		err = s.cfg.Outbox.Put(a.Round, outbox.OpenRound, marker)
+	}
+	if err != nil {
 		s.log.Error("cannot persist round marker", "round", a.Round, "err", err)
 		http.Error(w, "state directory not writable", http.StatusInternalServerError)
 		return
@@ -544,6 +616,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		s.sa.OpenStream(rd) // each report prepared and forwarded as it arrives
 	}
 	if rd.SecAgg == nil {
+		s.shuffleRound.Store(rd.Num)
 		if err := s.preseal.Start(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
 			Population: rd.Population}, s.cfg.NewSource()); err != nil {
 			s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.Num, "err", err)
@@ -723,7 +796,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader answered
 	}
-	c := &client{ws: ws}
+	c := &client{ws: ws, id: s.connSeq.Add(1)}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -839,7 +912,11 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 	if v.Complete {
 		s.m.ReportsComplete.Add(1)
 	}
+	logged := s.logFrame(c, v, b)
 	s.closed(v.Closed)
+	if !logged {
+		return false // no ack: the relay could not keep the frame durably
+	}
 	ack := wire.Ack{Round: v.Round, Status: v.Status, Received: v.Received}
 	ab, err := ack.MarshalBinary()
 	if err == nil {
@@ -853,6 +930,30 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 		return false
 	case round.EndPolicy:
 		s.closeWith(c, websocket.ClosePolicyViolation, v.Reason)
+		return false
+	}
+	return true
+}
+
+// logFrame keeps an accepted check-in or Report frame of the open shuffle
+// round durably (Config.Reports) before it is acknowledged; false: it
+// could not, and the frame must not be acknowledged.
+func (s *Server) logFrame(c *client, v round.Verdict, b []byte) bool {
+	l := s.cfg.Reports
+	if l == nil || v.Round == 0 || v.Round != s.shuffleRound.Load() {
+		return true
+	}
+	var key string
+	switch v.Accepted {
+	case round.CheckIn:
+		key = acklog.CheckInKey
+	case round.Report:
+		key = acklog.ReportKey(int(v.Received) - 1)
+	default:
+		return true
+	}
+	if err := l.Append(v.Round, c.id, key, b); err != nil {
+		s.log.Error("cannot persist an accepted frame; not acknowledging it", "round", v.Round, "err", err)
 		return false
 	}
 	return true
