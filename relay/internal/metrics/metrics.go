@@ -31,8 +31,11 @@ type Metrics struct {
 	Sender           *outbox.Sender // delivery attempts and outcomes
 
 	SecAggAggregated atomic.Uint64 // reports in the aggregate shares delivered
-	SecAggAttempts   atomic.Uint64
-	SecAggFailures   atomic.Uint64
+	// SecAggCloses and SecAggShares count the closes and the noised
+	// aggregate shares persisted (each before its first send).
+	SecAggCloses, SecAggShares atomic.Uint64
+	SecAggAttempts             atomic.Uint64
+	SecAggFailures             atomic.Uint64
 
 	mu             sync.Mutex
 	last           *RoundReport
@@ -151,6 +154,11 @@ type SecAggStats struct {
 	Rejected map[string]uint64 `json:"rejected"`
 	// Aggregated counts the reports in the aggregate shares delivered.
 	Aggregated uint64 `json:"aggregated"`
+	// Closes and Shares count the closes and the noised aggregate shares
+	// this process persisted (each before its first send): a step of the
+	// round an outside observer (the chaos tier) can wait for.
+	Closes uint64 `json:"closes_persisted"`
+	Shares uint64 `json:"shares_persisted"`
 	// Attempts and Failures count requests to /v1/secagg/* and those
 	// without a definitive answer.
 	Attempts uint64 `json:"attempts"`
@@ -184,7 +192,8 @@ func (m *Metrics) Snapshot() Snapshot {
 	for r, c := range m.rejected {
 		s.Rejected[r] = c.Load()
 	}
-	s.SecAgg = SecAggStats{Aggregated: m.SecAggAggregated.Load(), Attempts: m.SecAggAttempts.Load(),
+	s.SecAgg = SecAggStats{Aggregated: m.SecAggAggregated.Load(), Closes: m.SecAggCloses.Load(), Shares: m.SecAggShares.Load(),
+		Attempts: m.SecAggAttempts.Load(),
 		Failures: m.SecAggFailures.Load()}
 	m.mu.Lock()
 	if m.last != nil {

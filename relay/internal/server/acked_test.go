@@ -3,9 +3,12 @@ package server
 import (
 	"bytes"
 	"errors"
+	"github.com/blanket-fl/blanket/shared/datastore"
+	"io/fs"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,8 +71,7 @@ func (l *memAckLog) Drop(num uint64) error {
 func TestAcknowledgedReportsSurviveRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		agg := &fakeAgg{}
-		log := &memAckLog{}
-		h := newHarness(t, agg, "", func(c *Config) { c.Reports = log })
+		h := newHarness(t, agg, "")
 		defer h.close()
 		p := testParams()
 		cs := []*tclient{h.mustDial(), h.mustDial(), h.mustDial()}
@@ -105,7 +107,7 @@ func TestAcknowledgedReportsSurviveRestart(t *testing.T) {
 			t.Fatalf("round closed before the stop: %d batches, %d aborts", len(b), len(a))
 		}
 		h.stop()
-		h.start(func(c *Config) { c.Reports = log })
+		h.start()
 		time.Sleep(time.Second)
 		synctest.Wait()
 		batches, aborts := agg.snapshot()
@@ -127,7 +129,7 @@ func TestAcknowledgedReportsSurviveRestart(t *testing.T) {
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
 			t.Errorf("outbox after the batch: %v", l)
 		}
-		if r, _ := log.Rounds(); len(r) != 0 {
+		if r, _ := h.store.Rounds(); len(r) != 0 {
 			t.Errorf("frame records after the batch: rounds %v", r)
 		}
 	})
@@ -150,6 +152,80 @@ func TestFrameNotAckedWhenNotDurable(t *testing.T) {
 		c.send(checkIn(1))
 		if b := c.next(); b != nil {
 			t.Fatalf("got %x after a check-in the relay could not persist, want no ack", b)
+		}
+	})
+}
+
+// syncFailFS fails every fsync of the relay's store once armed.
+type syncFailFS struct {
+	datastore.OS
+	armed *atomic.Bool
+}
+
+type syncFailFile struct {
+	datastore.File
+	armed *atomic.Bool
+}
+
+func (f syncFailFS) OpenFile(name string, flag int, perm fs.FileMode) (datastore.File, error) {
+	file, err := f.OS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return syncFailFile{file, f.armed}, nil
+}
+
+func (f syncFailFile) Sync() error {
+	if f.armed.Load() {
+		return errors.New("fsync: input/output error")
+	}
+	return f.File.Sync()
+}
+
+// TestFailingFsyncSendsNothing (SS-Double): the relay's disk stops
+// syncing after two reports were acknowledged; at the deadline the batch
+// cannot be made durable, and neither can an abort: nothing reaches the
+// aggregator. After a restart on a healthy disk the round's acknowledged
+// reports are still there, and its batch is sent.
+func TestFailingFsyncSendsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agg := &fakeAgg{}
+		armed := new(atomic.Bool)
+		h := newHarnessFS(t, agg, "", syncFailFS{armed: armed})
+		defer h.close()
+		p := testParams()
+		cs := []*tclient{h.mustDial(), h.mustDial(), h.mustDial()}
+		synctest.Wait()
+		if st := h.announce(1, p, time.Minute); st != 200 {
+			t.Fatal(st)
+		}
+		for i, c := range cs {
+			c.announcement()
+			if i == 2 {
+				c.send(checkIn(1))
+				c.ack()
+				continue
+			}
+			h.participate(c, 1, p, []uint32{uint32(i), 2, 4, 6}, 0.5)
+		}
+		synctest.Wait()
+		armed.Store(true)
+		time.Sleep(2 * time.Minute) // past the deadline: the round closes
+		synctest.Wait()
+		if b, a := agg.snapshot(); len(b)+len(a) != 0 {
+			t.Fatalf("with a failing fsync: %d batches, %d aborts sent", len(b), len(a))
+		}
+		h.stop()
+		armed.Store(false)
+		h.start()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		batches, aborts := agg.snapshot()
+		if len(aborts) != 0 || len(batches) != 1 {
+			t.Fatalf("after the restart: %d batches, %d aborts", len(batches), len(aborts))
+		}
+		if b, err := wire.ParseBatch(batches[0], p); err != nil || b.Reports != 2 || b.CheckedIn != 3 {
+			t.Fatalf("batch %+v, %v: want 2 reports, 3 check-ins", b, err)
 		}
 	})
 }

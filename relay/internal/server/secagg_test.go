@@ -3,9 +3,13 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/relay/internal/relaystore"
 	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
@@ -602,10 +606,13 @@ func TestHelperKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, &leaderAgg{t: t, p: secAggTestParams()}, "")
 		defer h.close()
-		path := filepath.Join(h.dir, helperkey.File)
-		st, err := os.Stat(path)
-		if err != nil || st.Mode().Perm() != 0o600 || st.Size() != 32 {
-			t.Fatalf("helper key file: %v %v", st, err)
+		// In the relay's store (relaystore), a file only its owner reads.
+		st, err := os.Stat(filepath.Join(h.dir, datastore.LogFile))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("store file: %v %v", st, err)
+		}
+		if _, err := os.Stat(filepath.Join(h.dir, helperkey.File)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a helper key file beside the store: %v", err)
 		}
 		pub := h.helperPub()
 		req, _ := http.NewRequest(http.MethodGet, "http://relay/v1/helper-key", nil)
@@ -892,13 +899,17 @@ func TestSecAggRestartBetweenShareAndCloseSendsOneShare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ob := h.srv.cfg.Outbox
+		ob, err := relaystore.Open(h.dir, nil) // the stopped relay's store
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := ob.Put(1, outbox.SecAggClose, closeEntry); err != nil {
 			t.Fatal(err)
 		}
 		if err := ob.Put(1, outbox.SecAggAggregate, frame); err != nil {
 			t.Fatal(err)
 		}
+		ob.Close()
 		h.start()
 		synctest.Wait()
 		agg.mu.Lock()

@@ -101,6 +101,7 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 		abort(wire.AbortOverflow, "batch persistence failed")
 		return
 	}
+	rl.cfg.Metrics.SecAggCloses.Add(1)
 	ob.Remove(c.Num, outbox.OpenRound)
 	rep.Outcome = "pending"
 	rl.cfg.Metrics.SetLast(rep)
@@ -223,6 +224,7 @@ func (rl *Relay) postClose(ctx context.Context, num uint64, rep metrics.RoundRep
 		rl.end(num, rep, SecAggFailed, "aggregate share refused: "+err.Error())
 		return
 	}
+	rl.cfg.Metrics.SecAggShares.Add(1)
 	rl.cfg.Store.Remove(num, outbox.SecAggClose)
 	rl.cfg.Logger.Info("secure-summation aggregate share noised", "round", num, "aggregated", ch.Accepted, "bytes", len(agg))
 	rl.postAggregate(ctx, num, rep, agg, int(ch.Accepted))

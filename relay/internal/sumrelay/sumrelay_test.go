@@ -383,7 +383,7 @@ func TestCloseIsDurableBeforeSent(t *testing.T) {
 	if l, _ := f.store.List(); len(l) != 0 {
 		t.Errorf("store after the round: %v, want empty", l)
 	}
-	if s := f.m.Snapshot(); s.SecAgg.Rounds[SecAggForwarded] != 1 || s.SecAgg.Aggregated != 3 {
+	if s := f.m.Snapshot(); s.SecAgg.Rounds[SecAggForwarded] != 1 || s.SecAgg.Aggregated != 3 || s.SecAgg.Closes != 1 || s.SecAgg.Shares != 1 {
 		t.Errorf("metrics %+v", s.SecAgg)
 	}
 }
