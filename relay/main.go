@@ -19,7 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/blanket-fl/blanket/relay/internal/helperkey"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"log/slog"
 	"net/http"
@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/relay/internal/relaystore"
 	"github.com/blanket-fl/blanket/relay/internal/server"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/web"
@@ -126,16 +126,20 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ob, err := outbox.Open(*state)
+	// One transactional store for the relay's state (the outbox, the
+	// helper key, the shuffle rounds' acknowledged frames); a state
+	// directory of the former format is imported on the first start.
+	st, err := relaystore.Open(*state, &datastore.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	hk, created, err := helperkey.LoadOrCreate(filepath.Join(*state, helperkey.File))
+	defer st.Close()
+	hk, created, err := st.HelperKey()
 	if err != nil {
 		return err
 	}
 	if created {
-		log.Info("generated the secure-summation helper key", "path", filepath.Join(*state, helperkey.File))
+		log.Info("generated the secure-summation helper key", "store", filepath.Join(*state, datastore.LogFile))
 	}
 	nl, err := ledger.OpenNoise(*state, ledger.Options{TargetEpsilon: *targetEps, TargetDelta: *targetDelta, Logger: log})
 	if err != nil {
@@ -147,7 +151,8 @@ func run(args []string) error {
 		HelperKey:   hk,
 		Aggregator:  *agg,
 		Token:       tok,
-		Outbox:      ob,
+		Outbox:      st,
+		Reports:     st,
 		Origins:     allowed,
 		Logger:      log,
 		Wasm:        wasm,

@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,8 +25,9 @@ import (
 // secaggKill is one kill at a step of a streamed secure-summation round
 // (docs/secagg.md, "Crash safety"): the server killed as soon as the
 // trigger is seen in the aggregator's (agg) or the relay's state
-// directory: a file matching a glob, or "store:BUCKET", a transaction
-// of the directory's datastore writing to BUCKET.
+// directory: a file matching a glob, "store:BUCKET", a transaction of the
+// directory's datastore writing to BUCKET, or "metrics:NAME", the relay's
+// /metrics secagg.NAME growing.
 type secaggKill struct {
 	name    string
 	relay   bool   // kill the relay (else the aggregator)
@@ -46,14 +49,33 @@ var secaggKills = []secaggKill{
 	// it; either the round is resumed, or it was never charged.
 	{"aggregator around the charge", false, true, "store:secagg/pending", 0},
 	// After the relay persisted its close (before or after the charge).
-	{"relay after its close is persisted", true, false, "*.secagg-close", 0},
+	{"relay after its close is persisted", true, false, "metrics:closes_persisted", 0},
 	// After the relay persisted its noised aggregate share (before or
 	// after the aggregator unsharded it).
-	{"relay after its aggregate share is persisted", true, false, "*.secagg-aggregate", 0},
+	{"relay after its aggregate share is persisted", true, false, "metrics:shares_persisted", 0},
 	// After the relay persisted its close, down for longer than the batch
 	// grace: the aggregator waits for the share while the relay does not
 	// answer, and applies it when the restarted relay sends it.
-	{"relay after its close is persisted, down past the batch grace", true, false, "*.secagg-close", secaggGrace + 5*time.Second},
+	{"relay after its close is persisted, down past the batch grace", true, false, "metrics:closes_persisted", secaggGrace + 5*time.Second},
+}
+
+// relaySecAggCount is the relay's /metrics secagg.name (-1: unreadable).
+func relaySecAggCount(relay, name string) float64 {
+	resp, err := http.Get(relay + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var m struct {
+		SecAgg map[string]any `json:"secagg"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&m) != nil {
+		return -1
+	}
+	if n, ok := m.SecAgg[name].(float64); ok {
+		return n
+	}
+	return -1
 }
 
 // secaggGrace is TestSecAggChaos's -batch-grace.
@@ -116,9 +138,17 @@ func TestSecAggChaos(t *testing.T) {
 		}
 		before, _ := invariant.OKRounds(context.Background(), cl)
 		// Wait for the step (at most two rounds), then kill at once.
-		found := false
+		found, base := false, -1.0
 		w := newStepWatch(where, k.trigger)
 		for end := time.Now().Add(2 * recoverWithin); time.Now().Before(end) && !found; time.Sleep(10 * time.Millisecond) {
+			if name, ok := strings.CutPrefix(k.trigger, "metrics:"); ok {
+				n := relaySecAggCount(cl.RelayURL(), name)
+				found = base >= 0 && n > base
+				if base < 0 {
+					base = n
+				}
+				continue
+			}
 			found = w.reached()
 		}
 		if !found {

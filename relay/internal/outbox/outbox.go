@@ -47,6 +47,27 @@ func (k Kind) valid() bool {
 	return k == Batch || k == Abort || k == OpenRound || k == SecAggClose || k == SecAggAggregate
 }
 
+// Name is the name of (round, kind)'s record: the 20-digit round, a dot,
+// the kind (a file of Outbox, a key of another Store); names sort by round,
+// then kind.
+func Name(round uint64, kind Kind) string { return fmt.Sprintf("%020d.%s", round, kind) }
+
+// ParseName returns the entry a Name names (false: none).
+func ParseName(name string) (Entry, bool) {
+	num, kind, ok := strings.Cut(name, ".")
+	if !ok || !Kind(kind).valid() || len(num) != 20 {
+		return Entry{}, false
+	}
+	r, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return Entry{}, false
+	}
+	return Entry{Round: r, Kind: Kind(kind)}, true
+}
+
+// Valid reports whether k is one of the kinds above.
+func (k Kind) Valid() bool { return k.valid() }
+
 // Entry identifies one stored file.
 type Entry struct {
 	Round uint64
@@ -89,7 +110,7 @@ func Open(dir string) (*Outbox, error) {
 func (o *Outbox) Dir() string { return o.dir }
 
 func (o *Outbox) name(round uint64, kind Kind) string {
-	return filepath.Join(o.dir, fmt.Sprintf("%020d.%s", round, kind))
+	return filepath.Join(o.dir, Name(round, kind))
 }
 
 // Put stores data as (round, kind) durably: when Put returns nil the bytes
@@ -170,15 +191,9 @@ func (o *Outbox) List() ([]Entry, error) {
 	}
 	var out []Entry
 	for _, e := range ents {
-		num, kind, ok := strings.Cut(e.Name(), ".")
-		if !ok || !Kind(kind).valid() || len(num) != 20 {
-			continue
+		if en, ok := ParseName(e.Name()); ok {
+			out = append(out, en)
 		}
-		r, err := strconv.ParseUint(num, 10, 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, Entry{Round: r, Kind: Kind(kind)})
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
 		if a.Round != b.Round {

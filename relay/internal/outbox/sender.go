@@ -76,7 +76,7 @@ type SenderStats struct {
 // exponential backoff, resending the identical stored bytes until a
 // definitive outcome, then removing it. It is the relay's only retry loop.
 type Sender struct {
-	ob  *Outbox
+	ob  Store
 	cfg SenderConfig
 
 	attempts, failures atomic.Uint64
@@ -91,7 +91,7 @@ type Sender struct {
 }
 
 // NewSender returns a sender for ob's frames; Run starts it.
-func NewSender(ob *Outbox, cfg SenderConfig) (*Sender, error) {
+func NewSender(ob Store, cfg SenderConfig) (*Sender, error) {
 	switch {
 	case ob == nil:
 		return nil, errors.New("outbox: nil outbox")

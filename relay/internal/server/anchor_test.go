@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"io"
 	"net/http"
 	"os"
@@ -31,7 +32,7 @@ type anchorAgg struct {
 }
 
 func (a *anchorAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != anchorPath {
+	if r.URL.Path != aggclient.AnchorPath {
 		a.leaderAgg.ServeHTTP(w, r)
 		return
 	}
@@ -201,7 +202,7 @@ func TestSecAggRelayRefusesAggregatorGoingBack(t *testing.T) {
 			t.Fatalf("peer %+v suspended %v", nl.Peer(), nl.Suspended())
 		}
 		back, _ := (&wire.Anchor{Own: wire.Head{Count: 3, Hash: [32]byte{3}}}).MarshalBinary()
-		if st, _, body := h.postFull(anchorPath, back); st != http.StatusConflict {
+		if st, _, body := h.postFull(aggclient.AnchorPath, back); st != http.StatusConflict {
 			t.Fatalf("an aggregator head going back: HTTP %d %s", st, body)
 		}
 		if err := nl.Suspended(); !errors.Is(err, ledger.ErrRollback) {
@@ -234,7 +235,7 @@ func TestSecAggRelayNoShareWhenLedgerRefusesAtClose(t *testing.T) {
 		x := []float64{0.1, 0.2, 0, 0, 0, 0, 0, 0}
 		clients := h.openSecAggRound(1, p, 3)
 		back, _ := (&wire.Anchor{Own: wire.Head{Count: 4, Hash: [32]byte{4}}}).MarshalBinary()
-		if st, _, _ := h.postFull(anchorPath, back); st != http.StatusConflict {
+		if st, _, _ := h.postFull(aggclient.AnchorPath, back); st != http.StatusConflict {
 			t.Fatalf("HTTP %d", st)
 		}
 		for i, c := range clients {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
 	"io"
 	"log/slog"
 	"net/http"
@@ -449,24 +450,18 @@ func benchSecAggStream(b *testing.B, p wire.Params, spec *roundspec.Spec, sr *se
 	}
 	rd := &round.Round{Num: 1, Params: p, SecAgg: spec}
 	run := func(serial bool) (wall, cpu time.Duration) {
-		srv.sa.mu.Lock()
-		srv.sa.serial = serial
-		srv.sa.mu.Unlock()
+		srv.sa.SetKnobs(sumrelay.Knobs{Serial: serial})
 		runtime.GC()
 		c0, t0 := processCPU(b), time.Now()
-		srv.openStream(rd)
-		srv.sa.mu.Lock()
-		st := srv.sa.streams[rd.Num]
-		delete(srv.sa.streams, rd.Num)
-		srv.sa.mu.Unlock()
+		srv.sa.OpenStream(rd)
+		st := srv.sa.Take(rd.Num)
 		for i := range reps {
-			st.in <- reps[i] // the channel holds the round's quota
+			st.Feed(reps[i]) // the channel holds the round's quota
 		}
-		st.closeC <- uint32(len(reps))
-		<-st.done
+		r := st.End(uint32(len(reps)))
 		wall, cpu = time.Since(t0), processCPU(b)-c0
-		if st.end != nil || st.setupErr != nil || int(st.sent) != len(reps) || st.h.Accepted() != len(reps) || st.late != 0 {
-			b.Fatalf("serial %v: end %v, setup %v, %d sent, %d accepted, %d late", serial, st.end, st.setupErr, st.sent, st.h.Accepted(), st.late)
+		if r.End != nil || r.SetupErr != nil || int(r.Sent) != len(reps) || r.Accepted != len(reps) || r.Late != 0 {
+			b.Fatalf("serial %v: end %v, setup %v, %d sent, %d accepted, %d late", serial, r.End, r.SetupErr, r.Sent, r.Accepted, r.Late)
 		}
 		return wall, cpu
 	}

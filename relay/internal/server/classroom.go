@@ -22,7 +22,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/task"
-	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -50,154 +49,6 @@ func (s *Server) handleCode(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/#code="+code, http.StatusSeeOther)
 }
 
-// receiptRounds is how many rounds of receipts the relay keeps.
-const receiptRounds = 64
-
-// Receipt states (GET /api/receipt).
-const (
-	ReceiptPending  = "pending"  // the round is not settled at the relay yet
-	ReceiptIncluded = "included" // the report is in the round's sum
-	ReceiptExcluded = "excluded" // it is not (Why says why)
-	ReceiptUnknown  = "unknown"  // not a round this relay process settled (too old, or before a restart)
-)
-
-// receiptBook keeps, for the last receiptRounds secure-summation rounds,
-// the receipts (wire.ReportReceipt) of the reports the relay received, which
-// of them went into the round's sum, or why the round had no sum.
-type receiptBook struct {
-	mu      sync.Mutex
-	rounds  map[uint64]*roundReceipts // settled rounds
-	newest  uint64
-	pending map[uint64]*roundReceipts // rounds not settled yet: received and accepted so far
-}
-
-type roundReceipts struct {
-	seen     map[[32]byte]struct{} // every report the round's stream received
-	included map[[32]byte]struct{} // in the sum (nil once settled without one)
-	why      string                // the round ended without a sum ("" when it had one)
-}
-
-// pendingLocked returns round num's unsettled receipts, nil if the round
-// is settled. Caller holds mu.
-func (b *receiptBook) pendingLocked(num uint64) *roundReceipts {
-	if _, done := b.rounds[num]; done {
-		return nil
-	}
-	if b.pending == nil {
-		b.pending = make(map[uint64]*roundReceipts)
-	}
-	p := b.pending[num]
-	if p == nil {
-		p = &roundReceipts{seen: make(map[[32]byte]struct{}), included: make(map[[32]byte]struct{})}
-		b.pending[num] = p
-	}
-	return p
-}
-
-// received records that the report with receipt id reached round num's
-// stream: from now on its volunteer is told included or excluded, never
-// unknown.
-func (b *receiptBook) received(num uint64, id [32]byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p := b.pendingLocked(num); p != nil {
-		p.seen[id] = struct{}{}
-	}
-}
-
-// include records that the report with receipt id was accepted into round
-// num's running aggregate (its verdict came back ok); it is in the sum if
-// the round ends with one (settleSum).
-func (b *receiptBook) include(num uint64, id [32]byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p := b.pendingLocked(num); p != nil {
-		p.seen[id] = struct{}{}
-		p.included[id] = struct{}{}
-	}
-}
-
-// settleSum settles round num as having a sum: the reports include
-// recorded for it (none after a restart: their receipts were in memory).
-func (b *receiptBook) settleSum(num uint64) {
-	b.settleOutcome(num, true, "")
-}
-
-// settle records that round num had no sum, and why. A round settles once.
-func (b *receiptBook) settle(num uint64, why string) {
-	b.settleOutcome(num, false, why)
-}
-
-func (b *receiptBook) settleOutcome(num uint64, sum bool, why string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.rounds == nil {
-		b.rounds = make(map[uint64]*roundReceipts)
-	}
-	if _, done := b.rounds[num]; done {
-		return
-	}
-	rr := b.pending[num]
-	if rr == nil {
-		rr = &roundReceipts{seen: map[[32]byte]struct{}{}, included: map[[32]byte]struct{}{}}
-	}
-	if !sum {
-		rr.included, rr.why = nil, why
-	}
-	b.rounds[num] = rr
-	delete(b.pending, num)
-	b.newest = max(b.newest, num)
-	for r := range b.rounds {
-		if r+receiptRounds <= b.newest {
-			delete(b.rounds, r)
-		}
-	}
-	for r := range b.pending {
-		if r+receiptRounds <= b.newest {
-			delete(b.pending, r)
-		}
-	}
-}
-
-// lookup answers whether receipt id is in round num's sum: included; or
-// excluded, with why, for a report the relay received that is not in it;
-// or unknown for a receipt of no report the relay received in that round
-// (or a round it no longer remembers, or before a restart); or pending
-// while the round is not settled.
-func (b *receiptBook) lookup(num uint64, id [32]byte, last uint64) (state, why string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rr, ok := b.rounds[num]
-	switch {
-	case !ok && num+receiptRounds > b.newest && num <= last:
-		return ReceiptPending, ""
-	case !ok:
-		return ReceiptUnknown, ""
-	}
-	if _, in := rr.included[id]; in {
-		return ReceiptIncluded, ""
-	}
-	if _, seen := rr.seen[id]; !seen {
-		return ReceiptUnknown, ""
-	}
-	if rr.included == nil {
-		return ReceiptExcluded, rr.why
-	}
-	return ReceiptExcluded, "your report did not pass the servers' check, or its share for the relay did not open"
-}
-
-// receiptWhy says in words why a secure-summation round that ended with
-// outcome had no sum.
-func receiptWhy(outcome string) string {
-	switch outcome {
-	case SecAggRefused:
-		return "the round had no sum: the class's privacy ledger refused it (" + outcome + ")"
-	case SecAggInvalid:
-		return "the round had no sum: the servers found the batch invalid (" + outcome + ")"
-	}
-	return "the round did not finish (" + outcome + ")"
-}
-
 // handleReceipt is GET /api/receipt?round=R&report=HEX: whether the
 // secure-summation report whose receipt (wire.ReportReceipt, 64 hex
 // digits) is HEX went into round R's sum. Only the volunteer that sent the
@@ -214,7 +65,7 @@ func (s *Server) handleReceipt(w http.ResponseWriter, r *http.Request) {
 	}
 	var id [32]byte
 	copy(id[:], raw)
-	state, why := s.web.receipts.lookup(num, id, s.rounds.LastRound())
+	state, why := s.sa.Receipts.Lookup(num, id, s.rounds.LastRound())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(struct {
@@ -365,9 +216,6 @@ func (s *Server) predictor(ctx context.Context, info RoundInfo) (body, gz []byte
 	pc.version, pc.body, pc.gz = version, body, zb.Bytes()
 	return body, pc.gz, version, nil
 }
-
-// secAggReceipt is the receipt of a Shares report's helper share.
-func secAggReceipt(helper []byte) [32]byte { return wire.ReportReceipt(helper) }
 
 // taskTTL is how long the relay reuses the aggregator's task definition
 // for GET /api/task (it is fixed when the aggregator starts; a new class

@@ -49,55 +49,6 @@ func TestWebJoinCode(t *testing.T) {
 	})
 }
 
-// TestReceipts: a settled round answers included for the receipts in its
-// sum and excluded (with why) for the other reports it received, including
-// the ones the servers' check rejected; a cancelled round answers excluded
-// with its reason; a receipt of no report the relay received is unknown
-// (issue 23: not excluded); a round not settled yet is pending, and a
-// forgotten one unknown.
-func TestReceipts(t *testing.T) {
-	var b receiptBook
-	id := func(s string) [32]byte { return sha256.Sum256([]byte(s)) }
-	// Round 5: a and c were accepted (b's verdict was a rejection: never
-	// included), and the round ended with a sum; round 6 accepted a but
-	// was cancelled.
-	b.received(5, id("b"))
-	b.include(5, id("a"))
-	b.include(5, id("c"))
-	b.settleSum(5)
-	b.received(6, id("a"))
-	b.settle(6, "the round was cancelled: below minimum batch")
-	b.include(5, id("d"))         // after the settle: ignored
-	b.settle(5, "late duplicate") // a round settles once
-	for _, c := range []struct {
-		round   uint64
-		id      [32]byte
-		state   string
-		whyPart string
-	}{
-		{5, id("a"), ReceiptIncluded, ""},
-		{5, id("c"), ReceiptIncluded, ""},
-		{5, id("b"), ReceiptExcluded, "check"},
-		{5, id("x"), ReceiptUnknown, ""},
-		{5, id("d"), ReceiptUnknown, ""},
-		{6, id("a"), ReceiptExcluded, "below minimum batch"},
-		{6, id("b"), ReceiptUnknown, ""},
-		{7, id("a"), ReceiptPending, ""},
-		{9, id("a"), ReceiptUnknown, ""}, // never announced (last is 7)
-	} {
-		state, why := b.lookup(c.round, c.id, 7)
-		if state != c.state || !strings.Contains(why, c.whyPart) {
-			t.Errorf("round %d: %s (%q), want %s (%q)", c.round, state, why, c.state, c.whyPart)
-		}
-	}
-	for r := uint64(8); r < 8+receiptRounds; r++ {
-		b.settle(r, "x")
-	}
-	if state, _ := b.lookup(5, id("a"), 100); state != ReceiptUnknown {
-		t.Errorf("a round %d rounds old: %s, want unknown", receiptRounds, state)
-	}
-}
-
 // TestWebReceipt: GET /api/receipt answers from the book and refuses
 // malformed questions.
 func TestWebReceipt(t *testing.T) {
@@ -106,8 +57,8 @@ func TestWebReceipt(t *testing.T) {
 		defer w.close()
 		synctest.Wait()
 		d := sha256.Sum256([]byte("report"))
-		w.srv.web.receipts.include(1, d)
-		w.srv.web.receipts.settleSum(1)
+		w.srv.sa.Receipts.Include(1, d)
+		w.srv.sa.Receipts.SettleSum(1)
 		resp, b := w.get("/api/receipt?round=1&report="+hex.EncodeToString(d[:]), nil)
 		var got struct{ State string }
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil || got.State != ReceiptIncluded {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +17,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
-	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/relay/internal/relaystore"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
@@ -146,11 +146,20 @@ type harness struct {
 	runErr chan error
 	seed   uint64
 	keys   *keyCheck // every log attribute key must be snake_case
+	store  *relaystore.Store
+	fs     datastore.FileSystem // the store's (nil: the OS)
 }
 
 type harnessOpt func(*Config)
 
 func newHarness(t *testing.T, agg http.Handler, dir string, opts ...harnessOpt) *harness {
+	t.Helper()
+	return newHarnessFS(t, agg, dir, nil, opts...)
+}
+
+// newHarnessFS is newHarness with the relay's store on fsys (nil: the OS;
+// a failing disk in tests).
+func newHarnessFS(t *testing.T, agg http.Handler, dir string, fsys datastore.FileSystem, opts ...harnessOpt) *harness {
 	t.Helper()
 	key, err := envelopetest.DeriveKey([32]byte{7})
 	if err != nil {
@@ -159,7 +168,7 @@ func newHarness(t *testing.T, agg http.Handler, dir string, opts ...harnessOpt) 
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	h := &harness{t: t, key: key, agg: agg, dir: dir, relayL: newPipeListener(), aggL: newPipeListener(), keys: newKeyCheck()}
+	h := &harness{t: t, key: key, agg: agg, dir: dir, relayL: newPipeListener(), aggL: newPipeListener(), keys: newKeyCheck(), fs: fsys}
 	// Registered first, so it runs last: after the relay has stopped.
 	t.Cleanup(func() { h.keys.check(t) })
 	h.tr = &http.Transport{DialContext: h.aggL.dial}
@@ -171,11 +180,12 @@ func newHarness(t *testing.T, agg http.Handler, dir string, opts ...harnessOpt) 
 
 func (h *harness) start(opts ...harnessOpt) {
 	h.t.Helper()
-	ob, err := outbox.Open(h.dir)
+	st, err := relaystore.Open(h.dir, &datastore.Options{FS: h.fs}) // imports a state directory of the former format
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	hk, _, err := helperkey.LoadOrCreate(filepath.Join(h.dir, helperkey.File))
+	h.store = st
+	hk, _, err := st.HelperKey()
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -185,7 +195,8 @@ func (h *harness) start(opts ...harnessOpt) {
 		HelperKey:  hk,
 		Aggregator: "http://aggregator",
 		Token:      testToken,
-		Outbox:     ob,
+		Outbox:     st,
+		Reports:    st,
 		Logger:     slog.New(h.keys),
 		NewSource:  func() noise.Source { seed++; return noise.NewSeeded(seed) },
 		HTTPClient: &http.Client{Transport: h.tr},
@@ -215,6 +226,7 @@ func (h *harness) start(opts ...harnessOpt) {
 func (h *harness) stop() {
 	h.cancel()
 	<-h.runErr
+	h.store.Close()
 	h.relayH.Close()
 	h.lmu.Lock()
 	h.relayL.Close()

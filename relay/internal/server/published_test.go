@@ -92,6 +92,8 @@ var publishedFields = map[string]map[string]string{
 		"secagg.dropped.*":         fromTransport,
 		"secagg.rejected.*":        fromAggregator,
 		"secagg.aggregated":        fromAggregator,
+		"secagg.closes_persisted":  fromAggregator, // the closes it receives
+		"secagg.shares_persisted":  fromAggregator, // the aggregate shares it receives
 		"secagg.attempts":          fromTransport,
 		"secagg.failures":          fromTransport,
 	},

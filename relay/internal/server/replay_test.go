@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -125,7 +126,7 @@ func TestClassify(t *testing.T) {
 		{outbox.Abort, 404, nil, outbox.Retry},
 	}
 	for _, c := range cases {
-		if got, why := classify(c.kind, 4, c.status, c.body); got != c.want {
+		if got, why := aggclient.Classify(c.kind, 4, c.status, c.body); got != c.want {
 			t.Errorf("%s HTTP %d %q: %v (%s), want %v", c.kind, c.status, c.body, got, why, c.want)
 		}
 	}

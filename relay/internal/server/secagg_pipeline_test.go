@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
 	"slices"
 	"sync"
 	"testing"
@@ -65,9 +66,7 @@ func TestSecAggStreamPreparesConcurrentlyInOrder(t *testing.T) {
 		defer h.close()
 		const n, unopened = 12, 5
 		probe := &openProbe{index: make(map[string]int), n: n}
-		h.srv.sa.mu.Lock()
-		h.srv.sa.workers, h.srv.sa.ChunkReports, h.srv.sa.wrapOpen = 4, 4, probe.wrap
-		h.srv.sa.mu.Unlock()
+		h.srv.sa.SetKnobs(sumrelay.Knobs{Workers: 4, ChunkReports: 4, WrapOpen: probe.wrap})
 		spec, err := roundspec.New(p)
 		if err != nil {
 			t.Fatal(err)
@@ -131,7 +130,7 @@ func TestSecAggStreamPreparesConcurrentlyInOrder(t *testing.T) {
 			if i == unopened {
 				want = ReceiptExcluded
 			}
-			if st, why := h.srv.web.receipts.lookup(1, wire.ReportReceipt(hs), 1); st != want {
+			if st, why := h.srv.sa.Receipts.Lookup(1, wire.ReportReceipt(hs), 1); st != want {
 				t.Errorf("report %d: receipt %s (%s), want %s", i, st, why, want)
 			}
 		}
@@ -159,9 +158,7 @@ func TestSecAggStreamStopsAfterAnInvalidChunk(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, invalidSeq: 2, hold: hold}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		h.srv.sa.mu.Lock()
-		h.srv.sa.workers, h.srv.sa.ChunkReports = 2, 2
-		h.srv.sa.mu.Unlock()
+		h.srv.sa.SetKnobs(sumrelay.Knobs{Workers: 2, ChunkReports: 2})
 		spec, _ := roundspec.New(p)
 		pub := h.helperPub()
 		const n = 12
@@ -210,19 +207,15 @@ func TestSecAggStreamCountsEveryReportOnce(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		h.srv.sa.mu.Lock()
-		h.srv.sa.workers, h.srv.sa.ChunkReports, h.srv.sa.DrainBound = 2, 3, 5*time.Second
-		h.srv.sa.mu.Unlock()
+		h.srv.sa.SetKnobs(sumrelay.Knobs{Workers: 2, ChunkReports: 3, DrainBound: 5 * time.Second})
 		spec, leaderLen, helperLen, err := round.SecAggSpec(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pub := h.helperPub()
 		const n, late = 7, 2
-		h.srv.openStream(&round.Round{Num: 1, Params: p, SecAgg: spec, LeaderLen: leaderLen, HelperLen: helperLen})
-		h.srv.sa.mu.Lock()
-		st := h.srv.sa.streams[1]
-		h.srv.sa.mu.Unlock()
+		h.srv.sa.OpenStream(&round.Round{Num: 1, Params: p, SecAgg: spec, LeaderLen: leaderLen, HelperLen: helperLen})
+		st := h.srv.sa.Take(1)
 		for i := range n {
 			seal := uint64(1)
 			if i == 3 {
@@ -232,17 +225,16 @@ func TestSecAggStreamCountsEveryReportOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.srv.streamReport(1, &round.SharesReport{Leader: sh.Leader, Helper: sh.Helper})
+			st.Feed(round.SharesReport{Leader: sh.Leader, Helper: sh.Helper})
 		}
 		start := time.Now()
-		st.closeC <- n + late
-		<-st.done
+		r := st.End(n + late)
 		if waited := time.Since(start); waited < 5*time.Second {
 			t.Errorf("the stream gave the missing reports %v, want the drain bound (5s)", waited)
 		}
-		if st.end != nil || st.received != n || st.late != late || st.unopened != 1 || st.sent != n-1 {
+		if r.End != nil || r.Received != n || r.Late != late || r.Unopened != 1 || r.Sent != n-1 {
 			t.Fatalf("end %v, received %d, late %d, unopened %d, sent %d: want %d received, %d late, 1 unopened, %d sent",
-				st.end, st.received, st.late, st.unopened, st.sent, n, late, n-1)
+				r.End, r.Received, r.Late, r.Unopened, r.Sent, n, late, n-1)
 		}
 		agg.mu.Lock()
 		defer agg.mu.Unlock()

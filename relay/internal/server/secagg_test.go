@@ -3,8 +3,13 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/blanket-fl/blanket/relay/internal/relaystore"
+	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
@@ -25,6 +30,13 @@ import (
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// The aggregator's secure-summation paths (relay/internal/sumrelay).
+const (
+	secAggChunkPath     = sumrelay.ChunkPath
+	secAggClosePath     = sumrelay.ClosePath
+	secAggAggregatePath = sumrelay.AggregatePath
 )
 
 // secAggTestParams is a small secure-summation (PINE) round: d = 8, clip
@@ -518,12 +530,12 @@ func TestSecAggRound(t *testing.T) {
 			return wire.ReportReceipt(helper)
 		}
 		for i, f := range honest {
-			if st, why := h.srv.web.receipts.lookup(round, receipt(f), round); st != ReceiptIncluded {
+			if st, why := h.srv.sa.Receipts.Lookup(round, receipt(f), round); st != ReceiptIncluded {
 				t.Errorf("honest report %d: receipt %s (%s)", i, st, why)
 			}
 		}
 		for name, f := range map[string][]byte{"altered helper share": bad, "leader share rejected": badLead} {
-			if st, _ := h.srv.web.receipts.lookup(round, receipt(f), round); st != ReceiptExcluded {
+			if st, _ := h.srv.sa.Receipts.Lookup(round, receipt(f), round); st != ReceiptExcluded {
 				t.Errorf("%s: receipt %s, want excluded", name, st)
 			}
 		}
@@ -594,10 +606,13 @@ func TestHelperKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, &leaderAgg{t: t, p: secAggTestParams()}, "")
 		defer h.close()
-		path := filepath.Join(h.dir, helperkey.File)
-		st, err := os.Stat(path)
-		if err != nil || st.Mode().Perm() != 0o600 || st.Size() != 32 {
-			t.Fatalf("helper key file: %v %v", st, err)
+		// In the relay's store (relaystore), a file only its owner reads.
+		st, err := os.Stat(filepath.Join(h.dir, datastore.LogFile))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("store file: %v %v", st, err)
+		}
+		if _, err := os.Stat(filepath.Join(h.dir, helperkey.File)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a helper key file beside the store: %v", err)
 		}
 		pub := h.helperPub()
 		req, _ := http.NewRequest(http.MethodGet, "http://relay/v1/helper-key", nil)
@@ -674,7 +689,7 @@ func TestSecAggRoundEnds(t *testing.T) {
 		// Receipts (classroom.go): a receipt of no report the relay
 		// received is unknown, not excluded (a received report of a round
 		// without a sum is excluded: below).
-		if st, _ := h.srv.web.receipts.lookup(1, [32]byte{}, 1); st != ReceiptUnknown {
+		if st, _ := h.srv.sa.Receipts.Lookup(1, [32]byte{}, 1); st != ReceiptUnknown {
 			t.Errorf("refused round, a receipt of no report: %s, want unknown", st)
 		}
 
@@ -700,7 +715,7 @@ func TestSecAggRoundEnds(t *testing.T) {
 		}
 		// The volunteer whose report was kept learns the round was cancelled, and why.
 		_, helper, _ := wire.SharesHelper(kept)
-		if st, why := h.srv.web.receipts.lookup(2, wire.ReportReceipt(helper), 2); st != ReceiptExcluded || !strings.Contains(why, "below minimum batch") {
+		if st, why := h.srv.sa.Receipts.Lookup(2, wire.ReportReceipt(helper), 2); st != ReceiptExcluded || !strings.Contains(why, "below minimum batch") {
 			t.Errorf("cancelled round: receipt %s (%q)", st, why)
 		}
 		for _, c := range clients {
@@ -884,13 +899,17 @@ func TestSecAggRestartBetweenShareAndCloseSendsOneShare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ob := h.srv.cfg.Outbox
+		ob, err := relaystore.Open(h.dir, nil) // the stopped relay's store
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := ob.Put(1, outbox.SecAggClose, closeEntry); err != nil {
 			t.Fatal(err)
 		}
 		if err := ob.Put(1, outbox.SecAggAggregate, frame); err != nil {
 			t.Fatal(err)
 		}
+		ob.Close()
 		h.start()
 		synctest.Wait()
 		agg.mu.Lock()

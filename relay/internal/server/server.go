@@ -55,14 +55,20 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/blanket-fl/blanket/relay/internal/acklog"
+	"github.com/blanket-fl/blanket/relay/internal/aggclient"
+	"github.com/blanket-fl/blanket/relay/internal/anchor"
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
+	"github.com/blanket-fl/blanket/relay/internal/metrics"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
+	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
@@ -78,7 +84,12 @@ type Config struct {
 	// Token is the bearer token shared with the aggregator (both ways).
 	Token string
 	// Outbox persists batches and aborts before they are sent.
-	Outbox *outbox.Outbox
+	Outbox outbox.Store
+	// Reports, if set, keeps every accepted check-in and Report frame of a
+	// shuffle round durably before it is acknowledged, and a restart
+	// rebuilds the round it interrupted from them (relay/internal/acklog);
+	// nil: an interrupted round is aborted.
+	Reports acklog.Log
 	// Origins lists extra allowed websocket origins (scheme://host[:port]).
 	Origins []string
 	// Logger receives counts, rounds and reasons; never payloads.
@@ -229,18 +240,17 @@ func (c *Config) validate() error {
 // Server is the relay. Create it with New, serve Handler, and call Run.
 type Server struct {
 	cfg Config
-	// anchorNudge wakes anchorLoop after a noise charge (anchor.go).
-	anchorNudge chan struct{}
-	// anchorChecked is closed once the start check of the noise ledger
-	// has an answer (verified, or a rollback that keeps it suspended).
-	anchorChecked chan struct{}
-	log           *slog.Logger
-	up            websocket.Upgrader
-	token         [32]byte // SHA-256 of "Bearer " + token
-	m             *metrics
-	web           webState // the aggregator's key as fetched (web.go)
-	rounds        *round.Machine
-	sender        *outbox.Sender
+	// anchor checks the noise ledger against the aggregator's copy of
+	// its head and charges it (relay/internal/anchor).
+	anchor *anchor.Anchor
+	agg    *aggclient.Client // posts to the aggregator
+	log    *slog.Logger
+	up     websocket.Upgrader
+	token  [32]byte // SHA-256 of "Bearer " + token
+	m      *metrics.Metrics
+	web    webState // the aggregator's key as fetched (web.go)
+	rounds *round.Machine
+	sender *outbox.Sender
 	// preseal holds the dummies sealed in the background while a round
 	// is open, until its batch is built.
 	preseal shuffler.Presealer
@@ -252,13 +262,18 @@ type Server struct {
 	closing bool
 	warm    time.Time // announcements are refused before (Config.Warmup)
 
-	sa   secaggRelay        // secure summation's streams (secagg.go)
-	jobs chan *round.Closed // closed rounds to pad and forward (or abort)
-	wg   sync.WaitGroup     // broadcasts and timers
+	sa *sumrelay.Relay // secure summation's streams and steps
+	// shuffleRound is the open shuffle round whose frames are logged
+	// (acklog); connSeq numbers connections.
+	shuffleRound, connSeq atomic.Uint64
+	resume                []outbox.Entry     // its steps found at start (Run resumes them)
+	jobs                  chan *round.Closed // closed rounds to pad and forward (or abort)
+	wg                    sync.WaitGroup     // broadcasts and timers
 }
 
 // client is one websocket connection.
 type client struct {
+	id  uint64 // its frames' records (acklog)
 	ws  *websocket.Conn
 	p   *round.Participant
 	wmu sync.Mutex // serializes data writes (acks, announcements)
@@ -276,18 +291,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		anchorNudge:   make(chan struct{}, 1),
-		anchorChecked: make(chan struct{}),
-		cfg:           cfg,
-		log:           cfg.Logger,
-		m:             newMetrics(),
-		conns:         make(map[*client]struct{}),
-		jobs:          make(chan *round.Closed, 64),
+		cfg:   cfg,
+		log:   cfg.Logger,
+		m:     newMetrics(),
+		conns: make(map[*client]struct{}),
+		jobs:  make(chan *round.Closed, 64),
 	}
 	s.token = sha256.Sum256([]byte("Bearer " + cfg.Token))
-	if cfg.NoiseLedger != nil {
-		cfg.NoiseLedger.Suspend(errUnchecked) // anchor.go: until anchorLoop checks it
-	}
+	s.agg = &aggclient.Client{Aggregator: cfg.Aggregator, Token: cfg.Token, HTTP: cfg.HTTPClient,
+		SendTimeout: cfg.SendTimeout, SecAggTimeout: cfg.SecAggTimeout, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
+		Logger: cfg.Logger, LastRound: func() uint64 { return s.rounds.LastRound() },
+		Attempts: &s.m.SecAggAttempts, Failures: &s.m.SecAggFailures}
+	s.anchor = anchor.New(cfg.NoiseLedger, s.agg.Anchor, cfg.Logger, cfg.RetryMin, cfg.RetryMax) // suspended until Run checks it
 	s.up = websocket.Upgrader{
 		HandshakeTimeout:  10 * time.Second,
 		ReadBufferSize:    512,
@@ -300,12 +315,15 @@ func New(cfg Config) (*Server, error) {
 		},
 	}
 	sender, err := outbox.NewSender(cfg.Outbox, outbox.SenderConfig{
-		Deliver: s.post, Logger: cfg.Logger, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, OnFinal: s.delivered,
+		Deliver: s.agg.Frame, Logger: cfg.Logger, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, OnFinal: s.delivered,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.sender, s.m.sender = sender, sender
+	s.sender, s.m.Sender = sender, sender
+	s.sa = sumrelay.New(sumrelay.Config{Store: cfg.Outbox, Post: s.agg, Charge: s.anchor.Charge, Abort: s.abortRound,
+		Enqueue: s.sender.Enqueue, Metrics: s.m, Token: cfg.Token, Open: cfg.HelperKey.OpenHelperShare, Floor: cfg.Floor,
+		NewSource: cfg.NewSource, Logger: cfg.Logger})
 	last, interrupted, err := s.recover()
 	if err != nil {
 		return nil, err
@@ -322,64 +340,98 @@ func New(cfg Config) (*Server, error) {
 // recover queues the outbox's frames for delivery, turns the marker of a
 // round left open by a stop or a crash into an Abort (relay restart), and
 // returns the highest round number the outbox knows and whether it held
-// anything.
+// anything (outbox.Recover plans it).
 func (s *Server) recover() (uint64, bool, error) {
-	ents, err := s.cfg.Outbox.List()
+	ob := s.cfg.Outbox
+	ents, err := ob.List()
 	if err != nil {
 		return 0, false, err
 	}
-	var last uint64
-	done := make(map[uint64]bool)
-	released := make(map[uint64]bool) // rounds whose noised share is persisted
-	for _, e := range ents {
-		if e.Kind != outbox.OpenRound {
-			done[e.Round] = true
-		}
-		if e.Kind == outbox.SecAggAggregate {
-			released[e.Round] = true
-		}
-		last = max(last, e.Round)
-	}
-	for _, e := range ents {
-		switch e.Kind {
-		case outbox.SecAggClose:
-			if released[e.Round] {
-				// Killed between persisting the share and removing the
-				// close: resuming the close would noise the round again,
-				// and two noise draws of one sum average the relay's noise
-				// down. The persisted share is the round's only release.
-				if err := s.cfg.Outbox.Remove(e.Round, outbox.SecAggClose); err != nil {
-					return 0, false, err
-				}
-				continue
-			}
-			s.sa.resume = append(s.sa.resume, e) // Run resumes it (secagg.go, resumeSecAgg)
-		case outbox.SecAggAggregate:
-			// Past its release: Run resends the persisted share.
-			s.sa.resume = append(s.sa.resume, e)
-		case outbox.OpenRound:
-			if !done[e.Round] {
-				a := wire.Abort{Round: e.Round, Reason: wire.AbortRelayRestart}
-				b, err := a.MarshalBinary()
-				if err != nil {
-					return 0, false, fmt.Errorf("server: %w", err)
-				}
-				if err := s.cfg.Outbox.Put(e.Round, outbox.Abort, b); err != nil {
-					return 0, false, err
-				}
-				s.m.roundsAborted.Add(1)
-				s.log.Warn("round interrupted by a relay restart; aborting it", "round", e.Round)
-				s.sender.Enqueue(outbox.Entry{Round: e.Round, Kind: outbox.Abort})
-			}
-			if err := s.cfg.Outbox.Remove(e.Round, outbox.OpenRound); err != nil {
-				return 0, false, err
-			}
-		default:
-			s.log.Info("resending persisted frame", "round", e.Round, "kind", string(e.Kind))
-			s.sender.Enqueue(e)
+	plan := outbox.Recover(ents)
+	for _, num := range plan.Released {
+		if err := ob.Remove(num, outbox.SecAggClose); err != nil {
+			return 0, false, err
 		}
 	}
-	return last, len(ents) > 0, nil
+	s.resume = plan.Resume // Run resumes them (sumrelay.Relay.Start)
+	rebuilt := make(map[uint64]bool)
+	for _, num := range plan.Interrupted {
+		if c := s.rebuild(num); c != nil && len(rebuilt) < cap(s.jobs) {
+			rebuilt[num] = true
+			s.jobs <- c // forward closes it: a batch of the reports acknowledged, or an abort
+			continue
+		}
+		b, err := (&wire.Abort{Round: num, Reason: wire.AbortRelayRestart}).MarshalBinary()
+		if err != nil {
+			return 0, false, fmt.Errorf("server: %w", err)
+		}
+		if err := ob.Put(num, outbox.Abort, b); err != nil {
+			return 0, false, err
+		}
+		s.m.RoundsAborted.Add(1)
+		s.log.Warn("round interrupted by a relay restart; aborting it", "round", num)
+		s.sender.Enqueue(outbox.Entry{Round: num, Kind: outbox.Abort})
+	}
+	for _, num := range plan.Markers {
+		if rebuilt[num] {
+			continue // removed once its batch or abort is persisted
+		}
+		if err := ob.Remove(num, outbox.OpenRound); err != nil {
+			return 0, false, err
+		}
+	}
+	if l := s.cfg.Reports; l != nil { // the records of rounds not rebuilt: nothing is owed for them
+		nums, err := l.Rounds()
+		if err != nil {
+			return 0, false, err
+		}
+		for _, num := range nums {
+			if !rebuilt[num] {
+				s.dropAcked(num)
+			}
+		}
+	}
+	for _, e := range plan.Resend {
+		s.log.Info("resending persisted frame", "round", e.Round, "kind", string(e.Kind))
+		s.sender.Enqueue(e)
+	}
+	return plan.Last, len(ents) > 0, nil
+}
+
+// rebuild returns shuffle round num, interrupted by a restart, as the
+// records of its acknowledged frames describe it (acklog.Rebuild), or nil
+// when there are none: the round is then aborted.
+func (s *Server) rebuild(num uint64) *round.Closed {
+	l := s.cfg.Reports
+	if l == nil {
+		return nil
+	}
+	frames, err := l.Frames(num)
+	if err != nil || len(frames) == 0 {
+		return nil
+	}
+	marker, err := s.cfg.Outbox.Get(num, outbox.OpenRound)
+	if err != nil {
+		return nil
+	}
+	c, err := acklog.Rebuild(num, marker, frames, uint32(s.cfg.Floor.MinBatch))
+	if err != nil {
+		s.log.Warn("cannot rebuild the round interrupted by a restart; aborting it", "round", num, "err", err)
+		return nil
+	}
+	s.log.Warn("round interrupted by a relay restart; closing it with the reports acknowledged", "round", num,
+		"reports", c.Reports, "checked_in", c.CheckedIn, "population", c.Population)
+	return c
+}
+
+// dropAcked removes round num's frame records once nothing is owed for
+// them.
+func (s *Server) dropAcked(num uint64) {
+	if l := s.cfg.Reports; l != nil {
+		if err := l.Drop(num); err != nil {
+			s.log.Error("cannot remove the round's frame records", "round", num, "err", err)
+		}
+	}
 }
 
 // Handler returns the relay's HTTP routes.
@@ -394,18 +446,12 @@ func (s *Server) Handler() http.Handler {
 // abort at the next start).
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	s.sa.mu.Lock()
-	s.sa.ctx = ctx
-	resume := s.sa.resume
-	s.sa.resume = nil
-	s.sa.mu.Unlock()
-	for _, e := range resume {
-		s.wg.Go(func() { s.resumeSecAgg(ctx, e) })
-	}
+	s.sa.Start(ctx, s.resume)
+	s.resume = nil
 	wg.Go(func() { s.forward(ctx) })
 	wg.Go(func() { s.sender.Run(ctx) })
 	wg.Go(func() { s.pinger(ctx) })
-	wg.Go(func() { s.anchorLoop(ctx) }) // anchor.go
+	wg.Go(func() { s.anchor.Loop(ctx) })
 	if s.cfg.KeyRefresh > 0 {
 		wg.Go(func() { s.fetchKeys(ctx) })
 	}
@@ -427,11 +473,12 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.wg.Wait()
+	s.sa.Wait()
 	return nil
 }
 
 // Metrics returns the current counters.
-func (s *Server) Metrics() Snapshot { return s.m.snapshot() }
+func (s *Server) Metrics() Snapshot { return s.m.Snapshot() }
 
 func (s *Server) checkOrigin(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
@@ -447,7 +494,7 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 			return true
 		}
 	}
-	s.m.originRejected.Add(1)
+	s.m.OriginRejected.Add(1)
 	return false
 }
 
@@ -491,9 +538,9 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 			writeOutcome(w, http.StatusConflict, a.Round, "invalid", err.Error())
 			return
 		}
-		if err := s.noiseAdmit(a); err != nil { // anchor.go: the relay's own budget and schedule
+		if err := s.anchor.Admit(a); err != nil { // the relay's own budget and schedule
 			s.log.Warn("announcement rejected", "round", a.Round, "reason", "noise ledger", "err", err)
-			if errors.Is(err, errUnchecked) { // not yet checked: the aggregator retries
+			if errors.Is(err, anchor.ErrUnchecked) { // not yet checked: the aggregator retries
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
 			}
@@ -534,8 +581,13 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "relay warming up: volunteers are reconnecting", http.StatusServiceUnavailable)
 		return
 	}
-	// The marker makes a crash during the round an explicit abort.
-	if err := s.cfg.Outbox.Put(a.Round, outbox.OpenRound, nil); err != nil {
+	// The marker makes a crash during the round an explicit abort, or for
+	// a shuffle round a close of the reports acknowledged (acklog).
+	marker, err := acklog.MarshalMarker(acklog.Marker{Ann: body, Population: uint32(len(s.conns))})
+	if err == nil {
+		err = s.cfg.Outbox.Put(a.Round, outbox.OpenRound, marker)
+	}
+	if err != nil {
 		s.log.Error("cannot persist round marker", "round", a.Round, "err", err)
 		http.Error(w, "state directory not writable", http.StatusInternalServerError)
 		return
@@ -561,15 +613,16 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	// batch is still built once, at close (shuffler.Presealer). Secure
 	// summation has no dummies.
 	if rd.SecAgg != nil {
-		s.openStream(rd) // each report prepared and forwarded as it arrives (secagg.go)
+		s.sa.OpenStream(rd) // each report prepared and forwarded as it arrives
 	}
 	if rd.SecAgg == nil {
+		s.shuffleRound.Store(rd.Num)
 		if err := s.preseal.Start(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
 			Population: rd.Population}, s.cfg.NewSource()); err != nil {
 			s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.Num, "err", err)
 		}
 	}
-	s.m.roundsOpened.Add(1)
+	s.m.RoundsOpened.Add(1)
 	s.timer, s.timerOf = time.AfterFunc(time.Until(s.rounds.NextTick(rd, now)), func() { s.tickRound(rd) }), rd.Num
 	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messages_per_client", rd.Msgs,
 		"min_batch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
@@ -725,7 +778,7 @@ func (s *Server) closed(c *round.Closed) {
 		s.timer.Stop()
 	}
 	s.mu.Unlock()
-	s.m.partialDiscarded.Add(uint64(c.Discarded))
+	s.m.PartialDiscarded.Add(uint64(c.Discarded))
 	s.log.Info("round closed", "round", c.Num, "why", c.Why, "population", c.Population,
 		"checked_in", c.CheckedIn, "reports", c.Reports)
 	s.jobs <- c
@@ -743,7 +796,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader answered
 	}
-	c := &client{ws: ws}
+	c := &client{ws: ws, id: s.connSeq.Add(1)}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -753,8 +806,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	s.conns[c] = struct{}{}
 	c.p = s.rounds.Join()
 	s.mu.Unlock()
-	s.m.connsOpen.Add(1)
-	s.m.connsTotal.Add(1)
+	s.m.ConnsOpen.Add(1)
+	s.m.ConnsTotal.Add(1)
 	// The connection's goroutine replaces the handler's, which returns:
 	// net/http then drops its per-connection state (4 KiB read and 4 KiB
 	// write buffers, the request), which it would otherwise keep for the
@@ -765,10 +818,10 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			s.mu.Lock()
 			delete(s.conns, c)
 			if s.rounds.Leave(c.p) {
-				s.m.partialDiscarded.Add(1)
+				s.m.PartialDiscarded.Add(1)
 			}
 			s.mu.Unlock()
-			s.m.connsOpen.Add(-1)
+			s.m.ConnsOpen.Add(-1)
 		}()
 		s.readPump(c)
 	}()
@@ -798,8 +851,8 @@ func (s *Server) readPump(c *client) {
 		c.mid = true
 		ws.SetReadDeadline(time.Now().Add(s.frameTimeout(limit)))
 		if mt != websocket.BinaryMessage {
-			s.m.received.Add(1)
-			s.m.reject(ReasonText)
+			s.m.Received.Add(1)
+			s.m.Reject(ReasonText)
 			s.closeWith(c, websocket.CloseUnsupportedData, "binary frames only")
 			return
 		}
@@ -808,7 +861,7 @@ func (s *Server) readPump(c *client) {
 			s.readFailed(err) // a frame cut short is not a received frame
 			return
 		}
-		s.m.received.Add(1)
+		s.m.Received.Add(1)
 		if !s.handleFrame(c, b) {
 			return
 		}
@@ -826,10 +879,10 @@ func (s *Server) readFailed(err error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, websocket.ErrReadLimit):
-		s.m.received.Add(1)
-		s.m.reject(ReasonOversized)
+		s.m.Received.Add(1)
+		s.m.Reject(ReasonOversized)
 	case errors.As(err, &ne) && ne.Timeout():
-		s.m.timeouts.Add(1)
+		s.m.Timeouts.Add(1)
 	}
 }
 
@@ -844,22 +897,26 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 	v := s.rounds.Frame(c.p, b)
 	switch v.Accepted {
 	case round.CheckIn:
-		s.m.acceptedCheck.Add(1)
+		s.m.AcceptedCheck.Add(1)
 	case round.Report:
-		s.m.acceptedReport.Add(1)
+		s.m.AcceptedReport.Add(1)
 	case round.Shares:
-		s.m.acceptedShares.Add(1)
-		s.streamReport(v.Round, v.Shares)
+		s.m.AcceptedShares.Add(1)
+		s.sa.Report(v.Round, v.Shares)
 	default:
-		s.m.reject(v.Reason)
+		s.m.Reject(v.Reason)
 	}
 	if v.Discarded {
-		s.m.partialDiscarded.Add(1)
+		s.m.PartialDiscarded.Add(1)
 	}
 	if v.Complete {
-		s.m.reportsComplete.Add(1)
+		s.m.ReportsComplete.Add(1)
 	}
+	logged := s.logFrame(c, v, b)
 	s.closed(v.Closed)
+	if !logged {
+		return false // no ack: the relay could not keep the frame durably
+	}
 	ack := wire.Ack{Round: v.Round, Status: v.Status, Received: v.Received}
 	ab, err := ack.MarshalBinary()
 	if err == nil {
@@ -873,6 +930,30 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 		return false
 	case round.EndPolicy:
 		s.closeWith(c, websocket.ClosePolicyViolation, v.Reason)
+		return false
+	}
+	return true
+}
+
+// logFrame keeps an accepted check-in or Report frame of the open shuffle
+// round durably (Config.Reports) before it is acknowledged; false: it
+// could not, and the frame must not be acknowledged.
+func (s *Server) logFrame(c *client, v round.Verdict, b []byte) bool {
+	l := s.cfg.Reports
+	if l == nil || v.Round == 0 || v.Round != s.shuffleRound.Load() {
+		return true
+	}
+	var key string
+	switch v.Accepted {
+	case round.CheckIn:
+		key = acklog.CheckInKey
+	case round.Report:
+		key = acklog.ReportKey(int(v.Received) - 1)
+	default:
+		return true
+	}
+	if err := l.Append(v.Round, c.id, key, b); err != nil {
+		s.log.Error("cannot persist an accepted frame; not acknowledging it", "round", v.Round, "err", err)
 		return false
 	}
 	return true

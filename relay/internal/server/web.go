@@ -46,9 +46,8 @@ type webState struct {
 	round     RoundInfo
 	roundTime time.Time
 
-	// receipts and predictor serve GET /api/receipt and GET
-	// /api/predictor (classroom.go).
-	receipts  receiptBook
+	// predictor serves GET /api/predictor (classroom.go); the receipts of
+	// GET /api/receipt are secure summation's (sumrelay.Relay.Receipts).
 	predictor predictorCache
 	// task serves GET /api/task (classroom.go).
 	task taskCache

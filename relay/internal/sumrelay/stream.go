@@ -1,0 +1,483 @@
+package sumrelay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blanket-fl/blanket/relay/internal/aggclient"
+	"github.com/blanket-fl/blanket/relay/internal/helper"
+	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/relay/internal/round"
+	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Stream is one open secure-summation round's pipeline.
+type Stream struct {
+	num    uint64
+	params wire.Params
+	sr     *secagg.Round
+	h      *helper.Helper
+	in     chan round.SharesReport
+	closeC chan uint32 // the round machine's count of accepted reports
+	done   chan struct{}
+
+	// helperMu guards h's Add (the assembler, runStream) and Verdicts (the
+	// poster, postChunk), which run on different goroutines; h.Prepare
+	// needs no lock. After done, one goroutine owns h.
+	helperMu sync.Mutex
+
+	// Set by the stream's goroutines (each field by one), read after done.
+	chunks, sent   uint32 // chunks and reports forwarded
+	received       uint32
+	unopened, late int
+	end            error  // the aggregator ended the round (endError) or the relay stopped
+	setupErr       error  // the helper could not be built
+	rep            string // the last chunk's reason, for logs
+}
+
+// endError is a definitive answer that ends the round before its close.
+type endError struct{ outcome, why string }
+
+func (e *endError) Error() string { return e.outcome + ": " + e.why }
+
+// OpenStream starts the stream of secure-summation round rd (called when
+// the round opens) and returns it.
+func (rl *Relay) OpenStream(rd *round.Round) {
+	st := &Stream{num: rd.Num, params: rd.Params, in: make(chan round.SharesReport, max(int(rd.Params.Quota), 1)),
+		closeC: make(chan uint32, 1), done: make(chan struct{})}
+	sr, err := rd.SecAgg.SecAggRound(rd.Num)
+	var vk []byte
+	if err == nil {
+		vk, err = secagg.DeriveVerifyKey([]byte(rl.cfg.Token), rd.Num)
+	}
+	var eng secagg.Engine
+	if err == nil {
+		eng, err = secagg.NewEngine(sr, false, vk)
+	}
+	if err == nil {
+		st.sr = sr
+		var open helper.Opener = rl.cfg.Open
+		if w := rl.knobs().wrapOpen; w != nil {
+			open = w(open)
+		}
+		st.h, err = helper.New(sr, eng, open, int(rd.Params.MinBatch), rl.cfg.Floor)
+	}
+	rl.mu.Lock()
+	if rl.streams == nil {
+		rl.streams = make(map[uint64]*Stream)
+	}
+	rl.streams[rd.Num] = st
+	ctx := rl.ctx
+	rl.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err != nil {
+		st.setupErr = err
+		close(st.done)
+		return
+	}
+	rl.wg.Go(func() { rl.runStream(ctx, st) })
+}
+
+// Report hands an accepted report to its round's stream, in the
+// order the round machine accepted them. It does not wait while the
+// round is open: st.in holds the round's quota, and the round machine
+// accepts no more. (Waiting here would only delay the volunteer's ack: its
+// reader has already read the whole frame, so the memory is held either
+// way; what bounds the backlog is the pipeline keeping pace, runStream.)
+func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
+	rl.mu.Lock()
+	st := rl.streams[num]
+	rl.mu.Unlock()
+	if st == nil || rep == nil {
+		return
+	}
+	select {
+	case st.in <- *rep:
+	case <-st.done: // the round ended early: the report is counted late
+	}
+}
+
+// runStream is the stream's pipeline, until the close's count of reports
+// is received or DrainBound after the close (or the round ends early):
+//
+//   - intake (this goroutine): takes each report from st.in in arrival
+//     order, numbers it, and hands it to the workers once it holds one of
+//     window slots;
+//   - workers (knobs.workers goroutines, GOMAXPROCS by default): open the
+//     helper share and run PrepInit (helper.Prepare), in parallel;
+//   - assembler: puts the prepared reports back in arrival order (a
+//     reorder buffer keyed by the number), adds each to the helper
+//     (helper.Add) and to the chunk being built, and frees its slot; a
+//     full chunk goes to the poster (waiting while the poster has one), a
+//     partial one at each ChunkEvery tick when the poster is idle;
+//   - poster: posts the chunks one at a time, in order (postChunk: the
+//     aggregator takes a round's chunks strictly in sequence), and applies
+//     their verdicts, while the next chunk is prepared.
+//
+// Bound: past st.in, the stream holds at most window + 2 × ChunkReports
+// reports: window (max(ChunkReports, 2 × workers): 8 at the defaults on 2
+// cores) being prepared or waiting for an earlier one, one chunk built
+// and waiting for the poster, and one at the aggregator (its leader shares
+// until the post returns, its prep states until the verdicts): 24 reports
+// at the defaults, about 26 MB of sealed leader shares at d = 7850.
+//
+// A definitive answer that ends the round (an invalid chunk, a refused
+// one, verdicts that contradict the helper), a helper failure or the
+// relay's stop ends every stage: nothing more is posted, the reports
+// still in the pipeline are discarded with the round.
+func (rl *Relay) runStream(ctx context.Context, st *Stream) {
+	defer close(st.done)
+	k := rl.knobs()
+	if k.serial {
+		rl.runStreamSerial(ctx, st, k)
+		return
+	}
+	var (
+		once  sync.Once
+		ended = make(chan struct{}) // closed by end: every stage stops
+	)
+	end := func(err error) {
+		once.Do(func() { st.end = err; close(ended) })
+	}
+	jobs := make(chan prepJob, k.window)
+	results := make(chan prepDone, k.window)
+	slots := make(chan struct{}, k.window)
+	for range k.window {
+		slots <- struct{}{}
+	}
+	chunks := make(chan saChunk) // unbuffered: a chunk is handed over only to an idle poster
+	var workers, stages sync.WaitGroup
+	for range k.workers {
+		workers.Go(func() {
+			for j := range jobs {
+				p, ok := st.h.Prepare(j.rep.Helper)
+				results <- prepDone{prepJob: j, p: p, ok: ok}
+				// Milliseconds of PINE arithmetic each: let the assembler,
+				// the poster and the connections' readers run between
+				// them rather than wait for preemption.
+				runtime.Gosched()
+			}
+		})
+	}
+	stages.Go(func() {
+		workers.Wait()
+		close(results)
+	})
+	stages.Go(func() { rl.assemble(st, k, results, slots, chunks, ended, end) })
+	stages.Go(func() {
+		for c := range chunks {
+			select {
+			case <-ended: // drained: nothing more is posted
+				continue
+			default:
+			}
+			if err := rl.postChunk(ctx, st, c.leaders, c.entries, c.receipts); err != nil {
+				end(err)
+			}
+		}
+	})
+
+	expect := ^uint32(0)
+	var drained <-chan time.Time
+	var seq uint64
+	held := false // a slot for the next report
+intake:
+	for st.received < expect {
+		var in <-chan round.SharesReport
+		var slot <-chan struct{}
+		if held {
+			in = st.in
+		} else {
+			slot = slots
+		}
+		select {
+		case <-slot:
+			held = true
+		case rep := <-in:
+			held = false
+			st.received++
+			rl.Receipts.Received(st.num, wire.ReportReceipt(rep.Helper)) // GET /api/receipt
+			jobs <- prepJob{seq: seq, rep: rep}                          // never waits: at most window jobs hold slots
+			seq++
+		case n := <-st.closeC:
+			expect = n
+			drained = time.After(k.drain)
+		case <-drained:
+			st.late = int(expect - st.received)
+			break intake
+		case <-ended:
+			break intake
+		case <-ctx.Done():
+			end(aggclient.ErrStopped)
+			break intake
+		}
+	}
+	close(jobs)
+	stages.Wait()
+}
+
+// prepJob is a report numbered in arrival order; prepDone is it prepared.
+type prepJob struct {
+	seq uint64
+	rep round.SharesReport
+}
+
+type prepDone struct {
+	prepJob
+	p  helper.Prepared
+	ok bool // the helper share opened
+}
+
+// saChunk is one chunk's reports, in arrival order: their sealed leader
+// shares, 'P' entries and receipts (classroom.go).
+type saChunk struct {
+	leaders  [][]byte
+	entries  []secagg.Entry
+	receipts [][32]byte
+}
+
+// assemble is runStream's assembler: it takes the prepared reports in
+// arrival order, adds them to the helper and builds the chunks it hands
+// to the poster (chunks, closed when results is). After ended it only
+// drains results.
+func (rl *Relay) assemble(st *Stream, k streamKnobs, results <-chan prepDone, slots chan<- struct{},
+	chunks chan<- saChunk, ended <-chan struct{}, end func(error)) {
+	defer close(chunks)
+	tick := time.NewTicker(k.every)
+	defer tick.Stop()
+	waiting := make(map[uint64]prepDone, k.window) // prepared before an earlier report
+	var next uint64
+	var cur saChunk
+	over := func() bool {
+		select {
+		case <-ended:
+			return true
+		default:
+			return false
+		}
+	}
+	hand := func() {
+		select {
+		case chunks <- cur:
+		case <-ended:
+		}
+		cur = saChunk{}
+	}
+	for {
+		select {
+		case d, ok := <-results:
+			if !ok {
+				if len(cur.leaders) > 0 && !over() {
+					hand()
+				}
+				return
+			}
+			waiting[d.seq] = d
+			for {
+				d, ok := waiting[next]
+				if !ok {
+					break
+				}
+				delete(waiting, next)
+				next++
+				slots <- struct{}{} // never waits: the slot was taken for this report
+				if over() {
+					continue
+				}
+				if !d.ok {
+					st.unopened++
+					continue
+				}
+				st.helperMu.Lock()
+				e, err := st.h.Add(d.p)
+				st.helperMu.Unlock()
+				if err != nil {
+					end(&endError{SecAggFailed, err.Error()})
+					continue
+				}
+				cur.leaders, cur.entries = append(cur.leaders, d.rep.Leader), append(cur.entries, e)
+				cur.receipts = append(cur.receipts, wire.ReportReceipt(d.rep.Helper))
+				if len(cur.leaders) >= k.size {
+					hand()
+				}
+			}
+		case <-tick.C:
+			if len(cur.leaders) == 0 || over() {
+				continue
+			}
+			select {
+			case chunks <- cur: // the poster is idle: a partial chunk
+				cur = saChunk{}
+			default: // the poster is busy: keep filling this one
+			}
+		}
+	}
+}
+
+// runStreamSerial is the stream as one goroutine, each report prepared
+// and each chunk posted in turn (the relay before the pipeline; kept for
+// BenchmarkSecAggStream's comparison only).
+func (rl *Relay) runStreamSerial(ctx context.Context, st *Stream, k streamKnobs) {
+	size, every, drain := k.size, k.every, k.drain
+	var leaders [][]byte
+	var entries []secagg.Entry
+	var receipts [][32]byte // GET /api/receipt: the chunk's reports' receipts, in order
+	flush := func() bool {
+		if len(leaders) == 0 {
+			return true
+		}
+		err := rl.postChunk(ctx, st, leaders, entries, receipts)
+		clear(leaders)
+		leaders, entries, receipts = leaders[:0], entries[:0], receipts[:0]
+		if err != nil {
+			st.end = err
+			return false
+		}
+		return true
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	expect := ^uint32(0)
+	var drained <-chan time.Time
+	for st.received < expect {
+		select {
+		case rep := <-st.in:
+			st.received++
+			rl.Receipts.Received(st.num, wire.ReportReceipt(rep.Helper)) // GET /api/receipt
+			p, ok := st.h.Prepare(rep.Helper)
+			if !ok {
+				st.unopened++
+				continue
+			}
+			st.helperMu.Lock()
+			e, err := st.h.Add(p)
+			st.helperMu.Unlock()
+			if err != nil {
+				st.end = &endError{SecAggFailed, err.Error()}
+				return
+			}
+			leaders, entries = append(leaders, rep.Leader), append(entries, e)
+			receipts = append(receipts, wire.ReportReceipt(rep.Helper))
+			if len(leaders) >= size && !flush() {
+				return
+			}
+		case <-tick.C:
+			if !flush() {
+				return
+			}
+		case n := <-st.closeC:
+			expect = n
+			drained = time.After(drain)
+		case <-drained:
+			st.late = int(expect - st.received)
+			expect = st.received
+		case <-ctx.Done():
+			st.end = aggclient.ErrStopped
+			return
+		}
+	}
+	flush()
+}
+
+// postChunk posts one chunk and applies its verdicts.
+func (rl *Relay) postChunk(ctx context.Context, st *Stream, leaders [][]byte, entries []secagg.Entry, receipts [][32]byte) error {
+	prep, err := st.sr.MarshalPrep(entries)
+	if err != nil {
+		return &endError{SecAggFailed, "encoding the prep shares: " + err.Error()}
+	}
+	frame, err := (&wire.SecAggChunk{Round: st.num, Seq: st.chunks + 1, Leader: leaders, Prep: prep}).MarshalBinary()
+	if err != nil {
+		return &endError{SecAggFailed, "encoding the chunk: " + err.Error()}
+	}
+	limit := 1<<12 + int64(len(leaders))<<10 // the 'M' message: tens of bytes per report
+	out, reply, why, err := rl.cfg.Post.Post(ctx, st.num, ChunkPath, frame, limit, func(b []byte) error {
+		p, err := wire.ParseSecAggPrep(b)
+		if err == nil && p.Round != st.num {
+			err = fmt.Errorf("prep reply for round %d", p.Round)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if out != outbox.Accepted && out != outbox.Duplicate {
+		return &endError{out.String(), why}
+	}
+	p, err := wire.ParseSecAggPrep(reply) // checked by secAggPost
+	if err != nil || p.Status != wire.BatchStatusOK {
+		return &endError{SecAggInvalid, "the aggregator found a chunk invalid"}
+	}
+	ms, err := st.sr.ParseVerdicts(p.Msg)
+	if err == nil && len(ms) != len(leaders) {
+		err = fmt.Errorf("%d verdicts for %d reports: %w", len(ms), len(leaders), secagg.ErrProtocol)
+	}
+	if err == nil {
+		st.helperMu.Lock()
+		err = st.h.Verdicts(ms)
+		st.helperMu.Unlock()
+	}
+	if err != nil {
+		// Not the error itself: it may quote the reports' nonces.
+		rl.cfg.Logger.Error("the aggregator's verdicts contradict the helper", "round", st.num,
+			"protocol_violation", errors.Is(err, secagg.ErrProtocol))
+		return &endError{SecAggFailed, "helper verdicts failed"}
+	}
+	for i, e := range ms {
+		if e.Reason != secagg.Accepted {
+			rl.cfg.Metrics.SecAggReject(strings.ReplaceAll(e.Reason.String(), " ", "_"))
+		} else if i < len(receipts) {
+			rl.Receipts.Include(st.num, receipts[i]) // GET /api/receipt
+		}
+	}
+	st.chunks++
+	st.sent += uint32(len(leaders))
+	return nil
+}
+
+// Take removes round num's stream from the relay and returns it (nil:
+// none): its caller then ends it (Stream.End) in place of Close.
+func (rl *Relay) Take(num uint64) *Stream {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	st := rl.streams[num]
+	delete(rl.streams, num)
+	return st
+}
+
+// Feed hands the stream a report directly (Report looks its stream up).
+func (st *Stream) Feed(rep round.SharesReport) { st.in <- rep }
+
+// End tells the stream the round machine accepted n reports, and waits
+// for it to end: it has received them all, or waited DrainBound for the
+// missing ones, or the round ended early.
+func (st *Stream) End(n uint32) Result {
+	st.closeC <- n
+	<-st.done
+	return st.Result()
+}
+
+// Result is what a stream did, read after it ended.
+type Result struct {
+	Received, Sent, Chunks uint32
+	Unopened, Late         int
+	Accepted               int   // reports in the helper's running aggregate
+	End, SetupErr          error // the round ended early; the helper could not be built
+}
+
+// Result returns what the stream did; only after it ended.
+func (st *Stream) Result() Result {
+	r := Result{Received: st.received, Sent: st.sent, Chunks: st.chunks, Unopened: st.unopened, Late: st.late,
+		End: st.end, SetupErr: st.setupErr}
+	if st.h != nil {
+		r.Accepted = st.h.Accepted()
+	}
+	return r
+}
