@@ -152,6 +152,7 @@ func run(args []string) error {
 		Aggregator:  *agg,
 		Token:       tok,
 		Outbox:      st,
+		StoreStats:  st.DB().Stats,
 		Reports:     st,
 		Origins:     allowed,
 		Logger:      log,

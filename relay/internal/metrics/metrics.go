@@ -135,6 +135,18 @@ type Snapshot struct {
 	Pending   int               `json:"pending"`
 	LastRound *RoundReport      `json:"last_round,omitempty"`
 	SecAgg    SecAggStats       `json:"secagg"`
+	// Datastore is the relay's store's work (set by the server when it
+	// has one): it counts commits and bytes, never a value.
+	Datastore *DatastoreStats `json:"datastore,omitempty"`
+}
+
+// DatastoreStats is datastore.Stats as published.
+type DatastoreStats struct {
+	Commits      int64 `json:"commits"`
+	Fsyncs       int64 `json:"fsyncs"`
+	BytesWritten int64 `json:"bytes_written"`
+	Compactions  int64 `json:"compactions"`
+	LogSize      int64 `json:"log_size"`
 }
 
 // SecAggStats counts the relay's side of secure summation

@@ -196,6 +196,7 @@ func (h *harness) start(opts ...harnessOpt) {
 		Aggregator: "http://aggregator",
 		Token:      testToken,
 		Outbox:     st,
+		StoreStats: st.DB().Stats,
 		Reports:    st,
 		Logger:     slog.New(h.keys),
 		NewSource:  func() noise.Source { seed++; return noise.NewSeeded(seed) },

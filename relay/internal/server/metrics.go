@@ -64,5 +64,11 @@ const (
 func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(s.m.Snapshot())
+	snap := s.m.Snapshot()
+	if s.cfg.StoreStats != nil {
+		st := s.cfg.StoreStats()
+		snap.Datastore = &metrics.DatastoreStats{Commits: st.Commits, Fsyncs: st.Fsyncs, BytesWritten: st.BytesWritten,
+			Compactions: st.Compactions, LogSize: st.LogSize}
+	}
+	json.NewEncoder(w).Encode(snap)
 }

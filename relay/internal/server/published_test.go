@@ -96,6 +96,13 @@ var publishedFields = map[string]map[string]string{
 		"secagg.shares_persisted":  fromAggregator, // the aggregate shares it receives
 		"secagg.attempts":          fromTransport,
 		"secagg.failures":          fromTransport,
+		// The store's work: counts of commits and bytes written for the
+		// frames the relay received and the rounds it ran.
+		"datastore.commits":       fromTransport,
+		"datastore.fsyncs":        fromTransport,
+		"datastore.bytes_written": fromTransport,
+		"datastore.compactions":   fromTransport,
+		"datastore.log_size":      fromTransport,
 	},
 	"api/round": {
 		"reachable":  fromAggregator,

@@ -47,7 +47,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/blanket-fl/blanket/shared/ledger"
 	"io"
 	"log/slog"
 	"net"
@@ -69,6 +68,8 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
 	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
+	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
@@ -85,6 +86,9 @@ type Config struct {
 	Token string
 	// Outbox persists batches and aborts before they are sent.
 	Outbox outbox.Store
+	// StoreStats, if set, reports the state store's counters on /metrics
+	// (datastore.Stats: commits, fsyncs, bytes written).
+	StoreStats func() datastore.Stats
 	// Reports, if set, keeps every accepted check-in and Report frame of a
 	// shuffle round durably before it is acknowledged, and a restart
 	// rebuilds the round it interrupted from them (relay/internal/acklog);
