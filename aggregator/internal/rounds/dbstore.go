@@ -101,7 +101,12 @@ func (d *DBStore) LoadState() (*checkpoint.State, error) {
 
 // SaveState writes the checkpoint.
 func (d *DBStore) SaveState(st *checkpoint.State) error {
-	return d.db.Update(func(tx *datastore.Tx) error { return datastore.PutJSON(tx, BucketState, "state", st) })
+	return d.db.Update(func(tx *datastore.Tx) error {
+		if err := roundsOfState(tx, st); err != nil {
+			return err
+		}
+		return datastore.PutJSON(tx, BucketState, "state", st)
+	})
 }
 
 // splitNonces takes the "nonces" field (16 bytes each) out of the leader's
@@ -163,6 +168,9 @@ func (d *DBStore) SaveCollect(c *Collect) error {
 		}
 		if err := datastore.PutJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, c.Next-1),
 			chunkRecord{Digest: c.LastDig, Reply: c.LastReply, Nonces: added}); err != nil {
+			return err
+		}
+		if err := setRound(tx, c.Round, StateCollecting, ""); err != nil {
 			return err
 		}
 		return datastore.PutJSON(tx, BucketCollect, rk+"/running", runningRecord{Next: c.Next, Leader: rest})
@@ -245,7 +253,12 @@ func (d *DBStore) LoadPending() (*Pending, error) {
 
 // SavePending writes the prepared round.
 func (d *DBStore) SavePending(p *Pending) error {
-	return d.db.Update(func(tx *datastore.Tx) error { return datastore.PutJSON(tx, BucketPending, "pending", p) })
+	return d.db.Update(func(tx *datastore.Tx) error {
+		if err := setRound(tx, p.Round, StateClosed, ""); err != nil {
+			return err
+		}
+		return datastore.PutJSON(tx, BucketPending, "pending", p)
+	})
 }
 
 // RemovePending deletes the prepared round.
@@ -272,6 +285,9 @@ func ImportFiles(db *datastore.Store, dir string) error {
 			return nil
 		}
 		if st != nil {
+			if err := roundsOfState(tx, st); err != nil {
+				return err
+			}
 			if err := datastore.PutJSON(tx, BucketState, "state", st); err != nil {
 				return err
 			}
