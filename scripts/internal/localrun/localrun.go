@@ -7,6 +7,7 @@
 package localrun
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/scripts/internal/procmem"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -426,11 +428,54 @@ func (c *Cluster) archiveRelayLedgers(ctx context.Context) error {
 			return fmt.Errorf("localrun: new class: %w", err)
 		}
 	}
+	if err := carryRelayKeys(arch, state); err != nil {
+		return fmt.Errorf("localrun: new class: %w", err)
+	}
 	return c.StartRelay(ctx)
 }
 
-// relayHelperKeyFile is the relay's helper key in its state directory
-// (relay/internal/helperkey.File): the one file a new class keeps.
+// relayKeysBucket is the relay's datastore bucket of its keys
+// (relay/internal/relaystore.BucketKeys).
+const relayKeysBucket = "relay/keys"
+
+// carryRelayKeys copies the relay's keys from the datastore archived in
+// arch into a new datastore in state: the new class's relay starts with
+// its helper key and nothing else.
+func carryRelayKeys(arch, state string) error {
+	if _, err := os.Stat(filepath.Join(arch, datastore.LogFile)); errors.Is(err, os.ErrNotExist) {
+		return nil // a relay of the former format: helper.key stayed
+	}
+	old, err := datastore.Open(arch, nil)
+	if err != nil {
+		return err
+	}
+	keys := map[string][]byte{}
+	old.View(func(tx *datastore.ReadTx) error {
+		for _, k := range tx.Keys(relayKeysBucket) {
+			v, _ := tx.Get(relayKeysBucket, k)
+			keys[k] = bytes.Clone(v)
+		}
+		return nil
+	})
+	if err := old.Close(); err != nil {
+		return err
+	}
+	db, err := datastore.Open(state, nil)
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *datastore.Tx) error {
+		for k, v := range keys {
+			tx.Put(relayKeysBucket, k, v)
+		}
+		return nil
+	})
+	return errors.Join(err, db.Close())
+}
+
+// relayHelperKeyFile is the relay's helper key file in a state directory
+// of the former format (relay/internal/helperkey.File): kept by a new
+// class; today the key is in the relay's datastore (carryRelayKeys).
 const relayHelperKeyFile = "helper.key"
 
 // keyFile is the aggregator's key file in its state directory

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/task"
 )
 
@@ -116,4 +117,41 @@ func TestRelayAgreed(t *testing.T) {
 	if got := relayAgreed([]string{"-protocol", "secagg"}, nil); len(got) != 0 {
 		t.Errorf("nothing to agree on: %q", got)
 	}
+}
+
+// TestCarryRelayKeys: a new class's relay starts from a datastore holding
+// its helper key and nothing else of the old class (the outbox's rounds
+// belong to the old class).
+func TestCarryRelayKeys(t *testing.T) {
+	state, arch := t.TempDir(), t.TempDir()
+	db, err := datastore.Open(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *datastore.Tx) error {
+		tx.Put(relayKeysBucket, "helper", []byte("k3y"))
+		tx.Put("relay/outbox", "00000000000000000005.open", []byte("x"))
+		return nil
+	})
+	db.Close()
+	if err := os.Rename(filepath.Join(state, datastore.LogFile), filepath.Join(arch, datastore.LogFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := carryRelayKeys(arch, state); err != nil {
+		t.Fatal(err)
+	}
+	db, err = datastore.Open(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *datastore.ReadTx) error {
+		if v, ok := tx.Get(relayKeysBucket, "helper"); !ok || string(v) != "k3y" {
+			t.Errorf("helper key not carried: %q %v", v, ok)
+		}
+		if ks := tx.Keys("relay/outbox"); len(ks) != 0 {
+			t.Errorf("the old class's outbox came along: %v", ks)
+		}
+		return nil
+	})
 }
