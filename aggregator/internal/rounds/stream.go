@@ -147,6 +147,7 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 		"reports", rec.Reports, "accepted", rec.Accepted, "rejected", rec.RejectedValue, "rejected_open", rec.RejectedOpen,
 		"seconds", rec.Seconds)
 	m.publishStatus()
+	m.notify() // the round loop times the aggregate share's grace from now
 	return fc.answer(api.IntakeAccepted, okFrame, "")
 }
 

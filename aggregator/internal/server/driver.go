@@ -205,8 +205,10 @@ func (s *Server) post(ctx context.Context, path string, body []byte, headers ...
 // it is back; only a relay that is up and silent for the grace closes the
 // round without it.
 func (s *Server) waitRound(ctx context.Context, round int, deadline, closeCap time.Time) {
-	timer := time.NewTimer(time.Until(deadline.Add(s.cfg.BatchGrace)))
+	fireAt := deadline.Add(s.cfg.BatchGrace)
+	timer := time.NewTimer(time.Until(fireAt))
 	defer timer.Stop()
+	reset := func(t time.Time) { fireAt = t; timer.Reset(time.Until(t)) }
 	probe := min(5*time.Second, s.cfg.BatchGrace)
 	relayWasDown := false
 	defer s.relayDown.CompareAndSwap(int64(round), 0)
@@ -214,12 +216,15 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline, closeCap ti
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.Wake():
+		case <-s.Wake(): // a charge before the deadline: its grace ends first, and a relay down then must be seen
+			if u := s.PendingUntil(round); !u.IsZero() && u.Before(fireAt) {
+				reset(u)
+			}
 		case <-timer.C:
 			e, until := s.Expire(round, time.Now(), closeCap, relayWasDown, func() bool { return s.relayUp(ctx) })
 			switch e {
 			case rounds.ExpiryWait:
-				timer.Reset(time.Until(until))
+				reset(until)
 			case rounds.ExpiryProbe:
 				if !relayWasDown {
 					s.log.Warn("the round waits for the relay, which does not answer", "round", round, "charged", !s.PendingUntil(round).IsZero())
@@ -227,13 +232,13 @@ func (s *Server) waitRound(ctx context.Context, round int, deadline, closeCap ti
 					s.publishStatus()
 				}
 				relayWasDown = true
-				timer.Reset(probe)
+				reset(time.Now().Add(probe))
 			case rounds.ExpiryRegrace:
 				relayWasDown = false
 				s.relayDown.Store(0)
 				s.publishStatus()
 				s.log.Info("the relay is back; the round waits for it once more", "round", round, "grace", s.cfg.BatchGrace)
-				timer.Reset(time.Until(until))
+				reset(until)
 			case rounds.ExpiryAbandon:
 				s.Abandon(round, fmt.Sprintf("no batch or abort within %v after the deadline", s.cfg.BatchGrace))
 				return

@@ -680,6 +680,33 @@ func TestSecAggChargedRoundWaitsForADownRelay(t *testing.T) {
 	}
 }
 
+// TestSecAggRelayDownOnlyBeforeTheDeadline is the race TestSecAggChaos
+// found: a round charged long before its deadline, whose relay goes down
+// after the charge and is back before deadline + grace. The share's grace
+// runs from the charge, so the aggregator must look at the relay then (it
+// is down: the round waits) and not only at deadline + grace (the relay
+// up again, never seen down: the round was lost though the relay was
+// about to resend its share). Grace 3 s, round timeout 3 s: the relay
+// is down from the charge to deadline + 1.5 s, and the share comes at
+// deadline + 3.5 s, after the old code had lost the round at deadline +
+// 3 s and before the new one's grace (3 s from the probe that sees the
+// relay back) ends.
+func TestSecAggRelayDownOnlyBeforeTheDeadline(t *testing.T) {
+	const grace = 3 * time.Second
+	relay := newSecAggRelay(t)
+	h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) { c.RoundTimeout, c.BatchGrace = grace, grace })
+	defer h.stop()
+	a, vs, rs := chargeHonestRound(t, h, relay, 4)
+	relay.setDown(true)
+	time.Sleep(time.Until(a.Deadline.Add(grace / 2)))
+	relay.setDown(false)
+	time.Sleep(time.Until(a.Deadline.Add(grace + grace/6)))
+	if in, body := h.postSecAgg("/v1/secagg/aggregate", rs.aggregateFrame(t)); in != api.IntakeAccepted {
+		t.Fatalf("the share resent after the relay's outage: %s %s; rounds %+v", in, body, h.srv.Rounds())
+	}
+	checkNear(t, h.srv.Model(), wantMean(vs), 4)
+}
+
 // checkLostRound asserts what a lost round 1 (charged, never applied)
 // leaves: the relay's aggregate, its re-sent close and its re-sent last
 // chunk are obsolete, the ledger holds exactly one release and the model
