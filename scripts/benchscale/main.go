@@ -2,9 +2,10 @@
 // machine (make bench-scale): for each n it starts the real relay and
 // aggregator binaries on loopback, connects n simulated volunteers (real
 // PINE reports, client.Pool-bounded like make run), waits for two full
-// rounds and prints one row: reports against check-ins, the round's
-// time from announcement and from the relay's close to the model, both
-// servers' peak memory, what each server's datastore wrote per report
+// rounds and prints one row: reports against check-ins, the reports the
+// relay dropped, the round's time from announcement and from the relay's
+// close to the model, each server's CPU per report (and the simulated
+// volunteers' own, apart), both servers' peak memory, what each server's datastore wrote per report
 // (bytes and fsyncs), and how long each server takes to come back after
 // a SIGKILL. The load average is printed beside the table: figures from
 // a busy machine are not comparable with a quiet one.
@@ -57,6 +58,8 @@ type row struct {
 	relayHWM, aggHWM     int64
 	store                map[string]storeCost // by party
 	restart              map[string]time.Duration
+	cpu                  map[string]time.Duration // over the two rounds: relay, aggregator, volunteers (this process)
+	dropped              float64                  // the relay's secagg.dropped, summed
 	load                 string
 }
 
@@ -154,7 +157,7 @@ type roundRec struct {
 var verbose = new(bool)
 
 func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers int) (row, error) {
-	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}}
+	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}}
 	sh, err := shares(n)
 	if err != nil {
 		return r, err
@@ -189,7 +192,7 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 
 	// The store's counters before the first full round, to subtract
 	// what connecting and announcing wrote.
-	before := storeStats(ctx, cl)
+	before, cpuBefore := storeStats(ctx, cl), cpuTimes(bins)
 	deadline := time.Now().Add(time.Duration(10+n/500) * time.Minute)
 	var full []roundRec
 	for len(full) < 2 {
@@ -221,10 +224,14 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 			}
 		}
 		if len(full) == 0 {
-			before = storeStats(ctx, cl)
+			before, cpuBefore = storeStats(ctx, cl), cpuTimes(bins)
 		}
 	}
-	after := storeStats(ctx, cl)
+	after, cpuAfter := storeStats(ctx, cl), cpuTimes(bins)
+	for k, v := range cpuAfter {
+		r.cpu[k] = v - cpuBefore[k]
+	}
+	r.dropped = relayDropped(ctx, cl)
 	r.load = loadAvg()
 	reports := 0
 	for _, rr := range full[:2] {
@@ -296,6 +303,67 @@ func storeStats(ctx context.Context, cl *localrun.Cluster) map[string]storeCost 
 	return out
 }
 
+// cpuTimes returns the CPU time (user + system) used so far by the relay,
+// the aggregator and this process (the simulated volunteers: the load
+// generator's own cost, reported apart).
+func cpuTimes(bins localrun.Binaries) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, bin := range map[string]string{"relay": bins.Relay, "aggregator": bins.Aggregator} {
+		if pid := procmem.PIDOf(bin); pid != 0 {
+			out[name] = procCPU(strconv.Itoa(pid))
+		}
+	}
+	out["volunteers"] = procCPU("self")
+	return out
+}
+
+// procCPU reads utime + stime of /proc/PID/stat (fields 14 and 15, in
+// USER_HZ ticks, 100 per second on Linux).
+func procCPU(pid string) time.Duration {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+// relayDropped sums the relay's /metrics secagg.dropped (reports the
+// round machine accepted that never reached a chunk).
+func relayDropped(ctx context.Context, cl *localrun.Cluster) float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.RelayURL()+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var m struct {
+		SecAgg struct {
+			Dropped map[string]float64 `json:"dropped"`
+		} `json:"secagg"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&m) != nil {
+		return -1
+	}
+	sum := 0.0
+	for _, v := range m.SecAgg.Dropped {
+		sum += v
+	}
+	return sum
+}
+
 func hwm(bin string) int64 {
 	pid := procmem.PIDOf(bin)
 	if pid == 0 {
@@ -307,7 +375,7 @@ func hwm(bin string) int64 {
 func printTable(out io.Writer, rows []row) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\treports / checked in\tannounce→model\tclose received→model\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tload average\t")
+	fmt.Fprintln(tw, "n\treports / checked in\tdropped\tannounce→model\tclose received→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tload average\t")
 	for _, r := range rows {
 		var rc []string
 		for i := range r.reports {
@@ -323,8 +391,11 @@ func printTable(out io.Writer, rows []row) {
 		}
 		bytes := func(c storeCost) int64 { return c.bytes }
 		fsyncs := func(c storeCost) int64 { return c.fsyncs }
-		fmt.Fprintf(tw, "%d\t%s\t%v\t%v\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t\n", r.n, strings.Join(rc, ", "),
-			durations(r.roundWall), durations(r.closeLeft), r.relayHWM>>20, r.aggHWM>>20,
+		rep := float64(max(r.store["reports"].bytes, 1))
+		ms := func(p string) float64 { return float64(r.cpu[p].Microseconds()) / 1000 / rep }
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t\n", r.n, strings.Join(rc, ", "),
+			r.dropped, durations(r.roundWall), durations(r.closeLeft), ms("relay"), ms("aggregator"), ms("volunteers"),
+			r.relayHWM>>20, r.aggHWM>>20,
 			per("relay", bytes, "%.0f"), per("aggregator", bytes, "%.0f"),
 			per("relay", fsyncs, "%.3f"), per("aggregator", fsyncs, "%.3f"),
 			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), r.load)
