@@ -222,10 +222,10 @@ func (m *Machine) removePending() {
 }
 
 // restorePending resumes a charged secure-summation round whose aggregate
-// share had not arrived when the aggregator stopped: PendingFile names
-// the open round, the ledger holds its charge and the checkpoint has not
+// share had not arrived when the aggregator stopped: the stored Pending
+// names the open round, the ledger holds its charge and the checkpoint has not
 // closed it. The round stays open and waits BatchGrace from now for the
-// relay's (re-sent) aggregate share. Anything else deletes the file: a
+// relay's (re-sent) aggregate share. Anything else deletes the record: a
 // round not charged was never answered with 'M'. Called by Open before
 // reconcile, which then leaves the round open.
 func (m *Machine) restorePending() {

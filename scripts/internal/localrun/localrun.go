@@ -450,14 +450,14 @@ func carryRelayKeys(arch, state string) error {
 		return err
 	}
 	keys := map[string][]byte{}
-	old.View(func(tx *datastore.ReadTx) error {
+	err = old.View(func(tx *datastore.ReadTx) error {
 		for _, k := range tx.Keys(relayKeysBucket) {
 			v, _ := tx.Get(relayKeysBucket, k)
 			keys[k] = bytes.Clone(v)
 		}
 		return nil
 	})
-	if err := old.Close(); err != nil {
+	if err := errors.Join(err, old.Close()); err != nil {
 		return err
 	}
 	db, err := datastore.Open(state, nil)
