@@ -4,8 +4,10 @@ package metrics
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
@@ -38,7 +40,7 @@ type Metrics struct {
 	SecAggFailures             atomic.Uint64
 
 	mu             sync.Mutex
-	last           *RoundReport
+	recent         []RoundReport     // the last recentRounds closed rounds, oldest first
 	secAggRounds   map[string]uint64 // by outcome (secagg.go)
 	secAggDropped  map[string]uint64 // reports dropped before preparation, by reason
 	secAggRejected map[string]uint64 // reports preparation kept out of the sum, by secagg reason
@@ -109,7 +111,24 @@ type RoundReport struct {
 	Raised      bool    `json:"raised,omitempty"`
 	// Messages is the batch's message count, d·n_p/width.
 	Messages int `json:"messages,omitempty"`
+
+	// When the round's steps happened at the relay (secure summation;
+	// zero when not reached): its first report received, the relay's
+	// decision to close it, every accepted report prepared and answered
+	// by the aggregator (drained), the close answered (charged), and the
+	// aggregate share delivered (ended). The round's time from the
+	// relay's close to the model is the aggregator's finished_at minus
+	// closed_at (make bench-scale). Round timing is already public
+	// (/api/rounds); these say nothing of any one report.
+	FirstReportAt time.Time `json:"first_report_at,omitzero"`
+	ClosedAt      time.Time `json:"closed_at,omitzero"`
+	DrainedAt     time.Time `json:"drained_at,omitzero"`
+	ChargedAt     time.Time `json:"charged_at,omitzero"`
+	EndedAt       time.Time `json:"ended_at,omitzero"`
 }
+
+// recentRounds is how many closed rounds /metrics describes (recent_rounds).
+const recentRounds = 8
 
 // Snapshot is the JSON document served at GET /metrics.
 type Snapshot struct {
@@ -134,7 +153,10 @@ type Snapshot struct {
 	Delivered map[string]uint64 `json:"delivered"`
 	Pending   int               `json:"pending"`
 	LastRound *RoundReport      `json:"last_round,omitempty"`
-	SecAgg    SecAggStats       `json:"secagg"`
+	// RecentRounds describes the last recentRounds closed rounds, oldest
+	// first (the last one is LastRound).
+	RecentRounds []RoundReport `json:"recent_rounds,omitempty"`
+	SecAgg       SecAggStats   `json:"secagg"`
 	// Datastore is the relay's store's work (set by the server when it
 	// has one): it counts commits and bytes, never a value.
 	Datastore *DatastoreStats `json:"datastore,omitempty"`
@@ -208,9 +230,10 @@ func (m *Metrics) Snapshot() Snapshot {
 		Attempts: m.SecAggAttempts.Load(),
 		Failures: m.SecAggFailures.Load()}
 	m.mu.Lock()
-	if m.last != nil {
-		l := *m.last
+	if len(m.recent) > 0 {
+		l := m.recent[len(m.recent)-1]
 		s.LastRound = &l
+		s.RecentRounds = slices.Clone(m.recent)
 	}
 	s.SecAgg.Rounds, s.SecAgg.Dropped, s.SecAgg.Rejected = maps.Clone(m.secAggRounds), maps.Clone(m.secAggDropped),
 		maps.Clone(m.secAggRejected)
@@ -218,26 +241,37 @@ func (m *Metrics) Snapshot() Snapshot {
 	return s
 }
 
-// SetLast records the report of the last closed round.
+// SetLast records the report of a closed round: it replaces the report
+// of the same round, or else becomes the last one.
 func (m *Metrics) SetLast(r RoundReport) {
 	m.mu.Lock()
-	m.last = &r
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	for i := range m.recent {
+		if m.recent[i].Round == r.Round {
+			m.recent[i] = r
+			return
+		}
+	}
+	if len(m.recent) == recentRounds {
+		m.recent = slices.Delete(m.recent, 0, 1)
+	}
+	m.recent = append(m.recent, r)
 }
 
 // SetLastOutcome sets the outcome of the last round's report if it is
 // round num's (a batch's definitive delivery).
 func (m *Metrics) SetLastOutcome(num uint64, outcome string) {
 	m.mu.Lock()
-	if m.last != nil && m.last.Round == num {
-		m.last.Outcome = outcome
+	if n := len(m.recent); n > 0 && m.recent[n-1].Round == num {
+		m.recent[n-1].Outcome = outcome
 	}
 	m.mu.Unlock()
 }
 
 // ReportOf starts the /metrics description of closed round c.
 func ReportOf(c *round.Closed) RoundReport {
-	rep := RoundReport{Round: c.Num, Population: c.Population, CheckedIn: c.CheckedIn, Reports: c.Reports}
+	rep := RoundReport{Round: c.Num, Population: c.Population, CheckedIn: c.CheckedIn, Reports: c.Reports,
+		ClosedAt: c.At}
 	if c.Population > 0 {
 		rep.CheckInRate = float64(c.CheckedIn) / float64(c.Population)
 	}

@@ -220,7 +220,8 @@ type Closed struct {
 	Num        uint64
 	Params     wire.Params
 	HPKEPub    [32]byte
-	Why        string // "deadline", "quota", ...
+	Why        string    // "deadline", "quota", ...
+	At         time.Time // when the machine closed it (its clock)
 	Population uint32
 	CheckedIn  uint32
 	Failed     uint32              // checked in, report never completed (left, disqualified)
@@ -542,7 +543,7 @@ func (m *Machine) closeLocked(r *Round, why string) *Closed {
 	if m.open == r {
 		m.open, m.lastNum = nil, r.Num
 	}
-	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, Population: r.Population,
+	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, At: m.now(), Population: r.Population,
 		CheckedIn: r.checkedIn, Failed: r.failed, Reports: r.reports, Real: r.real, SecAgg: r.SecAgg, Shares: r.shares,
 		Floor: m.floor}
 	r.real, r.shares = nil, nil

@@ -100,7 +100,9 @@ func TestJSONSnakeCase(t *testing.T) {
 		Rejected:  map[string]uint64{ReasonOversized: 1, ReasonText: 1},
 		Delivered: map[string]uint64{"accepted": 1},
 		LastRound: &RoundReport{Round: 1, Outcome: "forwarded", Reason: "deadline", TargetNP: 1, RealizedNP: 2,
-			Raised: true, Messages: 1},
+			Raised: true, Messages: 1, FirstReportAt: time.Unix(1, 0), ClosedAt: time.Unix(2, 0), DrainedAt: time.Unix(3, 0),
+			ChargedAt: time.Unix(4, 0), EndedAt: time.Unix(5, 0)},
+		RecentRounds: []RoundReport{{Round: 1}},
 		SecAgg: SecAggStats{Rounds: map[string]uint64{SecAggFailed: 1}, Dropped: map[string]uint64{DropUnopened: 1},
 			Rejected: map[string]uint64{"x": 1}},
 	}

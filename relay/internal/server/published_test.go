@@ -30,6 +30,7 @@ const (
 	fromBatch      = "the batch header or abort the aggregator receives (reports, check-ins, population, n_p, messages)"
 	fromAggregator = "the aggregator's own announcements, answers and status"
 	fromTransport  = "counts of frames, connections and deliveries: how many volunteers connect and send, never their values or dimension indices"
+	fromTiming     = "when a step of the round happened, which the aggregator sees as it happens (the batch or close arriving, the first and last chunk, its own answers): it depends on when volunteers send, never on what"
 )
 
 // publishedRoutes is every route of the relay's mux and what it answers.
@@ -61,41 +62,47 @@ var publishedRoutes = map[string]string{
 // and where the aggregator already has it.
 var publishedFields = map[string]map[string]string{
 	"metrics": {
-		"received":                 fromTransport,
-		"accepted.*":               fromTransport,
-		"rejected.*":               fromTransport,
-		"reports_complete":         fromBatch,
-		"partial_discarded":        fromTransport,
-		"timeouts":                 fromTransport,
-		"connections":              fromTransport,
-		"connections_total":        fromTransport,
-		"origin_rejected":          fromTransport,
-		"rounds_opened":            fromAggregator,
-		"rounds_forwarded":         fromBatch,
-		"rounds_aborted":           fromBatch,
-		"send_attempts":            fromTransport,
-		"send_failures":            fromTransport,
-		"delivered.*":              fromAggregator,
-		"pending":                  fromTransport,
-		"last_round.round":         fromBatch,
-		"last_round.outcome":       fromAggregator,
-		"last_round.reason":        fromBatch,
-		"last_round.population":    fromBatch,
-		"last_round.checked_in":    fromBatch,
-		"last_round.check_in_rate": fromBatch,
-		"last_round.reports":       fromBatch,
-		"last_round.target_np":     fromAggregator,
-		"last_round.realized_np":   fromBatch,
-		"last_round.raised":        fromBatch,
-		"last_round.messages":      fromBatch,
-		"secagg.rounds.*":          fromAggregator,
-		"secagg.dropped.*":         fromTransport,
-		"secagg.rejected.*":        fromAggregator,
-		"secagg.aggregated":        fromAggregator,
-		"secagg.closes_persisted":  fromAggregator, // the closes it receives
-		"secagg.shares_persisted":  fromAggregator, // the aggregate shares it receives
-		"secagg.attempts":          fromTransport,
-		"secagg.failures":          fromTransport,
+		"received":                   fromTransport,
+		"accepted.*":                 fromTransport,
+		"rejected.*":                 fromTransport,
+		"reports_complete":           fromBatch,
+		"partial_discarded":          fromTransport,
+		"timeouts":                   fromTransport,
+		"connections":                fromTransport,
+		"connections_total":          fromTransport,
+		"origin_rejected":            fromTransport,
+		"rounds_opened":              fromAggregator,
+		"rounds_forwarded":           fromBatch,
+		"rounds_aborted":             fromBatch,
+		"send_attempts":              fromTransport,
+		"send_failures":              fromTransport,
+		"delivered.*":                fromAggregator,
+		"pending":                    fromTransport,
+		"last_round.round":           fromBatch,
+		"last_round.outcome":         fromAggregator,
+		"last_round.reason":          fromBatch,
+		"last_round.population":      fromBatch,
+		"last_round.checked_in":      fromBatch,
+		"last_round.check_in_rate":   fromBatch,
+		"last_round.reports":         fromBatch,
+		"last_round.target_np":       fromAggregator,
+		"last_round.realized_np":     fromBatch,
+		"last_round.raised":          fromBatch,
+		"last_round.messages":        fromBatch,
+		"last_round.first_report_at": fromTiming,
+		"last_round.closed_at":       fromTiming,
+		"last_round.drained_at":      fromTiming,
+		"last_round.charged_at":      fromTiming,
+		"last_round.ended_at":        fromTiming,
+		"recent_rounds":              "the last rounds' reports: each a RoundReport, the type of last_round, whose every field is allow-listed above",
+		"secagg.rounds.*":            fromAggregator,
+		"secagg.dropped.*":           fromTransport,
+		"secagg.rejected.*":          fromAggregator,
+		"secagg.aggregated":          fromAggregator,
+		"secagg.closes_persisted":    fromAggregator, // the closes it receives
+		"secagg.shares_persisted":    fromAggregator, // the aggregate shares it receives
+		"secagg.attempts":            fromTransport,
+		"secagg.failures":            fromTransport,
 		// The store's work: counts of commits and bytes written for the
 		// frames the relay received and the rounds it ran.
 		"datastore.commits":       fromTransport,

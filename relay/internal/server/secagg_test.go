@@ -517,6 +517,20 @@ func TestSecAggRound(t *testing.T) {
 			s.LastRound.Reports != 4 {
 			t.Errorf("rounds: forwarded %d, aborted %d, last %+v", s.RoundsForwarded, s.RoundsAborted, s.LastRound)
 		}
+		// The round's steps at the relay, in order (make bench-scale's
+		// relay-close-to-model starts at closed_at).
+		if l := s.LastRound; l != nil {
+			steps := []time.Time{l.FirstReportAt, l.ClosedAt, l.DrainedAt, l.ChargedAt, l.EndedAt}
+			for i, at := range steps {
+				if at.IsZero() || (i > 0 && at.Before(steps[i-1])) {
+					t.Errorf("round steps first report, closed, drained, charged, ended: %v", steps)
+					break
+				}
+			}
+		}
+		if len(s.RecentRounds) == 0 || s.RecentRounds[len(s.RecentRounds)-1] != *s.LastRound {
+			t.Errorf("recent rounds %+v do not end with the last one", s.RecentRounds)
+		}
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
 			t.Errorf("outbox not empty: %v", l)
 		}

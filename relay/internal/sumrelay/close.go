@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"github.com/blanket-fl/blanket/relay/internal/helper"
@@ -46,6 +47,10 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 	}
 	st.closeC <- c.Reports
 	<-st.done
+	if f := st.firstAt.Load(); f != 0 {
+		rep.FirstReportAt = time.Unix(0, f)
+	}
+	rep.DrainedAt = time.Now()
 	if st.unopened > 0 {
 		rl.cfg.Metrics.SecAggDrop(DropUnopened, st.unopened)
 		rl.cfg.Logger.Warn("reports dropped: their helper share does not open", "round", c.Num, "dropped", st.unopened)
@@ -183,6 +188,7 @@ func (rl *Relay) postClose(ctx context.Context, num uint64, rep metrics.RoundRep
 		rl.end(num, rep, out.String(), why)
 		return
 	}
+	rep.ChargedAt = time.Now()
 	ch, err := wire.ParseSecAggCharged(reply) // checked by Post
 	if err != nil {
 		rl.end(num, rep, SecAggInvalid, err.Error())
@@ -377,7 +383,7 @@ func (rl *Relay) end(num uint64, rep metrics.RoundReport, outcome, why string) {
 	} else {
 		rl.Receipts.Settle(num, ReceiptWhy(outcome))
 	}
-	rep.Outcome, rep.Reason = outcome, why
+	rep.Outcome, rep.Reason, rep.EndedAt = outcome, why, time.Now()
 	rl.cfg.Metrics.SetLast(rep)
 	if outcome == SecAggForwarded {
 		rl.cfg.Logger.Info("secure-summation round done", "round", num, "outcome", outcome, "reports", rep.Reports)

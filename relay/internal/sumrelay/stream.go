@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/aggclient"
@@ -31,6 +32,10 @@ type Stream struct {
 	// poster, postChunk), which run on different goroutines; h.Prepare
 	// needs no lock. After done, one goroutine owns h.
 	helperMu sync.Mutex
+
+	// firstAt is when the round machine accepted the first report
+	// (Report; Unix nanoseconds, 0 before it).
+	firstAt atomic.Int64
 
 	// Set by the stream's goroutines (each field by one), read after done.
 	chunks, sent   uint32 // chunks and reports forwarded
@@ -99,6 +104,7 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 	if st == nil || rep == nil {
 		return
 	}
+	st.firstAt.CompareAndSwap(0, time.Now().UnixNano())
 	select {
 	case st.in <- *rep:
 	case <-st.done: // the round ended early: the report is counted late
