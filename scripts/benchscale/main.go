@@ -52,15 +52,18 @@ func main() {
 
 // row is one crowd size's measurements.
 type row struct {
-	n                    int
-	reports, checkedIn   []int
-	roundWall, closeLeft []time.Duration
-	relayHWM, aggHWM     int64
-	store                map[string]storeCost // by party
-	restart              map[string]time.Duration
-	cpu                  map[string]time.Duration // over the two rounds: relay, aggregator, volunteers (this process)
-	dropped              float64                  // the relay's secagg.dropped, summed
-	load                 string
+	n                  int
+	reports, checkedIn []int
+	// From the announcement, the relay's first report and the relay's
+	// close to the model (the aggregator's finished_at; both servers on
+	// this machine's clock).
+	roundWall, fromFirst, closeLeft []time.Duration
+	relayHWM, aggHWM                int64
+	store                           map[string]storeCost // by party
+	restart                         map[string]time.Duration
+	cpu                             map[string]time.Duration // over the two rounds: relay, aggregator, volunteers (this process)
+	dropped                         float64                  // the relay's secagg.dropped, summed
+	load                            string
 }
 
 // storeCost is what a party's datastore wrote over the measured rounds.
@@ -151,7 +154,6 @@ type roundRec struct {
 	CheckedIn   int       `json:"checked_in"`
 	AnnouncedAt time.Time `json:"announced_at"`
 	FinishedAt  time.Time `json:"finished_at"`
-	ClosedAt    time.Time `json:"closed_at"`
 }
 
 var verbose = new(bool)
@@ -231,14 +233,22 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	for k, v := range cpuAfter {
 		r.cpu[k] = v - cpuBefore[k]
 	}
-	r.dropped = relayDropped(ctx, cl)
+	var relayRounds map[int]relayRound
+	r.dropped, relayRounds = relayMetrics(ctx, cl)
 	r.load = loadAvg()
 	reports := 0
 	for _, rr := range full[:2] {
 		r.reports = append(r.reports, rr.Reports)
 		r.checkedIn = append(r.checkedIn, rr.CheckedIn)
 		r.roundWall = append(r.roundWall, rr.FinishedAt.Sub(rr.AnnouncedAt).Round(10*time.Millisecond))
-		r.closeLeft = append(r.closeLeft, rr.FinishedAt.Sub(rr.ClosedAt).Round(time.Millisecond))
+		// -1: the relay no longer describes the round.
+		first, closed := time.Duration(-1), time.Duration(-1)
+		if x, ok := relayRounds[rr.Round]; ok && !x.ClosedAt.IsZero() {
+			first = rr.FinishedAt.Sub(x.FirstReportAt).Round(10 * time.Millisecond)
+			closed = rr.FinishedAt.Sub(x.ClosedAt).Round(time.Millisecond)
+		}
+		r.fromFirst = append(r.fromFirst, first)
+		r.closeLeft = append(r.closeLeft, closed)
 		reports += rr.Reports
 	}
 	for party, a := range after {
@@ -339,29 +349,45 @@ func procCPU(pid string) time.Duration {
 
 // relayDropped sums the relay's /metrics secagg.dropped (reports the
 // round machine accepted that never reached a chunk).
-func relayDropped(ctx context.Context, cl *localrun.Cluster) float64 {
+// relayMetrics reads the relay's GET /metrics: the reports it dropped
+// (secagg.dropped, summed; -1 when unreadable) and its recent rounds'
+// steps by round number.
+func relayMetrics(ctx context.Context, cl *localrun.Cluster) (float64, map[int]relayRound) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.RelayURL()+"/metrics", nil)
 	if err != nil {
-		return -1
+		return -1, nil
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return -1
+		return -1, nil
 	}
 	defer resp.Body.Close()
 	var m struct {
 		SecAgg struct {
 			Dropped map[string]float64 `json:"dropped"`
 		} `json:"secagg"`
+		Recent []relayRound `json:"recent_rounds"`
 	}
 	if json.NewDecoder(resp.Body).Decode(&m) != nil {
-		return -1
+		return -1, nil
 	}
 	sum := 0.0
 	for _, v := range m.SecAgg.Dropped {
 		sum += v
 	}
-	return sum
+	rounds := make(map[int]relayRound, len(m.Recent))
+	for _, r := range m.Recent {
+		rounds[r.Round] = r
+	}
+	return sum, rounds
+}
+
+// relayRound is when a round's steps happened at the relay (its /metrics
+// recent_rounds).
+type relayRound struct {
+	Round         int       `json:"round"`
+	FirstReportAt time.Time `json:"first_report_at"`
+	ClosedAt      time.Time `json:"closed_at"`
 }
 
 func hwm(bin string) int64 {
@@ -375,7 +401,7 @@ func hwm(bin string) int64 {
 func printTable(out io.Writer, rows []row) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\treports / checked in\tdropped\tannounce→model\tclose received→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tload average\t")
+	fmt.Fprintln(tw, "n\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tload average\t")
 	for _, r := range rows {
 		var rc []string
 		for i := range r.reports {
@@ -393,8 +419,8 @@ func printTable(out io.Writer, rows []row) {
 		fsyncs := func(c storeCost) int64 { return c.fsyncs }
 		rep := float64(max(r.store["reports"].bytes, 1))
 		ms := func(p string) float64 { return float64(r.cpu[p].Microseconds()) / 1000 / rep }
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t\n", r.n, strings.Join(rc, ", "),
-			r.dropped, durations(r.roundWall), durations(r.closeLeft), ms("relay"), ms("aggregator"), ms("volunteers"),
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t\n", r.n, strings.Join(rc, ", "),
+			r.dropped, durations(r.roundWall), durations(r.fromFirst), durations(r.closeLeft), ms("relay"), ms("aggregator"), ms("volunteers"),
 			r.relayHWM>>20, r.aggHWM>>20,
 			per("relay", bytes, "%.0f"), per("aggregator", bytes, "%.0f"),
 			per("relay", fsyncs, "%.3f"), per("aggregator", fsyncs, "%.3f"),
@@ -407,6 +433,10 @@ func printTable(out io.Writer, rows []row) {
 func durations(ds []time.Duration) string {
 	var s []string
 	for _, d := range ds {
+		if d < 0 {
+			s = append(s, "-")
+			continue
+		}
 		s = append(s, d.String())
 	}
 	return strings.Join(s, ", ")
