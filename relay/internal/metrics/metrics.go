@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blanket-fl/blanket/relay/internal/intake"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 )
@@ -160,6 +161,10 @@ type Snapshot struct {
 	// Datastore is the relay's store's work (set by the server when it
 	// has one): it counts commits and bytes, never a value.
 	Datastore *DatastoreStats `json:"datastore,omitempty"`
+	// LargeFrames is the relay's budget for large frames (Shares frames):
+	// its slots, how often a volunteer's frame waited for one and for how
+	// long in all, and the most held at once (relay/internal/intake).
+	LargeFrames intake.Stats `json:"large_frames"`
 }
 
 // DatastoreStats is datastore.Stats as published.

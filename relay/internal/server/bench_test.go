@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
+	"github.com/blanket-fl/blanket/relay/internal/intake"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/shared/envelope"
@@ -241,7 +242,7 @@ func BenchmarkRoundRawIngest(b *testing.B) {
 			if err != nil {
 				return
 			}
-			if _, err := readFrame(rd, p.ReportFrameSize()); err != nil {
+			if _, _, err := intake.ReadFrame(context.Background(), rd, p.ReportFrameSize(), nil, nil); err != nil {
 				return
 			}
 			rc.mu.Lock()

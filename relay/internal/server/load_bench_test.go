@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/blanket-fl/blanket/relay/internal/intake"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -235,7 +236,7 @@ func newRawBench(b *testing.B, key *envelopetest.Key) *rawBench {
 			if err != nil {
 				return
 			}
-			if _, err := readFrame(rd, p.ReportFrameSize()); err != nil {
+			if _, _, err := intake.ReadFrame(context.Background(), rd, p.ReportFrameSize(), nil, nil); err != nil {
 				return
 			}
 			rc.mu.Lock()

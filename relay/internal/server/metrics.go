@@ -64,7 +64,7 @@ const (
 func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	snap := s.m.Snapshot()
+	snap := s.Metrics()
 	if s.cfg.StoreStats != nil {
 		st := s.cfg.StoreStats()
 		snap.Datastore = &metrics.DatastoreStats{Commits: st.Commits, Fsyncs: st.Fsyncs, BytesWritten: st.BytesWritten,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/helper"
+	"github.com/blanket-fl/blanket/relay/internal/intake"
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/roundspec"
@@ -240,6 +241,66 @@ func TestSecAggStreamCountsEveryReportOnce(t *testing.T) {
 		defer agg.mu.Unlock()
 		if agg.chunkReports() != n-1 || len(agg.errs) != 0 || len(agg.rejected) != 0 {
 			t.Fatalf("the aggregator got %d reports (errors %v, rejected %v), want %d", agg.chunkReports(), agg.errs, agg.rejected, n-1)
+		}
+	})
+}
+
+// TestSecAggBackPressure: with one slot for large frames and the
+// aggregator holding the first chunk, the relay's pipeline and its stream
+// buffer fill, and the next volunteers' Shares frames wait unread for the
+// slot (their acks wait too) instead of piling up in the relay's memory:
+// at most one large frame is held outside the stream at any time. Once the
+// aggregator answers, every report is accepted, forwarded and counted:
+// none late, none dropped.
+func TestSecAggBackPressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		p.D, p.Quota = 512, 48 // Shares frames past intake.SmallFrame; room for n
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, hold: make(chan struct{})}
+		h := newHarness(t, agg, "", func(c *Config) { c.LargeFrames = 1 })
+		defer h.close()
+		h.srv.sa.SetKnobs(sumrelay.Knobs{Workers: 2, ChunkReports: 2})
+		spec, err := roundspec.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := h.helperPub()
+		const n = 40
+		x := make([]float64, p.D)
+		copy(x, honestX)
+		clients := h.openSecAggRound(1, p, n)
+		var acks sync.WaitGroup
+		for i, c := range clients {
+			f := h.volunteerShares(spec, 1, 1, pub, x, uint64(i+1))
+			if len(f) <= intake.SmallFrame {
+				t.Fatalf("a Shares frame of %d bytes at d = %d: not a large frame", len(f), p.D)
+			}
+			acks.Go(func() { c.sendShares(f) })
+		}
+		synctest.Wait() // chunk 1 held at the aggregator; the rest wait
+		if s := h.srv.Metrics(); s.LargeFrames.Waits == 0 || s.Accepted["shares"] >= n {
+			t.Fatalf("no volunteer waited (large frames %+v, %d shares accepted of %d)", s.LargeFrames, s.Accepted["shares"], n)
+		}
+		close(agg.hold)
+		acks.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		s := h.srv.Metrics()
+		if s.LargeFrames.MaxHeld != 1 {
+			t.Errorf("%d large frames held at once, budget 1", s.LargeFrames.MaxHeld)
+		}
+		if s.Accepted["shares"] != n || s.SecAgg.Dropped[DropLate] != 0 || s.LastRound == nil ||
+			s.LastRound.Reports != n || s.LastRound.Outcome != SecAggForwarded {
+			t.Fatalf("accepted %v, dropped %v, last %+v: want all %d forwarded", s.Accepted, s.SecAgg.Dropped, s.LastRound, n)
+		}
+		agg.mu.Lock()
+		defer agg.mu.Unlock()
+		if agg.result == nil || agg.result.Count != n {
+			t.Fatalf("aggregate of %+v, want %d reports", agg.result, n)
+		}
+		for _, c := range clients {
+			c.ws.Close()
 		}
 	})
 }

@@ -63,6 +63,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"github.com/blanket-fl/blanket/relay/internal/anchor"
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
+	"github.com/blanket-fl/blanket/relay/internal/intake"
 	"github.com/blanket-fl/blanket/relay/internal/metrics"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/relay/internal/round"
@@ -130,6 +131,11 @@ type Config struct {
 	// d = 7850: 43 s with the defaults; a shuffle Report frame adds
 	// milliseconds).
 	UploadRate int
+	// LargeFrames is how many frames larger than intake.SmallFrame (Shares
+	// frames) the relay reads or holds before the round's stream takes
+	// them (default 16: ~18 MB at d = 7850); a volunteer's frame past
+	// them waits, unread, and is acknowledged later (relay/internal/intake).
+	LargeFrames int
 	// RetryMin and RetryMax bound the exponential backoff of sends to the
 	// aggregator (defaults 250 ms and 15 s).
 	RetryMin, RetryMax time.Duration
@@ -223,6 +229,11 @@ func (c *Config) validate() error {
 	case c.UploadRate == 0:
 		c.UploadRate = 32 << 10
 	}
+	if c.LargeFrames < 0 {
+		return errors.New("server: negative large-frame budget")
+	} else if c.LargeFrames == 0 {
+		c.LargeFrames = 16
+	}
 	if c.NewSource == nil {
 		c.NewSource = noise.Secure
 	}
@@ -266,6 +277,11 @@ type Server struct {
 	closing bool
 	warm    time.Time // announcements are refused before (Config.Warmup)
 
+	frames *intake.Budget // Config.LargeFrames
+	// stopping ends the waits for a frame slot when Run stops.
+	stopping context.Context
+	stop     context.CancelFunc
+
 	sa *sumrelay.Relay // secure summation's streams and steps
 	// shuffleRound is the open shuffle round whose frames are logged
 	// (acklog); connSeq numbers connections.
@@ -300,6 +316,11 @@ func New(cfg Config) (*Server, error) {
 		m:     newMetrics(),
 		conns: make(map[*client]struct{}),
 		jobs:  make(chan *round.Closed, 64),
+	}
+	s.stopping, s.stop = context.WithCancel(context.Background())
+	var err error
+	if s.frames, err = intake.NewBudget(cfg.LargeFrames); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.token = sha256.Sum256([]byte("Bearer " + cfg.Token))
 	s.agg = &aggclient.Client{Aggregator: cfg.Aggregator, Token: cfg.Token, HTTP: cfg.HTTPClient,
@@ -460,6 +481,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Go(func() { s.fetchKeys(ctx) })
 	}
 	<-ctx.Done()
+	s.stop()
 	s.mu.Lock()
 	s.closing = true
 	s.rounds.Halt()
@@ -482,7 +504,11 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Metrics returns the current counters.
-func (s *Server) Metrics() Snapshot { return s.m.Snapshot() }
+func (s *Server) Metrics() Snapshot {
+	snap := s.m.Snapshot()
+	snap.LargeFrames = s.frames.Stats()
+	return snap
+}
 
 func (s *Server) checkOrigin(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
@@ -860,13 +886,17 @@ func (s *Server) readPump(c *client) {
 			s.closeWith(c, websocket.CloseUnsupportedData, "binary frames only")
 			return
 		}
-		b, err := readFrame(rd, int(limit))
+		b, slot, err := intake.ReadFrame(s.stopping, rd, int(limit), s.frames, func() {
+			ws.SetReadDeadline(time.Now().Add(s.frameTimeout(limit))) // from when the relay reads it
+		})
 		if err != nil {
 			s.readFailed(err) // a frame cut short is not a received frame
 			return
 		}
 		s.m.Received.Add(1)
-		if !s.handleFrame(c, b) {
+		ok := s.handleFrame(c, b)
+		slot.Release() // the stream has the frame, or it was answered
+		if !ok {
 			return
 		}
 	}
@@ -882,7 +912,7 @@ func (s *Server) frameTimeout(limit int64) time.Duration {
 func (s *Server) readFailed(err error) {
 	var ne net.Error
 	switch {
-	case errors.Is(err, websocket.ErrReadLimit):
+	case errors.Is(err, websocket.ErrReadLimit), errors.Is(err, intake.ErrTooLarge):
 		s.m.Received.Add(1)
 		s.m.Reject(ReasonOversized)
 	case errors.As(err, &ne) && ne.Timeout():
@@ -961,48 +991,4 @@ func (s *Server) logFrame(c *client, v round.Verdict, b []byte) bool {
 		return false
 	}
 	return true
-}
-
-// smallFrame is readFrame's first buffer: every CheckIn and the shuffle
-// protocols' Report frames fit; a larger frame (a secure-summation Shares
-// frame, about 1 MB at d = 7850) grows it once to the read limit.
-const smallFrame = 4096
-
-// readFrame reads one message of at most limit bytes (the websocket reader
-// enforces the limit) into a buffer of smallFrame bytes, grown once to the
-// limit's size when the message needs more.
-func readFrame(r io.Reader, limit int) ([]byte, error) {
-	buf := make([]byte, min(limit, smallFrame))
-	n := 0
-	for {
-		if n == len(buf) && len(buf) < limit {
-			nb := make([]byte, limit)
-			copy(nb, buf)
-			buf = nb
-		}
-		if n == len(buf) {
-			// Full: the next read must report the end of the message
-			// (one byte more would exceed the read limit).
-			var one [1]byte
-			m, err := r.Read(one[:])
-			if m > 0 {
-				return nil, websocket.ErrReadLimit
-			}
-			if err == io.EOF {
-				return buf, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		m, err := r.Read(buf[n:])
-		n += m
-		if err == io.EOF {
-			return buf[:n], nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }

@@ -54,7 +54,7 @@ func (e *endError) Error() string { return e.outcome + ": " + e.why }
 // OpenStream starts the stream of secure-summation round rd (called when
 // the round opens) and returns it.
 func (rl *Relay) OpenStream(rd *round.Round) {
-	st := &Stream{num: rd.Num, params: rd.Params, in: make(chan round.SharesReport, max(int(rd.Params.Quota), 1)),
+	st := &Stream{num: rd.Num, params: rd.Params, in: make(chan round.SharesReport, min(max(int(rd.Params.Quota), 1), streamBuffer)),
 		closeC: make(chan uint32, 1), done: make(chan struct{})}
 	sr, err := rd.SecAgg.SecAggRound(rd.Num)
 	var vk []byte
@@ -91,12 +91,19 @@ func (rl *Relay) OpenStream(rd *round.Round) {
 	rl.wg.Go(func() { rl.runStream(ctx, st) })
 }
 
+// streamBuffer is how many accepted reports a stream holds before its
+// pipeline takes them (Stream.in). Past it, Report waits, and so does
+// the volunteer's ack: with the relay's budget of large frames
+// (relay/internal/intake), a relay that cannot keep pace slows the
+// volunteers down rather than buffer their ~1 MB reports.
+const streamBuffer = 16
+
 // Report hands an accepted report to its round's stream, in the
-// order the round machine accepted them. It does not wait while the
-// round is open: st.in holds the round's quota, and the round machine
-// accepts no more. (Waiting here would only delay the volunteer's ack: its
-// reader has already read the whole frame, so the memory is held either
-// way; what bounds the backlog is the pipeline keeping pace, runStream.)
+// order the round machine accepted them. It waits while the stream holds
+// streamBuffer reports not yet taken by its pipeline (back-pressure: the
+// caller is the volunteer's connection, whose ack waits too), until the
+// stream ends (the report is then counted late, as one the pipeline did
+// not take within the drain bound after the close).
 func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 	rl.mu.Lock()
 	st := rl.streams[num]
