@@ -271,9 +271,10 @@ func (c *Client) Privacy() (eps, delta float64, rounds int) {
 // the local model for the shuffle protocols' reports (privacy.AccountLocal:
 // basic composition of each report's (ε_l, δ_l)), plus, for secure
 // summation, every round the volunteer was eligible for at its check-in
-// rate (privacy.SecAggReplaceOneEpsilon: one server's discrete Gaussian, Poisson
-// check-in, replacing one volunteer's data; identical rounds grouped, groups
-// composed by basic composition at ownDelta each), summed.
+// rate (secAggEpsilon: one server's discrete Gaussian, Poisson check-in,
+// replacing one volunteer's data, RDP composition over identical rounds;
+// identical rounds grouped, groups composed by basic composition at
+// ownDelta each, Dwork and Roth 2014 Theorem 3.16), summed.
 func (c *Client) account(r privacy.Release) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -330,52 +331,84 @@ func (c *Client) account(r privacy.Release) error {
 // is stated (per group of identical rounds).
 const ownDelta = 1e-5
 
-// secAggMemo holds privacy.SecAggReplaceOneEpsilon's answers for this
-// process: a pure function of its arguments, which every volunteer of a
-// round asks with the same ones (tens of milliseconds of the accountant
-// each; make run's hundreds of simulated volunteers share a process).
-// Bounded: cleared when it holds secAggMemoMax answers.
-var secAggMemo struct {
+// ownCache is this process's secure-summation accounting for its
+// volunteers (make run's hundreds of simulated volunteers share a
+// process, and every volunteer of a round asks with the same arguments):
+// one privacy.SecAggOwnCurve per distinct round (σ, Δ, q), built once
+// (Zhu-Wang's curve at every integer order), and the ε each was asked
+// for, keyed by (σ, Δ, q, rounds, δ), so the second volunteer at the same
+// round, and every round for a group whose count did not change, costs a
+// map lookup. Both are pure functions of their keys. Bounded: each map is
+// cleared when it holds ownCurvesMax or ownEpsMax entries (a volunteer
+// sees few distinct round specifications).
+var ownCache struct {
 	sync.Mutex
-	m map[secAggKey]float64
+	curves map[ownGroup]*privacy.SecAggOwnCurve
+	eps    map[ownKey]float64
 }
 
-type secAggKey struct {
-	sigma, sens, q float64
-	rounds         int
-	delta          float64
+// ownGroup is one round specification's (σ, Δ, q).
+type ownGroup struct{ sigma, sens, q float64 }
+
+type ownKey struct {
+	ownGroup
+	rounds int
+	delta  float64
 }
 
-const secAggMemoMax = 4096
+const (
+	ownCurvesMax = 64
+	ownEpsMax    = 4096
+)
 
 // secAggEpsilon is the volunteer's own secure-summation guarantee for
-// `rounds` identical rounds (one server's discrete Gaussian, replace-one,
-// check-in rate q): at q = 1 the exact Gaussian dominating pair row alone
-// (privacy.SecAggPairReplaceOneEpsilon: a proven bound, microseconds, the
-// row the ledger charges whenever it is the tightest), else
-// privacy.SecAggReplaceOneEpsilon (the smaller of it and the RDP row, which
-// can credit the check-in coin), remembered per process (secAggMemo).
+// `rounds` identical rounds: ε at δ = delta for replacing the volunteer's
+// data (participation unchanged), one server's discrete Gaussian noise σ,
+// L2 sensitivity Δ = sens, Poisson check-in at rate q, rounds composed by
+// adding RDP curves (Mironov 2017, Proposition 1). At q = 1 the exact
+// Gaussian dominating pair row alone (privacy.SecAggPairReplaceOneEpsilon:
+// a proven bound, microseconds, the row the ledger charges whenever it is
+// the tightest; Zhu-Dong-Wang 2022 Thm 10, Dong-Roth-Su 2022 Cor. 2),
+// else the smaller of it and the replace-one RDP row
+// (privacy.SecAggOwnCurve.Epsilon: exactly privacy.SecAggReplaceOneEpsilon,
+// from the group's per-round curves built once; CKS'20 Prop. 5, Zhu-Wang
+// ICML'19 Thm 6, Balle et al. AISTATS'20 Thm 21 / Asoodeh et al. 2021
+// conversion), remembered per process (ownCache).
 func secAggEpsilon(sigma, sens, q float64, rounds int, delta float64) (float64, error) {
 	if q == 1 {
 		return privacy.SecAggPairReplaceOneEpsilon(sigma, sens, rounds, delta)
 	}
-	k := secAggKey{sigma, sens, q, rounds, delta}
-	secAggMemo.Lock()
-	e, ok := secAggMemo.m[k]
-	secAggMemo.Unlock()
+	g := ownGroup{sigma, sens, q}
+	k := ownKey{g, rounds, delta}
+	ownCache.Lock()
+	e, ok := ownCache.eps[k]
+	cv := ownCache.curves[g]
+	ownCache.Unlock()
 	if ok {
 		return e, nil
 	}
-	e, err := privacy.SecAggReplaceOneEpsilon(sigma, sens, q, rounds, delta)
+	if cv == nil {
+		var err error
+		if cv, err = privacy.NewSecAggReplaceOne(sigma, sens, q); err != nil {
+			return 0, err
+		}
+		ownCache.Lock()
+		if ownCache.curves == nil || len(ownCache.curves) >= ownCurvesMax {
+			ownCache.curves = make(map[ownGroup]*privacy.SecAggOwnCurve)
+		}
+		ownCache.curves[g] = cv
+		ownCache.Unlock()
+	}
+	e, err := cv.Epsilon(rounds, delta)
 	if err != nil {
 		return 0, err
 	}
-	secAggMemo.Lock()
-	if secAggMemo.m == nil || len(secAggMemo.m) >= secAggMemoMax {
-		secAggMemo.m = make(map[secAggKey]float64)
+	ownCache.Lock()
+	if ownCache.eps == nil || len(ownCache.eps) >= ownEpsMax {
+		ownCache.eps = make(map[ownKey]float64)
 	}
-	secAggMemo.m[k] = e
-	secAggMemo.Unlock()
+	ownCache.eps[k] = e
+	ownCache.Unlock()
 	return e, nil
 }
 

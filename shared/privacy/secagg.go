@@ -285,39 +285,23 @@ func (sl slot) secAggRow(s *Session) AccountRow {
 // dominating pair of secagg_pair.go for any model of at most 2^40
 // coordinates) for `rounds` identical rounds, what the ledger charges
 // (its tightest valid row). Both are proven upper bounds, so the smaller
-// is one; an error only when neither is valid.
+// is one; an error only when neither is valid. It is
+// NewSecAggReplaceOne(sigma, sensitivity, q).Epsilon(rounds, delta)
+// (secagg_own.go, which states the guarantee in full), the arguments
+// checked in this order: the round's σ, Δ and q, rounds, delta, the curve.
 func SecAggReplaceOneEpsilon(sigma, sensitivity, q float64, rounds int, delta float64) (float64, error) {
-	r := Release{Round: 1, Protocol: ProtocolSecAgg, Randomizer: RandomizerDiscreteGaussian, D: 1, N: 1,
-		SecAggSigma: sigma, SecAggSensitivity: sensitivity, CheckInRate: q}
+	r := secAggOwnRelease(sigma, sensitivity, q)
 	if err := r.Validate(); err != nil {
 		return 0, err
 	}
-	if err := check.Count(ErrInvalidParameter, "rounds", rounds, 1); err != nil {
+	if err := secAggOwnArgs(rounds, delta); err != nil {
 		return 0, err
 	}
-	if err := check.OpenUnit(ErrInvalidParameter, "delta", delta); err != nil {
-		return 0, err
-	}
-	c, err := secAggRoundCurve(r)
+	c, err := newSecAggOwn(r)
 	if err != nil {
 		return 0, err
 	}
-	c2 := secAggReplaceCurve(r)
-	for j := range c.Eps {
-		c.Eps[j] *= float64(rounds)
-		c2[j] *= float64(rounds)
-	}
-	row := secAggReplaceRow(c.Eps, c2, nil, rounds, delta, q == 1)
-	pe, perr := secAggPairReplaceOne(sigma, sensitivity, rounds, delta)
-	switch {
-	case row.Valid && perr == nil:
-		return min(row.Epsilon, pe), nil
-	case perr == nil:
-		return pe, nil
-	case row.Valid:
-		return row.Epsilon, nil
-	}
-	return 0, fmt.Errorf("secagg: %s; %w", row.Reason, perr)
+	return c.epsilon(rounds, delta)
 }
 
 // CalibrateSecAggSigmaReplaceOne is CalibrateSecAggSigma for the
