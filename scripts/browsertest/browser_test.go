@@ -82,7 +82,13 @@ const hookScript = `(() => {
 				const orig = v.onEvent;
 				v.onEvent = function (fn) {
 					return orig.call(this, function (e) {
-						try { rec.events.push({ kind: String(e.kind), round: Number(e.round), t: performance.now() }); } catch (_) {}
+						try {
+							const r = { kind: String(e.kind), round: Number(e.round), t: performance.now() };
+							if (r.kind === "sent") {
+								r.work = [e.trainMs, e.encodeMs, e.sealMs, e.accountMs].map(Number);
+							}
+							rec.events.push(r);
+						} catch (_) {}
 						return fn.apply(this, arguments);
 					});
 				};

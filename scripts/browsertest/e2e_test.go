@@ -127,6 +127,9 @@ type pageEvent struct {
 	Kind  string  `json:"kind"`
 	Round uint64  `json:"round"`
 	T     float64 `json:"t"`
+	// Work is a "sent" event's cost on the device: train, encode (the
+	// shard), seal, account, in ms (client.Work).
+	Work []float64 `json:"work"`
 }
 
 // joinState is what a join tab shows.
@@ -460,6 +463,7 @@ func checkDashboard(t *testing.T, dash *tab, marker float64, lastRound int, st l
 func checkVolunteers(t *testing.T, tabs []*tab) {
 	t.Helper()
 	var all []float64
+	var phases [4][]float64 // train, shard, seal, account: every sent round of every tab
 	for _, tb := range tabs {
 		s, err := joinStateOf(tb)
 		if err != nil {
@@ -500,6 +504,16 @@ func checkVolunteers(t *testing.T, tabs []*tab) {
 				if t0, ok := began[e.Round]; ok {
 					times = append(times, e.T-t0)
 				}
+				if len(e.Work) != len(phases) {
+					t.Errorf("%s: round %d's sent event carries work %v, want %d phases", tb.name, e.Round, e.Work, len(phases))
+					break
+				}
+				for i, ms := range e.Work {
+					phases[i] = append(phases[i], ms)
+				}
+				if !(e.Work[0] > 0 && e.Work[1] > 0 && e.Work[2] > 0) {
+					t.Errorf("%s: round %d: train, shard or seal not measured: %v ms", tb.name, e.Round, e.Work)
+				}
 			}
 		}
 		if len(times) == 0 {
@@ -513,6 +527,11 @@ func checkVolunteers(t *testing.T, tabs []*tab) {
 		slices.Sort(all)
 		t.Logf("one round in the browser (training -> sent), %d rounds in %d tabs: median %.0f ms, max %.0f ms",
 			len(all), len(tabs), all[len(all)/2], all[len(all)-1])
+	}
+	if len(phases[0]) > 0 {
+		med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+		t.Logf("a volunteer's work per round in Chromium (medians of %d rounds in %d tabs): train %.1f ms, shard %.1f ms, seal %.1f ms, own accounting %.2f ms",
+			len(phases[0]), len(tabs), med(phases[0]), med(phases[1]), med(phases[2]), med(phases[3]))
 	}
 }
 

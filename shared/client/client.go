@@ -657,7 +657,7 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 	}
 
 	wctx, endWork := c.startWork(ctx, a.Round)
-	frames, err := c.prepare(wctx, a, setup)
+	frames, work, err := c.prepare(wctx, a, setup)
 	if err == nil && wctx.Err() != nil {
 		err = context.Cause(wctx) // superseded while sealing: too late to send
 	}
@@ -679,9 +679,11 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 	// still reach the relay.
 	rel := setup.release
 	rel.Round = int(min(a.Round, math.MaxInt32))
+	start := time.Now()
 	if err := c.account(rel); err != nil {
 		c.log.Error("privacy accounting failed", "err", err)
 	}
+	work.Account = time.Since(start)
 	for i, f := range frames {
 		if err := t.Send(ctx, f); err != nil {
 			if ctx.Err() != nil {
@@ -692,7 +694,7 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 	}
 	m := len(frames)
 	c.log.Info("report sent", "round", a.Round, "messages", m, "bytes", len(frames[0]), "protocol", a.Params.Protocol)
-	c.emit(Event{Kind: EventSent, Round: a.Round, Messages: m, FrameBytes: len(frames[0]), NoiseStd: setup.noiseStd})
+	c.emit(Event{Kind: EventSent, Round: a.Round, Messages: m, FrameBytes: len(frames[0]), NoiseStd: setup.noiseStd, Work: work})
 	eps, delta, rounds := c.Privacy()
 	c.emit(Event{Kind: EventPrivacy, Round: a.Round, Epsilon: eps, Delta: delta, Rounds: rounds})
 	return nil
@@ -702,27 +704,33 @@ func (c *Client) handleAnnouncement(ctx context.Context, t Transport, frame []by
 // frames: the Messages() Report frames, all of Params.ReportFrameSize()
 // bytes (secure summation: the one Shares frame). With a Pool it holds one
 // slot throughout; ctx ending (the round superseded) stops it.
-func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *roundSetup) ([][]byte, error) {
+func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *roundSetup) ([][]byte, Work, error) {
+	var w Work
 	if c.pool != nil {
 		if err := c.pool.acquire(ctx); err != nil {
-			return nil, err
+			return nil, w, err
 		}
 		defer c.pool.release()
 	}
+	start := time.Now()
 	update, err := c.trainUpdate(ctx, a)
+	w.Train = time.Since(start)
 	if err != nil {
-		return nil, err
+		return nil, w, err
 	}
 	if setup.enc == nil {
-		return c.prepareSecAgg(a, setup, update)
+		f, err := c.prepareSecAgg(a, setup, update, &w)
+		return f, w, err
 	}
+	start = time.Now()
 	msgs, err := setup.enc.Encode(update, c.src)
+	w.Encode = time.Since(start)
 	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
+		return nil, w, fmt.Errorf("encode: %w", err)
 	}
 	m := a.Params.Messages()
 	if len(msgs) != m {
-		return nil, fmt.Errorf("encoder made %d messages, the round needs %d", len(msgs), m)
+		return nil, w, fmt.Errorf("encoder made %d messages, the round needs %d", len(msgs), m)
 	}
 	size := a.Params.ReportFrameSize()
 	frames := make([][]byte, 0, m)
@@ -731,26 +739,28 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 	vals := make([]float64, len(msgs))
 	for i, msg := range msgs {
 		if len(msg.Values) != 1 {
-			return nil, fmt.Errorf("message %d has %d values, want 1", i, len(msg.Values))
+			return nil, w, fmt.Errorf("message %d has %d values, want 1", i, len(msg.Values))
 		}
 		vals[i] = msg.Values[0]
 	}
+	start = time.Now()
 	sealed, err := envelope.SealEach(a.HPKEPub, a.Round, vals)
+	w.Seal = time.Since(start)
 	if err != nil {
-		return nil, fmt.Errorf("seal: %w", err)
+		return nil, w, fmt.Errorf("seal: %w", err)
 	}
 	for i, msg := range msgs {
 		r := wire.Report{Round: a.Round, Seq: uint16(i), Count: uint16(m), Indices: msg.Indices, Sealed: sealed[i]}
 		f, err := r.MarshalBinary()
 		if err != nil {
-			return nil, fmt.Errorf("report frame %d: %w", i, err)
+			return nil, w, fmt.Errorf("report frame %d: %w", i, err)
 		}
 		if len(f) != size {
-			return nil, fmt.Errorf("report frame %d has %d bytes, the round's size is %d", i, len(f), size)
+			return nil, w, fmt.Errorf("report frame %d has %d bytes, the round's size is %d", i, len(f), size)
 		}
 		frames = append(frames, f)
 	}
-	return frames, nil
+	return frames, w, nil
 }
 
 // prepareSecAgg shards the update for secure summation (docs/secagg.md step
@@ -758,21 +768,25 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 // shares (secagg.Round.Shard), seal each to its server for this round
 // (envelope.SealShare: the aggregator's key, and the relay's key that the
 // aggregator signed into the announcement), and return the one Shares
-// frame.
-func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update []float64) ([][]byte, error) {
+// frame. It records the shard's and the seals' times in w.
+func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update []float64, w *Work) ([][]byte, error) {
 	r, err := setup.spec.SecAggRound(a.Round)
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	leader, helper, err := r.Shard(update, c.src)
+	w.Encode = time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
+	start = time.Now()
 	sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, leader)
 	if err != nil {
 		return nil, fmt.Errorf("seal leader share: %w", err)
 	}
 	sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, helper)
+	w.Seal = time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("seal helper share: %w", err)
 	}
@@ -836,7 +850,7 @@ func (c *Client) Rehearse(ctx context.Context, p wire.Params, model []float64) (
 		copy(k[:], priv.PublicKey().Bytes())
 	}
 	start := time.Now()
-	if _, err := c.prepare(ctx, a, setup); err != nil {
+	if _, _, err := c.prepare(ctx, a, setup); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil

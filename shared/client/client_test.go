@@ -193,6 +193,9 @@ func TestFrameSizesIndependentOfData(t *testing.T) {
 			if !(sent[0].NoiseStd > 0) {
 				t.Fatalf("noise std %v", sent[0].NoiseStd)
 			}
+			if w := sent[0].Work; !(w.Train > 0 && w.Encode > 0 && w.Seal > 0 && w.Account >= 0) {
+				t.Fatalf("work %+v: a phase not measured", w)
+			}
 		}
 		for _, s := range sizes {
 			if s != sizes[0] {

@@ -95,6 +95,8 @@ type Event struct {
 	Epsilon float64
 	Delta   float64
 	Rounds  int
+	// Work is what this round cost the volunteer's device (EventSent).
+	Work Work
 	// AckStatus and Received are the fields of an Ack (EventAck).
 	AckStatus uint8
 	Received  int
@@ -104,3 +106,17 @@ type Event struct {
 	// non-accepted EventAck.
 	Err error
 }
+
+// Work is the time a round's report took on the client, phase by phase:
+// local training, encoding (the shuffle protocols' randomizer, or secure
+// summation's clip, quantize and shard), sealing to the servers' keys,
+// and the client's own privacy accounting. Each is the wall-clock time of
+// the one goroutine that ran it, waiting excluded (the Pool slot is taken
+// before Train starts); in a browser the wasm module runs on one thread,
+// so it is the tab's CPU time when nothing else competes for it.
+type Work struct {
+	Train, Encode, Seal, Account time.Duration
+}
+
+// Total is the sum of the phases.
+func (w Work) Total() time.Duration { return w.Train + w.Encode + w.Seal + w.Account }

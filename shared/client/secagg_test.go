@@ -134,4 +134,10 @@ func TestSecAggReport(t *testing.T) {
 	if len(sent) != 1 || sent[0].Messages != 1 || sent[0].FrameBytes != wire.SharesSize(lead, help) {
 		t.Fatalf("sent events %+v", sent)
 	}
+	// The round's cost on the device, phase by phase: training, the
+	// shard, the two seals, each measured (the accountant may take less
+	// than the clock's resolution).
+	if w := sent[0].Work; !(w.Train > 0 && w.Encode > 0 && w.Seal > 0 && w.Account >= 0) {
+		t.Fatalf("work %+v: a phase not measured", w)
+	}
 }

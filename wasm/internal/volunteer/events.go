@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -29,26 +30,29 @@ const (
 )
 
 // Record is one event as the page receives it (docs/web.md: {kind, round,
-// progress, messages, bytes, noiseStd, epsilon, rounds, fingerprint,
-// error}). Epsilon, Delta and Rounds are always the volunteer's own totals
+// progress, messages, bytes, noiseStd, trainMs, encodeMs, sealMs,
+// accountMs, epsilon, rounds, fingerprint, error}). Epsilon, Delta and Rounds are always the volunteer's own totals
 // so far in this page (every start of the page's session included), so the
 // page can show them from any event.
 type Record struct {
-	Kind        string
-	Round       uint64
-	Progress    float64
-	Messages    int
-	Bytes       int // CheckIn plus all Report frames of the round
-	NoiseStd    float64
-	Epsilon     float64
-	Delta       float64
-	Rounds      int
-	Fingerprint string
-	Pinned      bool
-	Examples    int
-	BackoffMs   float64
-	Message     string
-	Error       string
+	Kind     string
+	Round    uint64
+	Progress float64
+	Messages int
+	Bytes    int // CheckIn plus all Report frames of the round
+	NoiseStd float64
+	// Work is the round's cost on this device, phase by phase, in ms
+	// (sent: client.Work).
+	TrainMs, EncodeMs, SealMs, AccountMs float64
+	Epsilon                              float64
+	Delta                                float64
+	Rounds                               int
+	Fingerprint                          string
+	Pinned                               bool
+	Examples                             int
+	BackoffMs                            float64
+	Message                              string
+	Error                                string
 }
 
 // Map returns r as the plain object handed to JavaScript (js.ValueOf accepts
@@ -61,6 +65,10 @@ func (r Record) Map() map[string]any {
 		"messages":    float64(r.Messages),
 		"bytes":       float64(r.Bytes),
 		"noiseStd":    r.NoiseStd,
+		"trainMs":     r.TrainMs,
+		"encodeMs":    r.EncodeMs,
+		"sealMs":      r.SealMs,
+		"accountMs":   r.AccountMs,
 		"epsilon":     r.Epsilon,
 		"delta":       r.Delta,
 		"rounds":      float64(r.Rounds),
@@ -136,6 +144,8 @@ func (s *Session) Record(e client.Event) Record {
 		r.Messages = e.Messages
 		r.Bytes = wire.CheckInSize + e.Messages*e.FrameBytes
 		r.NoiseStd = e.NoiseStd
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		r.TrainMs, r.EncodeMs, r.SealMs, r.AccountMs = ms(e.Work.Train), ms(e.Work.Encode), ms(e.Work.Seal), ms(e.Work.Account)
 	}
 	if e.Kind == client.EventAck {
 		r.Messages = e.Received

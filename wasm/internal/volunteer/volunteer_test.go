@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/client"
@@ -415,8 +416,10 @@ func TestSkipDecided(t *testing.T) {
 
 func TestSessionRecords(t *testing.T) {
 	var s Session
-	r := s.Record(client.Event{Kind: client.EventSent, Round: 4, Messages: 5, FrameBytes: 100, NoiseStd: 0.25})
-	if r.Kind != "sent" || r.Round != 4 || r.Messages != 5 || r.Bytes != wire.CheckInSize+500 || r.NoiseStd != 0.25 {
+	r := s.Record(client.Event{Kind: client.EventSent, Round: 4, Messages: 5, FrameBytes: 100, NoiseStd: 0.25,
+		Work: client.Work{Train: 1500 * time.Microsecond, Encode: 2 * time.Millisecond, Seal: 3 * time.Millisecond, Account: 4 * time.Microsecond}})
+	if r.Kind != "sent" || r.Round != 4 || r.Messages != 5 || r.Bytes != wire.CheckInSize+500 || r.NoiseStd != 0.25 ||
+		r.TrainMs != 1.5 || r.EncodeMs != 2 || r.SealMs != 3 || r.AccountMs != 0.004 {
 		t.Fatalf("sent record %+v", r)
 	}
 	r = s.Record(client.Event{Kind: client.EventPrivacy, Round: 4, Epsilon: 2, Delta: 1e-9, Rounds: 1})
@@ -428,7 +431,7 @@ func TestSessionRecords(t *testing.T) {
 		t.Fatalf("disconnected record %+v", r)
 	}
 	m := r.Map()
-	for _, k := range []string{"kind", "round", "progress", "messages", "bytes", "noiseStd", "epsilon", "rounds", "fingerprint", "error"} {
+	for _, k := range []string{"kind", "round", "progress", "messages", "bytes", "noiseStd", "trainMs", "encodeMs", "sealMs", "accountMs", "epsilon", "rounds", "fingerprint", "error"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("record map lacks %q", k)
 		}
