@@ -57,6 +57,27 @@ type Parsed struct {
 	// Ignored names the file's columns the task does not use: they are
 	// never read further, and never leave the device.
 	Ignored []string
+	// Separator is the character between the file's columns: ',' unless
+	// the header row has none and has ';' (a spreadsheet saved in a
+	// locale whose decimal mark is a comma: its numbers are then read
+	// with a decimal comma, "3,5" as 3.5) or a tab.
+	Separator rune
+}
+
+// separator guesses the column separator from the header row (the file's
+// first line): ',' if it has one, else ';' or a tab if it has one, else
+// ','.
+func separator(b []byte) rune {
+	first, _, _ := bytes.Cut(b, []byte("\n"))
+	switch {
+	case bytes.ContainsRune(first, ','):
+		return ','
+	case bytes.ContainsRune(first, ';'):
+		return ';'
+	case bytes.ContainsRune(first, '\t'):
+		return '\t'
+	}
+	return ','
 }
 
 // ParseCSV reads a CSV file (a header row naming the columns, in any
@@ -72,7 +93,9 @@ func (t *Task) ParseCSV(b []byte) (*Parsed, error) {
 		return nil, fmt.Errorf("task: the file has %d bytes, more than the %d accepted: %w", len(b), MaxCSVBytes, ErrData)
 	}
 	b = bytes.TrimPrefix(b, []byte("\ufeff")) // a spreadsheet's byte order mark
+	sep := separator(b)
 	r := csv.NewReader(bytes.NewReader(b))
+	r.Comma = sep
 	r.FieldsPerRecord = -1 // row-level errors, not a file-level one
 	r.ReuseRecord = true
 	head, err := r.Read()
@@ -86,7 +109,7 @@ func (t *Task) ParseCSV(b []byte) (*Parsed, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Parsed{Ignored: ignored}
+	p := &Parsed{Ignored: ignored, Separator: sep}
 	set := &dataset.Set{Features: t.Inputs(), Classes: len(t.Label.Classes)}
 	row := make([]float32, set.Features)
 	values := make([]string, len(idx))
@@ -117,6 +140,9 @@ func (t *Task) ParseCSV(b []byte) (*Parsed, error) {
 		for k, j := range idx {
 			values[k] = rec[j]
 		}
+		if sep == ';' {
+			t.decimalCommas(values)
+		}
 		y, rerr := t.encode(row, values)
 		if rerr != nil {
 			rerr.Row = line
@@ -136,6 +162,26 @@ func (p *Parsed) skip(e RowError) {
 	p.Skipped++
 	if len(p.Errors) < MaxRowErrors {
 		p.Errors = append(p.Errors, e)
+	}
+}
+
+// decimalCommas rewrites each numeric feature's value (values in Columns
+// order) written with one decimal comma ("3,5", "-0,25") with a point,
+// for a ';'-separated file; categories and the label are left as they
+// are.
+func (t *Task) decimalCommas(values []string) {
+	for i, c := range t.cols {
+		if c.cats != nil {
+			continue
+		}
+		v := strings.TrimSpace(values[i])
+		if strings.Count(v, ",") != 1 {
+			continue
+		}
+		d := strings.Replace(v, ",", ".", 1)
+		if _, err := strconv.ParseFloat(d, 64); err == nil {
+			values[i] = d
+		}
 	}
 }
 
@@ -192,7 +238,14 @@ func (t *Task) encode(dst []float32, values []string) (uint8, *RowError) {
 		}
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return 0, &RowError{Column: c.name, Msg: fmt.Sprintf("%q is not a number", v)}
+			msg := fmt.Sprintf("%q is not a number", v)
+			if strings.Count(v, ",") == 1 {
+				if _, err := strconv.ParseFloat(strings.Replace(v, ",", ".", 1), 64); err == nil {
+					msg += " (a decimal comma? write it with a point: " + strings.Replace(v, ",", ".", 1) +
+						", or save the file with ';' between columns)"
+				}
+			}
+			return 0, &RowError{Column: c.name, Msg: msg}
 		}
 		f := t.Features[c.feature]
 		if x < *f.Min || x > *f.Max {

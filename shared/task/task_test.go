@@ -361,3 +361,35 @@ func TestByteOrderMark(t *testing.T) {
 		t.Fatalf("a right-to-left mark refused: %v", err)
 	}
 }
+
+// TestSpreadsheetLocales: a file saved by a spreadsheet in a locale whose
+// decimal mark is a comma (';' between columns, "12,5") and a
+// tab-separated one encode exactly as the comma-separated file with
+// decimal points; a comma file with a quoted decimal comma gets an error
+// that says what to do.
+func TestSpreadsheetLocales(t *testing.T) {
+	tk := mustParse(t, survey)
+	want, err := tk.ParseCSV([]byte("age,distance,weather,transport\n30,12.5,rain,bus\n0,50,sun,walk\n"))
+	if err != nil || want.Separator != ',' || want.Set.Len() != 2 {
+		t.Fatalf("comma file: %v, %+v", err, want)
+	}
+	for _, in := range []string{
+		"age;distance;weather;transport\r\n30;12,5;rain;bus\r\n0;50;sun;walk\r\n",
+		"age\tdistance\tweather\ttransport\n30\t12.5\train\tbus\n0\t50\tsun\twalk\n",
+	} {
+		p, err := tk.ParseCSV([]byte(in))
+		if err != nil || p.Skipped != 0 || p.Set.Len() != 2 {
+			t.Fatalf("%q: %v, %+v", in, err, p)
+		}
+		if !slices.Equal(p.Set.X, want.Set.X) || !slices.Equal(p.Set.Y, want.Set.Y) {
+			t.Fatalf("%q encodes to %v %v, want %v %v", in, p.Set.X, p.Set.Y, want.Set.X, want.Set.Y)
+		}
+	}
+	p, err := tk.ParseCSV([]byte("age,distance,weather,transport\n\"30\",\"12,5\",rain,bus\n"))
+	if err != nil || p.Skipped != 1 {
+		t.Fatalf("%v, %+v", err, p)
+	}
+	if w := `row 2, column 'distance': "12,5" is not a number (a decimal comma? write it with a point: 12.5, or save the file with ';' between columns)`; p.Errors[0].Error() != w {
+		t.Fatalf("error %q, want %q", p.Errors[0].Error(), w)
+	}
+}
