@@ -8,6 +8,8 @@
 //	aggregator serve [flags]      the same
 //	aggregator audit [flags]      attack the shuffle protocols and compare the
 //	                              empirical lower bound on epsilon with the charge
+//	aggregator task check FILE    list every problem of a task definition and
+//	                              of the public CSV files it names
 //
 // Run `aggregator -h` or `aggregator audit -h` for the flags. The research
 // tools (the in-process experiments and the accountant's tables) are not
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return audit.Main(ctx, args[1:], stdout, stderr)
+	case "task":
+		return taskMain(args[1:], stdout, stderr)
 	case "help":
 		usage(stdout)
 		return 0
@@ -76,11 +80,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: aggregator [serve] [flags]
        aggregator audit [flags]
+       aggregator task check FILE [FILE...]
 
   [serve]    run the aggregator service: announce rounds to the relay, receive,
              account, decrypt and aggregate batches, serve the JSON API
   audit      attack every announceable shuffle protocol on neighbouring inputs and
              print the empirical lower bound on epsilon next to the charged epsilon
+  task check list every problem of each task definition and of the public CSV
+             files it names (holdout, simulation); exit status 1 if any
 
 research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
 }

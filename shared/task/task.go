@@ -426,65 +426,67 @@ func isBidiControl(r rune) bool {
 	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
-// validate checks every field and builds the encoded layout.
+// validate checks every field and builds the encoded layout. It names
+// every problem it finds, not only the first (errors.Join, one per line):
+// a field whose check depends on another that failed (the model's shape on
+// the features) is checked only once that one passes.
 func (t *Task) validate() error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if t.Version != Version {
-		return invalid("version", "got %d, want %d", t.Version, Version)
+		add(invalid("version", "got %d, want %d", t.Version, Version))
 	}
 	if !validName(t.Name) {
-		return invalid("name", "%q must be 1-64 lowercase letters, digits or '-'", t.Name)
+		add(invalid("name", "%q must be 1-64 lowercase letters, digits or '-'", t.Name))
 	}
-	if err := checkText("title", t.Title, maxText, true); err != nil {
-		return err
-	}
-	if err := checkText("consent", t.Consent, maxConsent, true); err != nil {
-		return err
-	}
+	add(checkText("title", t.Title, maxText, true))
+	add(checkText("consent", t.Consent, maxConsent, true))
 	switch t.Source {
 	case SourceCSV, SourceForm:
 		if t.Dataset != "" {
-			return invalid("dataset", "only a source %q task names a built-in data set", SourceBuiltin)
+			add(invalid("dataset", "only a source %q task names a built-in data set", SourceBuiltin))
 		}
 	case SourceBuiltin:
 		if t.Dataset == "" {
-			return invalid("dataset", "a source %q task names its built-in data set", SourceBuiltin)
+			add(invalid("dataset", "a source %q task names its built-in data set", SourceBuiltin))
 		}
 		if t.Holdout != "" || t.Simulation != "" {
-			return invalid("holdout", "a built-in data set brings its own test and training parts")
+			add(invalid("holdout", "a built-in data set brings its own test and training parts"))
 		}
 	default:
-		return invalid("source", "%q: want %q (a local file), %q (a survey, one row per volunteer) or %q", t.Source, SourceCSV, SourceForm, SourceBuiltin)
+		add(invalid("source", "%q: want %q (a local file), %q (a survey, one row per volunteer) or %q", t.Source, SourceCSV, SourceForm, SourceBuiltin))
 	}
 	switch t.Preprocess {
 	case "", PreprocessDeclared:
 	case PreprocessPublicStandardize:
 		if t.Source != SourceBuiltin {
-			return invalid("preprocess", "%q is fitted on a built-in public data set; a %q task encodes by its declared ranges only", t.Preprocess, t.Source)
+			add(invalid("preprocess", "%q is fitted on a built-in public data set; a %q task encodes by its declared ranges only", t.Preprocess, t.Source))
 		}
 	default:
-		return invalid("preprocess", "%q: want %q or %q", t.Preprocess, PreprocessDeclared, PreprocessPublicStandardize)
+		add(invalid("preprocess", "%q: want %q or %q", t.Preprocess, PreprocessDeclared, PreprocessPublicStandardize))
 	}
-	if err := t.layout(); err != nil {
-		return err
-	}
-	if err := t.Label.validate(t); err != nil {
-		return err
-	}
+	layoutErr := t.layout()
+	add(layoutErr)
+	add(t.Label.validate(t))
 	if t.Model.Type != ModelLogReg {
-		return invalid("model.type", "%q: want %q (multinomial logistic regression)", t.Model.Type, ModelLogReg)
+		add(invalid("model.type", "%q: want %q (multinomial logistic regression)", t.Model.Type, ModelLogReg))
 	}
-	if err := t.Shape().Validate(); err != nil {
-		return invalid("features", "%v", err)
-	}
-	if err := t.Privacy.validate(); err != nil {
-		return err
-	}
-	for field, p := range map[string]string{"holdout": t.Holdout, "simulation": t.Simulation} {
-		if err := checkText(field, p, maxText, false); err != nil {
-			return err
+	if layoutErr == nil {
+		if err := t.Shape().Validate(); err != nil {
+			add(invalid("features", "%v", err))
 		}
 	}
-	return nil
+	add(t.Privacy.validate())
+	add(checkText("holdout", t.Holdout, maxText, false))
+	add(checkText("simulation", t.Simulation, maxText, false))
+	if len(errs) > 0 {
+		t.cols = nil
+	}
+	return errors.Join(errs...)
 }
 
 // layout validates the features and fills t.cols.
@@ -502,145 +504,157 @@ func (t *Task) layout() error {
 	}
 	width := 0
 	t.cols = nil
+	var errs []error
 	for i := range t.Features {
-		f := &t.Features[i]
-		field := fmt.Sprintf("features[%d]", i)
-		if f.Name != "" {
-			field = fmt.Sprintf("features[%d] (%q)", i, f.Name)
-		}
-		if strings.TrimSpace(f.Name) != f.Name || f.Name == "" {
-			return invalid(field+".name", "must be non-empty without leading or trailing spaces")
-		}
-		if err := checkText(field+".name", f.Name, maxText, true); err != nil {
-			return err
-		}
-		if err := checkText(field+".question", f.Question, maxText, false); err != nil {
-			return err
-		}
-		switch f.Type {
-		case TypeNumeric:
-			if f.Min == nil || f.Max == nil {
-				return invalid(field, "a numeric feature declares its range: \"min\" and \"max\"")
-			}
-			lo, hi := *f.Min, *f.Max
-			if !(lo < hi) || math.IsInf(hi-lo, 0) {
-				return invalid(field, "min %v must be below max %v (and their difference finite)", lo, hi)
-			}
-			if f.Categories != nil {
-				return invalid(field+".categories", "a numeric feature has no categories")
-			}
-			var sym bool
-			switch f.Scale {
-			case "", ScaleUnit:
-			case ScaleSymmetric:
-				sym = true
-			default:
-				return invalid(field+".scale", "%q: want %q ([0, 1]) or %q ([-1, 1])", f.Scale, ScaleUnit, ScaleSymmetric)
-			}
-			n := max(f.Count, 1)
-			if f.Count < 0 || width+n > maxFeatures {
-				return invalid(field+".count", "%d: the features must fit %d columns", f.Count, maxFeatures)
-			}
-			for j := range n {
-				name := f.Name
-				if f.Count > 1 {
-					name = fmt.Sprintf("%s_%d", f.Name, j)
-				}
-				if err := claim(field, name); err != nil {
-					return err
-				}
-				t.cols = append(t.cols, column{name: name, feature: i, offset: width, lo: lo, span: hi - lo, sym: sym})
-				width++
-			}
-		case TypeCategorical:
-			if f.Min != nil || f.Max != nil || f.Scale != "" || f.Count != 0 {
-				return invalid(field, "a categorical feature has categories, not min, max, scale or count")
-			}
-			if len(f.Categories) < 2 || len(f.Categories) > maxCategories {
-				return invalid(field+".categories", "declare 2 to %d categories, got %d", maxCategories, len(f.Categories))
-			}
-			if width+len(f.Categories) > maxFeatures {
-				return invalid(field+".categories", "the features must fit %d columns", maxFeatures)
-			}
-			cats := make(map[string]int, len(f.Categories))
-			for j, c := range f.Categories {
-				if err := checkText(fmt.Sprintf("%s.categories[%d]", field, j), c, maxText, true); err != nil {
-					return err
-				}
-				if strings.TrimSpace(c) != c {
-					return invalid(fmt.Sprintf("%s.categories[%d]", field, j), "%q has leading or trailing spaces", c)
-				}
-				if _, dup := cats[c]; dup {
-					return invalid(fmt.Sprintf("%s.categories[%d]", field, j), "%q is declared twice", c)
-				}
-				cats[c] = j
-			}
-			if err := claim(field, f.Name); err != nil {
-				return err
-			}
-			t.cols = append(t.cols, column{name: f.Name, feature: i, offset: width, cats: cats})
-			width += len(f.Categories)
-		default:
-			return invalid(field+".type", "%q: want %q (with min and max) or %q (with categories)", f.Type, TypeNumeric, TypeCategorical)
+		if err := t.layoutFeature(i, &width, claim); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if t.Label.Name != "" {
 		if err := claim("label", t.Label.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// layoutFeature validates feature i and appends its columns at *width.
+func (t *Task) layoutFeature(i int, pw *int, claim func(field, name string) error) error {
+	width := *pw
+	defer func() { *pw = width }()
+	f := &t.Features[i]
+	field := fmt.Sprintf("features[%d]", i)
+	if f.Name != "" {
+		field = fmt.Sprintf("features[%d] (%q)", i, f.Name)
+	}
+	if strings.TrimSpace(f.Name) != f.Name || f.Name == "" {
+		return invalid(field+".name", "must be non-empty without leading or trailing spaces")
+	}
+	if err := checkText(field+".name", f.Name, maxText, true); err != nil {
+		return err
+	}
+	if err := checkText(field+".question", f.Question, maxText, false); err != nil {
+		return err
+	}
+	switch f.Type {
+	case TypeNumeric:
+		if f.Min == nil || f.Max == nil {
+			return invalid(field, "a numeric feature declares its range: \"min\" and \"max\"")
+		}
+		lo, hi := *f.Min, *f.Max
+		if !(lo < hi) || math.IsInf(hi-lo, 0) {
+			return invalid(field, "min %v must be below max %v (and their difference finite)", lo, hi)
+		}
+		if f.Categories != nil {
+			return invalid(field+".categories", "a numeric feature has no categories")
+		}
+		var sym bool
+		switch f.Scale {
+		case "", ScaleUnit:
+		case ScaleSymmetric:
+			sym = true
+		default:
+			return invalid(field+".scale", "%q: want %q ([0, 1]) or %q ([-1, 1])", f.Scale, ScaleUnit, ScaleSymmetric)
+		}
+		n := max(f.Count, 1)
+		if f.Count < 0 || width+n > maxFeatures {
+			return invalid(field+".count", "%d: the features must fit %d columns", f.Count, maxFeatures)
+		}
+		for j := range n {
+			name := f.Name
+			if f.Count > 1 {
+				name = fmt.Sprintf("%s_%d", f.Name, j)
+			}
+			if err := claim(field, name); err != nil {
+				return err
+			}
+			t.cols = append(t.cols, column{name: name, feature: i, offset: width, lo: lo, span: hi - lo, sym: sym})
+			width++
+		}
+	case TypeCategorical:
+		if f.Min != nil || f.Max != nil || f.Scale != "" || f.Count != 0 {
+			return invalid(field, "a categorical feature has categories, not min, max, scale or count")
+		}
+		if len(f.Categories) < 2 || len(f.Categories) > maxCategories {
+			return invalid(field+".categories", "declare 2 to %d categories, got %d", maxCategories, len(f.Categories))
+		}
+		if width+len(f.Categories) > maxFeatures {
+			return invalid(field+".categories", "the features must fit %d columns", maxFeatures)
+		}
+		cats := make(map[string]int, len(f.Categories))
+		for j, c := range f.Categories {
+			if err := checkText(fmt.Sprintf("%s.categories[%d]", field, j), c, maxText, true); err != nil {
+				return err
+			}
+			if strings.TrimSpace(c) != c {
+				return invalid(fmt.Sprintf("%s.categories[%d]", field, j), "%q has leading or trailing spaces", c)
+			}
+			if _, dup := cats[c]; dup {
+				return invalid(fmt.Sprintf("%s.categories[%d]", field, j), "%q is declared twice", c)
+			}
+			cats[c] = j
+		}
+		if err := claim(field, f.Name); err != nil {
 			return err
 		}
+		t.cols = append(t.cols, column{name: f.Name, feature: i, offset: width, cats: cats})
+		width += len(f.Categories)
+	default:
+		return invalid(field+".type", "%q: want %q (with min and max) or %q (with categories)", f.Type, TypeNumeric, TypeCategorical)
 	}
 	return nil
 }
 
 func (l *Label) validate(t *Task) error {
+	var errs []error
 	if strings.TrimSpace(l.Name) != l.Name || l.Name == "" {
-		return invalid("label.name", "must be non-empty without leading or trailing spaces")
-	}
-	if err := checkText("label.name", l.Name, maxText, true); err != nil {
-		return err
+		errs = append(errs, invalid("label.name", "must be non-empty without leading or trailing spaces"))
+	} else if err := checkText("label.name", l.Name, maxText, true); err != nil {
+		errs = append(errs, err)
 	}
 	if err := checkText("label.question", l.Question, maxText, false); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if len(l.Classes) < 2 || len(l.Classes) > 256 {
-		return invalid("label.classes", "declare 2 to 256 classes, got %d", len(l.Classes))
+		errs = append(errs, invalid("label.classes", "declare 2 to 256 classes, got %d", len(l.Classes)))
 	}
 	seen := map[string]bool{}
 	for j, c := range l.Classes {
 		field := fmt.Sprintf("label.classes[%d]", j)
 		if err := checkText(field, c, maxText, true); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 		if strings.TrimSpace(c) != c {
-			return invalid(field, "%q has leading or trailing spaces", c)
+			errs = append(errs, invalid(field, "%q has leading or trailing spaces", c))
 		}
 		if seen[c] {
-			return invalid(field, "%q is declared twice", c)
+			errs = append(errs, invalid(field, "%q is declared twice", c))
 		}
 		seen[c] = true
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (p *Privacy) validate() error {
+	var errs []error
 	if p.Protocol != "" {
 		if _, err := wire.ParseProtocol(p.Protocol); err != nil {
-			return invalid("privacy.protocol", "%v", err)
+			errs = append(errs, invalid("privacy.protocol", "%v", err))
 		}
 	}
 	if p.Epsilon < 0 || math.IsInf(p.Epsilon, 0) || math.IsNaN(p.Epsilon) {
-		return invalid("privacy.epsilon", "%v must be positive", p.Epsilon)
+		errs = append(errs, invalid("privacy.epsilon", "%v must be positive", p.Epsilon))
 	}
 	if p.Epsilon > MaxEpsilon {
-		return invalid("privacy.epsilon", "%v is above %v: a budget that large protects nobody (the operator page refuses it too)", p.Epsilon, MaxEpsilon)
+		errs = append(errs, invalid("privacy.epsilon", "%v is above %v: a budget that large protects nobody (the operator page refuses it too)", p.Epsilon, MaxEpsilon))
 	}
 	if p.Delta < 0 || p.Delta >= 1 {
-		return invalid("privacy.delta", "%v must be in (0, 1)", p.Delta)
+		errs = append(errs, invalid("privacy.delta", "%v must be in (0, 1)", p.Delta))
 	}
 	if p.Rounds < 0 || p.Rounds > 100000 {
-		return invalid("privacy.rounds", "%d must be in [1, 100000]", p.Rounds)
+		errs = append(errs, invalid("privacy.rounds", "%d must be in [1, 100000]", p.Rounds))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Inputs returns the number of encoded feature columns F.

@@ -393,3 +393,34 @@ func TestSpreadsheetLocales(t *testing.T) {
 		t.Fatalf("error %q, want %q", p.Errors[0].Error(), w)
 	}
 }
+
+// TestEveryProblemNamed: a definition with several independent problems
+// names each of them, one per line (the operator's upload and `aggregator
+// task check` show them all), still wrapping ErrInvalid.
+func TestEveryProblemNamed(t *testing.T) {
+	bad := strings.NewReplacer(
+		`"min": 0, "max": 120`, `"min": 5, "max": 5`,
+		`"categories": ["sun", "rain", "snow"]`, `"categories": ["sun", "sun"]`,
+		`"classes": ["walk", "bike", "bus", "car"]`, `"classes": ["walk"]`,
+		`"epsilon": 4`, `"epsilon": 5000`,
+	).Replace(survey)
+	_, err := Parse([]byte(bad))
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("error %v does not wrap ErrInvalid", err)
+	}
+	want := []string{
+		`features[0] ("age"): min 5 must be below max 5`,
+		`features[2] ("weather").categories[1]: "sun" is declared twice`,
+		"label.classes: declare 2 to 256 classes, got 1",
+		"privacy.epsilon: 5000 is above 1000",
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d problems named, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("problem %d: %q, want it to say %q", i+1, lines[i], w)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTaskCheck: `aggregator task check` passes the shipped tasks, and for
+// a broken one prints every problem of the definition, or every refused
+// row of a public CSV file it names, with exit status 1.
+func TestTaskCheck(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if st := run(t.Context(), []string{"task", "check", "../tasks/breast-cancer/task.json", "../tasks/class-survey/task.json"}, &out, &errOut); st != 0 {
+		t.Fatalf("shipped tasks: exit %d\n%s%s", st, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "breast-cancer/task.json: ok: \"breast-cancer\" (csv), d = 62") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+
+	dir := t.TempDir()
+	def := `{"version": 1, "name": "Bad Name", "title": "t", "consent": "c", "source": "csv",
+  "features": [{"name": "age", "type": "numeric", "min": 5, "max": 5},
+               {"name": "x", "type": "numeric", "min": 0, "max": 10}],
+  "label": {"name": "y", "classes": ["a"]}, "model": {"type": "logreg"}}`
+	if err := os.WriteFile(filepath.Join(dir, "bad.json"), []byte(def), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if st := run(t.Context(), []string{"task", "check", filepath.Join(dir, "bad.json")}, &out, &errOut); st != 1 {
+		t.Fatalf("broken task: exit %d\n%s", st, out.String())
+	}
+	for _, w := range []string{"field name:", "min 5 must be below max 5", "declare 2 to 256 classes", ": 3 problem(s)"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+
+	good := strings.NewReplacer(`"Bad Name"`, `"ok"`, `"min": 5, "max": 5`, `"min": 0, "max": 120`, `["a"]`, `["a", "b"]`).Replace(def)
+	good = strings.Replace(good, `"model"`, `"holdout": "h.csv", "model"`, 1)
+	csv := "age,x,y\n30,1,a\n200,1,b\n30,x,b\n30,2,c\n31,3,b\n"
+	for name, body := range map[string]string{"good.json": good, "h.csv": csv} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if st := run(t.Context(), []string{"task", "check", filepath.Join(dir, "good.json")}, &out, &errOut); st != 1 {
+		t.Fatalf("a holdout with bad rows: exit %d\n%s", st, out.String())
+	}
+	for _, w := range []string{"row 3, column 'age': 200 is outside", "row 4, column 'x': \"x\" is not a number", "row 5, column 'y'", ": 3 problem(s)"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
