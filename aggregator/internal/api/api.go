@@ -19,6 +19,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
+	"github.com/blanket-fl/blanket/aggregator/internal/study"
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -189,6 +190,13 @@ func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
 		writeJSON(w, struct {
 			Rounds []RoundRow `json:"rounds"`
 		}{rows})
+	})
+	mux.HandleFunc("GET /api/rounds.csv", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := study.RoundsCSV(w, b.Rounds()); err != nil {
+			log.Warn("rounds.csv", "err", err)
+		}
 	})
 	// The key's own JSON form ({"sign", "hpke", "fingerprint"}), which
 	// clients unmarshal and check (the fingerprint must match the keys).

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/study"
 	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
@@ -194,6 +195,29 @@ type Export struct {
 	Inputs  []string  `json:"inputs"`
 	Weights []float64 `json:"weights"`
 	Bias    []float64 `json:"bias"`
+	// Study is the record to publish with the model: the task's and the
+	// client's hashes, the software, the privacy spent and by which
+	// accountant row, the protocol's parameters (aggregator/internal/study).
+	Study *study.Record `json:"study"`
+}
+
+// NewExport is the export of model params (the last finished round's)
+// for task t, with t's public definition (no operator file paths) and
+// the hash of that definition in a Study record, whose other fields the
+// caller fills. It refuses a model whose size is not t's d.
+func NewExport(t *task.Task, round int, params []float64) (*Export, error) {
+	pub := *t
+	pub.Holdout, pub.Simulation = "", ""
+	sh := pub.Shape()
+	if len(params) != sh.NumParams() {
+		return nil, fmt.Errorf("export: the model has %d parameters, the task's d is %d", len(params), sh.NumParams())
+	}
+	_, sum, err := study.PublicTask(t)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	return &Export{Task: &pub, Round: round, Inputs: EncodedInputs(&pub), Weights: params[:sh.Classes*sh.Features],
+		Bias: params[sh.Classes*sh.Features:], Study: &study.Record{TaskSHA256: sum}}, nil
 }
 
 // EncodedInputs names the encoded input columns of t in the layout of

@@ -3,15 +3,16 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"maps"
 	"net/http"
 	"slices"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
+	"github.com/blanket-fl/blanket/aggregator/internal/study"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -39,15 +40,13 @@ func (s *Server) serveTask(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	t := *s.cfg.Task
-	t.Holdout, t.Simulation = "", ""
-	b, err := json.MarshalIndent(&t, "", " ")
+	b, _, err := study.PublicTask(s.cfg.Task)
 	if err != nil {
-		http.Error(w, "task: "+err.Error(), http.StatusInternalServerError)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(b, '\n'))
+	w.Write(b)
 }
 
 // Export is the JSON of GET /api/export (classtask.Export).
@@ -62,21 +61,20 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	t := *s.cfg.Task
-	t.Holdout, t.Simulation = "", ""
-	st := s.Status()
-	m := s.ModelView()
-	sh := t.Shape()
-	if len(m.Params) != sh.NumParams() {
-		http.Error(w, "export: the model does not fit the task", http.StatusInternalServerError)
+	st, m, rc := s.Status(), s.ModelView(), s.Current()
+	e, err := classtask.NewExport(s.cfg.Task, m.Round, m.Params)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	e := Export{Task: &t, Round: m.Round, RoundsOK: st.RoundsOK, AccuracySource: st.AccuracySource,
-		Inputs: classtask.EncodedInputs(&t), Weights: m.Params[:sh.Classes*sh.Features], Bias: m.Params[sh.Classes*sh.Features:]}
+	e.RoundsOK, e.AccuracySource = st.RoundsOK, st.AccuracySource
 	if st.AccuracySource == "public_holdout" {
 		e.Accuracy = st.Accuracy
 	}
-	b, err := json.MarshalIndent(&e, "", " ")
+	*e.Study = study.Record{TaskSHA256: e.Study.TaskSHA256, WasmSHA256: s.cfg.Web.Wasm.SHA256(), AggregatorKey: st.Fingerprint,
+		Software: study.Build(), Epsilon: st.Epsilon, Delta: st.Delta, Method: st.Method, TargetEpsilon: st.TargetEpsilon,
+		TargetDelta: st.TargetDelta, Protocol: checkpoint.ParamsOf(rc.Params), ServerLR: rc.ServerLR, Rounds: st.Round, RoundsOK: st.RoundsOK}
+	b, err := json.MarshalIndent(e, "", " ")
 	if err != nil {
 		http.Error(w, "export: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -86,7 +84,7 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Access-Control-Allow-Origin", "*")
 	if r.URL.Query().Get("download") != "" {
-		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="blanket-model-%s-round%d.json"`, t.Name, m.Round))
+		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="blanket-model-%s-round%d.json"`, e.Task.Name, m.Round))
 	}
 	w.Write(append(b, '\n'))
 }

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
-	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 )
 
 // TestExport: GET /api/export is the current model with the task it was
@@ -39,6 +43,23 @@ func TestExport(t *testing.T) {
 	}
 	if m := h.srv.Model(); !slices.Equal(append(slices.Clone(e.Weights), e.Bias...), m) || allZero(m) {
 		t.Errorf("exported %v %v, model %v", e.Weights, e.Bias, m)
+	}
+	// The study record: the hash is of the bytes GET /api/task serves,
+	// and the privacy spent is the ledger's, by its row.
+	_, taskBody := get(t, h.http.URL+"/api/task")
+	sum := sha256.Sum256([]byte(taskBody))
+	st := h.srv.Status()
+	rc := h.srv.Current()
+	if r := e.Study; r == nil || r.TaskSHA256 != hex.EncodeToString(sum[:]) || r.Epsilon != st.Epsilon || !(r.Epsilon > 0) ||
+		r.Method == "" || r.Method != st.Method || r.TargetEpsilon != st.TargetEpsilon || r.AggregatorKey != h.srv.PublicKey().Fingerprint() ||
+		r.Protocol.Clip != rc.Params.Clip || r.ServerLR != rc.ServerLR || r.RoundsOK != 1 || r.Software.GoVersion == "" {
+		t.Errorf("study record %+v (status %+v)", e.Study, st)
+	}
+	// The rounds as CSV: the header, then round 1 ok with its epsilon.
+	code, csvBody := get(t, h.http.URL+"/api/rounds.csv")
+	rows, err := csv.NewReader(strings.NewReader(csvBody)).ReadAll()
+	if code != http.StatusOK || err != nil || len(rows) != 2 || rows[0][0] != "round" || rows[1][0] != "1" || rows[1][1] != "ok" || rows[1][8] == "" {
+		t.Errorf("rounds.csv (HTTP %d, %v):\n%s", code, err, csvBody)
 	}
 
 	bare := newHarness(t, t.TempDir(), newFakeRelay(t), nil)
