@@ -2,12 +2,17 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/task"
 )
 
@@ -18,8 +23,11 @@ import (
 // status is 1 if there is any. A valid task's summary says what the
 // volunteers' data must look like (its columns) and the model's d.
 func taskMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) >= 1 && args[0] == "plan" {
+		return taskPlan(args[1:], stdout, stderr)
+	}
 	if len(args) < 2 || args[0] != "check" {
-		fmt.Fprintln(stderr, "usage: aggregator task check FILE [FILE...]")
+		fmt.Fprintln(stderr, "usage: aggregator task check FILE [FILE...]\n       aggregator task plan [flags] FILE")
 		return 2
 	}
 	status := 0
@@ -107,4 +115,98 @@ func splitJoined(err error) []string {
 		return strings.Split(err.Error(), "\n")
 	}
 	return []string{err.Error()}
+}
+
+// noiseDominates is the noise-to-signal ratio (planRatio) from which a
+// round is mostly noise. On the digits at ε = 4 over 5 rounds (the
+// secure-summation runs of docs/experiments.md) the ratio is 1.6 with 400
+// volunteers (79.05%), 2.8 with 230 (71.75%) and 32 with 20 (18.90%,
+// barely above chance): a heuristic from those runs, not a theorem.
+const noiseDominates = 4
+
+// planRatio is the ratio of the norm of the two servers' noise on a
+// round's mean update to the largest possible mean update (the clip): each
+// server adds N(0, σ²) per coordinate to the sum of n updates clipped to
+// sensitivity Δ, so the mean carries √(2d)·σ/(n) of noise in norm against
+// at most Δ of signal. It needs no data: σ/Δ follows from ε, δ, the
+// rounds and the check-in rate alone.
+func planRatio(d, n int, sigmaOverDelta float64) float64 {
+	return math.Sqrt(2*float64(d)) * sigmaOverDelta / float64(n)
+}
+
+// taskPlan is `aggregator task plan [flags] FILE`: before recruiting, how
+// noisy a secure-summation round of the task is at a number of
+// volunteers, from public parameters only (the task's d; ε, δ, rounds and
+// the check-in rate, the task's suggestions unless given), and how many
+// volunteers keep the noise below the signal. The accuracy a given crowd
+// reaches is the experiment runner's to simulate on public proxy rows: the
+// command prints that command when the task names simulation rows.
+func taskPlan(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("task plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	volunteers := fs.Int("volunteers", 0, "volunteers reporting in each round (0: a table of crowd sizes)")
+	epsilon := fs.Float64("epsilon", 0, "the study's epsilon over all its rounds (0: the task's suggestion, else "+fmt.Sprint(params.DefaultTargetEpsilon)+")")
+	delta := fs.Float64("delta", 0, "the study's delta (0: the task's suggestion, else "+fmt.Sprint(params.DefaultTargetDelta)+")")
+	rounds := fs.Int("rounds", 0, "rounds the budget is spent over (0: the task's suggestion, else 5)")
+	checkIn := fs.Float64("check-in", 1, "the check-in rate q")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: aggregator task plan [-volunteers N] [-epsilon E] [-delta D] [-rounds R] FILE")
+		return 2
+	}
+	tk, dir, err := task.Load(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "aggregator:", err)
+		return 1
+	}
+	pick := func(flagV, taskV, def float64) float64 {
+		switch {
+		case flagV > 0:
+			return flagV
+		case taskV > 0:
+			return taskV
+		}
+		return def
+	}
+	eps := pick(*epsilon, tk.Privacy.Epsilon, params.DefaultTargetEpsilon)
+	dlt := pick(*delta, tk.Privacy.Delta, params.DefaultTargetDelta)
+	r := int(pick(float64(*rounds), float64(tk.Privacy.Rounds), 5))
+	if *volunteers < 0 || !(*checkIn > 0 && *checkIn <= 1) {
+		fmt.Fprintln(stderr, "aggregator: -volunteers must be >= 0 and -check-in in (0, 1]")
+		return 2
+	}
+	ratio, err := privacy.CalibrateSecAggSigmaReplaceOne(eps, dlt, r, *checkIn, 1)
+	if err != nil {
+		fmt.Fprintln(stderr, "aggregator: calibrating the noise:", err)
+		return 1
+	}
+	d := tk.D()
+	fmt.Fprintf(stdout, "task %q: d = %d; secure summation at epsilon %g over %d rounds (delta %g, check-in %g): each server adds noise of %.3g times the sensitivity per coordinate\n",
+		tk.Name, d, eps, r, dlt, *checkIn, ratio)
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "volunteers per round\tnoise / largest signal\t")
+	crowd := []int{5, 10, 20, 50, 100, 200, 400, 1000, 3000, 10000}
+	if *volunteers > 0 {
+		crowd = []int{*volunteers}
+	}
+	for _, n := range crowd {
+		x := planRatio(d, n, ratio)
+		note := ""
+		if x >= noiseDominates {
+			note = "noise dominates: the model will be mostly noise"
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%s\n", n, x, note)
+	}
+	tw.Flush()
+	for _, lim := range []float64{noiseDominates, 1} {
+		fmt.Fprintf(stdout, "noise below %g x the largest signal from %d volunteers per round\n", lim,
+			int(math.Ceil(math.Sqrt(2*float64(d))*ratio/lim)))
+	}
+	if tk.Simulation != "" {
+		fmt.Fprintf(stdout, "to simulate the accuracy on the task's public rows: go run ./aggregator/lab simulate -protocols secagg -task %s -secagg-pop N -secagg-eps %g -secagg-rounds %d\n",
+			filepath.Join(dir, filepath.Base(fs.Arg(0))), eps, r)
+	}
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -55,4 +56,32 @@ func TestTaskCheck(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
 		}
 	}
+}
+
+// TestTaskPlan: the noise-to-signal ratio follows √(2d)·(σ/Δ)/n with σ/Δ
+// the ledger's calibration for the study's ε, δ and rounds (the digits at
+// 400 volunteers, ε = 4 over 5 rounds: 1.6, docs/experiments.md), small
+// crowds are flagged, and the crowd that keeps the noise below the signal
+// is printed.
+func TestTaskPlan(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if st := run(t.Context(), []string{"task", "plan", "-volunteers", "400", "-epsilon", "4", "-rounds", "5", "-delta", "1e-5", "digits"}, &out, &errOut); st != 0 {
+		t.Fatalf("exit %d: %s", st, errOut.String())
+	}
+	if !strings.Contains(out.String(), "d = 7850") || !regexpMatch(t, `\n400\s+1\.6[0-9]\s`, out.String()) {
+		t.Fatalf("digits at 400:\n%s", out.String())
+	}
+	out.Reset()
+	if st := run(t.Context(), []string{"task", "plan", "../tasks/class-survey/task.json"}, &out, &errOut); st != 0 {
+		t.Fatalf("exit %d: %s", st, errOut.String())
+	}
+	if !regexpMatch(t, `\n5\s+[0-9.]+\s+noise dominates`, out.String()) || !regexpMatch(t, `\n400\s+0\.[0-9]+\s*\n`, out.String()) ||
+		!strings.Contains(out.String(), "noise below 1 x the largest signal from 60 volunteers") {
+		t.Fatalf("survey:\n%s", out.String())
+	}
+}
+
+func regexpMatch(t *testing.T, re, s string) bool {
+	t.Helper()
+	return regexp.MustCompile(re).MatchString(s)
 }
