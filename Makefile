@@ -56,7 +56,7 @@ test-js: ## the shared packages' tests compiled to wasm and run under Node.js
 test-browser: ## headless Chromium end to end: join pages, a native cohort, the live dashboard (skips without chromium)
 	cd scripts/browsertest && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-bench: ## a curated set of benchmarks, native and GOOS=js side by side, CPU-time ratios (about 5 minutes)
+bench: ## a curated set of benchmarks, native and GOOS=js side by side, CPU-time ratios (about 35 s on 2 loaded cores)
 	bash scripts/bench.sh
 
 bench-round: ## one secure-summation (PINE) round of 1,000 reports for both servers (s/round, ms/report), natively

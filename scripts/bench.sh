@@ -5,7 +5,7 @@
 # benchmark thread's CPU time natively, the Node process's under js; see
 # shared/internal/benchclock) and, for reference, of their wall time.
 # Figures from one run on the same machine are comparable; absolute
-# numbers on a small shared machine are not. About 5 minutes on two cores.
+# numbers on a small shared machine are not. About 35 s on two loaded cores.
 #
 # BENCH_COUNT=N repeats every benchmark N times (benchratio then prints
 # medians and ranges); BENCHTIME overrides -benchtime (default 10x).
