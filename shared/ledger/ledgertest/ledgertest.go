@@ -1,5 +1,6 @@
 // Package ledgertest injects I/O failures into a ledger's append path
-// (shared/ledger Options.WrapFile), for tests of the ledger and of the
+// (shared/ledger Options.WrapFile for a ledger file, StoreFS for a ledger
+// in a datastore), for tests of the ledger and of the
 // servers that charge it: a charge whose write or fsync fails must
 // return an error and release nothing.
 package ledgertest
@@ -7,8 +8,10 @@ package ledgertest
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
@@ -83,6 +86,72 @@ func (f *file) Sync() error {
 	f.mu.Unlock()
 	if fail {
 		return fmt.Errorf("%w (%s)", ErrInjected, f.op)
+	}
+	return f.File.Sync()
+}
+
+// StoreFS is a datastore.FileSystem (datastore.Options.FS) that fails
+// the next write or fsync of the store's log once armed (Arm): a ledger
+// in a datastore (ledger.OpenStore) is failed through its store. Every
+// other call goes to the operating system. It is safe for concurrent use.
+type StoreFS struct {
+	datastore.OS
+	mu    sync.Mutex
+	armed bool
+	op    Op
+}
+
+// Arm makes the next Write (Write, TornWrite) or Sync (Sync) of a file
+// the store opened fail with ErrInjected, once.
+func (s *StoreFS) Arm(op Op) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed, s.op = true, op
+}
+
+// take reports whether the call of kind sync fails, disarming.
+func (s *StoreFS) take(sync bool) (Op, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.armed || (s.op == Sync) != sync {
+		return 0, false
+	}
+	s.armed = false
+	return s.op, true
+}
+
+// OpenFile implements datastore.FileSystem.
+func (s *StoreFS) OpenFile(name string, flag int, perm fs.FileMode) (datastore.File, error) {
+	f, err := s.OS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &storeFile{File: f, fs: s}, nil
+}
+
+type storeFile struct {
+	datastore.File
+	fs *StoreFS
+}
+
+func (f *storeFile) Write(p []byte) (int, error) {
+	op, fail := f.fs.take(false)
+	if !fail {
+		return f.File.Write(p)
+	}
+	if op == TornWrite {
+		k, err := f.File.Write(p[:len(p)/2])
+		if err != nil {
+			return k, err
+		}
+		return k, fmt.Errorf("%w (%s after %d of %d bytes)", ErrInjected, op, k, len(p))
+	}
+	return 0, fmt.Errorf("%w (%s)", ErrInjected, op)
+}
+
+func (f *storeFile) Sync() error {
+	if _, fail := f.fs.take(true); fail {
+		return fmt.Errorf("%w (%s)", ErrInjected, Sync)
 	}
 	return f.File.Sync()
 }
