@@ -340,7 +340,7 @@ func TestChargeWithIsOneTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := l.Head()
-			fsys.Arm(op)
+			fsys.Arm(op, nil)
 			err := l.ChargeWith(rel(2), put("round 2"))
 			if !errors.Is(err, ledger.ErrBroken) || !errors.Is(err, datastore.ErrNotDurable) || !errors.Is(err, ledgertest.ErrInjected) {
 				t.Fatalf("charge with a failing %s: %v", op, err)

@@ -6,6 +6,7 @@
 package ledgertest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -91,33 +92,27 @@ func (f *file) Sync() error {
 }
 
 // StoreFS is a datastore.FileSystem (datastore.Options.FS) that fails
-// the next write or fsync of the store's log once armed (Arm): a ledger
-// in a datastore (ledger.OpenStore) is failed through its store. Every
-// other call goes to the operating system. It is safe for concurrent use.
+// one write or fsync of the store's log once armed (Arm): a ledger in a
+// datastore (ledger.OpenStore) is failed through its store. Every other
+// call goes to the operating system. It is safe for concurrent use.
 type StoreFS struct {
 	datastore.OS
-	mu    sync.Mutex
-	armed bool
-	op    Op
+	mu     sync.Mutex
+	armed  bool
+	op     Op
+	marker []byte
+	synced bool // a write with the marker went through: fail the next Sync
 }
 
-// Arm makes the next Write (Write, TornWrite) or Sync (Sync) of a file
-// the store opened fail with ErrInjected, once.
-func (s *StoreFS) Arm(op Op) {
+// Arm makes the next write of the log whose bytes contain marker (nil:
+// any) fail with ErrInjected (op Write or TornWrite), or the fsync after
+// it (op Sync), once. ledger.BucketRecords as the marker fails a charge's
+// transaction (the bucket's name is in each of its frames) whatever the
+// other transactions written before it.
+func (s *StoreFS) Arm(op Op, marker []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.armed, s.op = true, op
-}
-
-// take reports whether the call of kind sync fails, disarming.
-func (s *StoreFS) take(sync bool) (Op, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.armed || (s.op == Sync) != sync {
-		return 0, false
-	}
-	s.armed = false
-	return s.op, true
+	s.armed, s.op, s.marker, s.synced = true, op, marker, false
 }
 
 // OpenFile implements datastore.FileSystem.
@@ -135,8 +130,17 @@ type storeFile struct {
 }
 
 func (f *storeFile) Write(p []byte) (int, error) {
-	op, fail := f.fs.take(false)
-	if !fail {
+	s := f.fs
+	s.mu.Lock()
+	hit := s.armed && !s.synced && (s.marker == nil || bytes.Contains(p, s.marker))
+	op := s.op
+	if hit && op == Sync {
+		s.synced, hit = true, false
+	} else if hit {
+		s.armed = false
+	}
+	s.mu.Unlock()
+	if !hit {
 		return f.File.Write(p)
 	}
 	if op == TornWrite {
@@ -150,7 +154,14 @@ func (f *storeFile) Write(p []byte) (int, error) {
 }
 
 func (f *storeFile) Sync() error {
-	if _, fail := f.fs.take(true); fail {
+	s := f.fs
+	s.mu.Lock()
+	fail := s.armed && s.synced
+	if fail {
+		s.armed = false
+	}
+	s.mu.Unlock()
+	if fail {
 		return fmt.Errorf("%w (%s)", ErrInjected, Sync)
 	}
 	return f.File.Sync()
