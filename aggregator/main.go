@@ -34,6 +34,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/task"
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return audit.Main(ctx, args[1:], stdout, stderr)
+	case "export-ledger":
+		return exportLedger(args[1:], stdout, stderr)
 	case "help":
 		usage(stdout)
 		return 0
@@ -76,13 +79,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: aggregator [serve] [flags]
        aggregator audit [flags]
+       aggregator export-ledger -state DIR > ledger.jsonl
 
   [serve]    run the aggregator service: announce rounds to the relay, receive,
              account, decrypt and aggregate batches, serve the JSON API
   audit      attack every announceable shuffle protocol on neighbouring inputs and
              print the empirical lower bound on epsilon next to the charged epsilon
+  export-ledger  write the privacy ledger held in a state directory's datastore in its
+             file format (one hash-chained JSON line per round: shared/ledger), for
+             an auditor; read-only, safe while the aggregator runs
 
 research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
+}
+
+// exportLedger is `aggregator export-ledger -state DIR`: the ledger in
+// DIR's datastore, in the file format, on stdout (ledger.ExportDir).
+func exportLedger(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("export-ledger", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", "", "the aggregator's state directory (required)")
+	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: aggregator export-ledger -state DIR > ledger.jsonl")
+		return 2
+	}
+	if _, err := ledger.ExportDir(*state, stdout); err != nil {
+		fmt.Fprintln(stderr, "aggregator: export-ledger:", err)
+		return 1
+	}
+	return 0
 }
 
 // serve runs the aggregator service (`aggregator [serve] [flags]`) and
