@@ -393,7 +393,7 @@ func importFormer(db *datastore.Store, former Former, log *slog.Logger) error {
 	if err := syncDir(filepath.Dir(firstNonEmpty(former.Ledger, former.Peer))); err != nil {
 		return err
 	}
-	log.Info("ledger: imported the former files into the datastore", "ledger", former.Ledger, "records", len(lines),
+	log.Info("ledger: imported the former files into the datastore", "file", former.Ledger, "records", len(lines),
 		"head", last.String(), "already_in_store", already, "imported", imported, "peer", former.Peer, "peer_count", peer.Count)
 	return nil
 }
