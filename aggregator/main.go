@@ -10,6 +10,10 @@
 //	                              empirical lower bound on epsilon with the charge
 //	aggregator task check FILE    list every problem of a task definition and
 //	                              of the public CSV files it names
+//	aggregator task plan FILE     the noise over the signal per round at each
+//	                              crowd size, before recruiting
+//	aggregator export-ledger      the ledger in a state directory, in its file
+//	                              format, for an auditor
 //
 // Run `aggregator -h` or `aggregator audit -h` for the flags. The research
 // tools (the in-process experiments and the accountant's tables) are not
@@ -36,6 +40,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/task"
@@ -62,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return audit.Main(ctx, args[1:], stdout, stderr)
 	case "task":
 		return taskMain(args[1:], stdout, stderr)
+	case "export-ledger":
+		return exportLedger(args[1:], stdout, stderr)
 	case "help":
 		usage(stdout)
 		return 0
@@ -81,6 +88,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: aggregator [serve] [flags]
        aggregator audit [flags]
        aggregator task check FILE [FILE...]
+       aggregator task plan [-volunteers N] [-epsilon E] [-rounds R] FILE
+       aggregator export-ledger -state DIR > ledger.jsonl
 
   [serve]    run the aggregator service: announce rounds to the relay, receive,
              account, decrypt and aggregate batches, serve the JSON API
@@ -88,8 +97,30 @@ func usage(w io.Writer) {
              print the empirical lower bound on epsilon next to the charged epsilon
   task check list every problem of each task definition and of the public CSV
              files it names (holdout, simulation); exit status 1 if any
+  task plan  before recruiting: the noise over the largest signal of a round at
+             each crowd size, from the task's d and the privacy budget alone
+  export-ledger  write the privacy ledger held in a state directory's datastore in its
+             file format (one hash-chained JSON line per round: shared/ledger), for
+             an auditor; read-only, safe while the aggregator runs
 
 research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
+}
+
+// exportLedger is `aggregator export-ledger -state DIR`: the ledger in
+// DIR's datastore, in the file format, on stdout (ledger.ExportDir).
+func exportLedger(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("export-ledger", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", "", "the aggregator's state directory (required)")
+	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: aggregator export-ledger -state DIR > ledger.jsonl")
+		return 2
+	}
+	if _, err := ledger.ExportDir(*state, stdout); err != nil {
+		fmt.Fprintln(stderr, "aggregator: export-ledger:", err)
+		return 1
+	}
+	return 0
 }
 
 // serve runs the aggregator service (`aggregator [serve] [flags]`) and

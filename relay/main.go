@@ -127,7 +127,8 @@ func run(args []string) error {
 		return err
 	}
 	// One transactional store for the relay's state (the outbox, the
-	// helper key, the shuffle rounds' acknowledged frames); a state
+	// helper key, the shuffle rounds' acknowledged frames, the noise
+	// ledger and the aggregator's head); a state
 	// directory of the former format is imported on the first start.
 	st, err := relaystore.Open(*state, &datastore.Options{Logger: log})
 	if err != nil {
@@ -141,7 +142,9 @@ func run(args []string) error {
 	if created {
 		log.Info("generated the secure-summation helper key", "store", filepath.Join(*state, datastore.LogFile))
 	}
-	nl, err := ledger.OpenNoise(*state, ledger.Options{TargetEpsilon: *targetEps, TargetDelta: *targetDelta, Logger: log})
+	// The noise ledger and the aggregator's head are in the store too
+	// (the former noise-ledger.jsonl and peer-anchor imported once).
+	nl, err := ledger.OpenNoiseStore(st.DB(), *state, ledger.Options{TargetEpsilon: *targetEps, TargetDelta: *targetDelta, Logger: log})
 	if err != nil {
 		return err
 	}

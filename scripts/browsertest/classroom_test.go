@@ -1,6 +1,7 @@
 package browsertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
 // classHost is the address the classroom test serves on: not 127.0.0.1
@@ -540,7 +542,7 @@ func TestClassroom(t *testing.T) {
 		t.Error(err)
 	}
 	oldDir := cl.AggregatorDir()
-	oldLedger, err := os.ReadFile(filepath.Join(oldDir, "ledger.jsonl"))
+	oldLedger, err := exportLedger(oldDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +572,7 @@ func TestClassroom(t *testing.T) {
 	if k, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), ""); err != nil || k.Fingerprint() != key.Fingerprint() {
 		t.Errorf("the new class's key %v (%v), want the same fingerprint %s", k.Fingerprint(), err, key.Fingerprint())
 	}
-	if b, err := os.ReadFile(filepath.Join(oldDir, "ledger.jsonl")); err != nil || string(b) != string(oldLedger) {
+	if b, err := exportLedger(oldDir); err != nil || string(b) != string(oldLedger) {
 		t.Errorf("the old class's ledger changed (%v)", err)
 	}
 	if err := waitFor(dash, `document.getElementById("round").dataset.value === "0"`, `document.querySelector("#summary").innerText`, 30*time.Second); err != nil {
@@ -771,3 +773,11 @@ func tryModel(tb *tab) error {
 // error's technical text.
 const phoneStateJS = `JSON.stringify({ join: ` + joinStateJS + `, note: (document.getElementById("my-note") || {}).textContent,
 	error: document.getElementById("error-text").textContent, info: document.getElementById("round-info").textContent })`
+
+// exportLedger returns the privacy ledger in the aggregator's state
+// directory dir (its datastore), in the ledger file format, read-only.
+func exportLedger(dir string) ([]byte, error) {
+	var b bytes.Buffer
+	_, err := ledger.ExportDir(dir, &b)
+	return b.Bytes(), err
+}

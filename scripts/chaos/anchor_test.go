@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
 // copyState replaces dst with a copy of src's regular files (modes kept).
@@ -40,9 +42,9 @@ func copyState(t *testing.T, src, dst string) {
 // real binaries until both ledgers hold charges past a saved copy, then
 // tampers with one server's state while the other runs and checks that
 // the tampered server refuses to start (its output names the rollback):
-// the aggregator after deleting its datastore (store.log: the
-// checkpoint) and its ledger's last line, after deleting the datastore
-// and the ledger, after restoring its whole
+// the aggregator after deleting its checkpoint and its ledger's last
+// record from its datastore (store.log), after deleting the datastore
+// (checkpoint, ledger, key), after restoring its whole
 // state directory from the older copy; the relay after restoring its
 // state directory from the older copy. Untampered, both start again and
 // a round completes.
@@ -131,16 +133,23 @@ func TestAnchorTampering(t *testing.T) {
 		}
 		t.Logf("%s: refused", what)
 	}
-	cutLast := func(path string) {
-		b, err := os.ReadFile(path)
+	// The aggregator's datastore holds its checkpoint, its ledger (one
+	// record per key in ledger/records), the relay's head and its key.
+	cutLast := func() { // the checkpoint and the ledger's last record
+		db, err := datastore.Open(aggDir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := len(b) - 2
-		for i >= 0 && b[i] != '\n' {
-			i--
-		}
-		if err := os.WriteFile(path, b[:i+1], 0o600); err != nil {
+		err = db.Update(func(tx *datastore.Tx) error {
+			tx.DeleteBucket("aggregator/checkpoint")
+			keys := tx.Keys(ledger.BucketRecords)
+			if len(keys) == 0 {
+				return errors.New("no ledger records in the aggregator's datastore")
+			}
+			tx.Delete(ledger.BucketRecords, keys[len(keys)-1])
+			return nil
+		})
+		if err := errors.Join(err, db.Close()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,13 +157,9 @@ func TestAnchorTampering(t *testing.T) {
 		name   string
 		tamper func()
 	}{
-		{"aggregator: its datastore (checkpoint) and the ledger's last line deleted", func() {
+		{"aggregator: its checkpoint and the ledger's last record deleted from its datastore", cutLast},
+		{"aggregator: its datastore (checkpoint, ledger, key) deleted", func() {
 			os.Remove(filepath.Join(aggDir, datastore.LogFile))
-			cutLast(filepath.Join(aggDir, "ledger.jsonl"))
-		}},
-		{"aggregator: its datastore (checkpoint) and the ledger deleted", func() {
-			os.Remove(filepath.Join(aggDir, datastore.LogFile))
-			os.Remove(filepath.Join(aggDir, "ledger.jsonl"))
 		}},
 		{"aggregator: state directory restored from the older copy", func() { copyState(t, aggOld, aggDir) }},
 	} {

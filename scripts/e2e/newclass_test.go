@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/task/taskdata"
 )
@@ -100,7 +102,7 @@ func TestNewClassSwitchesTask(t *testing.T) {
 	if err := cl.GetJSON(ctx, "/api/status", &st); err != nil || !st.NewClass {
 		t.Fatalf("new class not requested: %v %+v", err, st)
 	}
-	oldLedger, _ := os.ReadFile(filepath.Join(oldDir, "ledger.jsonl"))
+	oldLedger, _ := exportLedger(oldDir)
 	if err := cl.NewClass(ctx, filepath.Join(dir, "classes", "second")); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestNewClassSwitchesTask(t *testing.T) {
 	if name, d := shape(); name != "breast-cancer" || d != 62 {
 		t.Errorf("after a round: task %q, d = %d", name, d)
 	}
-	if b, _ := os.ReadFile(filepath.Join(oldDir, "ledger.jsonl")); string(b) != string(oldLedger) {
+	if b, _ := exportLedger(oldDir); string(b) != string(oldLedger) {
 		t.Error("the old class's ledger changed")
 	}
 	if _, err := os.Stat(filepath.Join(oldDir, "task")); !os.IsNotExist(err) {
@@ -163,4 +165,12 @@ func jsonDecode(resp *http.Response, v any) error {
 		return fmt.Errorf("%s: HTTP %s", resp.Request.URL, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// exportLedger returns the privacy ledger in the aggregator's state
+// directory dir (its datastore), in the ledger file format, read-only.
+func exportLedger(dir string) ([]byte, error) {
+	var b bytes.Buffer
+	_, err := ledger.ExportDir(dir, &b)
+	return b.Bytes(), err
 }

@@ -57,6 +57,22 @@
 // "Accounting"). SpentBy gives the (smaller) loss of a volunteer that
 // took part in only some of the rounds.
 //
+// # In the datastore
+//
+// Each server keeps its ledger in its one datastore (OpenStore; the
+// relay's OpenNoiseStore): one record per key in BucketRecords, the value
+// exactly the line of the file format below, so heads and hashes are the
+// same whichever holds the records; the peer head in BucketPeer. A charge
+// is one datastore Update, durable when Charge returns nil; a failed
+// write or fsync (datastore.ErrNotDurable) fails the charge and breaks
+// the ledger exactly as a failed fsync of the file does. ChargeWith puts
+// the caller's writes in the same transaction. The former files are
+// imported once (verified, then renamed NAME.imported, read-only; see
+// OpenStore), and WriteTo and ExportDir give the records back in the
+// file format. Open keeps the file-backed ledger (tools, tests, an
+// exported file); everything below about the file, the torn tail and the
+// lock is about it.
+//
 // # File format
 //
 // One JSON object per line, each line terminated by '\n':
@@ -81,8 +97,8 @@
 //
 // # Anchors
 //
-// Each server also keeps the other's head (Peer: the aggregator's
-// relay-anchor.json, OpenPeer; the relay's NoisePeerFile, Options.PeerFile)
+// Each server also keeps the other's head (Peer: in the datastore,
+// Ledger.Anchor; beside a ledger file, OpenPeer or Options.PeerFile)
 // and never lets it go back (ErrRollback); the servers exchange heads
 // over /v1/anchor (wire.Anchor) and a server whose ledger is behind the
 // head the other holds refuses to start, or suspends its charges

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -165,10 +166,11 @@ type Ledger struct {
 	opts Options
 	log  *slog.Logger
 	path string
-	peer *Peer // Options.PeerFile (nil: none)
+	peer *Peer // Options.PeerFile, or the store's (nil: none)
 
 	mu       sync.RWMutex
-	f        File
+	f        File             // the file (Open), or nil
+	db       *datastore.Store // the store (OpenStore), or nil
 	releases []privacy.Release
 	hashes   []Hash      // hashes[i]: chain hash after record i
 	byRound  map[int]int // round -> index in releases
@@ -248,17 +250,10 @@ const (
 // the replace-one relation whatever the aggregator charges or announces
 // (docs/threat-model.md, "If a server deviates").
 func OpenNoise(dir string, opts Options) (*Ledger, error) {
-	if opts.Session == nil && opts.Composer == nil {
-		if err := opts.validate(); err != nil && !errors.Is(err, errNoComposer) {
-			return nil, err
-		}
-		s, err := privacy.NewSession(opts.TargetDelta)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-		}
-		opts.Session = s
+	opts, err := noiseOptions(opts)
+	if err != nil {
+		return nil, err
 	}
-	opts.RepeatLast = true
 	if opts.PeerFile == "" {
 		opts.PeerFile = filepath.Join(dir, NoisePeerFile)
 	}
@@ -296,22 +291,8 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	l := &Ledger{
-		opts:     opts,
-		log:      log,
-		path:     path,
-		f:        f,
-		releases: rep.releases,
-		hashes:   rep.hashes,
-		byRound:  make(map[int]int, len(rep.releases)),
-		session:  opts.Session,
-	}
-	if l.session != nil {
-		l.report = l.session.Report()
-	}
-	for i, r := range rep.releases {
-		l.byRound[r.Round] = i
-	}
+	l := newLedger(rep, path, opts, log)
+	l.f = f
 	if len(rep.tail) > 0 {
 		// Uncommitted: its Charge never returned nil, so under
 		// charge-first its round was not released (see the package doc).
@@ -325,6 +306,37 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 		}
 		l.tail = rep.tail
 	}
+	if err := l.compose0(rep.last); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLedger returns the ledger holding the replayed records rep (its
+// composition not yet computed: compose0).
+func newLedger(rep replayed, path string, opts Options, log *slog.Logger) *Ledger {
+	l := &Ledger{
+		opts:     opts,
+		log:      log,
+		path:     path,
+		releases: rep.releases,
+		hashes:   rep.hashes,
+		byRound:  make(map[int]int, len(rep.releases)),
+		session:  opts.Session,
+	}
+	if l.session != nil {
+		l.report = l.session.Report()
+	}
+	for i, r := range rep.releases {
+		l.byRound[r.Round] = i
+	}
+	return l
+}
+
+// compose0 composes the replayed releases (Open, OpenStore); last is the
+// last record, whose recorded composition is compared for the log.
+func (l *Ledger) compose0(last decoded) error {
+	opts, log, path := l.opts, l.log, l.path
 	if len(l.releases) > 0 {
 		var eps float64
 		var method string
@@ -333,22 +345,22 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 			// same contribution composed by squaring).
 			s, rp, err := l.session.WithAll(l.releases)
 			if err != nil {
-				return nil, fmt.Errorf("ledger: replaying %s: %w: %w", path, ErrComposer, err)
+				return fmt.Errorf("ledger: replaying %s: %w: %w", path, ErrComposer, err)
 			}
 			if rp.Tightest < 0 || rp.Tightest >= len(rp.Rows) {
-				return nil, fmt.Errorf("ledger: replaying %s: %w: no valid proven accounting method", path, ErrComposer)
+				return fmt.Errorf("ledger: replaying %s: %w: no valid proven accounting method", path, ErrComposer)
 			}
 			l.session, l.report = s, rp
 			eps, method = rp.Rows[rp.Tightest].Epsilon, rp.Rows[rp.Tightest].Method
 		} else {
 			e, m, err := l.compose(l.releases)
 			if err != nil {
-				return nil, fmt.Errorf("ledger: replaying %s: %w", path, err)
+				return fmt.Errorf("ledger: replaying %s: %w", path, err)
 			}
 			eps, method = e, m
 		}
 		l.eps, l.method = eps, method
-		if rec := rep.last; rec.eps != eps || rec.method != method || (rec.delta != 0 && rec.delta != opts.TargetDelta) {
+		if rec := last; rec.eps != eps || rec.method != method || (rec.delta != 0 && rec.delta != opts.TargetDelta) {
 			log.Info("ledger: recomputed composition differs from the recorded one",
 				"recorded_eps", rec.eps, "recorded_delta", rec.delta, "recorded_method", rec.method,
 				"eps", eps, "delta", opts.TargetDelta, "method", method)
@@ -359,7 +371,7 @@ func load(f *os.File, path string, opts Options, log *slog.Logger) (*Ledger, err
 		}
 	}
 	log.Info("ledger opened", "rounds", len(l.releases), "eps", l.eps, "delta", opts.TargetDelta, "method", l.method)
-	return l, nil
+	return nil
 }
 
 // compose calls the composer on a copy of releases and checks its answer.
@@ -468,11 +480,38 @@ func (l *Ledger) repeat(rel privacy.Release) bool {
 // Guarantee: if every release is charged before it is published, the
 // composition of everything published is at most (TargetEpsilon,
 // TargetDelta) by the Composer's (or the Session's Tightest row's) bound.
-func (l *Ledger) Charge(rel privacy.Release) error {
+func (l *Ledger) Charge(rel privacy.Release) error { return l.ChargeWith(rel, nil) }
+
+// ChargeWith is Charge, with also's writes in the same datastore
+// transaction as the record (a ledger opened by OpenStore): the record
+// and every Put or Delete of also are durable together when ChargeWith
+// returns nil, and none of them is if it returns an error (a failed write
+// or fsync, wrapping datastore.ErrNotDurable and ErrBroken, breaks the
+// ledger as in Charge; also's own error aborts the transaction, charges
+// nothing and is returned, the ledger not broken). A caller thus makes a
+// state that must exist exactly when the round is charged (the
+// aggregator's prepared secure-summation round) one write with the
+// charge. also runs with the ledger locked, inside the store's Update:
+// it must not call the ledger, and should only read and write the
+// transaction. With Options.RepeatLast, a repeat of the last release
+// writes no record and commits also's writes alone. also nil is Charge;
+// a file ledger (Open) refuses a non-nil also (ErrInvalidOptions).
+//
+// Guarantee: as Charge.
+func (l *Ledger) ChargeWith(rel privacy.Release, also func(tx *datastore.Tx) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if also != nil && l.db == nil {
+		return fmt.Errorf("%w: ChargeWith needs a ledger in a datastore (OpenStore)", ErrInvalidOptions)
+	}
 	if !l.closed && l.repeat(rel) {
-		return nil
+		if also == nil {
+			return nil
+		}
+		if l.broken != nil {
+			return fmt.Errorf("%w: %w", ErrBroken, l.broken)
+		}
+		return l.commit(rel.Round, nil, also)
 	}
 	eps, method, sess, rep, err := l.checkNext(rel)
 	if err != nil {
@@ -486,7 +525,7 @@ func (l *Ledger) Charge(rel privacy.Release) error {
 	if err != nil {
 		return err
 	}
-	if err := l.commit(rel.Round, line); err != nil {
+	if err := l.commit(rel.Round, line, also); err != nil {
 		return err
 	}
 	l.byRound[rel.Round] = len(l.releases)
@@ -501,16 +540,23 @@ func (l *Ledger) Charge(rel privacy.Release) error {
 	return nil
 }
 
-// commit is the one write path of the ledger: it appends line (one
-// complete record, its '\n' last) with a single Write, then Syncs, and
-// returns nil only after both succeeded. A short write counts as a
+// commit is the one write path of the ledger. In a store (OpenStore) it
+// puts line as the next record, with also's writes, in one Update, and
+// returns nil only when it is durable; a failed write or fsync breaks the
+// ledger (also's own error does not: nothing was written). line nil
+// commits also alone (a repeated release). In a file it appends line
+// (one complete record, its '\n' last) with a single Write, then Syncs,
+// and returns nil only after both succeeded. A short write counts as a
 // failed one. On failure the ledger is broken (every later charge fails
 // with ErrBroken): the file may now hold a fragment of line, or the whole
 // of it unsynced, which a reopen discards (a torn tail) or counts (an
 // over-count, never an under-count); appending after it could chain onto
 // a record the ledger's state does not hold. Caller holds l.mu and
 // updates the state only after commit returned nil.
-func (l *Ledger) commit(round int, line []byte) error {
+func (l *Ledger) commit(round int, line []byte, also func(tx *datastore.Tx) error) error {
+	if l.db != nil {
+		return l.commitStore(round, line, also)
+	}
 	n, err := l.f.Write(line)
 	if err == nil && n != len(line) {
 		err = io.ErrShortWrite
@@ -621,8 +667,13 @@ func (l *Ledger) Verify(h wire.Head) error {
 	return nil
 }
 
-// Peer returns the other server's ledger head as last recorded in
-// Options.PeerFile (the zero head without one).
+// Anchor returns the other server's head as this ledger keeps it (the
+// store's, OpenStore; Options.PeerFile's; nil without one): the
+// aggregator records the relay's head through it (anchor.go).
+func (l *Ledger) Anchor() *Peer { return l.peer }
+
+// Peer returns the other server's ledger head as last recorded in the
+// store (OpenStore) or Options.PeerFile (the zero head without one).
 func (l *Ledger) Peer() wire.Head {
 	if l.peer == nil {
 		return wire.Head{}
@@ -632,7 +683,7 @@ func (l *Ledger) Peer() wire.Head {
 
 // RecordPeer durably records h as the other server's ledger head
 // (Peer.Record): a head behind the recorded one is ErrRollback and not
-// recorded. Without Options.PeerFile it fails.
+// recorded. A ledger file without Options.PeerFile has no peer: it fails.
 func (l *Ledger) RecordPeer(h wire.Head) error {
 	if l.peer == nil {
 		return fmt.Errorf("%w: no peer file", ErrInvalidOptions)
@@ -742,7 +793,8 @@ func (l *Ledger) SpentBy(rounds []int) (eps float64, method string, err error) {
 	return l.compose(sel)
 }
 
-// Close closes the file. Later Charge calls fail with ErrClosed; the read
+// Close closes the file (a ledger in a store leaves the store open: its
+// opener closes it). Later Charge calls fail with ErrClosed; the read
 // methods keep answering from memory. Closing twice is a no-op.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
@@ -751,6 +803,9 @@ func (l *Ledger) Close() error {
 		return nil
 	}
 	l.closed = true
+	if l.f == nil {
+		return nil
+	}
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("ledger: closing %s: %w", l.path, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/durable"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -16,17 +17,41 @@ import (
 // Peer is the other server's ledger head as this one last recorded it
 // (the relay's noise ledger, for the aggregator; the aggregator's privacy
 // ledger, for the relay; docs/threat-model.md, "Ledgers that anchor each
-// other"), kept durably in its own file beside the ledger. It never goes
+// other"), kept durably in the server's datastore (OpenStore: BucketPeer,
+// one Update per change) or in its own file beside a ledger file
+// (OpenPeer, Options.PeerFile). It never goes
 // back: a head behind the recorded one is refused, since the other
 // server's ledger lost records.
 //
-// The file is JSON, {"count":N,"hash":"<hex>"}, replaced whole
+// The value (and the file) is JSON, {"count":N,"hash":"<hex>"}; the file is replaced whole
 // (shared/durable) on every change. OpenPeer also reads the relay's
 // former format, a wire.Anchor frame whose Own is the head.
 type Peer struct {
 	path string
+	db   *datastore.Store // the store (BucketPeer), or nil: path
 	mu   sync.Mutex
 	head wire.Head
+}
+
+// openStorePeer loads the head kept in db (none yet: the empty head).
+func openStorePeer(db *datastore.Store) (*Peer, error) {
+	p := &Peer{db: db}
+	err := db.View(func(tx *datastore.ReadTx) error {
+		b, ok := tx.Get(BucketPeer, PeerKey)
+		if !ok {
+			return nil
+		}
+		h, err := parsePeer(b)
+		if err != nil {
+			return fmt.Errorf("%w: the store's peer head: %w", ErrCorrupt, err)
+		}
+		p.head = h
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 type peerFile struct {
@@ -98,7 +123,12 @@ func (p *Peer) Record(h wire.Head) error {
 	if err != nil {
 		return fmt.Errorf("ledger: peer head: %w", err)
 	}
-	if err := durable.WriteFile(p.path, b, 0o600); err != nil {
+	if p.db != nil {
+		err = p.db.Update(func(tx *datastore.Tx) error { tx.Put(BucketPeer, PeerKey, b); return nil })
+	} else {
+		err = durable.WriteFile(p.path, b, 0o600)
+	}
+	if err != nil {
 		return fmt.Errorf("ledger: peer head: %w", err)
 	}
 	p.head = h

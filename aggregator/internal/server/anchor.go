@@ -10,7 +10,6 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,7 +18,8 @@ import (
 )
 
 // Ledgers that anchor each other (docs/threat-model.md): the aggregator
-// keeps the relay's noise-ledger head (RelayAnchorFile, ledger.Peer) and
+// keeps the relay's noise-ledger head (in its datastore: the ledger's
+// Anchor, a ledger.Peer; RelayAnchorFile is its former file) and
 // the relay keeps the aggregator's ledger head. With Config.Anchor set:
 //
 //   - at start (New, checkAnchorAtStart) the ledger is checked against
@@ -33,7 +33,8 @@ import (
 //   - the relay asks the same of the aggregator (GET and POST /v1/anchor
 //     here, handleAnchor).
 
-// RelayAnchorFile holds the relay's noise-ledger head (ledger.Peer).
+// RelayAnchorFile held the relay's noise-ledger head before the
+// datastore (imported once by ledger.OpenStore).
 const RelayAnchorFile = "relay-anchor.json"
 
 const anchorPath = "/v1/anchor"
@@ -44,21 +45,17 @@ func headOf(l *ledger.Ledger) wire.Head { return l.Head() }
 
 func (s *Server) peerHead() wire.Head { return s.peer.Head() }
 
-// openAnchor opens the relay's head and, with Config.Anchor, checks the
-// ledger against the relay's copy of the aggregator's head (called by New
-// with the ledger open).
+// openAnchor takes the relay's head from the ledger's store and, with
+// Config.Anchor, checks the ledger against the relay's copy of the
+// aggregator's head (called by New with the ledger open).
 func (s *Server) openAnchor(l *ledger.Ledger) error {
-	p, err := ledger.OpenPeer(filepath.Join(s.cfg.StateDir, RelayAnchorFile))
-	if err != nil {
-		return err
-	}
-	s.peer = p
+	s.peer = l.Anchor()
 	if !s.cfg.Anchor {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = s.checkAnchor(ctx, l)
+	err := s.checkAnchor(ctx, l)
 	switch {
 	case errors.Is(err, ledger.ErrRollback):
 		return fmt.Errorf("server: refusing to start: %w", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -96,12 +97,13 @@ func copyDir(t *testing.T, src, dst string) {
 
 // TestAnchorRefusesTampering (issue 18, item 2): after two charged rounds
 // whose head the relay holds, each tampering case makes New refuse to
-// start with ledger.ErrRollback — deleting state.json and the ledger's
-// last line (the checkpoint's own check has nothing to compare), deleting
-// both, restoring the whole state directory from a copy taken after round
-// 1 — while an untampered restart starts.
+// start with ledger.ErrRollback — deleting the checkpoint and the
+// ledger's last record from the datastore (the checkpoint's own check has
+// nothing to compare), deleting the whole datastore, restoring the whole
+// state directory from a copy taken after round 1 — while an untampered
+// restart starts.
 func TestAnchorRefusesTampering(t *testing.T) {
-	for _, damage := range []string{"none", "the datastore and the ledger's last line", "the datastore and the ledger", "older copy"} {
+	for _, damage := range []string{"none", "the checkpoint and the ledger's last record", "the datastore (ledger, checkpoint, key)", "older copy"} {
 		t.Run(damage, func(t *testing.T) {
 			dir := t.TempDir()
 			old := filepath.Join(t.TempDir(), "old")
@@ -121,22 +123,15 @@ func TestAnchorRefusesTampering(t *testing.T) {
 				t.Fatalf("the relay holds %d records of the aggregator's ledger, want 2", n)
 			}
 			h.stop()
-			path := filepath.Join(dir, LedgerFile)
 			var err error
 			switch damage {
-			case "the datastore and the ledger's last line":
-				data, _ := os.ReadFile(path)
-				i := len(data) - 2
-				for i >= 0 && data[i] != '\n' {
-					i--
-				}
-				if err = os.Remove(filepath.Join(dir, datastore.LogFile)); err == nil {
-					err = os.WriteFile(path, data[:i+1], 0o600)
-				}
-			case "the datastore and the ledger":
-				if err = os.Remove(filepath.Join(dir, datastore.LogFile)); err == nil {
-					err = os.Remove(path)
-				}
+			case "the checkpoint and the ledger's last record":
+				editStore(t, dir, func(tx *datastore.Tx) {
+					tx.DeleteBucket(rounds.BucketState)
+					dropLastRecord(tx)
+				})
+			case "the datastore (ledger, checkpoint, key)":
+				err = os.Remove(filepath.Join(dir, datastore.LogFile))
 			case "older copy":
 				copyDir(t, old, dir)
 			}

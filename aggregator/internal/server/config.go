@@ -11,7 +11,6 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/task"
@@ -36,8 +35,12 @@ type Config struct {
 	// Token is the shared bearer token of the relay-aggregator link
 	// (required, at least 16 bytes).
 	Token string
-	// StateDir holds the key (key.bin), the privacy ledger (ledger.jsonl)
-	// and the checkpoint (state.json). It is created (0700) if missing.
+	// StateDir holds the datastore (store.log, 0600: the key, the privacy
+	// ledger, the relay's head, the checkpoint and the round state). It is
+	// created (0700) if missing. The files of a directory in the former
+	// format (key.bin, ledger.jsonl, relay-anchor.json, state.json) are
+	// imported once and kept read-only as NAME.imported; export the
+	// ledger in its file format with "aggregator export-ledger".
 	StateDir string
 	// Rounds stops announcing after this many rounds have updated the
 	// model (status ok), counting those of earlier runs; 0 means until
@@ -97,11 +100,9 @@ type Config struct {
 	// controls (web.go).
 	Web WebOptions
 
-	// ledgerFile, if set (tests only), wraps the ledger's file
-	// (ledger.Options.WrapFile) to inject write and fsync failures.
-	ledgerFile func(ledger.File) ledger.File
 	// storeFS, if set (tests only), is the datastore's file system (to
-	// inject a failing write or fsync).
+	// inject a failing write or fsync: of a charge too, the ledger being
+	// in the datastore).
 	storeFS datastore.FileSystem
 	// secaggNoise, if set (tests only), is the aggregator's secure
 	// summation noise (rounds.Options.Noise; nil: noise.Secure()).

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -28,12 +27,9 @@ func checkNothingCharged(t *testing.T, h *harness, op ledgertest.Op) {
 		}
 	}
 	h.stop()
-	l, err := ledger.Open(filepath.Join(h.dir, LedgerFile), ledger.Options{TargetEpsilon: h.cfg.TargetEpsilon, TargetDelta: h.cfg.TargetDelta,
+	l, done := openStateLedger(t, h.dir, ledger.Options{TargetEpsilon: h.cfg.TargetEpsilon, TargetDelta: h.cfg.TargetDelta,
 		Composer: accounting.New(h.cfg.Accountant).Composer()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	defer done()
 	if err := l.Verify(wire.Head{}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +47,10 @@ func TestBatchNotOpenedWhenChargeNotDurable(t *testing.T) {
 	for _, op := range []ledgertest.Op{ledgertest.Write, ledgertest.Sync} {
 		t.Run(op.String(), func(t *testing.T) {
 			relay := newFakeRelay(t)
-			h := newHarness(t, t.TempDir(), relay, func(c *Config) { c.ledgerFile = ledgertest.FailAt(op, 1) })
+			fsys := &ledgertest.StoreFS{}
+			h := newHarness(t, t.TempDir(), relay, func(c *Config) { c.storeFS = fsys })
 			relay.next(t)
+			fsys.Arm(op, []byte(ledger.BucketRecords)) // the charge's transaction
 			model := h.srv.Model()
 			frame := makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)})
 			if _, _, err := h.srv.BatchIntake(frame); !errors.Is(err, ledger.ErrBroken) || !errors.Is(err, ledgertest.ErrInjected) {
@@ -74,13 +72,15 @@ func TestSecAggNotAnsweredWhenChargeNotDurable(t *testing.T) {
 	for _, op := range []ledgertest.Op{ledgertest.Write, ledgertest.Sync} {
 		t.Run(op.String(), func(t *testing.T) {
 			relay := newSecAggRelay(t)
-			h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) { c.ledgerFile = ledgertest.FailAt(op, 1) })
+			fsys := &ledgertest.StoreFS{}
+			h := newSecAggHarness(t, t.TempDir(), relay, func(c *Config) { c.storeFS = fsys })
 			a := relay.next(t)
 			var vs []volunteer
 			for i := range 4 {
 				vs = append(vs, relay.shardAndSeal(t, a, honestUpdate(uint64(i+1), 8), uint64(100+i)))
 			}
-			rs := relay.streamChunks(t, h, a, vs, 2) // nothing is charged before the close
+			rs := relay.streamChunks(t, h, a, vs, 2)   // nothing is charged before the close
+			fsys.Arm(op, []byte(ledger.BucketRecords)) // the charge's transaction
 			ans, err := h.srv.SecAggCloseIntake(rs.closeFrame(t))
 			if !errors.Is(err, ledger.ErrBroken) || !errors.Is(err, ledgertest.ErrInjected) || len(ans.Frame) != 0 {
 				t.Fatalf("secagg close with a failing %s: %v, answer %d bytes", op, err, len(ans.Frame))

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -39,17 +38,14 @@ func TestChargedBatchReappliedAfterRestart(t *testing.T) {
 	sum := sha256.Sum256(frame)
 	st := loadCheckpoint(t, dir)
 	st.Charging = &checkpoint.Charging{Round: 2, Digest: hex.EncodeToString(sum[:])}
-	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
+	l, done := openStateLedger(t, dir, ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
 		Composer: accounting.New(h.cfg.Accountant).Composer()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ps, _ := analysis.NewProtocol(testParams())
 	if err := l.Charge(ps.Release(2, 4, 4)); err != nil {
 		t.Fatal(err)
 	}
 	st.LedgerRecords, st.LedgerHead = checkpoint.LedgerHead(l)
-	l.Close()
+	done()
 	saveCheckpoint(t, dir, st)
 
 	h2 := newHarness(t, dir, relay, nil)

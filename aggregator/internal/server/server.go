@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -46,9 +45,9 @@ import (
 	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
-// File names inside Config.StateDir (the round state is in its
-// datastore, datastore.LogFile; CheckpointFile is the former checkpoint,
-// imported once).
+// Former files of Config.StateDir, each imported once into its datastore
+// (datastore.LogFile), which holds all the state, and kept read-only as
+// NAME.imported.
 const (
 	KeyFile        = "key.bin"
 	LedgerFile     = "ledger.jsonl"
@@ -106,10 +105,22 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("server: state directory: %w", err)
+	if err := rc.Proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
+		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
 	}
-	key, created, err := sealkey.LoadOrCreateKey(filepath.Join(c.StateDir, KeyFile))
+	// Every piece of state is in the directory's datastore; the former
+	// files (checkpoint, key, ledger, relay anchor) are imported once.
+	db, store, err := rounds.OpenDB(c.StateDir, c.Logger, c.storeFS)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			db.Close()
+		}
+	}()
+	key, created, err := sealkey.LoadOrCreateKeyIn(db, filepath.Join(c.StateDir, KeyFile))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: c, log: c.Logger, key: key, pub: key.Public(), fp: fp, live: &liveState{},
 		auth:   operator.NewAuth(c.Web.OperatorToken),
 		acct:   accounting.New(c.Accountant),
-		events: events.New(c.Web.MaxSubscribers),
+		events: events.New(c.Web.MaxSubscribers), db: db,
 	}
 	if created {
 		s.log.Info("generated a new aggregator key", "fingerprint", s.fp)
@@ -130,20 +141,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.auditOf = map[int]auditKey{}
-	if err := rc.Proto.Release(1, c.ExpectedN, int(c.Params.NP)).Validate(); err != nil {
-		return nil, fmt.Errorf("server: expected n = %d does not fit the padding n_p = %d: %w", c.ExpectedN, c.Params.NP, err)
-	}
-	db, store, err := rounds.OpenDB(c.StateDir, c.Logger, c.storeFS) // imports a former directory once
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	s.db = db
-	ok := false
-	defer func() {
-		if !ok {
-			db.Close()
-		}
-	}()
 	ck, err := store.LoadState()
 	if err != nil {
 		return nil, err
@@ -159,8 +156,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lo.Logger, lo.WrapFile = c.Logger, c.ledgerFile
-	l, err := ledger.Open(filepath.Join(c.StateDir, LedgerFile), lo)
+	lo.Logger = c.Logger
+	l, err := ledger.OpenStore(db, lo, ledger.Former{Ledger: filepath.Join(c.StateDir, LedgerFile), Peer: filepath.Join(c.StateDir, RelayAnchorFile)})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"math"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -289,16 +288,13 @@ func TestRestartAfterChargeBeforeCheckpoint(t *testing.T) {
 	model := h.srv.Model()
 	h.stop()
 
-	l, err := ledger.Open(filepath.Join(dir, LedgerFile), ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
+	l, done := openStateLedger(t, dir, ledger.Options{TargetEpsilon: 100, TargetDelta: 1e-5,
 		Composer: accounting.New(h.cfg.Accountant).Composer()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ps, _ := analysis.NewProtocol(testParams())
 	if err := l.Charge(ps.Release(2, 4, 4)); err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
+	done()
 
 	h2 := newHarness(t, dir, relay, nil)
 	if a := relay.next(t); a.Round != 3 || !slices.Equal(a.Model, model) {

@@ -5,7 +5,8 @@
 // secure-summation helper key. Every write is one datastore Update: when it
 // returns nil it is durable (fsynced), and concurrent writes share one
 // fsync (group commit). The relay's noise ledger and the aggregator's head
-// it holds (shared/ledger) keep their own files.
+// it holds are in the same store (shared/ledger.OpenNoiseStore on DB, its
+// own buckets; their former files are imported by it).
 //
 // A state directory in the format before the store (one file per outbox
 // record, 00000000000000000007.batch, and helper.key) is imported on the

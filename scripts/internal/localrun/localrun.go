@@ -319,7 +319,7 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("localrun: new class: %s already exists", dir)
 	}
-	key, err := os.ReadFile(filepath.Join(c.opts.AggregatorDir, keyFile))
+	key, err := aggregatorKey(c.opts.AggregatorDir)
 	if err != nil {
 		return fmt.Errorf("localrun: new class: %w", err)
 	}
@@ -478,9 +478,36 @@ func carryRelayKeys(arch, state string) error {
 // class; today the key is in the relay's datastore (carryRelayKeys).
 const relayHelperKeyFile = "helper.key"
 
-// keyFile is the aggregator's key file in its state directory
-// (aggregator/internal/server.KeyFile).
+// keyFile is the aggregator's key file in a state directory of the former
+// format (aggregator/internal/server.KeyFile): a new class gets the old
+// one's key as this file, which its first start imports into its
+// datastore.
 const keyFile = "key.bin"
+
+// aggregatorKey reads the aggregator's key from the datastore of dir,
+// read-only (datastore.Scan: the aggregator may be running), in bucket
+// aggregator/keys, key "aggregator" (aggregator/internal/sealkey), or
+// from the key file of a directory of the former format.
+func aggregatorKey(dir string) ([]byte, error) {
+	var key []byte
+	_, err := datastore.Scan(dir, 0, func(ops []datastore.Op) error {
+		for _, o := range ops {
+			if o.Bucket == "aggregator/keys" && o.Key == "aggregator" && o.Kind == "put" {
+				key = bytes.Clone(o.Value)
+			}
+		}
+		return nil
+	})
+	if key != nil {
+		return key, nil
+	}
+	if b, ferr := os.ReadFile(filepath.Join(dir, keyFile)); ferr == nil {
+		return b, nil
+	} else if err == nil {
+		err = ferr
+	}
+	return nil, err
+}
 
 func (c *Cluster) launch(ctx context.Context, bin string, args []string, health string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, args...)

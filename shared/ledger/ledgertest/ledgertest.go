@@ -1,14 +1,18 @@
 // Package ledgertest injects I/O failures into a ledger's append path
-// (shared/ledger Options.WrapFile), for tests of the ledger and of the
+// (shared/ledger Options.WrapFile for a ledger file, StoreFS for a ledger
+// in a datastore), for tests of the ledger and of the
 // servers that charge it: a charge whose write or fsync fails must
 // return an error and release nothing.
 package ledgertest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 )
 
@@ -83,6 +87,82 @@ func (f *file) Sync() error {
 	f.mu.Unlock()
 	if fail {
 		return fmt.Errorf("%w (%s)", ErrInjected, f.op)
+	}
+	return f.File.Sync()
+}
+
+// StoreFS is a datastore.FileSystem (datastore.Options.FS) that fails
+// one write or fsync of the store's log once armed (Arm): a ledger in a
+// datastore (ledger.OpenStore) is failed through its store. Every other
+// call goes to the operating system. It is safe for concurrent use.
+type StoreFS struct {
+	datastore.OS
+	mu     sync.Mutex
+	armed  bool
+	op     Op
+	marker []byte
+	synced bool // a write with the marker went through: fail the next Sync
+}
+
+// Arm makes the next write of the log whose bytes contain marker (nil:
+// any) fail with ErrInjected (op Write or TornWrite), or the fsync after
+// it (op Sync), once. ledger.BucketRecords as the marker fails a charge's
+// transaction (the bucket's name is in each of its frames) whatever the
+// other transactions written before it.
+func (s *StoreFS) Arm(op Op, marker []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed, s.op, s.marker, s.synced = true, op, marker, false
+}
+
+// OpenFile implements datastore.FileSystem.
+func (s *StoreFS) OpenFile(name string, flag int, perm fs.FileMode) (datastore.File, error) {
+	f, err := s.OS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &storeFile{File: f, fs: s}, nil
+}
+
+type storeFile struct {
+	datastore.File
+	fs *StoreFS
+}
+
+func (f *storeFile) Write(p []byte) (int, error) {
+	s := f.fs
+	s.mu.Lock()
+	hit := s.armed && !s.synced && (s.marker == nil || bytes.Contains(p, s.marker))
+	op := s.op
+	if hit && op == Sync {
+		s.synced, hit = true, false
+	} else if hit {
+		s.armed = false
+	}
+	s.mu.Unlock()
+	if !hit {
+		return f.File.Write(p)
+	}
+	if op == TornWrite {
+		k, err := f.File.Write(p[:len(p)/2])
+		if err != nil {
+			return k, err
+		}
+		return k, fmt.Errorf("%w (%s after %d of %d bytes)", ErrInjected, op, k, len(p))
+	}
+	return 0, fmt.Errorf("%w (%s)", ErrInjected, op)
+}
+
+func (f *storeFile) Sync() error {
+	s := f.fs
+	s.mu.Lock()
+	fail := s.armed && s.synced
+	if fail {
+		s.armed = false
+	}
+	s.mu.Unlock()
+	if fail {
+		return fmt.Errorf("%w (%s)", ErrInjected, Sync)
 	}
 	return f.File.Sync()
 }
