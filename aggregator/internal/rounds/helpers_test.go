@@ -211,6 +211,9 @@ func (r *rig) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A group is checkpointed as soon as no other chunk is on its way
+	// (TestGroupLinger tests the wait for the relay's next chunk).
+	m.flow.linger = -1
 	r.m = m
 }
 

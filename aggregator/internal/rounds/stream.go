@@ -175,19 +175,31 @@ type chunkGroup struct {
 	done    chan struct{} // closed when the group's fate is known
 	ok      bool          // the checkpoint's Update returned nil
 	why     string        // otherwise, the round's end
+	// lastFold is when the group's last chunk was folded; timer, if set,
+	// settles the group once groupLinger passed since.
+	lastFold time.Time
+	timer    *time.Timer
 }
 
 // Group commit of the chunks (SecAggChunkIntake).
 const (
 	// groupReports is the reports folded after which a checkpoint is
-	// written even while more chunks wait: each checkpoint rewrites the
-	// leader's running aggregate (d field elements, about 63 KB at
-	// d = 7850), so a group of 64 reports costs about 1 KB per report for
-	// it, and answers are never held for more than 64 reports (8 of the
-	// relay's default chunks: twice its default window of chunks in
-	// flight, sumrelay.defaultInFlight, so the window, not this, bounds a
-	// group at the defaults).
-	groupReports = 64
+	// written at once, even while more chunks are on their way. Each
+	// checkpoint rewrites the leader's running aggregate (d field
+	// elements, about 63 KB at d = 7850), so its cost per report is that
+	// over the group's size; and the relay posts no chunk beyond its
+	// window (sumrelay's defaults: 4 chunks in flight of 8 reports, 32
+	// reports) before one of the group is answered, so a larger group
+	// would only stall it until groupLinger.
+	groupReports = 32
+	// groupLinger is how long a group smaller than groupReports waits,
+	// with no other chunk on its way through the intake, for the relay's
+	// next chunk before it is checkpointed: a chunk prepared while the
+	// earlier ones wait joins their checkpoint. The relay keeps posting
+	// meanwhile (up to its window), so this costs no throughput while the
+	// group is below the window; it delays the answer to a round's last
+	// chunks, hence the close, by at most this.
+	groupLinger = 100 * time.Millisecond
 	// chunkWaitBound bounds how long a chunk that arrives ahead of its
 	// predecessors waits for them (then it is answered with a retryable
 	// error, 500, and re-sent): the relay posts a round's chunks in order,
@@ -218,6 +230,7 @@ type chunkFlow struct {
 	moved    chan struct{}    // closed (and replaced) when the open round's chunks move on
 	ahead    map[chunkKey]int // chunks waiting for predecessors
 	wait     time.Duration    // chunkWaitBound (tests shorten it)
+	linger   time.Duration    // groupLinger (tests: < 0, none)
 }
 
 type chunkKey struct {
@@ -289,13 +302,14 @@ func (m *Machine) checkpoint(c *secaggCollect) bool {
 
 // settle checkpoints the open round's group when no other chunk intake
 // will: none is running or waiting for procMu, apart from those waiting
-// for predecessors not yet arrived (group commit). The caller holds
-// procMu.
+// for predecessors not yet arrived (group commit), and no chunk was folded
+// for groupLinger (else it looks again then). The caller holds procMu.
 func (m *Machine) settle() {
 	c := m.sa.collect
 	if c == nil || c.group == nil {
 		return
 	}
+	g := c.group
 	blocked := 0
 	for k, n := range m.flow.ahead {
 		if k.round == c.round && k.seq > c.next {
@@ -305,7 +319,30 @@ func (m *Machine) settle() {
 	if int(m.flow.arrivals.Load()) > blocked {
 		return // another chunk is processed after this one: it settles
 	}
+	if wait := time.Until(g.lastFold.Add(m.groupLinger())); wait > 0 {
+		if g.timer == nil {
+			g.timer = time.AfterFunc(wait, func() {
+				m.procMu.Lock()
+				defer m.procMu.Unlock()
+				g.timer = nil
+				if m.sa.collect == c && c.group == g {
+					m.settle()
+				}
+			})
+		}
+		return
+	}
 	m.checkpoint(c)
+}
+
+func (m *Machine) groupLinger() time.Duration {
+	switch {
+	case m.flow.linger < 0:
+		return 0
+	case m.flow.linger > 0:
+		return m.flow.linger
+	}
+	return groupLinger
 }
 
 // newLeader builds the leader of secure-summation round r.
@@ -358,8 +395,9 @@ func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, api.
 // ahead of a predecessor waits for it (at most chunkWaitBound, then a
 // retryable error). A checkpoint (saveCollect) is written when the group
 // folded since the last one reaches groupReports reports, when no other
-// chunk is on its way through the intake (the last chunk of a burst
-// commits for all), or before the close; the identical re-send of any
+// chunk is on its way through the intake and none was folded for
+// groupLinger (the last chunk of a burst commits for all), or before the
+// close; the identical re-send of any
 // chunk gets its answer again (duplicate). A chunk whose 'P' does not
 // combine, or another chunk with a seq already folded, closes the round,
 // nothing charged (invalid).
@@ -509,6 +547,7 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (api.SecAggAnswer, *chun
 		g.chunks = append(g.chunks, ChunkAnswer{Seq: ch.Seq, Digest: dig, Reply: reply})
 		g.replies[dig] = reply
 		g.reports += len(ch.Leader)
+		g.lastFold = time.Now()
 		m.wakeChunks()
 		if g.reports >= groupReports {
 			m.checkpoint(c) // else settle, when no other chunk is on its way

@@ -386,3 +386,65 @@ func TestLastGroupDuplicatesAfterRestart(t *testing.T) {
 	r.finish(h, 6)
 }
 
+// TestGroupLinger: with no other chunk on its way, a group waits
+// groupLinger for the relay's next chunk before its checkpoint: chunk 2,
+// posted while chunk 1's answer is held, joins chunk 1's checkpoint, and
+// neither answer leaves before it.
+func TestGroupLinger(t *testing.T) {
+	store := &memStore{}
+	r := newRig(t, store)
+	r.m.flow.linger = time.Hour // the group waits until the test settles it
+	round := r.announce()
+	reps := r.reports(round, 4)
+	h := r.helperSide(round)
+	w1 := r.post(h.chunk(reps[:2]))
+	r.waitFolded(2)
+	w2 := r.post(h.chunk(reps[2:]))
+	r.waitFolded(3)
+	select {
+	case g := <-w1:
+		t.Fatalf("chunk 1 answered %+v before a checkpoint", g.ans.IntakeAnswer)
+	case g := <-w2:
+		t.Fatalf("chunk 2 answered %+v before a checkpoint", g.ans.IntakeAnswer)
+	default:
+	}
+	r.m.procMu.Lock()
+	saves := store.collectSaves
+	r.m.flow.linger = -1
+	r.m.settle() // as the timer does once the linger passed
+	r.m.procMu.Unlock()
+	if saves != 0 {
+		t.Fatalf("%d checkpoints while the group lingered", saves)
+	}
+	for i, w := range []<-chan intakeResult{w1, w2} {
+		g := <-w
+		if g.err != nil || g.ans.Outcome != api.IntakeAccepted {
+			t.Fatalf("chunk %d: %+v %v", i+1, g.ans.IntakeAnswer, g.err)
+		}
+		h.verdictsAt(g.ans.Frame, 2*i)
+	}
+	if store.collectSaves != 1 || len(store.collect.Chunks) != 2 {
+		t.Fatalf("%d checkpoints, the last covering %d chunks: want 1 covering both", store.collectSaves, len(store.collect.Chunks))
+	}
+	r.finish(h, 4)
+}
+
+// waitFolded waits until the open round's next chunk is next (a state of
+// the machine; the deadline only ends a broken test).
+func (r *rig) waitFolded(next uint32) {
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r.m.procMu.Lock()
+		c := r.m.sa.collect
+		ok := c != nil && c.next == next
+		r.m.procMu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("chunk %d not folded", next-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
