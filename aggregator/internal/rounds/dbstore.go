@@ -19,9 +19,11 @@ const (
 	BucketState = "aggregator/checkpoint"
 	// BucketCollect holds the open secure-summation round's chunks: one
 	// small record per chunk (key "%020d/chunk/%010d": its digest, its
-	// verdicts reply, the report nonces it added) and the leader's running
-	// state without its nonces (key "%020d/running"), so that the bytes
-	// written per report do not grow with the round's size.
+	// verdicts reply; the last chunk of each checkpoint also the report
+	// nonces the checkpoint added) and the leader's running state without
+	// its nonces (key "%020d/running", rewritten once per checkpoint of a
+	// group of chunks), so that the bytes written per report do not grow
+	// with the round's size.
 	BucketCollect = "secagg/collect"
 	// BucketPending holds the charged round awaiting its aggregate share
 	// (key "pending").
@@ -140,13 +142,19 @@ func mergeNonces(rest []byte, nonces []byte) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// SaveCollect writes the chunk c.Next-1 of c.Round: its record (digest,
-// reply, the nonces not stored before) and the leader's running state
-// without nonces, in one transaction.
+// SaveCollect writes the checkpoint c of round c.Round in one
+// transaction: a record for each chunk it covers (c.Chunks: digest and
+// reply; the last one also carries the nonces not stored before) and the
+// leader's running state without nonces, rewritten once per checkpoint
+// (not per chunk: it is the one large value, d field elements).
 func (d *DBStore) SaveCollect(c *Collect) error {
 	rest, nonces, err := splitNonces(c.Leader)
 	if err != nil {
 		return err
+	}
+	chunks := c.answers()
+	if len(chunks) == 0 && c.Next > 1 {
+		return fmt.Errorf("rounds: round %d: a checkpoint of chunks up to %d without their answers", c.Round, c.Next-1)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -166,9 +174,14 @@ func (d *DBStore) SaveCollect(c *Collect) error {
 				tx.Delete(BucketCollect, k)
 			}
 		}
-		if err := datastore.PutJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, c.Next-1),
-			chunkRecord{Digest: c.LastDig, Reply: c.LastReply, Nonces: added}); err != nil {
-			return err
+		for i, ch := range chunks {
+			rec := chunkRecord{Digest: ch.Digest, Reply: ch.Reply}
+			if i == len(chunks)-1 {
+				rec.Nonces = added
+			}
+			if err := datastore.PutJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, ch.Seq), rec); err != nil {
+				return err
+			}
 		}
 		if err := setRound(tx, c.Round, StateCollecting, ""); err != nil {
 			return err
@@ -185,7 +198,8 @@ func (d *DBStore) SaveCollect(c *Collect) error {
 }
 
 // LoadCollect rebuilds the open round's streaming state from its records
-// (nil if none).
+// (nil if none), with the answer of every chunk of the round in Chunks
+// (those imported from the former file without one excepted).
 func (d *DBStore) LoadCollect() (*Collect, error) {
 	var c *Collect
 	var all []byte
@@ -211,7 +225,9 @@ func (d *DBStore) LoadCollect() (*Collect, error) {
 				return fmt.Errorf("rounds: round %d: chunk %d's record missing (%v)", c.Round, seq, err)
 			}
 			all = append(all, ch.Nonces...)
-			c.LastDig, c.LastReply = ch.Digest, ch.Reply
+			if ch.Digest != "" {
+				c.Chunks = append(c.Chunks, ChunkAnswer{Seq: seq, Digest: ch.Digest, Reply: ch.Reply})
+			}
 		}
 		var err error
 		c.Leader, err = mergeNonces(run.Leader, all)
@@ -298,16 +314,22 @@ func ImportFiles(db *datastore.Store, dir string) error {
 				return err
 			}
 			rk := roundKey(c.Round)
-			// The former file kept the last chunk's answer only: the
-			// earlier chunks' records carry nothing but their place.
-			for seq := uint32(1); seq < c.Next-1; seq++ {
-				if err := datastore.PutJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, seq), chunkRecord{}); err != nil {
+			// The former file kept the last checkpoint's answers only: the
+			// earlier chunks' records carry nothing but their place; the
+			// nonces go with the last chunk's.
+			known := make(map[uint32]ChunkAnswer)
+			for _, a := range c.answers() {
+				known[a.Seq] = a
+			}
+			for seq := uint32(1); seq < c.Next; seq++ {
+				a := known[seq]
+				rec := chunkRecord{Digest: a.Digest, Reply: a.Reply}
+				if seq == c.Next-1 {
+					rec.Nonces = nonces
+				}
+				if err := datastore.PutJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, seq), rec); err != nil {
 					return err
 				}
-			}
-			if err := datastore.PutJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, c.Next-1),
-				chunkRecord{Digest: c.LastDig, Reply: c.LastReply, Nonces: nonces}); err != nil {
-				return err
 			}
 			if err := datastore.PutJSON(tx, BucketCollect, rk+"/running", runningRecord{Next: c.Next, Leader: rest}); err != nil {
 				return err

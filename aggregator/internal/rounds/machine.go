@@ -174,6 +174,7 @@ type Machine struct {
 	wake   chan struct{}
 	opened atomic.Int64
 	sa     secaggState
+	flow   chunkFlow // concurrent secure-summation chunks (stream.go)
 }
 
 // Open builds the machine from the checkpointed state st (its ledger
@@ -309,6 +310,7 @@ func (m *Machine) commit(fn func(st *checkpoint.State)) error {
 	}
 	err := m.store.SaveState(&m.st)
 	m.mu.Unlock()
+	m.wakeChunks() // chunks waiting for a predecessor look at the open round again
 	if err != nil {
 		m.log.Error("checkpoint failed", "err", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/durable"
@@ -28,17 +29,41 @@ type Store interface {
 	RemovePending() error
 }
 
-// Collect is the open secure-summation round's streaming state, saved
-// before each chunk is answered: the next chunk expected, the last
-// chunk's digest and answer (its identical re-send gets it again) and the
-// leader's running state (analysis.SecAggLeader.MarshalState: its
-// aggregate, nonces and counts).
+// Collect is the open secure-summation round's streaming state, saved at
+// each checkpoint of its chunks (SecAggChunkIntake: once per group of
+// chunks, before any of them is answered): the next chunk expected, the
+// digest and answer of each chunk the checkpoint covers (the chunks folded
+// since the previous one; an identical re-send of any of them gets its
+// answer again) and the leader's running state
+// (analysis.SecAggLeader.MarshalState: its aggregate, nonces and counts).
+// LoadCollect returns in Chunks at least the last checkpoint's chunks
+// (DBStore: every chunk of the round).
 type Collect struct {
-	Round     int    `json:"round"`
-	Next      uint32 `json:"next"`
-	LastDig   string `json:"last_digest"`
-	LastReply []byte `json:"last_reply"`
-	Leader    []byte `json:"leader"`
+	Round  int           `json:"round"`
+	Next   uint32        `json:"next"`
+	Chunks []ChunkAnswer `json:"chunks,omitempty"`
+	Leader []byte        `json:"leader"`
+	// LastDig and LastReply are the former file's (one chunk per save):
+	// read, never written.
+	LastDig   string `json:"last_digest,omitempty"`
+	LastReply []byte `json:"last_reply,omitempty"`
+}
+
+// ChunkAnswer is one chunk's digest (of its frame) and the SecAggPrep
+// frame it was answered with.
+type ChunkAnswer struct {
+	Seq    uint32 `json:"seq"`
+	Digest string `json:"digest"`
+	Reply  []byte `json:"reply"`
+}
+
+// answers returns c's chunk answers, the former file's last one included.
+func (c *Collect) answers() []ChunkAnswer {
+	out := c.Chunks
+	if c.LastDig != "" && c.Next > 1 && !slices.ContainsFunc(out, func(a ChunkAnswer) bool { return a.Digest == c.LastDig }) {
+		out = append(slices.Clip(out), ChunkAnswer{Seq: c.Next - 1, Digest: c.LastDig, Reply: c.LastReply})
+	}
+	return out
 }
 
 // Pending is a prepared secure-summation round, saved before its charge:
@@ -56,8 +81,8 @@ type Pending struct {
 // File names of FileStore inside its directory.
 const (
 	CheckpointFile = "state.json"
-	// CollectFile is Collect, rewritten whole (durable.WriteFile) before
-	// each chunk is answered.
+	// CollectFile is Collect, rewritten whole (durable.WriteFile) at each
+	// checkpoint of the chunks, before they are answered.
 	CollectFile = "secagg-collect.json"
 	// PendingFile is Pending.
 	PendingFile = "secagg-pending.json"

@@ -1,14 +1,16 @@
 package rounds
 
 // Streaming secure summation at the aggregator (docs/secagg.md,
-// "Streaming"): the relay's chunks are prepared as they arrive, each
-// verdict folding the report's output share into the running aggregate
-// (analysis.SecAggLeader), and persisted before the chunk is answered; the
-// relay's close charges the round.
+// "Streaming"): the relay's chunks are prepared as they arrive (a few in
+// flight; folded in sequence), each verdict folding the report's output
+// share into the running aggregate (analysis.SecAggLeader); the running
+// state is checkpointed once per group of chunks, before any answer of the
+// group leaves; the relay's close charges the round.
 
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
@@ -68,8 +70,7 @@ func (fc *secaggFinish) closeInvalid(m *Machine, detail string) (api.SecAggAnswe
 	rec.Status, rec.Detail, rec.Reply, rec.FinishedAt = checkpoint.StatusInvalid, detail, &st, time.Now()
 	rec.Seconds = time.Since(fc.start).Seconds()
 	m.log.Warn("secagg round closed, nothing charged", "round", fc.r, "reason", detail)
-	m.sa.collect = nil
-	m.removeCollect()
+	m.dropCollect("the round was closed, nothing charged: " + detail)
 	m.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = fc.r, nil })
 	m.notify()
 	return fc.answer(api.IntakeInvalid, fc.fail(st), detail)
@@ -104,8 +105,7 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 	release := func(n int) privacy.Release { return fc.rc.Proto.Spec.Release(r, n, 0) }
 	err := analysis.ChargeSecAgg(fc.leader, int(params.MinBatch), release, persist, m.ledger.Charge)
 	fc.counts()
-	m.sa.collect = nil
-	m.removeCollect()
+	m.dropCollect("the round is closed")
 	if err != nil {
 		m.removePending()
 		switch {
@@ -152,16 +152,197 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 }
 
 // secaggCollect is the open round's streaming state: the leader folding
-// the relay's chunks, the next chunk expected and the last answer (an
-// identical re-send gets it again).
+// the relay's chunks, the next chunk expected, the answers of the chunks
+// checkpointed (an identical re-send gets its answer again) and the group
+// of chunks folded since the last checkpoint, whose answers are held until
+// the next one.
 type secaggCollect struct {
-	round     int
-	sr        *secagg.Round
-	leader    *analysis.SecAggLeader
-	next      uint32
-	lastDig   string
-	lastReply []byte
-	start     time.Time
+	round    int
+	sr       *secagg.Round
+	leader   *analysis.SecAggLeader
+	next     uint32
+	answered map[string][]byte // digest -> reply, of every chunk checkpointed
+	group    *chunkGroup       // folded since the last checkpoint (nil: none)
+	start    time.Time
+}
+
+// chunkGroup is the chunks folded since the last checkpoint: their answers
+// leave only once a checkpoint covering them is durable (done closed, ok).
+type chunkGroup struct {
+	chunks  []ChunkAnswer
+	replies map[string][]byte // by digest
+	reports int
+	done    chan struct{} // closed when the group's fate is known
+	ok      bool          // the checkpoint's Update returned nil
+	why     string        // otherwise, the round's end
+	// lastFold is when the group's last chunk was folded; timer, if set,
+	// settles the group once groupLinger passed since.
+	lastFold time.Time
+	timer    *time.Timer
+}
+
+// Group commit of the chunks (SecAggChunkIntake).
+const (
+	// groupReports is the reports folded after which a checkpoint is
+	// written at once, even while more chunks are on their way. Each
+	// checkpoint rewrites the leader's running aggregate (d field
+	// elements, about 63 KB at d = 7850), so its cost per report is that
+	// over the group's size; and the relay posts no chunk beyond its
+	// window (sumrelay's defaults: 4 chunks in flight of 8 reports, 32
+	// reports) before one of the group is answered, so a larger group
+	// would only stall it until groupLinger.
+	groupReports = 32
+	// groupLinger is how long a group smaller than groupReports waits,
+	// with no other chunk on its way through the intake, for the relay's
+	// next chunk before it is checkpointed: a chunk prepared while the
+	// earlier ones wait joins their checkpoint. The relay keeps posting
+	// meanwhile (up to its window), so this costs no throughput while the
+	// group is below the window; it delays the answer to a round's last
+	// chunks, hence the close, by at most this.
+	groupLinger = 100 * time.Millisecond
+	// chunkWaitBound bounds how long a chunk that arrives ahead of its
+	// predecessors waits for them (then it is answered with a retryable
+	// error, 500, and re-sent): the relay posts a round's chunks in order,
+	// a few at a time, so a predecessor is at most a slow request behind;
+	// generous against a busy machine, and shorter than the relay's
+	// attempt timeout (SecAggTimeout, 10 minutes by default).
+	chunkWaitBound = 2 * time.Minute
+	// maxChunksAhead bounds the chunks waiting for predecessors at once
+	// (each holds its frame, up to about 8.6 MB of leader shares at
+	// d = 7850): twice the relay's default window, so that only a relay
+	// beyond its window is answered "retry" at once.
+	maxChunksAhead = 8
+)
+
+// errChunkAhead is the retryable answer (500) to a chunk whose
+// predecessors did not arrive within chunkWaitBound, or that finds
+// maxChunksAhead chunks waiting already.
+var errChunkAhead = errors.New("secagg chunk ahead of its predecessors")
+
+// chunkFlow is what concurrent SecAggChunkIntake calls share; procMu
+// guards everything but arrivals.
+type chunkFlow struct {
+	// arrivals counts the chunk intakes started and not yet done with
+	// procMu (those waiting for it included): a group is checkpointed
+	// only when none of them but the ones waiting for predecessors
+	// remains (settle), so the last chunk of a burst commits for all.
+	arrivals atomic.Int32
+	moved    chan struct{}    // closed (and replaced) when the open round's chunks move on
+	ahead    map[chunkKey]int // chunks waiting for predecessors
+	wait     time.Duration    // chunkWaitBound (tests shorten it)
+	linger   time.Duration    // groupLinger (tests: < 0, none)
+}
+
+type chunkKey struct {
+	round int
+	seq   uint32
+}
+
+// wakeChunks wakes the chunks waiting for their predecessors: one was
+// folded, the collect was made or dropped, or the open round changed.
+// The caller holds procMu.
+func (m *Machine) wakeChunks() {
+	if m.flow.moved != nil {
+		close(m.flow.moved)
+		m.flow.moved = nil
+	}
+}
+
+// movedChan is the channel the next wakeChunks closes. The caller holds
+// procMu.
+func (m *Machine) movedChan() <-chan struct{} {
+	if m.flow.moved == nil {
+		m.flow.moved = make(chan struct{})
+	}
+	return m.flow.moved
+}
+
+// dropCollect discards the open round's streaming state (the round is
+// closed or charged): a group not checkpointed is answered why, without
+// its verdicts. The caller holds procMu.
+func (m *Machine) dropCollect(why string) {
+	if c := m.sa.collect; c != nil && c.group != nil {
+		c.group.why = why
+		close(c.group.done)
+		c.group = nil
+	}
+	m.sa.collect = nil
+	m.removeCollect()
+	m.wakeChunks()
+}
+
+// checkpoint writes the open round's streaming state (saveCollect: one
+// store transaction) covering every chunk folded so far, and then lets
+// the held answers of the group leave. If the write fails, none of them
+// is answered: the round is closed invalid (the state in memory is ahead
+// of the disk and could not be resumed after a restart). It reports
+// whether the checkpoint is durable. The caller holds procMu.
+func (m *Machine) checkpoint(c *secaggCollect) bool {
+	g := c.group
+	if g == nil {
+		return true
+	}
+	if err := m.saveCollect(c, g.chunks); err != nil {
+		m.log.Error("cannot persist the secagg round's state", "round", c.round, "chunks", len(g.chunks), "err", err)
+		last := g.chunks[len(g.chunks)-1]
+		fc := &secaggFinish{r: c.round, rc: m.Current(), sr: c.sr, leader: c.leader, dig: last.Digest, start: c.start,
+			rec:  m.openRecord(c.round, last.Digest, c.leader.Reports(), 0, 0, time.Time{}),
+			fail: func(st uint8) []byte { return prepFrame(uint64(c.round), st) }}
+		fc.closeInvalid(m, "the aggregator could not persist the round") // drops the collect: the group is answered invalid
+		return false
+	}
+	c.group = nil
+	for _, a := range g.chunks {
+		c.answered[a.Digest] = a.Reply
+	}
+	g.ok = true
+	close(g.done)
+	return true
+}
+
+// settle checkpoints the open round's group when no other chunk intake
+// will: none is running or waiting for procMu, apart from those waiting
+// for predecessors not yet arrived (group commit), and no chunk was folded
+// for groupLinger (else it looks again then). The caller holds procMu.
+func (m *Machine) settle() {
+	c := m.sa.collect
+	if c == nil || c.group == nil {
+		return
+	}
+	g := c.group
+	blocked := 0
+	for k, n := range m.flow.ahead {
+		if k.round == c.round && k.seq > c.next {
+			blocked += n
+		}
+	}
+	if int(m.flow.arrivals.Load()) > blocked {
+		return // another chunk is processed after this one: it settles
+	}
+	if wait := time.Until(g.lastFold.Add(m.groupLinger())); wait > 0 {
+		if g.timer == nil {
+			g.timer = time.AfterFunc(wait, func() {
+				m.procMu.Lock()
+				defer m.procMu.Unlock()
+				g.timer = nil
+				if m.sa.collect == c && c.group == g {
+					m.settle()
+				}
+			})
+		}
+		return
+	}
+	m.checkpoint(c)
+}
+
+func (m *Machine) groupLinger() time.Duration {
+	switch {
+	case m.flow.linger < 0:
+		return 0
+	case m.flow.linger > 0:
+		return m.flow.linger
+	}
+	return groupLinger
 }
 
 // newLeader builds the leader of secure-summation round r.
@@ -208,86 +389,179 @@ func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, api.
 // SecAggChunkIntake is POST /v1/secagg/chunk after authentication: the
 // next chunk of the open round's reports is prepared (each leader share
 // opened, prepared with the helper's 'P' entry, decided, its output share
-// folded, the share dropped), the running state persisted, and the
-// chunk's 'M' message answered (a SecAggPrep frame, status ok). Chunks
-// come in order (seq 1, 2, ...); the identical re-send of the last one
-// gets its answer again (duplicate). A chunk whose 'P' does not combine
-// closes the round, nothing charged (invalid).
+// folded, the share dropped) and the chunk's 'M' message answered (a
+// SecAggPrep frame, status ok) once a checkpoint of the running state
+// covers it. Chunks are folded in order (seq 1, 2, ...): one that arrives
+// ahead of a predecessor waits for it (at most chunkWaitBound, then a
+// retryable error). A checkpoint (saveCollect) is written when the group
+// folded since the last one reaches groupReports reports, when no other
+// chunk is on its way through the intake and none was folded for
+// groupLinger (the last chunk of a burst commits for all), or before the
+// close; the identical re-send of any
+// chunk gets its answer again (duplicate). A chunk whose 'P' does not
+// combine, or another chunk with a seq already folded, closes the round,
+// nothing charged (invalid).
 //
 // Guarantee: a chunk's verdicts let the relay fold its own shares, never
 // release them; nothing of the round is unsharded before SecAggCloseIntake
-// charged it (analysis.SecAggLeader.Unshard refuses).
+// charged it (analysis.SecAggLeader.Unshard refuses). No verdict leaves
+// before the state that folded it is durable, so a restart never loses a
+// chunk the relay folded: those not answered are re-sent and folded
+// again.
 func (m *Machine) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 	dig := digestOf(frame)
+	m.flow.arrivals.Add(1)
 	m.procMu.Lock()
-	defer m.procMu.Unlock()
+	a, g, err := m.chunkIntake(frame, dig)
+	m.flow.arrivals.Add(-1)
+	m.settle()
+	m.procMu.Unlock()
+	if g == nil {
+		return a, err
+	}
+	<-g.done
+	if !g.ok {
+		a.Outcome, a.Detail, a.Frame = api.IntakeInvalid, g.why, prepFrame(a.Round, wire.BatchStatusInvalid)
+	}
+	return a, nil
+}
+
+// chunkIntake is SecAggChunkIntake under procMu (released while the
+// chunk waits for a predecessor). A non-nil group holds the answer until
+// its checkpoint.
+func (m *Machine) chunkIntake(frame []byte, dig string) (api.SecAggAnswer, *chunkGroup, error) {
 	t, round, err := wire.PeekRound(frame)
 	if err != nil || t != wire.TypeSecAggChunk || round < 1 {
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg chunk frame"}}, nil
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg chunk frame"}}, nil, nil
 	}
-	ans := func(in api.Intake, f []byte, detail string) (api.SecAggAnswer, error) {
+	ans := func(in api.Intake, f []byte, detail string) (api.SecAggAnswer, *chunkGroup, error) {
 		if f == nil {
 			f = prepFrame(round, wire.BatchStatusInvalid)
 		}
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil
+		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil, nil
 	}
 	r := int(round)
-	if c := m.sa.collect; c != nil && c.round == r && c.lastDig == dig {
-		return ans(api.IntakeDuplicate, c.lastReply, "")
-	}
-	rc, in, detail, ok := m.secaggOpenRound(round, "chunk")
-	if !ok {
-		return ans(in, nil, detail)
-	}
-	ch, err := wire.ParseSecAggChunk(frame, rc.Proto.LeaderSealed, int(rc.Params.Quota))
-	if err != nil {
-		return ans(api.IntakeInvalid, nil, "malformed secagg chunk: "+err.Error())
-	}
-	c := m.sa.collect
-	if c == nil || c.round != r {
-		if ch.Seq != 1 {
-			return ans(api.IntakeObsolete, nil, fmt.Sprintf("chunk %d of round %d without its predecessors here", ch.Seq, r))
+	var ch *wire.SecAggChunk
+	var deadline time.Time
+	for {
+		if c := m.sa.collect; c != nil && c.round == r {
+			if reply, ok := c.answered[dig]; ok {
+				return ans(api.IntakeDuplicate, reply, "")
+			}
+			if g := c.group; g != nil {
+				if reply, ok := g.replies[dig]; ok { // folded, not yet checkpointed: the same wait
+					a, _, _ := ans(api.IntakeDuplicate, reply, "")
+					return a, g, nil
+				}
+			}
 		}
-		sr, eng, err := m.newLeader(r, rc)
+		rc, in, detail, ok := m.secaggOpenRound(round, "chunk")
+		if !ok {
+			return ans(in, nil, detail)
+		}
+		if ch == nil {
+			if ch, err = wire.ParseSecAggChunk(frame, rc.Proto.LeaderSealed, int(rc.Params.Quota)); err != nil {
+				return ans(api.IntakeInvalid, nil, "malformed secagg chunk: "+err.Error())
+			}
+		}
+		c := m.sa.collect
+		if (c == nil || c.round != r) && ch.Seq == 1 {
+			sr, eng, err := m.newLeader(r, rc)
+			if err != nil {
+				return api.SecAggAnswer{}, nil, err
+			}
+			l, err := analysis.NewSecAggLeader(m.key, sr, eng)
+			if err != nil {
+				return api.SecAggAnswer{}, nil, err
+			}
+			c = &secaggCollect{round: r, sr: sr, leader: l, next: 1, answered: make(map[string][]byte), start: time.Now()}
+			m.sa.collect = c
+			m.wakeChunks()
+		}
+		if c == nil || c.round != r || ch.Seq > c.next {
+			// Ahead of a predecessor: wait for it.
+			if deadline.IsZero() {
+				deadline = time.Now().Add(m.chunkWait())
+			}
+			waiting := 0
+			for _, n := range m.flow.ahead {
+				waiting += n
+			}
+			if waiting >= maxChunksAhead || !time.Now().Before(deadline) {
+				if c == nil || c.round != r {
+					return ans(api.IntakeObsolete, nil, fmt.Sprintf("chunk %d of round %d without its predecessors here", ch.Seq, r))
+				}
+				return api.SecAggAnswer{}, nil, fmt.Errorf("server: secagg round %d: chunk %d, %d expected (%d waiting): %w",
+					r, ch.Seq, c.next, waiting, errChunkAhead)
+			}
+			k := chunkKey{r, ch.Seq}
+			if m.flow.ahead == nil {
+				m.flow.ahead = make(map[chunkKey]int)
+			}
+			m.flow.ahead[k]++
+			moved := m.movedChan()
+			m.settle() // this chunk does not settle the group before its predecessor
+			m.procMu.Unlock()
+			tm := time.NewTimer(time.Until(deadline))
+			select {
+			case <-moved:
+			case <-tm.C:
+			}
+			tm.Stop()
+			m.procMu.Lock()
+			if m.flow.ahead[k]--; m.flow.ahead[k] <= 0 {
+				delete(m.flow.ahead, k)
+			}
+			continue
+		}
+		// A chunk the relay should never send closes the round, nothing
+		// charged: the relay ends it too on the invalid answer.
+		fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
+			rec: m.openRecord(r, dig, c.leader.Reports(), 0, 0, time.Time{}), fail: func(st uint8) []byte { return prepFrame(round, st) }}
+		if ch.Seq != c.next {
+			a, err := fc.closeInvalid(m, fmt.Sprintf("chunk %d again with other bytes (next expected %d)", ch.Seq, c.next))
+			return a, nil, err
+		}
+		if c.leader.Reports()+len(ch.Leader) > int(rc.Params.Quota) {
+			a, err := fc.closeInvalid(m, fmt.Sprintf("more than the quota of %d reports", rc.Params.Quota))
+			return a, nil, err
+		}
+		msg, err := c.leader.PrepareChunk(ch.Leader, ch.Prep, m.workers())
 		if err != nil {
-			return api.SecAggAnswer{}, err
+			a, err := fc.closeInvalid(m, "the relay's prepare shares do not combine: "+err.Error())
+			return a, nil, err
 		}
-		l, err := analysis.NewSecAggLeader(m.key, sr, eng)
+		reply, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
 		if err != nil {
-			return api.SecAggAnswer{}, err
+			// Folded but never answered: the state is ahead of what the
+			// relay will re-send, so the round cannot go on.
+			a, _ := fc.closeInvalid(m, "encoding the chunk's reply: "+err.Error())
+			return a, nil, nil
 		}
-		c = &secaggCollect{round: r, sr: sr, leader: l, next: 1, start: time.Now()}
-		m.sa.collect = c
+		c.next++
+		g := c.group
+		if g == nil {
+			g = &chunkGroup{replies: make(map[string][]byte), done: make(chan struct{})}
+			c.group = g
+		}
+		g.chunks = append(g.chunks, ChunkAnswer{Seq: ch.Seq, Digest: dig, Reply: reply})
+		g.replies[dig] = reply
+		g.reports += len(ch.Leader)
+		g.lastFold = time.Now()
+		m.wakeChunks()
+		if g.reports >= groupReports {
+			m.checkpoint(c) // else settle, when no other chunk is on its way
+		}
+		a, _, _ := ans(api.IntakeAccepted, reply, "")
+		return a, g, nil
 	}
-	// A chunk the relay should never send closes the round, nothing
-	// charged: the relay ends it too on the invalid answer.
-	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
-		rec: m.openRecord(r, dig, c.leader.Reports(), 0, 0, time.Time{}), fail: func(st uint8) []byte { return prepFrame(round, st) }}
-	if ch.Seq != c.next {
-		return fc.closeInvalid(m, fmt.Sprintf("chunk %d, expected %d", ch.Seq, c.next))
+}
+
+func (m *Machine) chunkWait() time.Duration {
+	if m.flow.wait > 0 {
+		return m.flow.wait
 	}
-	if c.leader.Reports()+len(ch.Leader) > int(rc.Params.Quota) {
-		return fc.closeInvalid(m, fmt.Sprintf("more than the quota of %d reports", rc.Params.Quota))
-	}
-	msg, err := c.leader.PrepareChunk(ch.Leader, ch.Prep, m.workers())
-	if err != nil {
-		return fc.closeInvalid(m, "the relay's prepare shares do not combine: "+err.Error())
-	}
-	reply, err := (&wire.SecAggPrep{Round: round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
-	if err != nil {
-		return api.SecAggAnswer{}, fmt.Errorf("server: secagg chunk reply, round %d: %w", r, err)
-	}
-	c.next++
-	c.lastDig, c.lastReply = dig, reply
-	// Persisted before the answer: a restart resumes the round from here
-	// and answers the relay's re-sent chunk again.
-	if err := m.saveCollect(c); err != nil {
-		// The state in memory is ahead of the disk: the round cannot be
-		// resumed after a restart, so it is closed now, nothing charged.
-		m.log.Error("cannot persist the secagg round's state", "round", r, "err", err)
-		return fc.closeInvalid(m, "the aggregator could not persist the round")
-	}
-	return ans(api.IntakeAccepted, reply, "")
+	return chunkWaitBound
 }
 
 // openRecord is the record of the open round r with the relay's counts.
@@ -369,6 +643,11 @@ func (m *Machine) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 		ok: func(n int) ([]byte, error) {
 			return (&wire.SecAggCharged{Round: round, Status: wire.BatchStatusOK, Accepted: uint32(n)}).MarshalBinary()
 		}}
+	// The chunks folded but not yet answered are checkpointed first (the
+	// relay closes only after every chunk's answer, so normally none).
+	if !m.checkpoint(c) {
+		return ans(api.IntakeInvalid, nil, "the aggregator could not persist the round")
+	}
 	if cl.Chunks != c.next-1 || int(cl.Reports) != c.leader.Reports() || int(cl.Accepted) != c.leader.Accepted() {
 		return fc.closeInvalid(m, fmt.Sprintf("the relay closes %d chunks, %d reports, %d accepted; the leader has %d, %d, %d",
 			cl.Chunks, cl.Reports, cl.Accepted, c.next-1, c.leader.Reports(), c.leader.Accepted()))
@@ -376,12 +655,14 @@ func (m *Machine) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 	return m.secaggCharge(fc)
 }
 
-func (m *Machine) saveCollect(c *secaggCollect) error {
+// saveCollect writes the checkpoint of c covering chunks (those folded
+// since the previous checkpoint).
+func (m *Machine) saveCollect(c *secaggCollect, chunks []ChunkAnswer) error {
 	st, err := c.leader.MarshalState()
 	if err != nil {
 		return err
 	}
-	return m.store.SaveCollect(&Collect{Round: c.round, Next: c.next, LastDig: c.lastDig, LastReply: c.lastReply, Leader: st})
+	return m.store.SaveCollect(&Collect{Round: c.round, Next: c.next, Chunks: chunks, Leader: st})
 }
 
 func (m *Machine) removeCollect() {
@@ -411,7 +692,11 @@ func (m *Machine) restoreCollect() {
 	if err == nil {
 		var l *analysis.SecAggLeader
 		if l, err = analysis.RestoreCollecting(m.key, sr, eng, f.Leader); err == nil {
-			m.sa.collect = &secaggCollect{round: f.Round, sr: sr, leader: l, next: f.Next, lastDig: f.LastDig, lastReply: f.LastReply, start: time.Now()}
+			c := &secaggCollect{round: f.Round, sr: sr, leader: l, next: f.Next, answered: make(map[string][]byte), start: time.Now()}
+			for _, a := range f.answers() {
+				c.answered[a.Digest] = a.Reply
+			}
+			m.sa.collect = c
 			m.log.Info("resumed a secure-summation round's chunks", "round", f.Round, "chunks", f.Next-1, "reports", l.Reports())
 			return
 		}

@@ -159,7 +159,7 @@ func TestSecAggStreamStopsAfterAnInvalidChunk(t *testing.T) {
 		agg := &leaderAgg{t: t, key: key, p: p, invalidSeq: 2, hold: hold}
 		h := newHarness(t, agg, "")
 		defer h.close()
-		h.srv.sa.SetKnobs(sumrelay.Knobs{Workers: 2, ChunkReports: 2})
+		h.srv.sa.SetKnobs(sumrelay.Knobs{Workers: 2, ChunkReports: 2, InFlight: 1}) // one chunk at the aggregator at a time
 		spec, _ := roundspec.New(p)
 		pub := h.helperPub()
 		const n = 12

@@ -81,6 +81,8 @@ type leaderAgg struct {
 	attempts   map[string][][]byte // every request body by path
 
 	mu       sync.Mutex
+	turn     *sync.Cond // on mu: a chunk ahead of next waits for its predecessors
+	next     uint32
 	chunks   []*wire.SecAggChunk
 	closes   []*wire.SecAggClose
 	aggs     [][]byte
@@ -156,6 +158,16 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			answer(http.StatusBadRequest, "invalid", nil)
 			return
 		}
+		// The relay posts a few chunks at once: take them in seq order, as
+		// the aggregator does.
+		if a.turn == nil {
+			a.turn = sync.NewCond(&a.mu)
+		}
+		for c.Seq > 1 && (c.Round != a.round || c.Seq > a.next) {
+			a.turn.Wait()
+		}
+		a.next = c.Seq + 1
+		a.turn.Broadcast()
 		a.chunks = append(a.chunks, c)
 		if a.invalidSeq != 0 && c.Seq == a.invalidSeq {
 			reply, _ := (&wire.SecAggPrep{Round: c.Round, Status: wire.BatchStatusInvalid}).MarshalBinary()

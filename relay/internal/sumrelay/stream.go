@@ -29,7 +29,7 @@ type Stream struct {
 	done   chan struct{}
 
 	// helperMu guards h's Add (the assembler, runStream) and Verdicts (the
-	// poster, postChunk), which run on different goroutines; h.Prepare
+	// poster, applyVerdicts), which run on different goroutines; h.Prepare
 	// needs no lock. After done, one goroutine owns h.
 	helperMu sync.Mutex
 
@@ -129,18 +129,24 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 //   - assembler: puts the prepared reports back in arrival order (a
 //     reorder buffer keyed by the number), adds each to the helper
 //     (helper.Add) and to the chunk being built, and frees its slot; a
-//     full chunk goes to the poster (waiting while the poster has one), a
-//     partial one at each ChunkEvery tick when the poster is idle;
-//   - poster: posts the chunks one at a time, in order (postChunk: the
-//     aggregator takes a round's chunks strictly in sequence), and applies
-//     their verdicts, while the next chunk is prepared.
+//     full chunk goes to the poster (waiting while all of its slots are
+//     taken), a partial one at each ChunkEvery tick when no chunk is in
+//     flight;
+//   - poster (post): numbers the chunks (seq 1, 2, ...) and posts each on
+//     its own goroutine, up to knobs.inFlight (InFlight, default 4) at
+//     once, each resent with the identical bytes until a definitive
+//     answer; it applies their verdicts to the helper strictly in seq
+//     order (a reorder buffer: the aggregator folds them in that order,
+//     and the helper's verdicts follow its Add order), and frees a slot
+//     when a chunk's verdicts are applied.
 //
-// Bound: past st.in, the stream holds at most window + 2 × ChunkReports
-// reports: window (max(ChunkReports, 2 × workers): 8 at the defaults on 2
-// cores) being prepared or waiting for an earlier one, one chunk built
-// and waiting for the poster, and one at the aggregator (its leader shares
-// until the post returns, its prep states until the verdicts): 24 reports
-// at the defaults, about 26 MB of sealed leader shares at d = 7850.
+// Bound: past st.in, the stream holds at most window + (1 + inFlight) ×
+// ChunkReports reports: window (max(ChunkReports, 2 × workers): 8 at the
+// defaults on 2 cores) being prepared or waiting for an earlier one, one
+// chunk built and waiting for a slot, and inFlight chunks posted (their
+// leader shares, in the encoded frame only, until the post returns; their
+// prep states until the verdicts): 48 reports at the defaults, about
+// 52 MB of sealed leader shares at d = 7850 (1.07 MB each).
 //
 // A definitive answer that ends the round (an invalid chunk, a refused
 // one, verdicts that contradict the helper), a helper failure or the
@@ -166,7 +172,8 @@ func (rl *Relay) runStream(ctx context.Context, st *Stream) {
 	for range k.window {
 		slots <- struct{}{}
 	}
-	chunks := make(chan saChunk) // unbuffered: a chunk is handed over only to an idle poster
+	chunks := make(chan saChunk) // unbuffered: a chunk is handed over only to a poster with a free slot
+	var inflight atomic.Int32    // chunks posted and not yet applied (the assembler's partial chunks wait for 0)
 	var workers, stages sync.WaitGroup
 	for range k.workers {
 		workers.Go(func() {
@@ -184,19 +191,8 @@ func (rl *Relay) runStream(ctx context.Context, st *Stream) {
 		workers.Wait()
 		close(results)
 	})
-	stages.Go(func() { rl.assemble(st, k, results, slots, chunks, ended, end) })
-	stages.Go(func() {
-		for c := range chunks {
-			select {
-			case <-ended: // drained: nothing more is posted
-				continue
-			default:
-			}
-			if err := rl.postChunk(ctx, st, c.leaders, c.entries, c.receipts); err != nil {
-				end(err)
-			}
-		}
-	})
+	stages.Go(func() { rl.assemble(st, k, results, slots, chunks, &inflight, ended, end) })
+	stages.Go(func() { rl.post(ctx, st, k, chunks, &inflight, ended, end) })
 
 	expect := ^uint32(0)
 	var drained <-chan time.Time
@@ -262,7 +258,7 @@ type saChunk struct {
 // to the poster (chunks, closed when results is). After ended it only
 // drains results.
 func (rl *Relay) assemble(st *Stream, k streamKnobs, results <-chan prepDone, slots chan<- struct{},
-	chunks chan<- saChunk, ended <-chan struct{}, end func(error)) {
+	chunks chan<- saChunk, inflight *atomic.Int32, ended <-chan struct{}, end func(error)) {
 	defer close(chunks)
 	tick := time.NewTicker(k.every)
 	defer tick.Stop()
@@ -323,8 +319,8 @@ func (rl *Relay) assemble(st *Stream, k streamKnobs, results <-chan prepDone, sl
 				}
 			}
 		case <-tick.C:
-			if len(cur.leaders) == 0 || over() {
-				continue
+			if len(cur.leaders) == 0 || over() || inflight.Load() > 0 {
+				continue // nothing, or the aggregator has work: keep filling this one
 			}
 			select {
 			case chunks <- cur: // the poster is idle: a partial chunk
@@ -400,17 +396,126 @@ func (rl *Relay) runStreamSerial(ctx context.Context, st *Stream, k streamKnobs)
 	flush()
 }
 
-// postChunk posts one chunk and applies its verdicts.
+// post is runStream's poster: it takes the assembler's chunks (chunks,
+// closed when the assembler ends) while one of k.inFlight slots is free,
+// posts each on its own goroutine (postFrame) and applies the answers'
+// verdicts in seq order (applyVerdicts), freeing the chunk's slot. The
+// first error ends the round (end): a definitive answer other than ok,
+// verdicts that contradict the helper, the relay's stop; the posts still
+// in flight are then cancelled and nothing more is applied. It returns
+// once every chunk posted is answered or cancelled, so the close is
+// posted only after every chunk's answer.
+func (rl *Relay) post(ctx context.Context, st *Stream, k streamKnobs, chunks <-chan saChunk, inflight *atomic.Int32,
+	ended <-chan struct{}, end func(error)) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		seq      uint32
+		n        int
+		receipts [][32]byte
+		reply    []byte
+		err      error
+	}
+	answers := make(chan answer, k.inFlight) // never waits: at most inFlight posts
+	waiting := make(map[uint32]answer, k.inFlight)
+	var posts sync.WaitGroup
+	defer posts.Wait()
+	seq, next := uint32(0), uint32(1) // the last chunk numbered; the next whose verdicts apply
+	busy := 0
+	in, stop := chunks, ended
+	for in != nil || busy > 0 {
+		var take <-chan saChunk
+		if busy < k.inFlight {
+			take = in
+		}
+		select {
+		case c, ok := <-take:
+			if !ok {
+				in = nil
+				continue
+			}
+			select {
+			case <-ended: // drained: nothing more is posted
+				continue
+			default:
+			}
+			seq++
+			busy++
+			inflight.Add(1)
+			a := answer{seq: seq, n: len(c.leaders), receipts: c.receipts}
+			posts.Go(func() {
+				frame, err := rl.encodeChunk(st, a.seq, c.leaders, c.entries)
+				c = saChunk{} // the frame holds the leader shares now
+				if err == nil {
+					a.reply, err = rl.postFrame(pctx, st, frame, a.n)
+				}
+				a.err = err
+				answers <- a
+			})
+		case a := <-answers:
+			if a.err != nil {
+				end(a.err) // the first error ends the round; the others follow it
+				cancel()
+			}
+			waiting[a.seq] = a
+			for {
+				a, ok := waiting[next]
+				if !ok {
+					break
+				}
+				delete(waiting, next)
+				next++
+				busy--
+				inflight.Add(-1)
+				select {
+				case <-ended:
+					continue
+				default:
+				}
+				if err := rl.applyVerdicts(st, a.reply, a.n, a.receipts); err != nil {
+					end(err)
+					cancel()
+				}
+			}
+		case <-stop: // another stage ended the round: the posts in flight stop
+			cancel()
+			stop = nil
+		}
+	}
+}
+
+// postChunk posts one chunk (the next seq) and applies its verdicts
+// (runStreamSerial).
 func (rl *Relay) postChunk(ctx context.Context, st *Stream, leaders [][]byte, entries []secagg.Entry, receipts [][32]byte) error {
+	frame, err := rl.encodeChunk(st, st.chunks+1, leaders, entries)
+	if err != nil {
+		return err
+	}
+	reply, err := rl.postFrame(ctx, st, frame, len(leaders))
+	if err != nil {
+		return err
+	}
+	return rl.applyVerdicts(st, reply, len(leaders), receipts)
+}
+
+// encodeChunk encodes chunk seq of the stream's round.
+func (rl *Relay) encodeChunk(st *Stream, seq uint32, leaders [][]byte, entries []secagg.Entry) ([]byte, error) {
 	prep, err := st.sr.MarshalPrep(entries)
 	if err != nil {
-		return &endError{SecAggFailed, "encoding the prep shares: " + err.Error()}
+		return nil, &endError{SecAggFailed, "encoding the prep shares: " + err.Error()}
 	}
-	frame, err := (&wire.SecAggChunk{Round: st.num, Seq: st.chunks + 1, Leader: leaders, Prep: prep}).MarshalBinary()
+	frame, err := (&wire.SecAggChunk{Round: st.num, Seq: seq, Leader: leaders, Prep: prep}).MarshalBinary()
 	if err != nil {
-		return &endError{SecAggFailed, "encoding the chunk: " + err.Error()}
+		return nil, &endError{SecAggFailed, "encoding the chunk: " + err.Error()}
 	}
-	limit := 1<<12 + int64(len(leaders))<<10 // the 'M' message: tens of bytes per report
+	return frame, nil
+}
+
+// postFrame posts a chunk frame of n reports until a definitive answer
+// (Poster: the identical bytes each time) and returns its SecAggPrep
+// reply; any other definitive answer is the round's end.
+func (rl *Relay) postFrame(ctx context.Context, st *Stream, frame []byte, n int) ([]byte, error) {
+	limit := 1<<12 + int64(n)<<10 // the 'M' message: tens of bytes per report
 	out, reply, why, err := rl.cfg.Post.Post(ctx, st.num, ChunkPath, frame, limit, func(b []byte) error {
 		p, err := wire.ParseSecAggPrep(b)
 		if err == nil && p.Round != st.num {
@@ -419,18 +524,25 @@ func (rl *Relay) postChunk(ctx context.Context, st *Stream, leaders [][]byte, en
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if out != outbox.Accepted && out != outbox.Duplicate {
-		return &endError{out.String(), why}
+		return nil, &endError{out.String(), why}
 	}
-	p, err := wire.ParseSecAggPrep(reply) // checked by secAggPost
+	return reply, nil
+}
+
+// applyVerdicts applies the verdicts of the next chunk (n reports, in the
+// order the helper added them) to the helper, counts the rejections,
+// includes the accepted reports' receipts, and counts the chunk.
+func (rl *Relay) applyVerdicts(st *Stream, reply []byte, n int, receipts [][32]byte) error {
+	p, err := wire.ParseSecAggPrep(reply) // checked by postFrame
 	if err != nil || p.Status != wire.BatchStatusOK {
 		return &endError{SecAggInvalid, "the aggregator found a chunk invalid"}
 	}
 	ms, err := st.sr.ParseVerdicts(p.Msg)
-	if err == nil && len(ms) != len(leaders) {
-		err = fmt.Errorf("%d verdicts for %d reports: %w", len(ms), len(leaders), secagg.ErrProtocol)
+	if err == nil && len(ms) != n {
+		err = fmt.Errorf("%d verdicts for %d reports: %w", len(ms), n, secagg.ErrProtocol)
 	}
 	if err == nil {
 		st.helperMu.Lock()
@@ -451,7 +563,7 @@ func (rl *Relay) postChunk(ctx context.Context, st *Stream, leaders [][]byte, en
 		}
 	}
 	st.chunks++
-	st.sent += uint32(len(leaders))
+	st.sent += uint32(n)
 	return nil
 }
 

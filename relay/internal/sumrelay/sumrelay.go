@@ -3,7 +3,6 @@
 // particular storage: the steps around relay/internal/helper, each over
 // explicit state (a Stream, a Closed round, the records of a Store), with
 // the aggregator behind Poster and persistence behind outbox.Store:
-// // "Streaming"), the transport around relay/internal/helper:
 //
 //   - while the round is open, every accepted report goes to the round's
 //     stream (Report): its helper share is opened and prepared
@@ -11,11 +10,13 @@
 //     added (helper.Add) strictly in arrival order; its sealed leader share
 //     and 'P' entry join the next chunk; a chunk of ChunkReports reports,
 //     or whatever waited ChunkEvery while no chunk was at the aggregator,
-//     is posted to /v1/secagg/chunk, one at a time (the aggregator takes a
-//     round's chunks strictly in sequence), while the next one is
-//     prepared; its verdicts ('M') fold the accepted reports into the
-//     helper's running aggregate (helper.Verdicts); the report is then gone
-//     from the relay (runStream describes the pipeline and its bound);
+//     is posted to /v1/secagg/chunk, up to InFlight (default 4) at once,
+//     while the next ones are prepared (the aggregator folds a round's
+//     chunks in sequence, and answers each once a checkpoint of its state
+//     covers it); their verdicts ('M'), applied in sequence, fold the
+//     accepted reports into the helper's running aggregate
+//     (helper.Verdicts); the report is then gone from the relay
+//     (runStream describes the pipeline and its bound);
 //   - at the close (secAggRound), the stream waits at most DrainBound for
 //     the reports the round machine accepted but the stream has not yet
 //     received, drops the rest (counted, never sent: the aggregator never
@@ -94,6 +95,11 @@ const (
 	defaultChunkReports = 8                      // about 8.6 MB of leader shares at d = 7850
 	defaultChunkEvery   = 250 * time.Millisecond // a partial chunk waits at most this
 	defaultDrainBound   = 10 * time.Second       // at the close, for reports still on their way
+	// defaultInFlight chunks are posted at once: the aggregator holds each
+	// answer until a checkpoint of its running state covers it (once per
+	// group of chunks, not per chunk), so the stream keeps posting while
+	// the earlier answers wait; 4 × 8.6 MB of leader shares in flight.
+	defaultInFlight = 4
 )
 
 // Poster posts a secure-summation request until a definitive answer
@@ -150,6 +156,7 @@ type Knobs struct {
 	ChunkReports int           // reports per chunk (defaultChunkReports)
 	ChunkEvery   time.Duration // a partial chunk's wait (defaultChunkEvery)
 	DrainBound   time.Duration // at the close, for reports still on their way (defaultDrainBound)
+	InFlight     int           // chunks posted and not yet answered at once (defaultInFlight)
 	// Workers prepare reports (helper.Prepare) in parallel; 0:
 	// runtime.GOMAXPROCS. Serial selects runStreamSerial, the one-goroutine
 	// stream this pipeline replaced (BenchmarkSecAggStream compares them).
@@ -171,6 +178,7 @@ type streamKnobs struct {
 	size         int           // reports per chunk
 	every, drain time.Duration // a partial chunk's wait; the drain after the close
 	workers      int           // preparing goroutines
+	inFlight     int           // chunks posted at once (runStream's poster)
 	window       int           // reports past the stream's channel not yet in a chunk (runStream)
 	serial       bool
 	wrapOpen     func(helper.Opener) helper.Opener
@@ -181,7 +189,7 @@ func (rl *Relay) knobs() streamKnobs {
 	a := rl.knobSet
 	rl.mu.Unlock()
 	k := streamKnobs{size: a.ChunkReports, every: a.ChunkEvery, drain: a.DrainBound, workers: a.Workers,
-		serial: a.Serial, wrapOpen: a.WrapOpen}
+		inFlight: a.InFlight, serial: a.Serial, wrapOpen: a.WrapOpen}
 	if k.size <= 0 {
 		k.size = defaultChunkReports
 	}
@@ -190,6 +198,9 @@ func (rl *Relay) knobs() streamKnobs {
 	}
 	if k.drain <= 0 {
 		k.drain = defaultDrainBound
+	}
+	if k.inFlight <= 0 {
+		k.inFlight = defaultInFlight
 	}
 	if k.workers <= 0 {
 		k.workers = runtime.GOMAXPROCS(0)

@@ -106,6 +106,8 @@ type leader struct {
 	stopAt string
 
 	mu      sync.Mutex
+	turn    *sync.Cond // on mu: a chunk ahead of next waits for its predecessors
+	next    uint32
 	paths   []string
 	durable []bool
 	seqs    []uint32
@@ -150,6 +152,16 @@ func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, l
 		if err != nil {
 			a.t.Fatal(err)
 		}
+		// Several chunks may be in flight: take them in seq order, as the
+		// aggregator does.
+		if a.turn == nil {
+			a.turn = sync.NewCond(&a.mu)
+		}
+		for c.Seq > 1 && c.Seq > a.next {
+			a.turn.Wait()
+		}
+		a.next = c.Seq + 1
+		a.turn.Broadcast()
 		a.seqs = append(a.seqs, c.Seq)
 		if c.Seq == 1 {
 			a.sr, _ = spec.SecAggRound(c.Round)
@@ -484,5 +496,94 @@ func TestDecide(t *testing.T) {
 		if s := decide(c, tc.r, tc.floor, floor); !tc.check(s) {
 			t.Errorf("%s: %+v", tc.name, s)
 		}
+	}
+}
+
+// swapPoster is the aggregator with several chunks in flight: it prepares
+// the chunks in seq order (as the aggregator folds them) but answers each
+// odd chunk only after the next one's answer (when there is a next one),
+// so the relay receives chunk 2's verdicts before chunk 1's, 4's before
+// 3's, and so on.
+type swapPoster struct {
+	*leader
+	total    uint32 // the round's chunks
+	mu       sync.Mutex
+	turn     *sync.Cond
+	next     uint32
+	returned map[uint32]bool
+	order    []uint32 // seqs in the order answered
+}
+
+func (p *swapPoster) Post(ctx context.Context, num uint64, path string, body []byte, limit int64,
+	check func([]byte) error) (outbox.Outcome, []byte, string, error) {
+	if path != ChunkPath {
+		return p.leader.Post(ctx, num, path, body, limit, check)
+	}
+	spec, _ := roundspec.New(p.leader.p)
+	ls, _, _ := spec.SharesSizes()
+	c, err := wire.ParseSecAggChunk(body, ls, int(p.leader.p.Quota))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	for p.next != c.Seq {
+		p.turn.Wait()
+	}
+	p.mu.Unlock()
+	out, reply, why, err := p.leader.Post(ctx, num, path, body, limit, check)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next++
+	p.turn.Broadcast()
+	for c.Seq%2 == 1 && c.Seq < p.total && !p.returned[c.Seq+1] {
+		p.turn.Wait()
+	}
+	p.returned[c.Seq] = true
+	p.order = append(p.order, c.Seq)
+	p.turn.Broadcast()
+	return out, reply, why, err
+}
+
+// TestChunksInFlightApplyInOrder: with 4 chunks in flight answered out of
+// order (swapPoster), the relay applies the verdicts in seq order (the
+// helper accepts every report: verdicts applied to the wrong reports
+// contradict it) and closes the round with the same counts, and the
+// leader unshards the same sum, as with one chunk at a time.
+func TestChunksInFlightApplyInOrder(t *testing.T) {
+	const n = 10 // one unopened: 9 sent in chunks of 2, the last one partial
+	run := func(inFlight int) (*fixture, *swapPoster) {
+		f := newFixture(t)
+		var sp *swapPoster
+		if inFlight > 1 {
+			sp = &swapPoster{leader: f.agg, total: 5, next: 1, returned: make(map[uint32]bool)}
+			sp.turn = sync.NewCond(&sp.mu)
+			f.rl = f.newRelay()
+			f.rl.cfg.Post = sp
+		}
+		f.rl.SetKnobs(Knobs{Workers: 2, ChunkReports: 2, ChunkEvery: time.Hour, InFlight: inFlight})
+		f.store.Put(1, outbox.OpenRound, nil)
+		f.openRound(1, n, 4)
+		f.rl.Close(t.Context(), f.closed(1, n))
+		return f, sp
+	}
+	one, _ := run(1)
+	four, sp := run(4)
+	if slices.IsSorted(sp.order) || len(sp.order) != 5 {
+		t.Fatalf("chunks answered in the order %v: the reordering was not exercised", sp.order)
+	}
+	if len(one.agg.closes) != 1 || len(four.agg.closes) != 1 || !bytes.Equal(one.agg.closes[0], four.agg.closes[0]) {
+		t.Fatalf("closes %x (one in flight) and %x (four): want one each, identical", one.agg.closes, four.agg.closes)
+	}
+	cl, err := wire.ParseSecAggClose(four.agg.closes[0])
+	if err != nil || cl.Chunks != 5 || cl.Reports != n-1 || cl.Accepted != n-1 {
+		t.Fatalf("close %+v %v: want 5 chunks, %d reports, all accepted", cl, err, n-1)
+	}
+	if !slices.Equal(one.charged, four.charged) || one.agg.result == nil || four.agg.result == nil ||
+		one.agg.result.Count != four.agg.result.Count {
+		t.Fatalf("charged %v and %v, results %+v and %+v", one.charged, four.charged, one.agg.result, four.agg.result)
+	}
+	s1, s4 := one.m.Snapshot(), four.m.Snapshot()
+	if s4.SecAgg.Rounds[SecAggForwarded] != 1 || s4.SecAgg.Aggregated != s1.SecAgg.Aggregated {
+		t.Fatalf("metrics %+v with four in flight, %+v with one", s4.SecAgg, s1.SecAgg)
 	}
 }
