@@ -145,8 +145,10 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 // defaults on 2 cores) being prepared or waiting for an earlier one, one
 // chunk built and waiting for a slot, and inFlight chunks posted (their
 // leader shares, in the encoded frame only, until the post returns; their
-// prep states until the verdicts): 48 reports at the defaults, about
-// 52 MB of sealed leader shares at d = 7850 (1.07 MB each).
+// prep states until the verdicts): 80 reports at the defaults, about
+// 86 MB of sealed leader shares at d = 7850 (1.07 MB each). Before the
+// stream, its buffer (streamBuffer) and the relay's large-frame slots
+// (relay/internal/intake) hold at most 32 more.
 //
 // A definitive answer that ends the round (an invalid chunk, a refused
 // one, verdicts that contradict the helper), a helper failure or the

@@ -99,7 +99,7 @@ const (
 	// answer until a checkpoint of its running state covers it (once per
 	// group of chunks, not per chunk), so the stream keeps posting while
 	// the earlier answers wait; 4 × 8.6 MB of leader shares in flight.
-	defaultInFlight = 4
+	defaultInFlight = 8
 )
 
 // Poster posts a secure-summation request until a definitive answer
