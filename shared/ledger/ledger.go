@@ -482,6 +482,10 @@ func (l *Ledger) repeat(rel privacy.Release) bool {
 // TargetDelta) by the Composer's (or the Session's Tightest row's) bound.
 func (l *Ledger) Charge(rel privacy.Release) error { return l.ChargeWith(rel, nil) }
 
+// Store returns the datastore holding the ledger's records (OpenStore),
+// nil for a file ledger: ChargeWith's writes go to it.
+func (l *Ledger) Store() *datastore.Store { return l.db }
+
 // ChargeWith is Charge, with also's writes in the same datastore
 // transaction as the record (a ledger opened by OpenStore): the record
 // and every Put or Delete of also are durable together when ChargeWith

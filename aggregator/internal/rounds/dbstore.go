@@ -277,6 +277,37 @@ func (d *DBStore) SavePending(p *Pending) error {
 	})
 }
 
+// DB returns the datastore d writes to.
+func (d *DBStore) DB() *datastore.Store { return d.db }
+
+// ChargeTx returns SavePending(p) and SaveState(st) as writes of one
+// transaction, for the ledger's ChargeWith: the prepared round, the
+// checkpoint (with its Charging marker) and the charge's record are then
+// durable together or not at all. st is encoded now: later changes to it
+// are not written.
+func (d *DBStore) ChargeTx(p *Pending, st *checkpoint.State) (func(*datastore.Tx) error, error) {
+	snap, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("rounds: the checkpoint: %w", err)
+	}
+	var cp checkpoint.State
+	if err := json.Unmarshal(snap, &cp); err != nil {
+		return nil, fmt.Errorf("rounds: the checkpoint: %w", err)
+	}
+	return func(tx *datastore.Tx) error {
+		if err := setRound(tx, p.Round, StateClosed, ""); err != nil {
+			return err
+		}
+		if err := datastore.PutJSON(tx, BucketPending, "pending", p); err != nil {
+			return err
+		}
+		if err := roundsOfState(tx, &cp); err != nil {
+			return err
+		}
+		return datastore.PutJSON(tx, BucketState, "state", &cp)
+	}, nil
+}
+
 // RemovePending deletes the prepared round.
 func (d *DBStore) RemovePending() error {
 	return d.db.Update(func(tx *datastore.Tx) error { tx.Delete(BucketPending, "pending"); return nil })

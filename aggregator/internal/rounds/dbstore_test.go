@@ -3,14 +3,18 @@ package rounds
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/ledger"
+	"github.com/blanket-fl/blanket/shared/ledger/ledgertest"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -227,4 +231,86 @@ func TestBytesPerReport(t *testing.T) {
 	if fileLast < 5*fileFirst {
 		t.Fatalf("the former file did not grow as expected (first %d, last %d): the comparison is wrong", fileFirst, fileLast)
 	}
+}
+
+// TestChargeIsOneTransaction: with the ledger in the machine's datastore
+// (the aggregator's layout), a secure-summation round's prepared state,
+// its Charging marker and the ledger's record are one transaction. When
+// the charge's write fails (injected into the transaction that carries
+// the ledger's record: a failed write, a torn one, a failed fsync), the
+// close is an error and nothing is answered; after a restart on the same
+// directory the charge and the prepared round are both there (an fsync
+// that failed after the bytes reached the file: counted, never
+// under-counted) or both absent, never one without the other. When it
+// succeeds, both are there after a restart and the round resumes.
+func TestChargeIsOneTransaction(t *testing.T) {
+	for _, op := range []ledgertest.Op{ledgertest.Write, ledgertest.TornWrite, ledgertest.Sync} {
+		t.Run(fmt.Sprint(op), func(t *testing.T) {
+			dir := t.TempDir()
+			fsys := &ledgertest.StoreFS{}
+			r, db := newStoreLedgerRig(t, dir, fsys)
+			if !r.m.chargeInTx() {
+				t.Fatal("the machine does not charge in one transaction")
+			}
+			round := r.announce()
+			h := r.streamed(round, r.reports(round, 4), 2)
+			fsys.Arm(op, []byte(ledger.BucketRecords))
+			if ans, err := r.m.SecAggCloseIntake(h.close()); err == nil {
+				t.Fatalf("a close whose charge was not durable answered %+v", ans.IntakeAnswer)
+			}
+			db.Close()
+			// What a restart finds, before the machine reconciles it.
+			n, p := durableCharge(t, dir)
+			if (n == 0) != (p == nil) || n > 1 {
+				t.Fatalf("after a failed charge: %d releases, prepared round %v", n, p != nil)
+			}
+			if op != ledgertest.Sync && n != 0 {
+				t.Fatalf("a failed write is in the ledger after a restart")
+			}
+		})
+	}
+	t.Run("ok", func(t *testing.T) {
+		dir := t.TempDir()
+		r, db := newStoreLedgerRig(t, dir, nil)
+		round := r.announce()
+		h := r.streamed(round, r.reports(round, 4), 2)
+		if ans, err := r.m.SecAggCloseIntake(h.close()); err != nil || ans.Outcome != api.IntakeAccepted {
+			t.Fatalf("close: %+v %v", ans.IntakeAnswer, err)
+		}
+		db.Close()
+		if n, p := durableCharge(t, dir); n != 1 || p == nil || p.Round != round {
+			t.Fatalf("after a charge: %d releases, prepared round %+v", n, p)
+		}
+		db2 := openDB(t, dir, nil)
+		r2 := &rig{t: t, dir: dir, key: r.key, helper: r.helper, store: NewDBStore(db2), params: r.params, ledgerInStore: true}
+		r2.open()
+		if ans := r2.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeAccepted {
+			t.Fatalf("the charged round does not resume: %+v", ans)
+		}
+	})
+}
+
+// durableCharge reads, without a machine, the charges in dir's datastore
+// and its prepared secure-summation round.
+func durableCharge(t *testing.T, dir string) (int, *Pending) {
+	t.Helper()
+	db, err := datastore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := NewDBStore(db).LoadPending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, err := accounting.New(oneEach).LedgerOptions(100, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.OpenStore(db, lo, ledger.Former{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return len(l.Releases()), p
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/ledger"
@@ -141,6 +142,9 @@ type rig struct {
 	ledger *ledger.Ledger
 	m      *Machine
 	params wire.Params
+	// ledgerInStore opens the ledger in the DBStore's datastore
+	// (ledger.OpenStore), as the aggregator does, instead of a file.
+	ledgerInStore bool
 }
 
 // oneEach charges every release ε = 1 (the tests count releases).
@@ -172,6 +176,24 @@ func newRigIn(t *testing.T, dir string, p wire.Params, store func(dir string) St
 	return r
 }
 
+// newStoreLedgerRig is a rig on a DBStore of dir's datastore (on fsys),
+// with the ledger in the same datastore, as the aggregator runs it.
+func newStoreLedgerRig(t *testing.T, dir string, fsys datastore.FileSystem) (*rig, *datastore.Store) {
+	t.Helper()
+	key, err := sealkey.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := envelopetest.UnmarshalHelperKey(bytes.Repeat([]byte{3}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, dir, fsys)
+	r := &rig{t: t, dir: dir, key: key, helper: h, store: NewDBStore(db), params: secaggParams(), ledgerInStore: true}
+	r.open()
+	return r, db
+}
+
 // open (re)starts the machine from the store and the ledger file, as a
 // restarted aggregator does.
 func (r *rig) open() {
@@ -185,7 +207,12 @@ func (r *rig) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.Open(filepath.Join(r.dir, "ledger.jsonl"), lo)
+	var l *ledger.Ledger
+	if d, ok := r.store.(*DBStore); ok && r.ledgerInStore {
+		l, err = ledger.OpenStore(d.DB(), lo, ledger.Former{})
+	} else {
+		l, err = ledger.Open(filepath.Join(r.dir, "ledger.jsonl"), lo)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -318,6 +319,40 @@ func (m *Machine) commit(fn func(st *checkpoint.State)) error {
 		f(finished)
 	}
 	return err
+}
+
+// chargeInTx reports whether a charge can be one transaction with the
+// machine's state: the store is a DBStore and the ledger's records are in
+// the same datastore (ledger.OpenStore).
+func (m *Machine) chargeInTx() bool {
+	d, ok := m.store.(*DBStore)
+	return ok && m.ledger.Store() != nil && m.ledger.Store() == d.DB()
+}
+
+// chargeTx charges rel with the prepared round p and the checkpoint,
+// marked charging, in the ledger's transaction (ledger.ChargeWith,
+// DBStore.ChargeTx): on success the marker is the machine's state; on any
+// error nothing of it was written and the state is as before.
+func (m *Machine) chargeTx(rel privacy.Release, p *Pending, marker *checkpoint.Charging) error {
+	d := m.store.(*DBStore)
+	m.mu.Lock()
+	prev := m.st.Charging
+	m.st.Charging = marker
+	m.st.LedgerRecords, m.st.LedgerHead = checkpoint.LedgerHead(m.ledger)
+	also, err := d.ChargeTx(p, &m.st)
+	m.st.Charging = prev
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errPersist, err)
+	}
+	if err := m.ledger.ChargeWith(rel, also); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.st.Charging = marker
+	m.st.LedgerRecords, m.st.LedgerHead = checkpoint.LedgerHead(m.ledger)
+	m.mu.Unlock()
+	return nil
 }
 
 // record returns the history record of a round, or nil.

@@ -85,6 +85,14 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 	r := fc.r
 	params := fc.rc.Params
 	var okFrame []byte
+	var pending *Pending
+	// With the ledger in the machine's own datastore (DBStore), the
+	// prepared round, the Charging marker and the ledger's record are one
+	// transaction (chargeTx): the round is resumable exactly when it is
+	// charged. Otherwise (FileStore, a file ledger) they are written in
+	// turn, the prepared round first: read at a restart only if the ledger
+	// holds the charge (restorePending).
+	oneTx := m.chargeInTx()
 	persist := func(aggregate []byte) error {
 		fc.counts()
 		f, err := fc.ok(fc.leader.Accepted())
@@ -92,9 +100,11 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 			return fmt.Errorf("%w: encoding the reply: %w", errPersist, err)
 		}
 		okFrame = f
-		// The round is resumable from here: written before the charge, read
-		// at a restart only if the ledger holds the charge (restorePending).
-		if err := m.store.SavePending(&Pending{Round: r, Digest: fc.dig, Reply: f, Rec: fc.rec, Aggregate: aggregate}); err != nil {
+		pending = &Pending{Round: r, Digest: fc.dig, Reply: f, Rec: fc.rec, Aggregate: aggregate}
+		if oneTx {
+			return nil
+		}
+		if err := m.store.SavePending(pending); err != nil {
 			return fmt.Errorf("%w: %w", errPersist, err)
 		}
 		if err := m.commit(func(c *checkpoint.State) { c.Charging = &checkpoint.Charging{Round: r, Digest: fc.dig, SecAgg: true} }); err != nil {
@@ -102,8 +112,14 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 		}
 		return nil
 	}
+	charge := m.ledger.Charge
+	if oneTx {
+		charge = func(rel privacy.Release) error {
+			return m.chargeTx(rel, pending, &checkpoint.Charging{Round: r, Digest: fc.dig, SecAgg: true})
+		}
+	}
 	release := func(n int) privacy.Release { return fc.rc.Proto.Spec.Release(r, n, 0) }
-	err := analysis.ChargeSecAgg(fc.leader, int(params.MinBatch), release, persist, m.ledger.Charge)
+	err := analysis.ChargeSecAgg(fc.leader, int(params.MinBatch), release, persist, charge)
 	fc.counts()
 	m.dropCollect("the round is closed")
 	if err != nil {
