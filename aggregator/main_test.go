@@ -75,3 +75,19 @@ func TestDispatch(t *testing.T) {
 		}
 	}
 }
+
+// TestStateMachinesWithoutHTTP: the round state machines and their
+// persistence order (the aggregator's rounds, the relay's round machine)
+// link no HTTP: the servers' HTTP layers only move bytes to them
+// (issue 24). The API package, which does link net/http, is what carries
+// the rounds' outcomes as status codes.
+func TestStateMachinesWithoutHTTP(t *testing.T) {
+	if api := deps(t, module+"aggregator/internal/api"); !api["net/http"] {
+		t.Fatal("the check would not see net/http: the API package does not link it")
+	}
+	for _, pkg := range []string{"aggregator/internal/rounds", "aggregator/internal/outcome", "relay/internal/round"} {
+		if d := deps(t, module+pkg); d["net/http"] {
+			t.Errorf("%s links net/http", pkg)
+		}
+	}
+}

@@ -249,7 +249,7 @@ func (h *handlers) serveBatch(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(OutcomeHeader, string(intake))
 	if reply.Round == 0 {
 		// Not a batch frame at all, or round 0: no reply frame exists.
-		http.Error(w, "invalid batch frame", intake.HTTPStatus())
+		http.Error(w, "invalid batch frame", HTTPStatus(intake))
 		return
 	}
 	frame, merr := reply.MarshalBinary()
@@ -260,7 +260,7 @@ func (h *handlers) serveBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.WriteHeader(intake.HTTPStatus())
+	w.WriteHeader(HTTPStatus(intake))
 	w.Write(frame)
 }
 
@@ -288,11 +288,11 @@ func (h *handlers) serveSecAggFrame(limit func() int64, intake func([]byte) (Sec
 		}
 		w.Header().Set(OutcomeHeader, string(ans.Outcome))
 		if ans.Frame == nil {
-			writeIntake(w, ans.IntakeAnswer)
+			writeIntake(w, ans.Answer)
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.WriteHeader(ans.Outcome.HTTPStatus())
+		w.WriteHeader(HTTPStatus(ans.Outcome))
 		w.Write(ans.Frame)
 	}
 }
@@ -310,7 +310,7 @@ func (h *handlers) serveSecAggAggregate(w http.ResponseWriter, r *http.Request) 
 func writeIntake(w http.ResponseWriter, ans IntakeAnswer) {
 	w.Header().Set(OutcomeHeader, string(ans.Outcome))
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(ans.Outcome.HTTPStatus())
+	w.WriteHeader(HTTPStatus(ans.Outcome))
 	json.NewEncoder(w).Encode(ans)
 }
 

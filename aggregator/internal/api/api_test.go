@@ -28,11 +28,11 @@ func (f *fake) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
 func (f *fake) AbortIntake(frame []byte) IntakeAnswer { f.frames++; return f.abort }
 func (f *fake) SecAggChunkIntake(frame []byte) (SecAggAnswer, error) {
 	f.frames++
-	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeAccepted}, Frame: []byte{1, 0x0A}}, nil
+	return SecAggAnswer{Answer: IntakeAnswer{Round: 2, Outcome: IntakeAccepted}, Frame: []byte{1, 0x0A}}, nil
 }
 func (f *fake) SecAggCloseIntake(frame []byte) (SecAggAnswer, error) {
 	f.frames++
-	return SecAggAnswer{IntakeAnswer: IntakeAnswer{Round: 2, Outcome: IntakeObsolete}}, nil
+	return SecAggAnswer{Answer: IntakeAnswer{Round: 2, Outcome: IntakeObsolete}}, nil
 }
 func (f *fake) SecAggAggregateIntake(frame []byte) IntakeAnswer {
 	f.frames++

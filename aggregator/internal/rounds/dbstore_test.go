@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
-	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/ledger/ledgertest"
@@ -43,8 +43,8 @@ func TestImportOldFormat(t *testing.T) {
 		h := r.helperSide(round)
 		c1 := h.chunk(reps[:2])
 		a1, err := r.m.SecAggChunkIntake(c1)
-		if err != nil || a1.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk 1: %+v %v", a1.IntakeAnswer, err)
+		if err != nil || a1.Outcome != outcome.Accepted {
+			t.Fatalf("chunk 1: %+v %v", a1.Answer, err)
 		}
 		h.verdicts(a1.Frame)
 		if _, err := os.Stat(filepath.Join(dir, CollectFile)); err != nil {
@@ -65,17 +65,17 @@ func TestImportOldFormat(t *testing.T) {
 		r.store = NewDBStore(db)
 		r.open()
 		again, err := r.m.SecAggChunkIntake(c1)
-		if err != nil || again.Outcome != api.IntakeDuplicate || !bytes.Equal(again.Frame, a1.Frame) {
-			t.Fatalf("re-sent chunk after the import: %+v %v", again.IntakeAnswer, err)
+		if err != nil || again.Outcome != outcome.Duplicate || !bytes.Equal(again.Frame, a1.Frame) {
+			t.Fatalf("re-sent chunk after the import: %+v %v", again.Answer, err)
 		}
 		a2, err := r.m.SecAggChunkIntake(h.chunk(reps[2:]))
-		if err != nil || a2.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk 2: %+v %v", a2.IntakeAnswer, err)
+		if err != nil || a2.Outcome != outcome.Accepted {
+			t.Fatalf("chunk 2: %+v %v", a2.Answer, err)
 		}
 		h.verdicts(a2.Frame)
 		ans, err := r.m.SecAggCloseIntake(h.close())
 		if ch, perr := wire.ParseSecAggCharged(ans.Frame); err != nil || perr != nil || ch.Accepted != 4 {
-			t.Fatalf("close: %+v %v %v", ans.IntakeAnswer, err, perr)
+			t.Fatalf("close: %+v %v %v", ans.Answer, err, perr)
 		}
 		// A second start imports nothing again.
 		if err := ImportFiles(db, dir); err != nil {
@@ -99,7 +99,7 @@ func TestImportOldFormat(t *testing.T) {
 		if r.m.PendingUntil(round).IsZero() {
 			t.Fatal("the charged round was not resumed from the imported state")
 		}
-		if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeAccepted {
+		if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Accepted {
 			t.Fatalf("aggregate: %+v", ans)
 		}
 		if n := len(r.ledger.Releases()); n != 1 {
@@ -147,7 +147,7 @@ func TestFailingFsync(t *testing.T) {
 		h := r.helperSide(round)
 		ffs.armed.Store(true)
 		ans, err := r.m.SecAggChunkIntake(h.chunk(r.reports(round, 2)))
-		if err == nil && ans.Outcome == api.IntakeAccepted {
+		if err == nil && ans.Outcome == outcome.Accepted {
 			t.Fatal("a chunk whose state was not durable was answered accepted")
 		}
 		if p, perr := wire.ParseSecAggPrep(ans.Frame); err == nil && (perr != nil || len(p.Msg) != 0) {
@@ -164,12 +164,12 @@ func TestFailingFsync(t *testing.T) {
 		h := r.streamed(round, r.reports(round, 4), 2)
 		ffs.armed.Store(true)
 		if ans, err := r.m.SecAggCloseIntake(h.close()); err == nil {
-			t.Fatalf("close whose prepared round was not durable answered %+v", ans.IntakeAnswer)
+			t.Fatalf("close whose prepared round was not durable answered %+v", ans.Answer)
 		}
 		if n := len(r.ledger.Releases()); n != 0 {
 			t.Fatalf("%d releases after a failed fsync", n)
 		}
-		if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome == api.IntakeAccepted {
+		if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome == outcome.Accepted {
 			t.Fatal("an aggregate was applied for a round never charged")
 		}
 	})
@@ -198,8 +198,8 @@ func TestBytesPerReport(t *testing.T) {
 	for lo := 0; lo < n; lo += per {
 		before := db.Stats().BytesWritten
 		ans, err := r.m.SecAggChunkIntake(h.chunk(reps[lo : lo+per]))
-		if err != nil || ans.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk at %d: %+v %v", lo, ans.IntakeAnswer, err)
+		if err != nil || ans.Outcome != outcome.Accepted {
+			t.Fatalf("chunk at %d: %+v %v", lo, ans.Answer, err)
 		}
 		h.verdicts(ans.Frame)
 		w := db.Stats().BytesWritten - before
@@ -256,7 +256,7 @@ func TestChargeIsOneTransaction(t *testing.T) {
 			h := r.streamed(round, r.reports(round, 4), 2)
 			fsys.Arm(op, []byte(ledger.BucketRecords))
 			if ans, err := r.m.SecAggCloseIntake(h.close()); err == nil {
-				t.Fatalf("a close whose charge was not durable answered %+v", ans.IntakeAnswer)
+				t.Fatalf("a close whose charge was not durable answered %+v", ans.Answer)
 			}
 			db.Close()
 			// What a restart finds, before the machine reconciles it.
@@ -274,8 +274,8 @@ func TestChargeIsOneTransaction(t *testing.T) {
 		r, db := newStoreLedgerRig(t, dir, nil)
 		round := r.announce()
 		h := r.streamed(round, r.reports(round, 4), 2)
-		if ans, err := r.m.SecAggCloseIntake(h.close()); err != nil || ans.Outcome != api.IntakeAccepted {
-			t.Fatalf("close: %+v %v", ans.IntakeAnswer, err)
+		if ans, err := r.m.SecAggCloseIntake(h.close()); err != nil || ans.Outcome != outcome.Accepted {
+			t.Fatalf("close: %+v %v", ans.Answer, err)
 		}
 		db.Close()
 		if n, p := durableCharge(t, dir); n != 1 || p == nil || p.Round != round {
@@ -284,7 +284,7 @@ func TestChargeIsOneTransaction(t *testing.T) {
 		db2 := openDB(t, dir, nil)
 		r2 := &rig{t: t, dir: dir, key: r.key, helper: r.helper, store: NewDBStore(db2), params: r.params, ledgerInStore: true}
 		r2.open()
-		if ans := r2.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeAccepted {
+		if ans := r2.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Accepted {
 			t.Fatalf("the charged round does not resume: %+v", ans)
 		}
 	})

@@ -424,7 +424,7 @@ func (r *rig) streamed(round int, reps []report, per int) *helperSide {
 	for lo := 0; lo < len(reps); lo += per {
 		ans, err := r.m.SecAggChunkIntake(h.chunk(reps[lo:min(lo+per, len(reps))]))
 		if err != nil || ans.Outcome != "accepted" {
-			r.t.Fatalf("chunk %d: %+v %v", h.chunks, ans.IntakeAnswer, err)
+			r.t.Fatalf("chunk %d: %+v %v", h.chunks, ans.Answer, err)
 		}
 		h.verdicts(ans.Frame)
 	}
@@ -438,7 +438,7 @@ func (r *rig) charged(round, n int) (*helperSide, []byte) {
 	h := r.streamed(round, r.reports(round, n), 2)
 	ans, err := r.m.SecAggCloseIntake(h.close())
 	if err != nil || ans.Outcome != "accepted" {
-		r.t.Fatalf("close: %+v %v", ans.IntakeAnswer, err)
+		r.t.Fatalf("close: %+v %v", ans.Answer, err)
 	}
 	ch, err := wire.ParseSecAggCharged(ans.Frame)
 	if err != nil || ch.Status != wire.BatchStatusOK || int(ch.Accepted) != n {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -45,7 +45,7 @@ func (m *Machine) HandleBatch(frame []byte) (wire.BatchReply, error) {
 // non-nil only for internal failures (the ledger could not record the
 // charge; nothing was decrypted), answered 500 so the relay retries. The
 // reply's Round is 0 only when the frame is not a batch frame of a round.
-func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error) {
+func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, outcome.Intake, error) {
 	digest := sha256.Sum256(frame)
 	dig := hex.EncodeToString(digest[:])
 	m.procMu.Lock()
@@ -55,13 +55,13 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error)
 	if err != nil || t != wire.TypeBatch || round < 1 {
 		m.log.Warn("batch rejected: not a batch frame", "bytes", len(frame))
 		m.countRejected(reasonNotBatch)
-		return wire.BatchReply{Status: wire.BatchStatusInvalid}, api.IntakeInvalid, nil
+		return wire.BatchReply{Status: wire.BatchStatusInvalid}, outcome.Invalid, nil
 	}
 	reply := wire.BatchReply{Round: round}
 	if round > uint64(m.st.Round+1) || int(round) <= 0 {
 		reply.Status = wire.BatchStatusInvalid
 		m.log.Warn("batch ignored: a round never announced", "round", round, "last", m.st.Round)
-		return reply, api.IntakeObsolete, nil
+		return reply, outcome.Obsolete, nil
 	}
 	r := int(round)
 	if rec := m.record(r); rec != nil {
@@ -71,25 +71,25 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error)
 		if rec.Digest == dig && rec.Reply != nil {
 			m.log.Info("identical batch re-sent; answering with the stored reply", "round", r)
 			return wire.BatchReply{Round: round, Accepted: uint32(rec.Accepted), RejectedOpen: uint32(rec.RejectedOpen),
-				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, api.IntakeDuplicate, nil
+				RejectedValue: uint32(rec.RejectedValue), Status: *rec.Reply}, outcome.Duplicate, nil
 		}
 		m.log.Warn("batch ignored: the round is already closed", "round", r, "status", rec.Status)
 		reply.Status = wire.BatchStatusDuplicate
-		return reply, api.IntakeObsolete, nil
+		return reply, outcome.Obsolete, nil
 	}
 	if m.st.Open == nil || m.st.Open.Round != r {
 		// A round below the last finished one with no record cannot
 		// happen; a round not open is not accepted.
 		reply.Status = wire.BatchStatusInvalid
 		m.log.Warn("batch ignored: round not open", "round", r)
-		return reply, api.IntakeObsolete, nil
+		return reply, outcome.Obsolete, nil
 	}
 	rc := m.Current()
 	if rc.Proto.SecAgg() {
 		reply.Status = wire.BatchStatusInvalid
 		m.log.Warn("batch rejected: the round is secure summation (POST /v1/secagg/chunk)", "round", r)
 		m.countRejected(reasonSecAgg)
-		return reply, api.IntakeInvalid, nil
+		return reply, outcome.Invalid, nil
 	}
 	start := time.Now()
 	var rec checkpoint.RoundRecord
@@ -123,7 +123,7 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error)
 		m.log.Warn("batch rejected", "round", r, "reason", rej.Reason, "err", rej.Err)
 		m.countRejected(rej.Reason)
 		reply.Status = wire.BatchStatusInvalid
-		return reply, api.IntakeInvalid, nil
+		return reply, outcome.Invalid, nil
 	case markerErr != nil:
 		return wire.BatchReply{}, "", fmt.Errorf("server: recording the batch before its charge, round %d: %w", r, markerErr)
 	case !res.Charged && errors.Is(err, ledger.ErrBudgetExhausted):
@@ -133,12 +133,12 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error)
 		m.log.Warn("batch refused: privacy budget", "round", r, "err", err)
 		m.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 		m.Stop("privacy budget: " + err.Error())
-		return reply, api.IntakeAccepted, nil
+		return reply, outcome.Accepted, nil
 	case !res.Charged && errors.Is(err, ledger.ErrInvalidRelease):
 		m.log.Warn("batch rejected: invalid release", "round", r, "err", err)
 		m.countRejected(reasonInvalidRelease)
 		reply.Status = wire.BatchStatusInvalid
-		return reply, api.IntakeInvalid, nil
+		return reply, outcome.Invalid, nil
 	case !res.Charged && err != nil:
 		m.log.Error("ledger charge failed; nothing decrypted", "round", r, "err", err)
 		return wire.BatchReply{}, "", fmt.Errorf("server: charging round %d: %w", r, err)
@@ -168,7 +168,7 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, api.Intake, error)
 	})
 	m.notify()
 	m.finishLog(&rec, "n_p", rec.NP, "accepted", rec.Accepted, "rejected_open", rec.RejectedOpen, "rejected_value", rec.RejectedValue)
-	return reply, api.IntakeAccepted, nil
+	return reply, outcome.Accepted, nil
 }
 
 // applyAnalysis fills the counts of reply and rec from a charged batch's
@@ -195,7 +195,7 @@ func (m *Machine) applyAnalysis(res analysis.Result, err error, reply *wire.Batc
 // exactly once). The caller holds procMu. The round's model update lands
 // on the current model, after any round announced since (an asynchronous
 // update, as federated averaging tolerates).
-func (m *Machine) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, api.Intake, error) {
+func (m *Machine) reapply(frame []byte, round uint64, dig string) (wire.BatchReply, outcome.Intake, error) {
 	r := int(round)
 	reply := wire.BatchReply{Round: round}
 	b, err := wire.ParseBatch(frame, m.Current().Params)
@@ -203,7 +203,7 @@ func (m *Machine) reapply(frame []byte, round uint64, dig string) (wire.BatchRep
 		m.log.Warn("re-sent batch of a lost round rejected: malformed", "round", r, "err", err)
 		m.countRejected(analysis.ReasonMalformed)
 		reply.Status = wire.BatchStatusInvalid
-		return reply, api.IntakeInvalid, nil
+		return reply, outcome.Invalid, nil
 	}
 	start := time.Now()
 	rec := *m.record(r)
@@ -234,7 +234,7 @@ func (m *Machine) reapply(frame []byte, round uint64, dig string) (wire.BatchRep
 	})
 	m.notify()
 	m.log.Info("re-sent batch of a charged round applied without charging again", "round", r, "status", rec.Status, "accepted", rec.Accepted)
-	return reply, api.IntakeAccepted, nil
+	return reply, outcome.Accepted, nil
 }
 
 // fillEpsilon stores the cumulative guarantee after the round by every
@@ -258,46 +258,46 @@ func (m *Machine) fillEpsilon(rec *checkpoint.RoundRecord) {
 // whether the abort matched the open round or an already aborted one.
 func (m *Machine) HandleAbort(frame []byte) (bool, error) {
 	ans := m.AbortIntake(frame)
-	if ans.Outcome == api.IntakeInvalid {
+	if ans.Outcome == outcome.Invalid {
 		return false, errors.New(ans.Detail)
 	}
-	return ans.Outcome == api.IntakeAccepted || ans.Outcome == api.IntakeDuplicate, nil
+	return ans.Outcome == outcome.Accepted || ans.Outcome == outcome.Duplicate, nil
 }
 
 // AbortIntake processes an Abort frame: the open round is closed with
 // nothing charged and the next round follows (accepted). An abort of a
 // round already aborted is a duplicate; of a round closed another way, or
 // not open, obsolete; bytes that are not an Abort frame, invalid.
-func (m *Machine) AbortIntake(frame []byte) api.IntakeAnswer {
+func (m *Machine) AbortIntake(frame []byte) outcome.Answer {
 	a, err := wire.ParseAbort(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
-		return api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid abort: " + err.Error()}
+		return outcome.Answer{Round: round, Outcome: outcome.Invalid, Detail: "invalid abort: " + err.Error()}
 	}
 	m.procMu.Lock()
 	defer m.procMu.Unlock()
-	ans := api.IntakeAnswer{Round: a.Round}
+	ans := outcome.Answer{Round: a.Round}
 	r := int(a.Round)
 	if r <= 0 {
-		ans.Outcome, ans.Detail = api.IntakeObsolete, "round out of range"
+		ans.Outcome, ans.Detail = outcome.Obsolete, "round out of range"
 		return ans
 	}
 	if rec := m.record(r); rec != nil {
 		if rec.Status == checkpoint.StatusAborted {
-			ans.Outcome, ans.Detail = api.IntakeDuplicate, fmt.Sprintf("round %d already aborted", r)
+			ans.Outcome, ans.Detail = outcome.Duplicate, fmt.Sprintf("round %d already aborted", r)
 		} else {
-			ans.Outcome, ans.Detail = api.IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
+			ans.Outcome, ans.Detail = outcome.Obsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status)
 			m.log.Info("abort ignored: the round is already closed", "round", r, "status", rec.Status)
 		}
 		return ans
 	}
 	if m.st.Open == nil || m.st.Open.Round != r {
-		ans.Outcome, ans.Detail = api.IntakeObsolete, fmt.Sprintf("round %d is not open (last %d)", r, m.st.Round)
+		ans.Outcome, ans.Detail = outcome.Obsolete, fmt.Sprintf("round %d is not open (last %d)", r, m.st.Round)
 		m.log.Info("abort ignored: round not open", "round", r, "last", m.st.Round)
 		return ans
 	}
 	if m.loseSecAggIfPending(r, "charged, not applied: aborted by the relay after its batch ("+abortReason(a.Reason)+")") {
-		ans.Outcome = api.IntakeAccepted
+		ans.Outcome = outcome.Accepted
 		return ans
 	}
 	o := *m.st.Open
@@ -310,7 +310,7 @@ func (m *Machine) AbortIntake(frame []byte) api.IntakeAnswer {
 		"checked_in", a.CheckedIn, "population", a.Population)
 	m.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = r, nil })
 	m.notify()
-	ans.Outcome = api.IntakeAccepted
+	ans.Outcome = outcome.Accepted
 	return ans
 }
 

@@ -42,7 +42,7 @@
 // BatchGrace while the relay answers /healthz, or a relay abort) is lost;
 // a restart of either server resumes it (Expire, restorePending).
 //
-// Every batch and abort gets a definitive outcome (api.Intake): accepted,
+// Every batch and abort gets a definitive outcome (outcome.Intake): accepted,
 // duplicate (an identical re-send, same SHA-256: the stored reply again),
 // obsolete (the round is closed here another way, or not open: a second,
 // different batch, an abort after the round was abandoned) or invalid.

@@ -23,7 +23,7 @@ const (
 type RelayError struct {
 	Status  string
 	Code    int
-	Outcome string // the relay's api.OutcomeHeader, if any
+	Outcome string // the relay's OutcomeHeader, if any
 	Body    string
 }
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -24,12 +24,12 @@ func TestChunkAfterCloseIsRefused(t *testing.T) {
 	h, reply := r.charged(round, 4)
 	late := h.chunk(r.reports(round, 1))
 	ans, err := r.m.SecAggChunkIntake(late)
-	if err != nil || ans.Outcome != api.IntakeObsolete {
-		t.Fatalf("chunk after the close: %+v %v, want obsolete", ans.IntakeAnswer, err)
+	if err != nil || ans.Outcome != outcome.Obsolete {
+		t.Fatalf("chunk after the close: %+v %v, want obsolete", ans.Answer, err)
 	}
 	again, err := r.m.SecAggCloseIntake(h.close())
-	if err != nil || again.Outcome != api.IntakeDuplicate || !bytes.Equal(again.Frame, reply) {
-		t.Fatalf("re-sent close: %+v %v, want duplicate with the stored reply", again.IntakeAnswer, err)
+	if err != nil || again.Outcome != outcome.Duplicate || !bytes.Equal(again.Frame, reply) {
+		t.Fatalf("re-sent close: %+v %v, want duplicate with the stored reply", again.Answer, err)
 	}
 	if n := len(r.ledger.Releases()); n != 1 {
 		t.Fatalf("%d releases charged, want 1", n)
@@ -54,10 +54,10 @@ func TestRestartBetweenChargeAndAggregateResumes(t *testing.T) {
 		t.Fatal("the charged round was not resumed")
 	}
 	again, err := r.m.SecAggCloseIntake(h.close())
-	if err != nil || again.Outcome != api.IntakeDuplicate || !bytes.Equal(again.Frame, reply) {
-		t.Fatalf("re-sent close after the restart: %+v %v", again.IntakeAnswer, err)
+	if err != nil || again.Outcome != outcome.Duplicate || !bytes.Equal(again.Frame, reply) {
+		t.Fatalf("re-sent close after the restart: %+v %v", again.Answer, err)
 	}
-	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeAccepted {
+	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Accepted {
 		t.Fatalf("aggregate after the restart: %+v", ans)
 	}
 	rec := r.lastRecord()
@@ -83,7 +83,7 @@ func TestRestartBetweenChargeAndAggregateResumes(t *testing.T) {
 	if !moved {
 		t.Fatal("the model did not move")
 	}
-	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeDuplicate {
+	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Duplicate {
 		t.Fatalf("re-sent aggregate: %+v, want duplicate", ans)
 	}
 }
@@ -99,23 +99,23 @@ func TestRestartMidCollectResumes(t *testing.T) {
 	h := r.helperSide(round)
 	c1 := h.chunk(reps[:2])
 	a1, err := r.m.SecAggChunkIntake(c1)
-	if err != nil || a1.Outcome != api.IntakeAccepted {
-		t.Fatalf("chunk 1: %+v %v", a1.IntakeAnswer, err)
+	if err != nil || a1.Outcome != outcome.Accepted {
+		t.Fatalf("chunk 1: %+v %v", a1.Answer, err)
 	}
 	h.verdicts(a1.Frame)
 	r.open()
 	again, err := r.m.SecAggChunkIntake(c1)
-	if err != nil || again.Outcome != api.IntakeDuplicate || !bytes.Equal(again.Frame, a1.Frame) {
-		t.Fatalf("re-sent chunk 1 after the restart: %+v %v", again.IntakeAnswer, err)
+	if err != nil || again.Outcome != outcome.Duplicate || !bytes.Equal(again.Frame, a1.Frame) {
+		t.Fatalf("re-sent chunk 1 after the restart: %+v %v", again.Answer, err)
 	}
 	a2, err := r.m.SecAggChunkIntake(h.chunk(reps[2:]))
-	if err != nil || a2.Outcome != api.IntakeAccepted {
-		t.Fatalf("chunk 2 after the restart: %+v %v", a2.IntakeAnswer, err)
+	if err != nil || a2.Outcome != outcome.Accepted {
+		t.Fatalf("chunk 2 after the restart: %+v %v", a2.Answer, err)
 	}
 	h.verdicts(a2.Frame)
 	ans, err := r.m.SecAggCloseIntake(h.close())
 	if ch, perr := wire.ParseSecAggCharged(ans.Frame); err != nil || perr != nil || ch.Accepted != 4 {
-		t.Fatalf("close: %+v %v %v", ans.IntakeAnswer, err, perr)
+		t.Fatalf("close: %+v %v %v", ans.Answer, err, perr)
 	}
 }
 
@@ -129,8 +129,8 @@ func TestCollectSaveFailureAnswersNoVerdicts(t *testing.T) {
 	round := r.announce()
 	h := r.helperSide(round)
 	ans, err := r.m.SecAggChunkIntake(h.chunk(r.reports(round, 2)))
-	if err != nil || ans.Outcome != api.IntakeInvalid {
-		t.Fatalf("chunk with a failing save: %+v %v, want invalid", ans.IntakeAnswer, err)
+	if err != nil || ans.Outcome != outcome.Invalid {
+		t.Fatalf("chunk with a failing save: %+v %v, want invalid", ans.Answer, err)
 	}
 	if p, perr := wire.ParseSecAggPrep(ans.Frame); perr != nil || p.Status != wire.BatchStatusInvalid || len(p.Msg) != 0 {
 		t.Fatalf("answer %+v %v carries verdicts", p, perr)
@@ -153,7 +153,7 @@ func TestPendingSaveFailureChargesNothing(t *testing.T) {
 	h := r.streamed(round, r.reports(round, 4), 2)
 	ans, err := r.m.SecAggCloseIntake(h.close())
 	if err == nil {
-		t.Fatalf("close with a failing save answered %+v", ans.IntakeAnswer)
+		t.Fatalf("close with a failing save answered %+v", ans.Answer)
 	}
 	if n := len(r.ledger.Releases()); n != 0 {
 		t.Fatalf("%d releases after a failed save", n)
@@ -161,7 +161,7 @@ func TestPendingSaveFailureChargesNothing(t *testing.T) {
 	if st := r.state(); st.Charging != nil || st.Open == nil || st.Open.Round != round {
 		t.Fatalf("state after the failed close: charging %+v, open %+v", st.Charging, st.Open)
 	}
-	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeObsolete {
+	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Obsolete {
 		t.Fatalf("aggregate of an uncharged round: %+v, want obsolete", ans)
 	}
 }
@@ -178,7 +178,7 @@ func TestAbandonChargedRoundIsLost(t *testing.T) {
 	if rec.Status != checkpoint.StatusLost || len(r.ledger.Releases()) != 1 {
 		t.Fatalf("record %+v, %d releases", rec, len(r.ledger.Releases()))
 	}
-	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeObsolete {
+	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Obsolete {
 		t.Fatalf("late aggregate: %+v", ans)
 	}
 	for _, v := range r.state().Model {
@@ -198,15 +198,15 @@ func TestAbortIntake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ans := r.m.AbortIntake(f); ans.Outcome != api.IntakeAccepted {
+	if ans := r.m.AbortIntake(f); ans.Outcome != outcome.Accepted {
 		t.Fatalf("abort: %+v", ans)
 	}
-	if ans := r.m.AbortIntake(f); ans.Outcome != api.IntakeDuplicate {
+	if ans := r.m.AbortIntake(f); ans.Outcome != outcome.Duplicate {
 		t.Fatalf("re-sent abort: %+v", ans)
 	}
 	h := r.helperSide(round)
-	if ans, err := r.m.SecAggChunkIntake(h.chunk(r.reports(round, 2))); err != nil || ans.Outcome != api.IntakeObsolete {
-		t.Fatalf("chunk of an aborted round: %+v %v", ans.IntakeAnswer, err)
+	if ans, err := r.m.SecAggChunkIntake(h.chunk(r.reports(round, 2))); err != nil || ans.Outcome != outcome.Obsolete {
+		t.Fatalf("chunk of an aborted round: %+v %v", ans.Answer, err)
 	}
 	if next := r.announce(); next != round+1 || len(r.ledger.Releases()) != 0 {
 		t.Fatalf("next round %d, %d releases", next, len(r.ledger.Releases()))
@@ -228,17 +228,17 @@ func TestBatchIntakeRefusedInSecAggRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, in, err := r.m.BatchIntake(frame); err != nil || in != api.IntakeInvalid {
+	if _, in, err := r.m.BatchIntake(frame); err != nil || in != outcome.Invalid {
 		t.Fatalf("batch in a secagg round: %s %v", in, err)
 	}
 	never, err := (&wire.Batch{Round: uint64(round) + 5, D: 8, Width: 1, NP: 4, Reports: 3, CheckedIn: 3, Population: 5, Messages: msgs}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, in, err := r.m.BatchIntake(never); err != nil || in != api.IntakeObsolete {
+	if _, in, err := r.m.BatchIntake(never); err != nil || in != outcome.Obsolete {
 		t.Fatalf("batch of a round never announced: %s %v", in, err)
 	}
-	if _, in, err := r.m.BatchIntake([]byte("not a frame")); err != nil || in != api.IntakeInvalid {
+	if _, in, err := r.m.BatchIntake([]byte("not a frame")); err != nil || in != outcome.Invalid {
 		t.Fatalf("garbage: %s %v", in, err)
 	}
 	var rejected int
@@ -297,7 +297,7 @@ func TestResetWaitsForOpenRound(t *testing.T) {
 	if err := r.m.ResetModel(); err != nil {
 		t.Fatal(err)
 	}
-	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeAccepted {
+	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Accepted {
 		t.Fatalf("aggregate: %+v", ans)
 	}
 	var moved bool

@@ -3,7 +3,7 @@ package rounds
 import (
 	"testing"
 
-	"github.com/blanket-fl/blanket/aggregator/internal/api"
+	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
 )
 
 // TestRoundStatesFollowTheRound drives a secure-summation round through
@@ -41,19 +41,19 @@ func TestRoundStatesFollowTheRound(t *testing.T) {
 	reps := r.reports(round, 4)
 	for lo := 0; lo < 4; lo += 2 {
 		ans, err := r.m.SecAggChunkIntake(h.chunk(reps[lo : lo+2]))
-		if err != nil || ans.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk: %+v %v", ans.IntakeAnswer, err)
+		if err != nil || ans.Outcome != outcome.Accepted {
+			t.Fatalf("chunk: %+v %v", ans.Answer, err)
 		}
 		h.verdicts(ans.Frame)
 		want(round, StateCollecting)
 	}
-	if ans, err := r.m.SecAggCloseIntake(h.close()); err != nil || ans.Outcome != api.IntakeAccepted {
-		t.Fatalf("close: %+v %v", ans.IntakeAnswer, err)
+	if ans, err := r.m.SecAggCloseIntake(h.close()); err != nil || ans.Outcome != outcome.Accepted {
+		t.Fatalf("close: %+v %v", ans.Answer, err)
 	}
 	want(round, StateClosed)
 	r.open() // a restart keeps the record; the charged round resumes
 	want(round, StateClosed)
-	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != api.IntakeAccepted {
+	if ans := r.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Accepted {
 		t.Fatalf("aggregate: %+v", ans)
 	}
 	want(round, StateApplied)

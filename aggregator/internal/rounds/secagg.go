@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -79,24 +79,24 @@ func prepFrame(round uint64, status uint8) []byte {
 // (SecAggCloseIntake); it happens at most once per round (the leader hands
 // out its aggregate share once, and the pending round is cleared before
 // anything else can fail).
-func (m *Machine) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
+func (m *Machine) SecAggAggregateIntake(frame []byte) outcome.Answer {
 	dig := digestOf(frame)
 	a, err := wire.ParseSecAggAggregate(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
-		return api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid secagg aggregate: " + err.Error()}
+		return outcome.Answer{Round: round, Outcome: outcome.Invalid, Detail: "invalid secagg aggregate: " + err.Error()}
 	}
 	m.procMu.Lock()
 	defer m.procMu.Unlock()
 	r := int(a.Round)
-	ans := api.IntakeAnswer{Round: a.Round}
+	ans := outcome.Answer{Round: a.Round}
 	p := m.sa.pending
 	if p == nil || p.round != r || a.Round > uint64(m.st.Round+1) {
 		if l := m.sa.last; l != nil && l.round == r && l.aggDigest == dig {
-			ans.Outcome, ans.Detail = api.IntakeDuplicate, fmt.Sprintf("round %d already applied", r)
+			ans.Outcome, ans.Detail = outcome.Duplicate, fmt.Sprintf("round %d already applied", r)
 			return ans
 		}
-		ans.Outcome = api.IntakeObsolete
+		ans.Outcome = outcome.Obsolete
 		if rec := m.record(r); rec != nil {
 			ans.Detail = fmt.Sprintf("round %d already closed: %s", r, rec.Status)
 		} else {
@@ -109,18 +109,18 @@ func (m *Machine) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 	// be taken only once: a malformed 'A' leaves the round pending.
 	h, err := p.sr.ParseAggregateShare(a.Share)
 	if err != nil {
-		ans.Outcome, ans.Detail = api.IntakeInvalid, "invalid aggregate share: "+err.Error()
+		ans.Outcome, ans.Detail = outcome.Invalid, "invalid aggregate share: "+err.Error()
 		return ans
 	}
 	if h.Count() != p.leader.Accepted() {
-		ans.Outcome, ans.Detail = api.IntakeInvalid, fmt.Sprintf("aggregate share over %d reports, the leader accepted %d", h.Count(), p.leader.Accepted())
+		ans.Outcome, ans.Detail = outcome.Invalid, fmt.Sprintf("aggregate share over %d reports, the leader accepted %d", h.Count(), p.leader.Accepted())
 		return ans
 	}
 	start := time.Now()
 	model, err := m.unshardInto(p, a.Share)
 	if err != nil {
 		m.loseSecAgg(p, "charged, not applied: "+err.Error())
-		ans.Outcome, ans.Detail = api.IntakeInvalid, err.Error()
+		ans.Outcome, ans.Detail = outcome.Invalid, err.Error()
 		return ans
 	}
 	rec := p.rec
@@ -140,7 +140,7 @@ func (m *Machine) SecAggAggregateIntake(frame []byte) api.IntakeAnswer {
 	m.removePending()
 	m.notify()
 	m.finishLog(&rec, "reports", rec.Reports)
-	ans.Outcome = api.IntakeAccepted
+	ans.Outcome = outcome.Accepted
 	return ans
 }
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
-	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/secagg"
@@ -36,11 +36,11 @@ type secaggFinish struct {
 	fail   func(status uint8) []byte          // the reply refused or invalid
 }
 
-func (fc *secaggFinish) answer(in api.Intake, frame []byte, detail string) (api.SecAggAnswer, error) {
+func (fc *secaggFinish) answer(in outcome.Intake, frame []byte, detail string) (outcome.SecAggAnswer, error) {
 	if frame == nil {
 		frame = fc.fail(wire.BatchStatusInvalid)
 	}
-	return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: uint64(fc.r), Outcome: in, Detail: detail}, Frame: frame}, nil
+	return outcome.SecAggAnswer{Answer: outcome.Answer{Round: uint64(fc.r), Outcome: in, Detail: detail}, Frame: frame}, nil
 }
 
 // counts copies the leader's counts into the record.
@@ -63,7 +63,7 @@ func (fc *secaggFinish) counts() {
 
 // closeInvalid closes the round at the aggregator with nothing charged.
 // The caller holds procMu.
-func (fc *secaggFinish) closeInvalid(m *Machine, detail string) (api.SecAggAnswer, error) {
+func (fc *secaggFinish) closeInvalid(m *Machine, detail string) (outcome.SecAggAnswer, error) {
 	fc.counts()
 	rec := fc.rec
 	st := wire.BatchStatusInvalid
@@ -73,7 +73,7 @@ func (fc *secaggFinish) closeInvalid(m *Machine, detail string) (api.SecAggAnswe
 	m.dropCollect("the round was closed, nothing charged: " + detail)
 	m.commit(func(c *checkpoint.State) { c.History = append(c.History, rec); c.Round, c.Open = fc.r, nil })
 	m.notify()
-	return fc.answer(api.IntakeInvalid, fc.fail(st), detail)
+	return fc.answer(outcome.Invalid, fc.fail(st), detail)
 }
 
 // secaggCharge charges a round whose reports are all folded
@@ -81,7 +81,7 @@ func (fc *secaggFinish) closeInvalid(m *Machine, detail string) (api.SecAggAnswe
 // and the Charging marker, charges the ledger, and only then answers with
 // fc.ok — the reply after which the relay sends its aggregate share. The
 // caller holds procMu.
-func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
+func (m *Machine) secaggCharge(fc *secaggFinish) (outcome.SecAggAnswer, error) {
 	r := fc.r
 	params := fc.rc.Params
 	var okFrame []byte
@@ -132,7 +132,7 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 				fc.leader.Reports()-fc.leader.Accepted(), fc.leader.Reports()))
 		case errors.Is(err, errPersist):
 			m.commit(func(c *checkpoint.State) { c.Charging = nil })
-			return api.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
+			return outcome.SecAggAnswer{}, fmt.Errorf("server: secagg round %d: %w", r, err)
 		case errors.Is(err, ledger.ErrBudgetExhausted):
 			rec := fc.rec
 			st := wire.BatchStatusRefused
@@ -143,13 +143,13 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 				c.Round, c.Open, c.Charging = r, nil, nil
 			})
 			m.Stop("privacy budget: " + err.Error())
-			return fc.answer(api.IntakeAccepted, fc.fail(st), err.Error())
+			return fc.answer(outcome.Accepted, fc.fail(st), err.Error())
 		case errors.Is(err, ledger.ErrInvalidRelease):
 			m.commit(func(c *checkpoint.State) { c.Charging = nil })
 			return fc.closeInvalid(m, "invalid release: "+err.Error())
 		default:
 			m.log.Error("ledger charge failed; nothing answered", "round", r, "err", err)
-			return api.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
+			return outcome.SecAggAnswer{}, fmt.Errorf("server: charging secagg round %d: %w", r, err)
 		}
 	}
 	rec := fc.rec
@@ -164,7 +164,7 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (api.SecAggAnswer, error) {
 		"seconds", rec.Seconds)
 	m.publishStatus()
 	m.notify() // the round loop times the aggregate share's grace from now
-	return fc.answer(api.IntakeAccepted, okFrame, "")
+	return fc.answer(outcome.Accepted, okFrame, "")
 }
 
 // secaggCollect is the open round's streaming state: the leader folding
@@ -383,23 +383,23 @@ func (m *Machine) newLeader(r int, rc *RoundConfig) (*secagg.Round, secagg.Engin
 // secaggOpenRound checks that round is the open secure-summation round
 // with nothing charged yet; otherwise it returns the answer (obsolete or
 // invalid) and ok = false. The caller holds procMu.
-func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, api.Intake, string, bool) {
+func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, outcome.Intake, string, bool) {
 	r := int(round)
 	if round > uint64(m.st.Round+1) {
-		return nil, api.IntakeObsolete, fmt.Sprintf("round %d was never announced (last %d)", round, m.st.Round), false
+		return nil, outcome.Obsolete, fmt.Sprintf("round %d was never announced (last %d)", round, m.st.Round), false
 	}
 	if p := m.sa.pending; p != nil && p.round == r {
-		return nil, api.IntakeObsolete, fmt.Sprintf("round %d is already charged", r), false
+		return nil, outcome.Obsolete, fmt.Sprintf("round %d is already charged", r), false
 	}
 	if rec := m.record(r); rec != nil {
-		return nil, api.IntakeObsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status), false
+		return nil, outcome.Obsolete, fmt.Sprintf("round %d already closed: %s", r, rec.Status), false
 	}
 	if m.st.Open == nil || m.st.Open.Round != r {
-		return nil, api.IntakeObsolete, fmt.Sprintf("round %d is not open", r), false
+		return nil, outcome.Obsolete, fmt.Sprintf("round %d is not open", r), false
 	}
 	rc := m.Current()
 	if !rc.Proto.SecAgg() {
-		return nil, api.IntakeInvalid, "the open round is not secure summation", false
+		return nil, outcome.Invalid, "the open round is not secure summation", false
 	}
 	return rc, "", "", true
 }
@@ -426,7 +426,7 @@ func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, api.
 // before the state that folded it is durable, so a restart never loses a
 // chunk the relay folded: those not answered are re-sent and folded
 // again.
-func (m *Machine) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
+func (m *Machine) SecAggChunkIntake(frame []byte) (outcome.SecAggAnswer, error) {
 	dig := digestOf(frame)
 	m.flow.arrivals.Add(1)
 	m.procMu.Lock()
@@ -439,7 +439,7 @@ func (m *Machine) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 	}
 	<-g.done
 	if !g.ok {
-		a.Outcome, a.Detail, a.Frame = api.IntakeInvalid, g.why, prepFrame(a.Round, wire.BatchStatusInvalid)
+		a.Outcome, a.Detail, a.Frame = outcome.Invalid, g.why, prepFrame(a.Round, wire.BatchStatusInvalid)
 	}
 	return a, nil
 }
@@ -447,16 +447,16 @@ func (m *Machine) SecAggChunkIntake(frame []byte) (api.SecAggAnswer, error) {
 // chunkIntake is SecAggChunkIntake under procMu (released while the
 // chunk waits for a predecessor). A non-nil group holds the answer until
 // its checkpoint.
-func (m *Machine) chunkIntake(frame []byte, dig string) (api.SecAggAnswer, *chunkGroup, error) {
+func (m *Machine) chunkIntake(frame []byte, dig string) (outcome.SecAggAnswer, *chunkGroup, error) {
 	t, round, err := wire.PeekRound(frame)
 	if err != nil || t != wire.TypeSecAggChunk || round < 1 {
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Outcome: api.IntakeInvalid, Detail: "not a secagg chunk frame"}}, nil, nil
+		return outcome.SecAggAnswer{Answer: outcome.Answer{Outcome: outcome.Invalid, Detail: "not a secagg chunk frame"}}, nil, nil
 	}
-	ans := func(in api.Intake, f []byte, detail string) (api.SecAggAnswer, *chunkGroup, error) {
+	ans := func(in outcome.Intake, f []byte, detail string) (outcome.SecAggAnswer, *chunkGroup, error) {
 		if f == nil {
 			f = prepFrame(round, wire.BatchStatusInvalid)
 		}
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil, nil
+		return outcome.SecAggAnswer{Answer: outcome.Answer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil, nil
 	}
 	r := int(round)
 	var ch *wire.SecAggChunk
@@ -464,11 +464,11 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (api.SecAggAnswer, *chun
 	for {
 		if c := m.sa.collect; c != nil && c.round == r {
 			if reply, ok := c.answered[dig]; ok {
-				return ans(api.IntakeDuplicate, reply, "")
+				return ans(outcome.Duplicate, reply, "")
 			}
 			if g := c.group; g != nil {
 				if reply, ok := g.replies[dig]; ok { // folded, not yet checkpointed: the same wait
-					a, _, _ := ans(api.IntakeDuplicate, reply, "")
+					a, _, _ := ans(outcome.Duplicate, reply, "")
 					return a, g, nil
 				}
 			}
@@ -479,18 +479,18 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (api.SecAggAnswer, *chun
 		}
 		if ch == nil {
 			if ch, err = wire.ParseSecAggChunk(frame, rc.Proto.LeaderSealed, int(rc.Params.Quota)); err != nil {
-				return ans(api.IntakeInvalid, nil, "malformed secagg chunk: "+err.Error())
+				return ans(outcome.Invalid, nil, "malformed secagg chunk: "+err.Error())
 			}
 		}
 		c := m.sa.collect
 		if (c == nil || c.round != r) && ch.Seq == 1 {
 			sr, eng, err := m.newLeader(r, rc)
 			if err != nil {
-				return api.SecAggAnswer{}, nil, err
+				return outcome.SecAggAnswer{}, nil, err
 			}
 			l, err := analysis.NewSecAggLeader(m.key, sr, eng)
 			if err != nil {
-				return api.SecAggAnswer{}, nil, err
+				return outcome.SecAggAnswer{}, nil, err
 			}
 			c = &secaggCollect{round: r, sr: sr, leader: l, next: 1, answered: make(map[string][]byte), start: time.Now()}
 			m.sa.collect = c
@@ -507,9 +507,9 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (api.SecAggAnswer, *chun
 			}
 			if waiting >= maxChunksAhead || !time.Now().Before(deadline) {
 				if c == nil || c.round != r {
-					return ans(api.IntakeObsolete, nil, fmt.Sprintf("chunk %d of round %d without its predecessors here", ch.Seq, r))
+					return ans(outcome.Obsolete, nil, fmt.Sprintf("chunk %d of round %d without its predecessors here", ch.Seq, r))
 				}
-				return api.SecAggAnswer{}, nil, fmt.Errorf("server: secagg round %d: chunk %d, %d expected (%d waiting): %w",
+				return outcome.SecAggAnswer{}, nil, fmt.Errorf("server: secagg round %d: chunk %d, %d expected (%d waiting): %w",
 					r, ch.Seq, c.next, waiting, errChunkAhead)
 			}
 			k := chunkKey{r, ch.Seq}
@@ -570,7 +570,7 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (api.SecAggAnswer, *chun
 		if g.reports >= groupReports {
 			m.checkpoint(c) // else settle, when no other chunk is on its way
 		}
-		a, _, _ := ans(api.IntakeAccepted, reply, "")
+		a, _, _ := ans(outcome.Accepted, reply, "")
 		return a, g, nil
 	}
 }
@@ -620,32 +620,32 @@ func chargedFrame(round uint64, status uint8) []byte {
 // leader's state is discarded, so nothing of it can be released. Each
 // round is charged at most once: a close is taken only for the open round
 // not yet charged nor closed.
-func (m *Machine) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
+func (m *Machine) SecAggCloseIntake(frame []byte) (outcome.SecAggAnswer, error) {
 	dig := digestOf(frame)
 	m.procMu.Lock()
 	defer m.procMu.Unlock()
 	cl, err := wire.ParseSecAggClose(frame)
 	if err != nil {
 		_, round, _ := wire.PeekRound(frame)
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: api.IntakeInvalid, Detail: "invalid secagg close: " + err.Error()},
+		return outcome.SecAggAnswer{Answer: outcome.Answer{Round: round, Outcome: outcome.Invalid, Detail: "invalid secagg close: " + err.Error()},
 			Frame: chargedFrame(round, wire.BatchStatusInvalid)}, nil
 	}
 	round, r := cl.Round, int(cl.Round)
-	ans := func(in api.Intake, f []byte, detail string) (api.SecAggAnswer, error) {
+	ans := func(in outcome.Intake, f []byte, detail string) (outcome.SecAggAnswer, error) {
 		if f == nil {
 			f = chargedFrame(round, wire.BatchStatusInvalid)
 		}
-		return api.SecAggAnswer{IntakeAnswer: api.IntakeAnswer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil
+		return outcome.SecAggAnswer{Answer: outcome.Answer{Round: round, Outcome: in, Detail: detail}, Frame: f}, nil
 	}
 	if p := m.sa.pending; p != nil && p.round == r && p.digest == dig {
 		m.log.Info("identical secagg close re-sent; answering with the stored reply", "round", r)
-		return ans(api.IntakeDuplicate, p.reply, "")
+		return ans(outcome.Duplicate, p.reply, "")
 	}
 	if l := m.sa.last; l != nil && l.round == r && l.closeDigest == dig {
-		return ans(api.IntakeDuplicate, l.closeReply, "")
+		return ans(outcome.Duplicate, l.closeReply, "")
 	}
 	if rec := m.record(r); rec != nil && rec.Digest == dig && rec.Reply != nil && *rec.Reply != wire.BatchStatusOK {
-		return ans(api.IntakeDuplicate, chargedFrame(round, *rec.Reply), "")
+		return ans(outcome.Duplicate, chargedFrame(round, *rec.Reply), "")
 	}
 	rc, in, detail, ok := m.secaggOpenRound(round, "close")
 	if !ok {
@@ -653,7 +653,7 @@ func (m *Machine) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 	}
 	c := m.sa.collect
 	if c == nil || c.round != r {
-		return ans(api.IntakeObsolete, nil, fmt.Sprintf("round %d has no chunks here", r))
+		return ans(outcome.Obsolete, nil, fmt.Sprintf("round %d has no chunks here", r))
 	}
 	fc := &secaggFinish{r: r, rc: rc, sr: c.sr, leader: c.leader, dig: dig, start: c.start,
 		rec:  m.openRecord(r, dig, int(cl.Reports), int(cl.CheckedIn), int(cl.Population), time.Now()),
@@ -664,7 +664,7 @@ func (m *Machine) SecAggCloseIntake(frame []byte) (api.SecAggAnswer, error) {
 	// The chunks folded but not yet answered are checkpointed first (the
 	// relay closes only after every chunk's answer, so normally none).
 	if !m.checkpoint(c) {
-		return ans(api.IntakeInvalid, nil, "the aggregator could not persist the round")
+		return ans(outcome.Invalid, nil, "the aggregator could not persist the round")
 	}
 	if cl.Chunks != c.next-1 || int(cl.Reports) != c.leader.Reports() || int(cl.Accepted) != c.leader.Accepted() {
 		return fc.closeInvalid(m, fmt.Sprintf("the relay closes %d chunks, %d reports, %d accepted; the leader has %d, %d, %d",

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blanket-fl/blanket/aggregator/internal/api"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -44,10 +44,10 @@ func (r *rig) finish(h *helperSide, accepted int) []float64 {
 	r.t.Helper()
 	ans, err := r.m.SecAggCloseIntake(h.close())
 	ch, perr := wire.ParseSecAggCharged(ans.Frame)
-	if err != nil || perr != nil || ans.Outcome != api.IntakeAccepted || ch.Status != wire.BatchStatusOK || int(ch.Accepted) != accepted {
-		r.t.Fatalf("close: %+v %+v %v %v", ans.IntakeAnswer, ch, err, perr)
+	if err != nil || perr != nil || ans.Outcome != outcome.Accepted || ch.Status != wire.BatchStatusOK || int(ch.Accepted) != accepted {
+		r.t.Fatalf("close: %+v %+v %v %v", ans.Answer, ch, err, perr)
 	}
-	if a := r.m.SecAggAggregateIntake(h.aggregate()); a.Outcome != api.IntakeAccepted {
+	if a := r.m.SecAggAggregateIntake(h.aggregate()); a.Outcome != outcome.Accepted {
 		r.t.Fatalf("aggregate: %+v", a)
 	}
 	if rec := r.lastRecord(); rec.Status != checkpoint.StatusOK || rec.Accepted != accepted {
@@ -66,7 +66,7 @@ func sequentialModel(t *testing.T, n, per int) []float64 {
 }
 
 type intakeResult struct {
-	ans api.SecAggAnswer
+	ans outcome.SecAggAnswer
 	err error
 }
 
@@ -136,8 +136,8 @@ func TestChunksOutOfOrderAreFolded(t *testing.T) {
 	round := r.announce()
 	h, got := r.outOfOrder(round)
 	for i, g := range got {
-		if g.err != nil || g.ans.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk %d: %+v %v", i+1, g.ans.IntakeAnswer, g.err)
+		if g.err != nil || g.ans.Outcome != outcome.Accepted {
+			t.Fatalf("chunk %d: %+v %v", i+1, g.ans.Answer, g.err)
 		}
 		h.verdictsAt(g.ans.Frame, 2*i)
 	}
@@ -159,8 +159,8 @@ func TestChunkAheadWaitIsBounded(t *testing.T) {
 	reps := r.reports(round, 4)
 	h := r.helperSide(round)
 	c1, c2 := h.chunk(reps[:2]), h.chunk(reps[2:])
-	if a, err := r.m.SecAggChunkIntake(c1); err != nil || a.Outcome != api.IntakeAccepted {
-		t.Fatalf("chunk 1: %+v %v", a.IntakeAnswer, err)
+	if a, err := r.m.SecAggChunkIntake(c1); err != nil || a.Outcome != outcome.Accepted {
+		t.Fatalf("chunk 1: %+v %v", a.Answer, err)
 	} else {
 		h.verdictsAt(a.Frame, 0)
 	}
@@ -170,14 +170,14 @@ func TestChunkAheadWaitIsBounded(t *testing.T) {
 		return hs.chunk(reps[:1])
 	}()
 	if a, err := r.m.SecAggChunkIntake(c3); !errors.Is(err, errChunkAhead) {
-		t.Fatalf("chunk 3 without chunk 2: %+v %v, want a retryable error", a.IntakeAnswer, err)
+		t.Fatalf("chunk 3 without chunk 2: %+v %v, want a retryable error", a.Answer, err)
 	}
 	if h := r.state().History; len(h) != 0 {
 		t.Fatalf("the round was closed: %+v", h)
 	}
 	a, err := r.m.SecAggChunkIntake(c2)
-	if err != nil || a.Outcome != api.IntakeAccepted {
-		t.Fatalf("chunk 2: %+v %v", a.IntakeAnswer, err)
+	if err != nil || a.Outcome != outcome.Accepted {
+		t.Fatalf("chunk 2: %+v %v", a.Answer, err)
 	}
 	h.verdictsAt(a.Frame, 2)
 	r.finish(h, 4)
@@ -222,14 +222,14 @@ func TestAnswersWaitForTheCheckpoint(t *testing.T) {
 		<-g.started
 		select {
 		case got := <-w:
-			t.Fatalf("answered %+v while its checkpoint is being written", got.ans.IntakeAnswer)
+			t.Fatalf("answered %+v while its checkpoint is being written", got.ans.Answer)
 		default:
 		}
 		close(g.release)
 		got := <-w
 		g.event("answered")
-		if got.err != nil || got.ans.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk: %+v %v", got.ans.IntakeAnswer, got.err)
+		if got.err != nil || got.ans.Outcome != outcome.Accepted {
+			t.Fatalf("chunk: %+v %v", got.ans.Answer, got.err)
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -244,8 +244,8 @@ func TestAnswersWaitForTheCheckpoint(t *testing.T) {
 		store.failCollect = true
 		_, got := r.outOfOrder(round)
 		for i, g := range got {
-			if g.err != nil || g.ans.Outcome != api.IntakeInvalid {
-				t.Fatalf("chunk %d of a group whose checkpoint failed: %+v %v, want invalid", i+1, g.ans.IntakeAnswer, g.err)
+			if g.err != nil || g.ans.Outcome != outcome.Invalid {
+				t.Fatalf("chunk %d of a group whose checkpoint failed: %+v %v, want invalid", i+1, g.ans.Answer, g.err)
 			}
 			if p, err := wire.ParseSecAggPrep(g.ans.Frame); err != nil || p.Status != wire.BatchStatusInvalid || len(p.Msg) != 0 {
 				t.Fatalf("chunk %d's answer %+v %v carries verdicts", i+1, p, err)
@@ -314,15 +314,15 @@ func TestRestartBetweenCheckpoints(t *testing.T) {
 	h := r.helperSide(round)
 	c1, c2, c3 := h.chunk(reps[0:2]), h.chunk(reps[2:4]), h.chunk(reps[4:6])
 	a1, err := r.m.SecAggChunkIntake(c1)
-	if err != nil || a1.Outcome != api.IntakeAccepted {
-		t.Fatalf("chunk 1: %+v %v", a1.IntakeAnswer, err)
+	if err != nil || a1.Outcome != outcome.Accepted {
+		t.Fatalf("chunk 1: %+v %v", a1.Answer, err)
 	}
 	h.verdictsAt(a1.Frame, 0)
 
 	cs.armed.Store(true)
 	w3 := r.post(c3)
 	r.waitAhead(1)
-	if a2, err := r.m.SecAggChunkIntake(c2); err == nil && a2.Outcome == api.IntakeAccepted {
+	if a2, err := r.m.SecAggChunkIntake(c2); err == nil && a2.Outcome == outcome.Accepted {
 		t.Fatal("chunk 2 answered accepted although its checkpoint was lost")
 	}
 	<-w3 // the dead process's answers never reach the relay
@@ -330,8 +330,8 @@ func TestRestartBetweenCheckpoints(t *testing.T) {
 	r.store = cs.Store // the restarted aggregator, on the same datastore
 	r.open()
 	again, err := r.m.SecAggChunkIntake(c1)
-	if err != nil || again.Outcome != api.IntakeDuplicate || !bytes.Equal(again.Frame, a1.Frame) {
-		t.Fatalf("chunk 1 re-sent after the restart: %+v %v", again.IntakeAnswer, err)
+	if err != nil || again.Outcome != outcome.Duplicate || !bytes.Equal(again.Frame, a1.Frame) {
+		t.Fatalf("chunk 1 re-sent after the restart: %+v %v", again.Answer, err)
 	}
 	// The relay re-sends chunks 2 and 3, a few at once.
 	w3 = r.post(c3)
@@ -339,17 +339,17 @@ func TestRestartBetweenCheckpoints(t *testing.T) {
 	w2 := r.post(c2)
 	g2, g3 := <-w2, <-w3
 	for i, g := range []intakeResult{g2, g3} {
-		if g.err != nil || g.ans.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk %d re-sent after the restart: %+v %v", i+2, g.ans.IntakeAnswer, g.err)
+		if g.err != nil || g.ans.Outcome != outcome.Accepted {
+			t.Fatalf("chunk %d re-sent after the restart: %+v %v", i+2, g.ans.Answer, g.err)
 		}
 		h.verdictsAt(g.ans.Frame, 2*(i+1))
 	}
 	for pass := range 2 {
 		for i, c := range [][]byte{c1, c2, c3} {
 			a, err := r.m.SecAggChunkIntake(c)
-			want := []api.SecAggAnswer{a1, g2.ans, g3.ans}[i]
-			if err != nil || a.Outcome != api.IntakeDuplicate || !bytes.Equal(a.Frame, want.Frame) {
-				t.Fatalf("pass %d: chunk %d re-sent: %+v %v, want its answer again", pass, i+1, a.IntakeAnswer, err)
+			want := []outcome.SecAggAnswer{a1, g2.ans, g3.ans}[i]
+			if err != nil || a.Outcome != outcome.Duplicate || !bytes.Equal(a.Frame, want.Frame) {
+				t.Fatalf("pass %d: chunk %d re-sent: %+v %v, want its answer again", pass, i+1, a.Answer, err)
 			}
 		}
 		if pass == 0 {
@@ -379,8 +379,8 @@ func TestLastGroupDuplicatesAfterRestart(t *testing.T) {
 	}
 	for i, c := range store.collect.Chunks {
 		a, err := r.m.SecAggChunkIntake(frames[i])
-		if err != nil || a.Outcome != api.IntakeDuplicate || !bytes.Equal(a.Frame, got[i].ans.Frame) || !bytes.Equal(a.Frame, c.Reply) {
-			t.Fatalf("chunk %d re-sent after the restart: %+v %v", i+1, a.IntakeAnswer, err)
+		if err != nil || a.Outcome != outcome.Duplicate || !bytes.Equal(a.Frame, got[i].ans.Frame) || !bytes.Equal(a.Frame, c.Reply) {
+			t.Fatalf("chunk %d re-sent after the restart: %+v %v", i+1, a.Answer, err)
 		}
 	}
 	r.finish(h, 6)
@@ -403,9 +403,9 @@ func TestGroupLinger(t *testing.T) {
 	r.waitFolded(3)
 	select {
 	case g := <-w1:
-		t.Fatalf("chunk 1 answered %+v before a checkpoint", g.ans.IntakeAnswer)
+		t.Fatalf("chunk 1 answered %+v before a checkpoint", g.ans.Answer)
 	case g := <-w2:
-		t.Fatalf("chunk 2 answered %+v before a checkpoint", g.ans.IntakeAnswer)
+		t.Fatalf("chunk 2 answered %+v before a checkpoint", g.ans.Answer)
 	default:
 	}
 	r.m.procMu.Lock()
@@ -418,8 +418,8 @@ func TestGroupLinger(t *testing.T) {
 	}
 	for i, w := range []<-chan intakeResult{w1, w2} {
 		g := <-w
-		if g.err != nil || g.ans.Outcome != api.IntakeAccepted {
-			t.Fatalf("chunk %d: %+v %v", i+1, g.ans.IntakeAnswer, g.err)
+		if g.err != nil || g.ans.Outcome != outcome.Accepted {
+			t.Fatalf("chunk %d: %+v %v", i+1, g.ans.Answer, g.err)
 		}
 		h.verdictsAt(g.ans.Frame, 2*i)
 	}

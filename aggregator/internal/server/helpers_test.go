@@ -342,7 +342,7 @@ func (h *harness) sendBatchOutcome(frame []byte) (*wire.BatchReply, api.Intake) 
 	default:
 		h.t.Fatalf("batch: HTTP %d, outcome %q: %s", resp.StatusCode, in, body)
 	}
-	if resp.StatusCode != in.HTTPStatus() {
+	if resp.StatusCode != api.HTTPStatus(in) {
 		h.t.Fatalf("batch: HTTP %d for outcome %s", resp.StatusCode, in)
 	}
 	r, err := wire.ParseBatchReply(body)

@@ -331,7 +331,7 @@ func (h *harness) postSecAgg(path string, frame []byte) (api.Intake, []byte) {
 	default:
 		h.t.Fatalf("%s: HTTP %d, outcome %q: %s", path, resp.StatusCode, in, body)
 	}
-	if resp.StatusCode != in.HTTPStatus() {
+	if resp.StatusCode != api.HTTPStatus(in) {
 		h.t.Fatalf("%s: HTTP %d for outcome %s", path, resp.StatusCode, in)
 	}
 	return in, body
