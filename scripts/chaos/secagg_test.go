@@ -195,7 +195,11 @@ func TestSecAggChaos(t *testing.T) {
 	okN, _ := invariant.OKRounds(context.Background(), cl)
 	t.Logf("%d kills at secure-summation steps: %d rounds, %d ok", len(secaggKills), len(rs), okN)
 	for _, r := range rs {
-		t.Logf("round %d: %s n=%d %s", r.Round, r.Status, r.N, r.Detail)
+		eps := "-"
+		if r.EpsilonTightest != nil {
+			eps = fmt.Sprintf("%.6g (%s)", *r.EpsilonTightest, r.Method)
+		}
+		t.Logf("round %d: %s n=%d epsilon %s %s", r.Round, r.Status, r.N, eps, r.Detail)
 	}
 }
 

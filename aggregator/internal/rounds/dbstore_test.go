@@ -272,13 +272,23 @@ func TestChargeIsOneTransaction(t *testing.T) {
 	t.Run("ok", func(t *testing.T) {
 		dir := t.TempDir()
 		r, db := newStoreLedgerRig(t, dir, nil)
+		// A first round, applied: its record keeps its own epsilon when
+		// the next one is resumed after a restart (reconcile).
+		first := r.announce()
+		h1 := r.streamed(first, r.reports(first, 4), 2)
+		if ans, err := r.m.SecAggCloseIntake(h1.close()); err != nil || ans.Outcome != outcome.Accepted {
+			t.Fatalf("close: %+v %v", ans.Answer, err)
+		}
+		if ans := r.m.SecAggAggregateIntake(h1.aggregate()); ans.Outcome != outcome.Accepted {
+			t.Fatalf("aggregate: %+v", ans)
+		}
 		round := r.announce()
 		h := r.streamed(round, r.reports(round, 4), 2)
 		if ans, err := r.m.SecAggCloseIntake(h.close()); err != nil || ans.Outcome != outcome.Accepted {
 			t.Fatalf("close: %+v %v", ans.Answer, err)
 		}
 		db.Close()
-		if n, p := durableCharge(t, dir); n != 1 || p == nil || p.Round != round {
+		if n, p := durableCharge(t, dir); n != 2 || p == nil || p.Round != round {
 			t.Fatalf("after a charge: %d releases, prepared round %+v", n, p)
 		}
 		db2 := openDB(t, dir, nil)
@@ -286,6 +296,16 @@ func TestChargeIsOneTransaction(t *testing.T) {
 		r2.open()
 		if ans := r2.m.SecAggAggregateIntake(h.aggregate()); ans.Outcome != outcome.Accepted {
 			t.Fatalf("the charged round does not resume: %+v", ans)
+		}
+		st, err := r2.store.LoadState()
+		if err != nil || st == nil || len(st.History) != 2 {
+			t.Fatalf("history after the resumed round: %+v %v", st, err)
+		}
+		// oneEach: the ledger's epsilon is its number of releases.
+		for i, want := range []float64{1, 2} {
+			if e := st.History[i].EpsilonTightest; e == nil || *e != want {
+				t.Errorf("round %d's epsilon %v, want %v", st.History[i].Round, e, want)
+			}
 		}
 	})
 }

@@ -145,6 +145,9 @@ type rig struct {
 	// ledgerInStore opens the ledger in the DBStore's datastore
 	// (ledger.OpenStore), as the aggregator does, instead of a file.
 	ledgerInStore bool
+	// session: the ledger composes with privacy.Session (the aggregator's
+	// accounting) instead of counting releases.
+	session bool
 }
 
 // oneEach charges every release ε = 1 (the tests count releases).
@@ -203,6 +206,9 @@ func (r *rig) open() {
 		r.ledger.Close()
 	}
 	acct := accounting.New(oneEach)
+	if r.session {
+		acct = accounting.New(nil)
+	}
 	lo, err := acct.LedgerOptions(100, 1e-5)
 	if err != nil {
 		t.Fatal(err)

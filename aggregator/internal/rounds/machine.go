@@ -230,6 +230,7 @@ func (m *Machine) reconcile() error {
 		return m.store.SaveState(&m.st)
 	}
 	resumed := m.resumedRound()
+	lost := 0
 	for _, rel := range m.ledger.Releases() {
 		if rel.Round <= m.st.Round || rel.Round == resumed {
 			continue
@@ -247,11 +248,15 @@ func (m *Machine) reconcile() error {
 			rec.Detail += "; an identical re-sent batch will be applied without charging again"
 		}
 		m.st.History = append(m.st.History, rec)
+		lost++
 	}
 	m.st.Charging = nil
 	// The status reads the spent epsilon from the last record that has
-	// one: the lost rounds stay charged.
-	if eps, _, method := m.ledger.Spent(); len(m.st.History) > 0 {
+	// one: the lost rounds stay charged. (Only a lost record added here:
+	// the round resumed is charged too, and its own record, when its
+	// aggregate share is applied, carries the spent epsilon; the round
+	// before it keeps its own.)
+	if eps, _, method := m.ledger.Spent(); lost > 0 {
 		h := &m.st.History[len(m.st.History)-1]
 		h.EpsilonTightest, h.Method = accounting.FinitePtr(eps), method
 	}
