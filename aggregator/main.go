@@ -31,12 +31,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/audit"
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
@@ -234,21 +234,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	// A class's own task (chosen on the operator page for it, and copied
-	// into its state directory when it started: server.ClassTaskDir) is
-	// the task of that class, in place of -task.
-	taskPath := *taskFile
-	if p := filepath.Join(*stateDir, server.ClassTaskDir, server.TaskFile); fileExists(p) {
-		if taskPath != "" && taskPath != p {
-			log.Info("this class's task (chosen on the operator page) replaces -task", "task_file", p, "flag", taskPath)
-		}
-		taskPath = p
-	}
-	tk, test, accSource, err := loadTask(taskPath, *data, *dataDir, set["data"])
+	tk, test, accSource, own, err := startTask(*stateDir, *taskFile, *data, *dataDir, set["data"], log)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	if taskPath != "" {
+	if own || *taskFile != "" {
 		suggest(tk.Privacy, set, protocol, epsilon, delta, rounds)
 	}
 	d := tk.D()
@@ -336,17 +326,45 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// loadTask loads the task definition (task.Load: "" is the built-in
-// digits task) and its public holdout (taskdata.Holdout): for the digits,
-// the named data set's test part standardized with statistics of its
-// public train part, exactly as the volunteers standardize their share;
-// for a task without public test data, the model's shape only, and
-// accuracy source "none". dataSet says -data was given: it chooses the
-// built-in task's data set and is refused for any other task.
-func loadTask(path, data, dataDir string, dataSet bool) (*task.Task, logreg.Dataset, string, error) {
-	tk, dir, err := task.Load(path)
+// startTask returns the task the aggregator starts with and its holdout
+// (loadTask): the class's own task if its datastore in stateDir holds one
+// (chosen on the operator page for it, and stored there by the supervisor
+// that started the class; a former task directory is imported once:
+// classtask.AtStart), in place of -task (own is true); else -task's.
+func startTask(stateDir, taskPath, data, dataDir string, dataSet bool, log *slog.Logger) (tk *task.Task, test logreg.Dataset, src string, own bool, err error) {
+	st, err := classtask.AtStart(stateDir, log)
 	if err != nil {
-		return nil, logreg.Dataset{}, "", err
+		return nil, logreg.Dataset{}, "", false, err
+	}
+	if st != nil {
+		if taskPath != "" {
+			log.Info("this class's task (chosen on the operator page, in its datastore) replaces -task", "task", st.Task.Name, "flag", taskPath)
+		}
+		tk, test, src, err = loadTask(st, "", data, dataDir, dataSet)
+		return tk, test, src, true, err
+	}
+	tk, test, src, err = loadTask(nil, taskPath, data, dataDir, dataSet)
+	return tk, test, src, false, err
+}
+
+// loadTask loads the task definition (st, the class's own task, or else
+// task.Load of path: "" is the built-in digits task) and its public
+// holdout (taskdata.Holdout): for the digits, the named data set's test
+// part standardized with statistics of its public train part, exactly as
+// the volunteers standardize their share; for a task without public test
+// data, the model's shape only, and accuracy source "none". dataSet says
+// -data was given: it chooses the built-in task's data set and is refused
+// for any other task.
+func loadTask(st *classtask.Stored, path, data, dataDir string, dataSet bool) (*task.Task, logreg.Dataset, string, error) {
+	var tk *task.Task
+	var dir string
+	if st != nil {
+		tk = st.Task
+	} else {
+		var err error
+		if tk, dir, err = task.Load(path); err != nil {
+			return nil, logreg.Dataset{}, "", err
+		}
 	}
 	name := ""
 	if dataSet {
@@ -355,7 +373,13 @@ func loadTask(path, data, dataDir string, dataSet bool) (*task.Task, logreg.Data
 		}
 		name = data
 	}
-	sets, err := taskdata.Open(tk, dir, name, dataDir)
+	var sets *taskdata.Sets
+	var err error
+	if st != nil {
+		sets, err = st.Open(name, dataDir)
+	} else {
+		sets, err = taskdata.Open(tk, dir, name, dataDir)
+	}
 	if err != nil {
 		return nil, logreg.Dataset{}, "", err
 	}
@@ -364,12 +388,6 @@ func loadTask(path, data, dataDir string, dataSet bool) (*task.Task, logreg.Data
 		return nil, logreg.Dataset{}, "", err
 	}
 	return tk, test, src, nil
-}
-
-// fileExists reports whether path names an existing file.
-func fileExists(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
 }
 
 // suggest applies a task's suggested privacy parameters to the flags the

@@ -71,21 +71,19 @@ func TestNewClassTrainsFirstRound(t *testing.T) {
 		stopCohort()
 		cc := cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: volunteers, PerUser: 100,
 			Dataset: sample.Name, Seed: 7, Logger: slog.New(slog.DiscardHandler)}
-		if p, ok := cl.ClassTask(); ok {
-			tk, dir, err := task.Load(p)
+		st, err := cl.ClassTask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st != nil && st.Task.Source != task.SourceBuiltin {
+			sets, err := st.Open()
+			if err == nil {
+				cc.Shares, err = taskdata.Shares(sets, volunteers, cc.Seed)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tk.Source != task.SourceBuiltin {
-				sets, err := taskdata.Open(tk, dir, "", "")
-				if err == nil {
-					cc.Shares, err = taskdata.Shares(sets, volunteers, cc.Seed)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				cc.PerUser = 1
-			}
+			cc.PerUser = 1
 		}
 		cctx, ccancel := context.WithCancel(ctx)
 		done := make(chan struct{})

@@ -109,8 +109,8 @@ func TestNewClassSwitchesTask(t *testing.T) {
 	if name, d := shape(); name != "breast-cancer" || d != 62 {
 		t.Fatalf("new class: task %q, d = %d; want breast-cancer, 62", name, d)
 	}
-	if p, ok := cl.ClassTask(); !ok || filepath.Dir(filepath.Dir(p)) != cl.AggregatorDir() {
-		t.Errorf("the new class's task file: %q, %v", p, ok)
+	if st, err := cl.ClassTask(); err != nil || st == nil || st.Task.Name != "breast-cancer" || len(st.Files) != 2 {
+		t.Errorf("the new class's task in its datastore: %+v, %v", st, err)
 	}
 	var after struct {
 		Fingerprint string
@@ -153,8 +153,16 @@ func TestNewClassSwitchesTask(t *testing.T) {
 	if b, _ := exportLedger(oldDir); string(b) != string(oldLedger) {
 		t.Error("the old class's ledger changed")
 	}
-	if _, err := os.Stat(filepath.Join(oldDir, "task")); !os.IsNotExist(err) {
-		t.Errorf("the old class's directory gained a task: %v", err)
+	if st, err := localrun.ReadTask(oldDir, task.ClassBucket); err != nil || st != nil {
+		t.Errorf("the old class's datastore gained a class task: %+v, %v", st, err)
+	}
+	if st, err := localrun.ReadTask(oldDir, task.NextClassBucket); err != nil || st == nil || st.Task.Name != "breast-cancer" {
+		t.Errorf("the old class's choice for the next class: %+v, %v", st, err)
+	}
+	for _, d := range []string{task.ClassDir, task.NextClassDir} {
+		if _, err := os.Stat(filepath.Join(oldDir, d)); !os.IsNotExist(err) {
+			t.Errorf("a task directory %s was written in the old class's directory: %v", d, err)
+		}
 	}
 }
 

@@ -329,19 +329,19 @@ func (o options) relayArgs() []string {
 }
 
 // nextClass applies to o the privacy parameters of the task the operator
-// chose for the next class (in the current class's directory), where the
-// command line did not give them (privacyFor), and says so; it reports
-// whether they changed.
+// chose for the next class (in the current class's datastore, read
+// without changing it: localrun.ReadTask), where the command line did not
+// give them (privacyFor), and says so; it reports whether they changed.
 func (o *options) nextClass(classDir string, stdout io.Writer) bool {
-	path := filepath.Join(classDir, task.NextClassDir, task.FileName)
-	if _, err := os.Stat(path); err != nil {
-		return false // the new class keeps the current class's task
-	}
-	tk, _, err := task.Load(path)
+	st, err := localrun.ReadTask(classDir, task.NextClassBucket)
 	if err != nil {
 		fmt.Fprintf(stdout, "the next class's task: %v\n", err)
 		return false
 	}
+	if st == nil {
+		return false // the new class keeps the current class's task
+	}
+	tk := st.Task
 	protocol, epsilon, rounds := o.privacyFor(tk)
 	delta := deltaFor(tk)
 	if protocol == o.protocol && epsilon == o.epsilon && rounds == o.rounds && delta == o.delta {
@@ -668,7 +668,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "new class %s: fresh model and privacy ledger, same key and links; press Start on the operator page\n\n", dir)
-			if _, ok := cl.ClassTask(); ok && o.clients > 0 {
+			if st, err := cl.ClassTask(); (st != nil || err != nil) && o.clients > 0 {
 				stopCohort()
 				stopCohort = func() {}
 				if tk, sets, ok := o.cohortTask(cl, stdout); ok {
@@ -719,16 +719,14 @@ func (o options) cohortTask(cl *localrun.Cluster, stdout io.Writer) (tk *task.Ta
 		return nil, nil, false
 	}
 	tk, sets = o.tk, o.sets
-	if p, has := cl.ClassTask(); has {
-		t, dir, err := task.Load(p)
-		if err == nil {
-			sets, err = taskdata.Open(t, dir, "", "")
-		}
-		if err != nil {
-			fmt.Fprintf(stdout, "the class's task: %v; no simulated volunteers\n", err)
-			return nil, nil, false
-		}
-		tk = t
+	st, err := cl.ClassTask()
+	if err == nil && st != nil {
+		sets, err = st.Open()
+		tk = st.Task
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "the class's task: %v; no simulated volunteers\n", err)
+		return nil, nil, false
 	}
 	if tk != nil && tk.Source != task.SourceBuiltin && (sets.Train == nil || sets.Train.Len() < o.clients) {
 		fmt.Fprintf(stdout, "task %q has too few simulation rows for %d simulated volunteers: real volunteers only\n", tk.Name, o.clients)

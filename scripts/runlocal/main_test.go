@@ -1,8 +1,7 @@
 package main
 
 import (
-	"github.com/blanket-fl/blanket/scripts/internal/localrun"
-	"github.com/blanket-fl/blanket/shared/task"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blanket-fl/blanket/scripts/internal/localrun"
+	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 func TestFlagsRealStudentsOnly(t *testing.T) {
@@ -131,15 +134,16 @@ func TestTaskFlag(t *testing.T) {
 // and a class without a chosen task changes nothing.
 func TestNextClassTaskSuggestions(t *testing.T) {
 	class := t.TempDir()
-	next := filepath.Join(class, task.NextClassDir)
-	if err := os.MkdirAll(next, 0o700); err != nil {
-		t.Fatal(err)
-	}
 	b, err := os.ReadFile("../../tasks/breast-cancer/task.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(next, task.FileName), b, 0o600); err != nil {
+	db, err := datastore.Open(class, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *datastore.Tx) error { tx.Put(task.NextClassBucket, task.FileName, b); return nil })
+	if err := errors.Join(err, db.Close()); err != nil {
 		t.Fatal(err)
 	}
 	o, err := parseFlags([]string{"-epsilon", "2"}, io.Discard)

@@ -18,16 +18,22 @@ import (
 // Version is the task definition format this package reads.
 const Version = 1
 
-// Where a class keeps its task, inside the aggregator's state directory
-// for that class. The aggregator writes the operator's choice for the next
-// class to NextClassDir; whoever starts the next class (make run's
-// supervisor) copies it, or else the old class's ClassDir, to the new
-// class's ClassDir; the aggregator loads ClassDir/FileName in place of
-// -task. One definition, so that the two cannot disagree.
+// Where a class keeps its task: in the aggregator's datastore for that
+// class (shared/datastore), one bucket per task, whose keys are FileName
+// (the definition) and the names of the files it names (its holdout and
+// simulation rows), byte for byte. The aggregator stores the operator's
+// choice for the next class in NextClassBucket; whoever starts the next
+// class (make run's supervisor) copies it, or else the old class's
+// ClassBucket, to the new class's ClassBucket; the aggregator loads that
+// in place of -task. NextClassDir and ClassDir are the directories of the
+// former format, imported once into those buckets. One definition, so
+// that the aggregator and the supervisor cannot disagree.
 const (
-	NextClassDir = "next-class-task"
-	ClassDir     = "task"
-	FileName     = "task.json"
+	NextClassBucket = "aggregator/next-task"
+	ClassBucket     = "aggregator/class-task"
+	NextClassDir    = "next-class-task"
+	ClassDir        = "task"
+	FileName        = "task.json"
 )
 
 // Limits of a task definition: what Decode accepts.

@@ -1,22 +1,25 @@
-// Package classtask is a class's task on disk (docs/web.md, "New
-// class"). A class is one state directory (its key, ledger, checkpoint);
-// the task it learns is part of it when the operator chose one on the
-// operator page:
+// Package classtask is a class's task, kept in the aggregator's datastore
+// (docs/web.md, "New class"). A class is one state directory and its
+// datastore (its key, ledger, checkpoint); the task it learns is part of
+// it when the operator chose one on the operator page. A task is stored
+// as a bucket whose keys are File (the definition) and the names of the
+// files it names (its public holdout and its simulation rows), byte for
+// byte:
 //
-//   - NextDir, inside the current class's state directory, holds the task
-//     the operator chose for the next class (Choose): task.FileName and,
-//     for a shipped example, the files it names (its public holdout and
-//     its simulation rows), under the names it gives them.
-//   - ClassDir, inside a class's state directory, holds the task that
-//     class learns, in the same form. The supervisor that starts a new
-//     class (make run: scripts/internal/localrun Cluster.NewClass) copies
-//     the old class's NextDir there, or else the old class's own
-//     ClassDir, so that a class keeps its task unless another was chosen;
-//     the aggregator (main.go) then loads ClassDir/task.FileName in place
-//     of -task.
+//   - BucketNext holds the task the operator chose for the next class
+//     (Choose), replaced whole, in one transaction, by a later choice.
+//   - BucketClass holds the task this class learns. The supervisor that
+//     starts a new class (make run: scripts/internal/localrun
+//     Cluster.NewClass) copies the old class's BucketNext into the new
+//     class's datastore, or else the old class's own BucketClass, so that
+//     a class keeps its task unless another was chosen; the aggregator
+//     (main.go: AtStart) then loads it in place of -task.
 //
-// The names are shared/task's (one definition for the aggregator and the
-// supervisor in scripts/internal/localrun).
+// A state directory of the former format kept them as the directories
+// NextDir and ClassDir: Import copies each into its bucket once and keeps
+// it read-only as NAME.imported. Apart from that one-time import nothing
+// here writes or renames a file. The names are shared/task's (one
+// definition for the aggregator and the supervisor).
 package classtask
 
 import (
@@ -24,23 +27,35 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/study"
-	"github.com/blanket-fl/blanket/shared/durable"
+	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/task/taskdata"
 	"github.com/blanket-fl/blanket/tasks"
 )
 
-// Directory and file names inside a state directory.
+// The buckets of the aggregator's datastore, the key of a task's
+// definition in them, and the former directories.
 const (
-	NextDir  = task.NextClassDir
-	ClassDir = task.ClassDir
-	File     = task.FileName
+	BucketNext  = task.NextClassBucket
+	BucketClass = task.ClassBucket
+	// BucketImported records each former directory imported (key: its
+	// name; value: the names of its files), so that it is imported once.
+	BucketImported = "aggregator/task-imported"
+	File           = task.FileName
+	NextDir        = task.NextClassDir
+	ClassDir       = task.ClassDir
+	// ImportedSuffix is appended to a former directory's name once
+	// imported.
+	ImportedSuffix = ".imported"
 )
 
 // ErrUploadFiles is returned for an uploaded task that names a holdout or
@@ -91,16 +106,31 @@ func ParseUpload(b []byte) (*task.Task, error) {
 	return t, nil
 }
 
+// Stored is a task as a class keeps it: the definition and the files it
+// names, by name.
+type Stored struct {
+	Task  *task.Task
+	Files map[string][]byte
+}
+
+// Open loads the task's public data as the aggregator does at start
+// (taskdata.OpenFiles: dataName and dataDir as there).
+func (st *Stored) Open(dataName, dataDir string) (*taskdata.Sets, error) {
+	return taskdata.OpenFiles(st.Task, st.Files, dataName, dataDir)
+}
+
 // Choose makes t the task of the next class: it checks that an
-// aggregator can start with it (its public data open, taskdata.Open and
-// Holdout, as main.go does at start) and writes it, with the files it
-// names (its holdout and simulation rows, by the names t gives them, each
-// a plain file name), to NextDir in stateDir, replacing an
-// earlier choice. The current class is unchanged: its task, model and
-// ledger stay as they are, and the choice applies when the supervisor
-// starts the next class (server.RequestNewClass), whose ledger and model are
-// fresh.
-func Choose(stateDir string, t *task.Task, files map[string][]byte) error {
+// aggregator can start with it (the definition as stored parses, its
+// public data open: taskdata.OpenFiles and Holdout, as main.go does at
+// start, from the bytes given, nothing written to disk) and stores it in
+// db's BucketNext with the files it names (its holdout and simulation
+// rows, by the names t gives them, each a plain file name), in one
+// transaction that replaces an earlier choice whole: a failed Update
+// leaves the earlier choice as it was. The current class is unchanged:
+// its task, model and ledger stay as they are, and the choice applies
+// when the supervisor starts the next class (server.RequestNewClass),
+// whose ledger and model are fresh.
+func Choose(db *datastore.Store, t *task.Task, files map[string][]byte) error {
 	want := 0
 	for _, name := range []string{t.Holdout, t.Simulation} {
 		if name == "" {
@@ -114,64 +144,172 @@ func Choose(stateDir string, t *task.Task, files map[string][]byte) error {
 	if len(files) != want {
 		return fmt.Errorf("classtask: task %q: %d files given, it names %d", t.Name, len(files), want)
 	}
-	final := filepath.Join(stateDir, NextDir)
-	tmp, err := os.MkdirTemp(stateDir, NextDir+".tmp-")
+	def, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return fmt.Errorf("classtask: next task: %w", err)
 	}
-	defer os.RemoveAll(tmp) // after the rename: nothing, or what was replaced
-	b, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return fmt.Errorf("classtask: next task: %w", err)
-	}
-	if err := durable.WriteFile(filepath.Join(tmp, File), b, 0o600); err != nil {
-		return fmt.Errorf("classtask: next task: %w", err)
-	}
-	for name, b := range files {
-		if err := durable.WriteFile(filepath.Join(tmp, name), b, 0o600); err != nil {
-			return fmt.Errorf("classtask: next task: %w", err)
-		}
-	}
-	// The next aggregator loads exactly these files: check now that it
+	// The next aggregator loads exactly these bytes: check now that it
 	// can, so that New class does not fail on them.
-	if _, err := Load(tmp); err != nil {
+	st, err := parse(def, files)
+	if err != nil {
 		return err
 	}
-	old := filepath.Join(tmp, "replaced")
-	if err := os.Rename(final, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("classtask: next task: %w", err)
+	sets, err := st.Open("", "")
+	if err != nil {
+		return err
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if _, _, err := taskdata.Holdout(st.Task, sets); err != nil {
+		return err
+	}
+	err = db.Update(func(tx *datastore.Tx) error {
+		tx.DeleteBucket(BucketNext)
+		tx.Put(BucketNext, File, def)
+		for name, b := range files {
+			tx.Put(BucketNext, name, b)
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("classtask: next task: %w", err)
 	}
 	return nil
 }
 
-// Load loads a task directory (File and its holdout) as the
-// aggregator does at start and returns the task.
-func Load(dir string) (*task.Task, error) {
-	t, d, err := task.Load(filepath.Join(dir, File))
+// parse returns the task of definition def with files.
+func parse(def []byte, files map[string][]byte) (*Stored, error) {
+	t, err := task.Parse(def)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", File, err)
 	}
-	sets, err := taskdata.Open(t, d, "", "")
-	if err != nil {
-		return nil, err
-	}
-	if _, _, err := taskdata.Holdout(t, sets); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return &Stored{Task: t, Files: files}, nil
 }
 
-// Next returns the task chosen for the next class in stateDir, nil if
-// none was.
-func Next(stateDir string) (*task.Task, error) {
-	t, _, err := task.Load(filepath.Join(stateDir, NextDir, File))
-	if errors.Is(err, fs.ErrNotExist) {
+// Get returns the task stored in bucket (BucketNext or BucketClass), nil
+// if there is none.
+func Get(r datastore.Reader, bucket string) (*Stored, error) {
+	def, ok := r.Get(bucket, File)
+	if !ok {
 		return nil, nil
 	}
-	return t, err
+	files := map[string][]byte{}
+	for _, k := range r.Keys(bucket) {
+		if k != File {
+			v, _ := r.Get(bucket, k)
+			files[k] = slices.Clone(v)
+		}
+	}
+	st, err := parse(def, files)
+	if err != nil {
+		return nil, fmt.Errorf("classtask: %s: %w", bucket, err)
+	}
+	return st, nil
+}
+
+// Next returns the task chosen for the next class in db, nil if none was.
+func Next(db *datastore.Store) (*task.Task, error) {
+	var st *Stored
+	err := db.View(func(tx *datastore.ReadTx) (err error) {
+		st, err = Get(tx, BucketNext)
+		return err
+	})
+	if err != nil || st == nil {
+		return nil, err
+	}
+	return st.Task, nil
+}
+
+// AtStart returns the task of the class whose state directory is
+// stateDir (its datastore's BucketClass), nil if it has none (the
+// aggregator then runs -task), after importing the former directories
+// once (Import). It opens the datastore and closes it before it returns.
+func AtStart(stateDir string, log *slog.Logger) (*Stored, error) {
+	db, err := datastore.Open(stateDir, &datastore.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("classtask: %w", err)
+	}
+	var st *Stored
+	err = Import(db, stateDir, log)
+	if err == nil {
+		err = db.View(func(tx *datastore.ReadTx) (err error) {
+			st, err = Get(tx, BucketClass)
+			return err
+		})
+	}
+	if err := errors.Join(err, db.Close()); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Import copies the former directories of stateDir (ClassDir, NextDir)
+// into their buckets (BucketClass, BucketNext) once, each in one
+// transaction with its record in BucketImported, and then keeps each
+// directory, its files read-only (0400), as NAME.imported. A directory
+// already recorded is not imported again (a crash between the import and
+// the rename leaves the directory: it is renamed at the next start), nor
+// one whose bucket already holds a task (the datastore's is kept), nor a
+// directory without a definition (File), which the former aggregator did
+// not load either.
+func Import(db *datastore.Store, stateDir string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	for _, f := range []struct{ dir, bucket string }{{ClassDir, BucketClass}, {NextDir, BucketNext}} {
+		dir := filepath.Join(stateDir, f.dir)
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("classtask: importing %s: %w", dir, err)
+		}
+		files := map[string][]byte{}
+		for _, e := range ents {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			if files[e.Name()], err = os.ReadFile(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("classtask: importing %s: %w", dir, err)
+			}
+		}
+		if _, ok := files[File]; !ok {
+			continue
+		}
+		names := slices.Sorted(maps.Keys(files))
+		imported := false
+		err = db.Update(func(tx *datastore.Tx) error {
+			if _, done := tx.Get(BucketImported, f.dir); done {
+				return nil
+			}
+			rec, err := json.Marshal(map[string][]string{"files": names})
+			if err != nil {
+				return err
+			}
+			tx.Put(BucketImported, f.dir, rec)
+			if _, has := tx.Get(f.bucket, File); has {
+				return nil
+			}
+			for name, b := range files {
+				tx.Put(f.bucket, name, b)
+			}
+			imported = true
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("classtask: importing %s: %w", dir, err)
+		}
+		for _, name := range names {
+			if err := os.Chmod(filepath.Join(dir, name), 0o400); err != nil {
+				return fmt.Errorf("classtask: keeping the imported %s: %w", dir, err)
+			}
+		}
+		if err := os.Rename(dir, dir+ImportedSuffix); err != nil {
+			return fmt.Errorf("classtask: keeping the imported %s: %w", dir, err)
+		}
+		log.Info("classtask: imported the former task directory into the datastore", "dir", dir, "bucket", f.bucket,
+			"files", names, "imported", imported)
+	}
+	return nil
 }
 
 // Export is the JSON of the aggregator's GET /api/export: the trained model with the task

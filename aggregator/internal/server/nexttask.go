@@ -13,24 +13,17 @@ import (
 	"github.com/blanket-fl/blanket/web/console"
 )
 
-// A class's task on disk: package classtask. The names are shared/task's.
-const (
-	NextTaskDir  = classtask.NextDir
-	ClassTaskDir = classtask.ClassDir
-	TaskFile     = classtask.File
-)
-
 // maxTaskUpload bounds POST /operator/task: a task definition
 // (task.MaxFileBytes) and the multipart form around it.
 const maxTaskUpload = task.MaxFileBytes + 64<<10
 
 // ChooseTask makes t, with the files it names, the task of the next class
-// (classtask.Choose, under the server's lock); the current class is
-// unchanged.
+// (classtask.Choose: in the datastore, one transaction, under the
+// server's lock); the current class is unchanged.
 func (s *Server) ChooseTask(t *task.Task, files map[string][]byte) error {
 	s.taskMu.Lock()
 	defer s.taskMu.Unlock()
-	if err := classtask.Choose(s.cfg.StateDir, t, files); err != nil {
+	if err := classtask.Choose(s.db, t, files); err != nil {
 		return err
 	}
 	s.log.Info("operator: task chosen for the next class", "task", t.Name, "d", t.D())
@@ -41,7 +34,7 @@ func (s *Server) ChooseTask(t *task.Task, files map[string][]byte) error {
 func (s *Server) NextTask() (*task.Task, error) {
 	s.taskMu.Lock()
 	defer s.taskMu.Unlock()
-	return classtask.Next(s.cfg.StateDir)
+	return classtask.Next(s.db)
 }
 
 // chooseTaskRequest reads POST /operator/task and makes its task the next

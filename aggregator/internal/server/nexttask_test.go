@@ -2,7 +2,7 @@ package server
 
 import (
 	"bytes"
-	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
+	"errors"
 	"html"
 	"io"
 	"mime/multipart"
@@ -13,9 +13,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/ledger/ledgertest"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
+	"github.com/blanket-fl/blanket/shared/task/taskdata"
 )
 
 // uploadTask posts a task definition file to /operator/task as the
@@ -121,8 +125,8 @@ func TestOperatorChooseTask(t *testing.T) {
 	if tk := next(); tk == nil || tk.Name != "my-survey" || tk.D() != (1+2+1)*3 {
 		t.Fatalf("next task after the upload: %+v", tk)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(dir, NextTaskDir)); len(ents) != 1 {
-		t.Errorf("an upload left %d files, want the definition alone", len(ents))
+	if st := h.stored(classtask.BucketNext); st == nil || len(st.Files) != 0 {
+		t.Errorf("an upload stored %+v, want the definition alone", st)
 	}
 	// The running class is unchanged.
 	if code, body := get(t, h.http.URL+"/api/task"); code != 200 || !strings.Contains(body, `"name": "tiny"`) {
@@ -134,19 +138,7 @@ func TestOperatorChooseTask(t *testing.T) {
 	if code, body := h.opPost("task", url.Values{"example": {"breast-cancer"}}, nil); code != http.StatusSeeOther {
 		t.Fatalf("example: HTTP %d: %.300s", code, html.UnescapeString(body))
 	}
-	tk, err := classtask.Load(filepath.Join(dir, NextTaskDir))
-	if err != nil || tk.Name != "breast-cancer" || tk.D() != (30+1)*2 || tk.Holdout == "" || tk.Simulation == "" {
-		t.Fatalf("stored example: %v, %+v", err, tk)
-	}
-	for _, f := range []string{tk.Holdout, tk.Simulation} {
-		want, err := os.ReadFile(filepath.Join("../../../tasks/breast-cancer", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := os.ReadFile(filepath.Join(dir, NextTaskDir, f)); !bytes.Equal(got, want) {
-			t.Errorf("the stored %s differs from tasks/breast-cancer's", f)
-		}
-	}
+	checkStoredExample(t, h.stored(classtask.BucketNext))
 	if code, _ := h.opPost("task", url.Values{"example": {"nonesuch"}}, nil); code != http.StatusBadRequest || next().Name != "breast-cancer" {
 		t.Errorf("unknown example: HTTP %d, next %q", code, next().Name)
 	}
@@ -181,8 +173,102 @@ func TestOperatorChooseTask(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "escape.csv")); !os.IsNotExist(err) {
 		t.Errorf("a refused choice wrote outside its directory: %v", err)
 	}
-	if entries, _ := filepath.Glob(filepath.Join(dir, NextTaskDir+".tmp-*")); len(entries) != 0 {
-		t.Errorf("temporary directories left: %v", entries)
+	// Nothing but the datastore is written in the state directory.
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != datastore.LogFile {
+		t.Errorf("the state directory holds %v, want the datastore's %s alone", ents, datastore.LogFile)
+	}
+	// The choice survives a restart.
+	h.stop()
+	h = newHarness(t, dir, newFakeRelay(t), func(c *Config) { c.Web.NewClass = true; c.Task = testTask(t) })
+	if tk := next(); tk == nil || tk.Name != "my-survey" {
+		t.Errorf("after a restart the next class's task is %+v, want my-survey", tk)
+	}
+}
+
+// stored returns the task in bucket of the server's datastore, nil if
+// none.
+func (h *harness) stored(bucket string) *classtask.Stored {
+	h.t.Helper()
+	var st *classtask.Stored
+	err := h.srv.db.View(func(tx *datastore.ReadTx) (err error) {
+		st, err = classtask.Get(tx, bucket)
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+// checkStoredExample checks that st is the shipped breast-cancer example,
+// its holdout and simulation rows byte for byte, loadable as the next
+// aggregator loads it.
+func checkStoredExample(t *testing.T, st *classtask.Stored) {
+	t.Helper()
+	if st == nil {
+		t.Fatal("no task stored")
+	}
+	tk := st.Task
+	if tk.Name != "breast-cancer" || tk.D() != (30+1)*2 || tk.Holdout == "" || tk.Simulation == "" || len(st.Files) != 2 {
+		t.Fatalf("stored example: %+v with %d files", tk, len(st.Files))
+	}
+	for _, f := range []string{tk.Holdout, tk.Simulation} {
+		want, err := os.ReadFile(filepath.Join("../../../tasks/breast-cancer", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(st.Files[f], want) {
+			t.Errorf("the stored %s differs from tasks/breast-cancer's", f)
+		}
+	}
+	sets, err := st.Open("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if test, src, err := taskdata.Holdout(tk, sets); err != nil || test.Len() != 113 || src != taskdata.AccuracyHoldout {
+		t.Errorf("the stored example's holdout: %d rows (%s): %v", test.Len(), src, err)
+	}
+}
+
+// TestChooseTaskNotDurable: a choice whose transaction cannot be made
+// durable (the datastore's write or its fsync fails) is refused, and the
+// earlier choice stays, whole, in the running server and, after a failed
+// write, after a restart; after a failed fsync a restart finds either
+// choice whole.
+func TestChooseTaskNotDurable(t *testing.T) {
+	for _, op := range []ledgertest.Op{ledgertest.Write, ledgertest.Sync} {
+		t.Run(op.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			fsys := &ledgertest.StoreFS{}
+			mod := func(c *Config) { c.Web.NewClass = true; c.Task = testTask(t); c.storeFS = fsys }
+			h := newHarness(t, dir, newFakeRelay(t), mod)
+			if code, body := h.opPost("task", url.Values{"example": {"breast-cancer"}}, nil); code != http.StatusSeeOther {
+				t.Fatalf("example: HTTP %d: %.300s", code, html.UnescapeString(body))
+			}
+			fsys.Arm(op, []byte(classtask.BucketNext))
+			survey, err := classtask.ParseUpload([]byte(surveyUpload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.srv.ChooseTask(survey, nil); !errors.Is(err, datastore.ErrNotDurable) || !errors.Is(err, ledgertest.ErrInjected) {
+				t.Fatalf("a choice with a failing %s: %v, want ErrNotDurable", op, err)
+			}
+			checkStoredExample(t, h.stored(classtask.BucketNext))
+			h.stop()
+			h = newHarness(t, dir, newFakeRelay(t), func(c *Config) { c.Web.NewClass = true; c.Task = testTask(t) })
+			// A write that failed left nothing. After a failed fsync the
+			// bytes may have reached the disk anyway (the datastore's
+			// contract: an unacknowledged transaction may or may not be
+			// there after a restart): then the new choice is there whole,
+			// never one task's definition with the other's files.
+			if st := h.stored(classtask.BucketNext); op == ledgertest.Sync && st != nil && st.Task.Name == "my-survey" {
+				if len(st.Files) != 0 {
+					t.Errorf("after a failed fsync the survey came back with %d files of the earlier choice", len(st.Files))
+				}
+			} else {
+				checkStoredExample(t, st)
+			}
+		})
 	}
 }
 

@@ -27,7 +27,6 @@ import (
 
 	"github.com/blanket-fl/blanket/scripts/internal/procmem"
 	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -311,8 +310,10 @@ func (c *Cluster) SetArgs(aggregator, relay []string) {
 // on the same address, paused, with a fresh state directory dir, so the new
 // class has its own privacy ledger and model and starts when the operator
 // presses Start. The new class learns the task the operator chose for it
-// on the operator page, or else the previous class's (classTask). The previous class's directory,
-// ledger included, stays on disk untouched. The key file is copied so
+// on the operator page, or else the previous class's (classTask: from the
+// old class's datastore into the new one's, once the old aggregator has
+// stopped). The previous class's directory, ledger included, stays on disk
+// untouched. The key file is copied so
 // that the fingerprint volunteers compare stays the same (the relay keeps
 // running and need not refetch it).
 func (c *Cluster) NewClass(ctx context.Context, dir string) error {
@@ -329,10 +330,12 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, keyFile), key, 0o600); err != nil {
 		return fmt.Errorf("localrun: new class: %w", err)
 	}
-	if err := classTask(c.opts.AggregatorDir, dir); err != nil {
+	if err := c.StopAggregator(); err != nil {
 		return err
 	}
-	if err := c.StopAggregator(); err != nil {
+	// The old aggregator is stopped: its choice for the next class can no
+	// longer change.
+	if err := classTask(c.opts.AggregatorDir, dir); err != nil {
 		return err
 	}
 	// The relay anchors the aggregator's ledger and keeps its own noise
@@ -343,56 +346,6 @@ func (c *Cluster) NewClass(ctx context.Context, dir string) error {
 	}
 	c.opts.AggregatorDir, c.startPaused = dir, true
 	return c.StartAggregator(ctx)
-}
-
-// classTask gives the new class in dir its task: the files of the task
-// the operator chose on the old class's operator page (old/task.NextClassDir),
-// or else the old class's own task (old/task.ClassDir), copied to
-// dir/task.ClassDir, where the aggregator loads it in place of -task. With
-// neither, the new class runs the aggregator's -task like the first. The
-// old class's directory is not changed.
-func classTask(old, dir string) error {
-	src := filepath.Join(old, task.NextClassDir)
-	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
-		src = filepath.Join(old, task.ClassDir)
-	}
-	ents, err := os.ReadDir(src)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("localrun: new class: task: %w", err)
-	}
-	dst := filepath.Join(dir, task.ClassDir)
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return fmt.Errorf("localrun: new class: task: %w", err)
-	}
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return fmt.Errorf("localrun: new class: task: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
-			return fmt.Errorf("localrun: new class: task: %w", err)
-		}
-	}
-	return nil
-}
-
-// ClassTask returns the current class's own task file (the one chosen for
-// it on the operator page, which its aggregator loads in place of -task)
-// and true, or "" and false when the class runs the aggregator's -task. A
-// supervisor whose simulated volunteers hold a task's data (make run)
-// reads it after NewClass to deal them the new task's rows.
-func (c *Cluster) ClassTask() (string, bool) {
-	p := filepath.Join(c.opts.AggregatorDir, task.ClassDir, task.FileName)
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-		return p, true
-	}
-	return "", false
 }
 
 // archiveRelayLedgers stops the relay, moves everything it keeps for the

@@ -1,7 +1,9 @@
 package localrun
 
 import (
+	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,53 +57,91 @@ func TestFreeAddrOnHost(t *testing.T) {
 }
 
 // TestClassTask: a new class learns the task chosen for it on the
-// operator page (next-class-task/, files copied), else keeps the previous
-// class's own (task/), else has none (the aggregator's -task); the old
-// class's directory is not changed.
+// operator page (the old class's datastore's next-task bucket, definition
+// and files byte for byte, written into the new class's datastore as its
+// class task), else keeps the previous class's own (class-task), else has
+// none (the aggregator's -task); the old class's directory is not
+// changed.
 func TestClassTask(t *testing.T) {
 	root := t.TempDir()
-	write := func(p, s string) {
+	read := func(p string) []byte {
 		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func(p string) string {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return "(none)"
+			t.Fatal(err)
 		}
-		return string(b)
+		return b
 	}
+	store := func(dir string, tasks map[string]map[string][]byte) {
+		t.Helper()
+		db, err := datastore.Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Update(func(tx *datastore.Tx) error {
+			for bucket, files := range tasks {
+				for k, v := range files {
+					tx.Put(bucket, k, v)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bc := "../../../tasks/breast-cancer"
+	chosen := map[string][]byte{task.FileName: read(filepath.Join(bc, task.FileName))}
+	if tk, err := task.Parse(chosen[task.FileName]); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, f := range []string{tk.Holdout, tk.Simulation} {
+			chosen[f] = read(filepath.Join(bc, f))
+		}
+	}
+	own := map[string][]byte{task.FileName: read("../../../tasks/class-survey/task.json")}
 	a, b, c, d := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c"), filepath.Join(root, "d")
 	os.MkdirAll(a, 0o700)
 	if err := classTask(a, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(b, task.ClassDir)); !os.IsNotExist(err) {
-		t.Fatalf("no task chosen, yet the new class has a task directory: %v", err)
+	if _, err := os.Stat(b); !os.IsNotExist(err) {
+		t.Fatalf("no task chosen, yet the new class has a datastore: %v", err)
 	}
-	write(filepath.Join(b, task.ClassDir, "task.json"), "class b")
-	write(filepath.Join(b, task.NextClassDir, "task.json"), "chosen")
-	write(filepath.Join(b, task.NextClassDir, "holdout.csv"), "rows")
+	store(b, map[string]map[string][]byte{task.ClassBucket: own, task.NextClassBucket: chosen})
+	before := read(filepath.Join(b, datastore.LogFile))
 	if err := classTask(b, c); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(filepath.Join(c, task.ClassDir, "task.json")) + "/" + read(filepath.Join(c, task.ClassDir, "holdout.csv")); got != "chosen/rows" {
-		t.Errorf("chosen task: new class has %s", got)
+	same := func(dir string, want map[string][]byte) {
+		t.Helper()
+		st, err := ReadTask(dir, task.ClassBucket)
+		if err != nil || st == nil {
+			t.Fatalf("%s: class task %v, %v", dir, st, err)
+		}
+		got := maps.Clone(st.Files)
+		got[task.FileName] = st.Def
+		if !maps.EqualFunc(got, want, bytes.Equal) {
+			t.Errorf("%s: the class task's keys %v differ from those carried", dir, slices.Sorted(maps.Keys(got)))
+		}
+		if _, err := st.Open(); err != nil {
+			t.Errorf("%s: the carried task does not load: %v", dir, err)
+		}
 	}
-	if got := read(filepath.Join(b, task.ClassDir, "task.json")); got != "class b" {
-		t.Errorf("the old class's task changed: %s", got)
+	same(c, chosen)
+	if st, err := ReadTask(c, task.NextClassBucket); err != nil || st != nil {
+		t.Errorf("the new class has a next task: %+v %v", st, err)
+	}
+	if !bytes.Equal(read(filepath.Join(b, datastore.LogFile)), before) {
+		t.Error("the old class's datastore changed")
+	}
+	if ents, _ := os.ReadDir(b); len(ents) != 1 {
+		t.Errorf("the old class's directory gained files: %v", ents)
 	}
 	if err := classTask(c, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(filepath.Join(d, task.ClassDir, "task.json")); got != "chosen" {
-		t.Errorf("nothing chosen: the new class has %s, want the previous class's task", got)
-	}
+	same(d, chosen)
 }
 
 // TestRelayAgreed: the relay is started with the aggregator's privacy

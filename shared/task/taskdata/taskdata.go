@@ -10,6 +10,7 @@ package taskdata
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/blanket-fl/blanket/shared/dataset"
@@ -88,6 +89,36 @@ func Open(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
 	return s, nil
 }
 
+// OpenFiles is Open for a task whose files are given by name rather than
+// read from a directory: t's holdout and simulation name keys of files
+// (the aggregator keeps a class's task so, in its datastore:
+// aggregator/internal/classtask). The same checks as Open, the same
+// sets; a file t names that files lacks is an error (fs.ErrNotExist).
+func OpenFiles(t *task.Task, files map[string][]byte, dataName, dataDir string) (*Sets, error) {
+	if t.Source == task.SourceBuiltin {
+		return Open(t, "", dataName, dataDir)
+	}
+	named := func(name string) (*dataset.Set, error) {
+		if name == "" {
+			return nil, nil
+		}
+		b, ok := files[name]
+		if !ok {
+			return nil, fmt.Errorf("taskdata: %s: %w", name, fs.ErrNotExist)
+		}
+		return parseCSV(t, name, b)
+	}
+	s := &Sets{}
+	var err error
+	if s.Train, err = named(t.Simulation); err != nil {
+		return nil, err
+	}
+	if s.Test, err = named(t.Holdout); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // ReadCSV reads and encodes a public CSV file of t ("" gives nil): every
 // row must be valid.
 func ReadCSV(t *task.Task, path string) (*dataset.Set, error) {
@@ -98,6 +129,12 @@ func ReadCSV(t *task.Task, path string) (*dataset.Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskdata: %w", err)
 	}
+	return parseCSV(t, path, b)
+}
+
+// parseCSV encodes the public CSV file of t named path, b: every row must
+// be valid.
+func parseCSV(t *task.Task, path string, b []byte) (*dataset.Set, error) {
 	p, err := t.ParseCSV(b)
 	if err != nil {
 		return nil, fmt.Errorf("taskdata: %s: %w", path, err)

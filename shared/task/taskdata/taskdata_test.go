@@ -1,7 +1,12 @@
 package taskdata
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/client"
@@ -102,5 +107,49 @@ func TestNoHoldout(t *testing.T) {
 	}
 	if _, err := Shares(s, 10, 1); err != ErrNoTrain {
 		t.Fatalf("shares of a survey: %v", err)
+	}
+}
+
+// TestOpenFiles: a task whose files are given by name (as the aggregator's
+// datastore keeps a class's task) opens to the same sets, bit for bit, as
+// the files on disk; a named file missing, or one with a row the task
+// refuses, is an error naming it.
+func TestOpenFiles(t *testing.T) {
+	tk, dir, err := task.Load("../../../tasks/breast-cancer/task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Open(tk, dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, name := range []string{tk.Holdout, tk.Simulation} {
+		if files[name], err = os.ReadFile(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := OpenFiles(tk, files, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Train.X, want.Train.X) || !slices.Equal(got.Train.Y, want.Train.Y) ||
+		!slices.Equal(got.Test.X, want.Test.X) || !slices.Equal(got.Test.Y, want.Test.Y) {
+		t.Fatal("the sets opened from bytes differ from those opened from the directory")
+	}
+	delete(files, tk.Holdout)
+	if _, err := OpenFiles(tk, files, "", ""); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), tk.Holdout) {
+		t.Errorf("holdout missing: %v", err)
+	}
+	files[tk.Holdout] = []byte("not,a,row\n")
+	if _, err := OpenFiles(tk, files, "", ""); err == nil || !strings.Contains(err.Error(), tk.Holdout) {
+		t.Errorf("a holdout the task refuses: %v", err)
+	}
+	digits, err := task.Digits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := OpenFiles(digits, nil, "", ""); err != nil || s.Test == nil || s.Test.Len() == 0 {
+		t.Errorf("the built-in digits from no files: %v", err)
 	}
 }
