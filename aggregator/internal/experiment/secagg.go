@@ -80,10 +80,11 @@ func (sp secaggParams) noiseShares() int {
 // digits), every one in every round (-check-in 1), 5 rounds, σ calibrated
 // to replace-one ε = 4 at δ = 1e-5 over the 5 rounds, the round spec's
 // clip and server learning rate (roundspec.DefaultSecAggClip,
-// DefaultSecAggLR) and the volunteers' 10 local epochs.
+// DefaultSecAggLR), the volunteers' 10 local epochs at local lr 0.1, the
+// identity feature map and server SGD.
 func defaultSecAggParams() secaggParams {
 	return secaggParams{Pop: 400, Q: 1, Rounds: 5, Clip: roundspec.DefaultSecAggClip, Eps: 4, Delta: 1e-5,
-		ServerLR: roundspec.DefaultSecAggLR, Epochs: 10}
+		ServerLR: roundspec.DefaultSecAggLR, Epochs: 10, LocalLR: defaultLocalLR, Opt: serverOptParams{}.withDefaults()}
 }
 
 // withDefaults fills zero fields from defaultSecAggParams (Sigma = 0 and
