@@ -407,24 +407,32 @@ func secaggMethod(sp secaggParams, d, pop int, table string) (*method, error) {
 const secaggNPID = "secagg-np"
 
 // secaggNPMethod is the non-private reference of a secure-summation run:
-// the same population, feature map, rounds, local training and server
-// optimiser, but the server takes the plain mean of the unclipped updates
-// (no clip, no noise, no PINE) and moves by server lr 1 (FedAvg; with
-// -secagg-opt its optimiser at lr 1). It claims no privacy.
+// the same population, feature map, rounds, local training, L2 clip C,
+// server learning rate and server optimiser, without the noise (and
+// without PINE's encoding): the server moves by the exact mean of the
+// clipped updates. The gap to the PINE row is what the privacy noise
+// costs at these settings. It claims no privacy.
 func secaggNPMethod(sp secaggParams, d, pop int) (*method, error) {
-	if sp.Rounds < 1 || sp.Epochs < 1 || !(sp.LocalLR > 0) {
-		return nil, fmt.Errorf("secagg-np: rounds %d, local epochs %d, local lr %v", sp.Rounds, sp.Epochs, sp.LocalLR)
+	if sp.Rounds < 1 || sp.Epochs < 1 || !(sp.LocalLR > 0) || !(sp.ServerLR > 0) || !(sp.Clip > 0) {
+		return nil, fmt.Errorf("secagg-np: rounds %d, local epochs %d, local lr %v, server lr %v, clip %v", sp.Rounds, sp.Epochs, sp.LocalLR, sp.ServerLR, sp.Clip)
 	}
 	if err := sp.Opt.validate(); err != nil {
 		return nil, fmt.Errorf("secagg-np: %w", err)
 	}
+	clip := sp.Clip
 	return &method{
-		id: secaggNPID, name: "non-private", table: tableSecAgg, train: logreg.FLAMEConfig(sp.Epochs, sp.LocalLR), serverLR: 1,
-		newStep: sp.serverStep(1), checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
-		note: fmt.Sprintf("non-private reference: %d volunteers, check-in q = %.4g, d = %d, mean of the unclipped updates, no noise, server lr 1, %d local epochs, %s",
-			pop, sp.Q, d, sp.Epochs, sp.settingsNote()),
-		aggregate: plainMean,
-		claim:     claimNone,
+		id: secaggNPID, name: "non-private", table: tableSecAgg, train: logreg.FLAMEConfig(sp.Epochs, sp.LocalLR), serverLR: sp.ServerLR,
+		newStep: sp.serverStep(sp.ServerLR), checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
+		note: fmt.Sprintf("non-private reference: %d volunteers, check-in q = %.4g, d = %d, exact mean of the updates clipped to L2 norm %g, no noise, server lr %g, %d local epochs, %s",
+			pop, sp.Q, d, sp.Clip, sp.ServerLR, sp.Epochs, sp.settingsNote()),
+		aggregate: func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
+			clipped := roundInput{round: in.round, users: in.users, updates: make([][]float64, len(in.updates))}
+			for i, u := range in.updates {
+				clipped.updates[i] = clipL2(u, clip)
+			}
+			return plainMean(ctx, w, clipped)
+		},
+		claim: claimNone,
 	}, nil
 }
 
