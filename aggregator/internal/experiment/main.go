@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/features"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/task"
@@ -95,6 +96,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.SecAgg.NoiseShares, "secagg-noise-shares", 2, "secagg: servers adding noise, 2 (the protocol) or 1 (the same sigma once: what a trusted aggregator would add; the accounting is unchanged)")
 	fs.StringVar(&o.SecAgg.Attack, "secagg-attack", "", `secagg: "flip" (full-norm update of the opposite sign) or "edge" (every entry at ±C, opposite sign: PINE rejects it) sent by -secagg-attackers volunteers`)
 	fs.IntVar(&o.SecAgg.Attackers, "secagg-attackers", 0, "secagg: malicious volunteers mounting -secagg-attack")
+	fs.StringVar(&o.SecAgg.Features, "secagg-features", "identity", "secagg: fixed feature map each volunteer applies to every digit before training (shared/features): "+strings.Join(features.Names, ", ")+"; d follows the map, the PINE instance and sigma are the product's for that d")
+	fs.StringVar(&o.SecAgg.Opt.Kind, "secagg-opt", optSGD, `secagg: server optimiser of the noisy mean (post-processing): "sgd" (the product's), "momentum" (FedAvgM), "adam" or "yogi" (Reddi et al. 2021), at server lr -secagg-lr`)
+	fs.Float64Var(&o.SecAgg.Opt.Beta1, "secagg-beta1", 0.9, "secagg: momentum beta (-secagg-opt momentum) or beta1 (adam, yogi)")
+	fs.Float64Var(&o.SecAgg.Opt.Beta2, "secagg-beta2", 0.99, "secagg: beta2 (adam, yogi)")
+	fs.Float64Var(&o.SecAgg.Opt.Tau, "secagg-tau", 1e-3, "secagg: adaptivity tau (adam, yogi)")
+	fs.Float64Var(&o.SecAgg.LocalLR, "secagg-local-lr", defaultLocalLR, "secagg: the volunteers' local SGD learning rate")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON to stdout")
 	fs.BoolVar(&o.Verbose, "v", false, "print every round of every method to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -129,7 +136,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *list {
-		for _, id := range allMethodIDs() {
+		for _, id := range append(allMethodIDs(), secaggNPID) {
 			fmt.Fprintln(stdout, id)
 		}
 		return 0
@@ -199,7 +206,7 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, id := range ids {
-		if !slices.Contains(allMethodIDs(), id) && o.Table != tableEqualEps && o.Table != tableRobust {
+		if !slices.Contains(allMethodIDs(), id) && id != secaggNPID && o.Table != tableEqualEps && o.Table != tableRobust {
 			return fmt.Errorf("unknown method %q (see -list)", id)
 		}
 	}
@@ -220,9 +227,11 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	// Secure summation (its table and the robust one) trains on its own
 	// partition: -secagg-pop volunteers of make run's share of the data.
+	// With -secagg-features, every example is mapped first (featured).
 	sw := w
-	if o.Table == tableRobust || (o.Table != tableEqualEps && slices.Contains(ids, "secagg")) {
-		if sw, err = w.repartition(o.SecAgg.withDefaults().perVolunteer(w.trainLen), o.NonIID); err != nil {
+	secIDs := slices.Contains(ids, "secagg") || slices.Contains(ids, secaggNPID)
+	if o.Table == tableRobust || (o.Table != tableEqualEps && secIDs) {
+		if sw, err = w.featured(ctx, o.SecAgg.Features, o.SecAgg.withDefaults().perVolunteer(w.trainLen), o.NonIID); err != nil {
 			return err
 		}
 	}
@@ -245,15 +254,15 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !o.JSON {
-		secOnly := o.Table == tableRobust || slices.Equal(ids, []string{"secagg"})
+		secOnly := o.Table == tableRobust || !slices.ContainsFunc(ids, func(id string) bool { return id != "secagg" && id != secaggNPID })
 		if !secOnly {
 			fmt.Fprintf(stdout, "dataset %s: %d users of %d examples, %d test examples; n = %d users per round, %d rounds, seed %d\n",
 				o.Dataset, len(w.users), o.PerUser, w.test.Len(), n, o.Rounds, o.Seed)
 		}
-		if secOnly || (o.Table != tableEqualEps && slices.Contains(ids, "secagg")) {
+		if secOnly || (o.Table != tableEqualEps && secIDs) {
 			sp := o.SecAgg.withDefaults()
-			fmt.Fprintf(stdout, "secure summation on %s: %d volunteers (%d shards of %d examples), %d test examples; %d rounds, seed %d\n",
-				o.Dataset, sp.Pop, len(sw.users), sw.perUser, sw.test.Len(), sp.Rounds, o.Seed)
+			fmt.Fprintf(stdout, "secure summation on %s: %d volunteers (%d shards of %d examples), %d test examples; %d rounds, seed %d; d = %d (%s)\n",
+				o.Dataset, sp.Pop, len(sw.users), sw.perUser, sw.test.Len(), sp.Rounds, o.Seed, sw.shape.NumParams(), sp.settingsNote())
 		}
 	}
 	var results []*runResult
@@ -352,13 +361,23 @@ func buildMethods(w, sw *world, n int, o Options, ids []string) (map[string]*met
 	for _, m := range slices.Concat(fl, ap, ci) {
 		ms[m.id] = m
 	}
+	// Secure summation trains on sw, whose d follows -secagg-features.
+	sp := o.SecAgg.withDefaults()
 	if slices.Contains(ids, "secagg") {
-		sa, err := secaggMethod(o.SecAgg.withDefaults(), d, o.SecAgg.withDefaults().Pop, tableSecAgg)
+		sa, err := secaggMethod(sp, sw.shape.NumParams(), sp.Pop, tableSecAgg)
 		if err != nil {
 			return nil, err
 		}
 		sa.world = sw
 		ms[sa.id] = sa
+	}
+	if slices.Contains(ids, secaggNPID) {
+		np, err := secaggNPMethod(sp, sw.shape.NumParams(), sp.Pop)
+		if err != nil {
+			return nil, err
+		}
+		np.world = sw
+		ms[np.id] = np
 	}
 	return ms, nil
 }

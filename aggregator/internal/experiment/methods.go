@@ -53,6 +53,10 @@ type method struct {
 	// SS-Topk's estimate by d/k: "enlarge the learning rate when Top-k is
 	// applied").
 	serverLR float64
+	// newStep, when set, returns a run's server step (global += f(delta),
+	// with its own state: secure summation's -secagg-opt) instead of
+	// global += serverLR * delta.
+	newStep func() func(global, delta []float64)
 	// checkInP > 0 selects shuffled check-in: each user of the whole
 	// population takes part in a round with probability checkInP by its own
 	// coin; otherwise rounds take disjoint groups of Users in turn.

@@ -79,6 +79,14 @@ func run(ctx context.Context, w *world, m *method, usersPerRound, rounds int, pr
 	if groups < 1 {
 		return nil, fmt.Errorf("%s: %d users per round but only %d users", m.name, usersPerRound, pop)
 	}
+	step := func(g, delta []float64) {
+		for j, v := range delta {
+			g[j] += m.serverLR * v
+		}
+	}
+	if m.newStep != nil {
+		step = m.newStep()
+	}
 	participations := 0
 	for r := 0; r < rounds; r++ {
 		t0 := time.Now()
@@ -115,9 +123,7 @@ func run(ctx context.Context, w *world, m *method, usersPerRound, rounds int, pr
 		if err != nil {
 			return nil, fmt.Errorf("%s: round %d: %w", m.name, r+1, err)
 		}
-		for j, v := range out.delta {
-			global[j] += m.serverLR * v
-		}
+		step(global, out.delta)
 		rec.NP, rec.Raised, rec.Truncated = out.np, out.raised, out.truncated
 		if len(out.rejected) > 0 {
 			if res.Rejected == nil {

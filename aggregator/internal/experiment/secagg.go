@@ -53,6 +53,17 @@ type secaggParams struct {
 	// check in. Simulation of poisoning only (the robust table).
 	Attack    string
 	Attackers int
+	// Features names the fixed feature map every volunteer applies to
+	// each example before training (shared/features.Parse: "identity",
+	// the product's, "pool2", "scatter", ...); the model's d is the
+	// map's output dimension times the classes, plus the biases.
+	Features string
+	// Opt is the server's optimiser of the noisy mean (post-processing;
+	// serveropt.go), sgd by default, the product's.
+	Opt serverOptParams
+	// LocalLR is the volunteers' local SGD learning rate (0 means 0.1,
+	// the volunteers' own).
+	LocalLR float64
 }
 
 // noiseShares is NoiseShares with its default.
@@ -69,10 +80,11 @@ func (sp secaggParams) noiseShares() int {
 // digits), every one in every round (-check-in 1), 5 rounds, σ calibrated
 // to replace-one ε = 4 at δ = 1e-5 over the 5 rounds, the round spec's
 // clip and server learning rate (roundspec.DefaultSecAggClip,
-// DefaultSecAggLR) and the volunteers' 10 local epochs.
+// DefaultSecAggLR), the volunteers' 10 local epochs at local lr 0.1, the
+// identity feature map and server SGD.
 func defaultSecAggParams() secaggParams {
 	return secaggParams{Pop: 400, Q: 1, Rounds: 5, Clip: roundspec.DefaultSecAggClip, Eps: 4, Delta: 1e-5,
-		ServerLR: roundspec.DefaultSecAggLR, Epochs: 10}
+		ServerLR: roundspec.DefaultSecAggLR, Epochs: 10, LocalLR: defaultLocalLR, Opt: serverOptParams{}.withDefaults()}
 }
 
 // withDefaults fills zero fields from defaultSecAggParams (Sigma = 0 and
@@ -103,7 +115,34 @@ func (sp secaggParams) withDefaults() secaggParams {
 	if sp.Epochs == 0 {
 		sp.Epochs = d.Epochs
 	}
+	if sp.LocalLR == 0 {
+		sp.LocalLR = defaultLocalLR
+	}
+	sp.Opt = sp.Opt.withDefaults()
 	return sp
+}
+
+// defaultLocalLR is the volunteers' local SGD learning rate
+// (logreg.FLAMEConfig's, as shared/client trains).
+const defaultLocalLR = 0.1
+
+// settingsNote describes the non-default settings of a run: the feature
+// map, the server optimiser and the local learning rate.
+func (sp secaggParams) settingsNote() string {
+	f := sp.Features
+	if f == "" {
+		f = "identity"
+	}
+	return fmt.Sprintf("features %s, %s, local lr %g", f, sp.Opt, sp.LocalLR)
+}
+
+// serverStep is the method's server step for sp.Opt (nil for sgd, the
+// runner's own global += lr * delta).
+func (sp secaggParams) serverStep(lr float64) func() func(global, delta []float64) {
+	if sp.Opt.Kind == optSGD || sp.Opt.Kind == "" {
+		return nil
+	}
+	return func() func(global, delta []float64) { return newServerOpt(sp.Opt, lr).step }
 }
 
 // perVolunteer is the examples each volunteer holds for a training set of
@@ -329,8 +368,11 @@ func newSecAggRun(sp secaggParams, d, pop int) (*secaggRun, error) {
 // secaggMethod builds the "secagg" method (PINE, the product's secure
 // summation) over a population of pop volunteers.
 func secaggMethod(sp secaggParams, d, pop int, table string) (*method, error) {
-	if sp.Rounds < 1 || sp.Epochs < 1 || !(sp.ServerLR > 0) {
-		return nil, fmt.Errorf("secagg: rounds %d, local epochs %d, server lr %v", sp.Rounds, sp.Epochs, sp.ServerLR)
+	if sp.Rounds < 1 || sp.Epochs < 1 || !(sp.ServerLR > 0) || !(sp.LocalLR > 0) {
+		return nil, fmt.Errorf("secagg: rounds %d, local epochs %d, server lr %v, local lr %v", sp.Rounds, sp.Epochs, sp.ServerLR, sp.LocalLR)
+	}
+	if err := sp.Opt.validate(); err != nil {
+		return nil, fmt.Errorf("secagg: %w", err)
 	}
 	sr, err := newSecAggRun(sp, d, pop)
 	if err != nil {
@@ -344,10 +386,10 @@ func secaggMethod(sp secaggParams, d, pop int, table string) (*method, error) {
 	shares := sp.noiseShares()
 	atk := attackSpec{Kind: sp.Attack, Count: sp.Attackers, Pop: pop}
 	m := &method{
-		id: "secagg", name: "PINE", table: table, train: logreg.FLAMEConfig(sp.Epochs, 0.1), serverLR: sr.lr,
-		checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
-		note: fmt.Sprintf("%d volunteers, check-in q = %.4g, L2 clip %g, PINE ForBlanket (num_frac_bits %d, l2_norm_bound %.0f units = sensitivity %.5f model units = %.5f C), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), %s, server lr %g, %d local epochs; real shared/pine pipeline (Shard, both servers' PrepInit/PrepSharesToPrep/PrepNext, AggShare, noise on each aggregate share, Unshard)",
-			pop, sp.Q, sp.Clip, p.Config().NumFracBits, sr.sens, sr.sens/p.Scale(), sr.sens/p.Scale()/sp.Clip, sr.sigma, sr.sigma/sr.sens, target, noiseSharesNote(shares), sr.lr, sp.Epochs),
+		id: "secagg", name: "PINE", table: table, train: logreg.FLAMEConfig(sp.Epochs, sp.LocalLR), serverLR: sr.lr,
+		newStep: sp.serverStep(sr.lr), checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
+		note: fmt.Sprintf("%d volunteers, check-in q = %.4g, d = %d, L2 clip %g, PINE ForBlanket (num_frac_bits %d, l2_norm_bound %.0f units = sensitivity %.5f model units = %.5f C), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), %s, server lr %g, %d local epochs, %s; real shared/pine pipeline (Shard, both servers' PrepInit/PrepSharesToPrep/PrepNext, AggShare, noise on each aggregate share, Unshard)",
+			pop, sp.Q, d, sp.Clip, p.Config().NumFracBits, sr.sens, sr.sens/p.Scale(), sr.sens/p.Scale()/sp.Clip, sr.sigma, sr.sigma/sr.sens, target, noiseSharesNote(shares), sr.lr, sp.Epochs, sp.settingsNote()),
 	}
 	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
 		res, err := pineSum(ctx, w, p, sp.Clip, sr.sigma, shares, uint64(in.round+1), in.users, in.updates, atk)
@@ -358,6 +400,40 @@ func secaggMethod(sp secaggParams, d, pop int, table string) (*method, error) {
 	}
 	m.claim = secaggClaimFunc(sr.spec, sp.Delta)
 	return m, nil
+}
+
+// secaggNPID is the non-private reference of secure summation's
+// settings (-protocols secagg-np).
+const secaggNPID = "secagg-np"
+
+// secaggNPMethod is the non-private reference of a secure-summation run:
+// the same population, feature map, rounds, local training, L2 clip C,
+// server learning rate and server optimiser, without the noise (and
+// without PINE's encoding): the server moves by the exact mean of the
+// clipped updates. The gap to the PINE row is what the privacy noise
+// costs at these settings. It claims no privacy.
+func secaggNPMethod(sp secaggParams, d, pop int) (*method, error) {
+	if sp.Rounds < 1 || sp.Epochs < 1 || !(sp.LocalLR > 0) || !(sp.ServerLR > 0) || !(sp.Clip > 0) {
+		return nil, fmt.Errorf("secagg-np: rounds %d, local epochs %d, local lr %v, server lr %v, clip %v", sp.Rounds, sp.Epochs, sp.LocalLR, sp.ServerLR, sp.Clip)
+	}
+	if err := sp.Opt.validate(); err != nil {
+		return nil, fmt.Errorf("secagg-np: %w", err)
+	}
+	clip := sp.Clip
+	return &method{
+		id: secaggNPID, name: "non-private", table: tableSecAgg, train: logreg.FLAMEConfig(sp.Epochs, sp.LocalLR), serverLR: sp.ServerLR,
+		newStep: sp.serverStep(sp.ServerLR), checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
+		note: fmt.Sprintf("non-private reference: %d volunteers, check-in q = %.4g, d = %d, exact mean of the updates clipped to L2 norm %g, no noise, server lr %g, %d local epochs, %s",
+			pop, sp.Q, d, sp.Clip, sp.ServerLR, sp.Epochs, sp.settingsNote()),
+		aggregate: func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
+			clipped := roundInput{round: in.round, users: in.users, updates: make([][]float64, len(in.updates))}
+			for i, u := range in.updates {
+				clipped.updates[i] = clipL2(u, clip)
+			}
+			return plainMean(ctx, w, clipped)
+		},
+		claim: claimNone,
+	}, nil
 }
 
 // Seeded streams of a simulated secure-summation round: volunteer u's

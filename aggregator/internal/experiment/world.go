@@ -28,6 +28,17 @@ type world struct {
 	perUser, trainLen int
 	train, rawTest    *dataset.Set
 	nonIID            bool
+	// source is the data before any preprocessing (featured maps it);
+	// nil for a world not loaded by loadWorld or loadTaskWorld.
+	source *sourceSets
+}
+
+// sourceSets are a world's training and test sets as loaded (pixels in
+// [0, 1] for the image data sets), and whether loadWorld standardized
+// them (the task worlds are used as their encoding gives them).
+type sourceSets struct {
+	train, test *dataset.Set
+	standardize bool
 }
 
 // repartition returns the world with the same data split into users of
@@ -37,7 +48,11 @@ func (w *world) repartition(perUser int, nonIID bool) (*world, error) {
 	if perUser == w.perUser && nonIID == w.nonIID {
 		return w, nil
 	}
-	return newWorld(w.train, w.rawTest, perUser, nonIID, w.seed, w.workers)
+	nw, err := newWorld(w.train, w.rawTest, perUser, nonIID, w.seed, w.workers)
+	if err == nil {
+		nw.source = w.source
+	}
+	return nw, err
 }
 
 // loadWorld opens the named dataset (the embedded sample by default),
@@ -49,6 +64,18 @@ func loadWorld(name, dir string, perUser int, nonIID bool, seed uint64, workers 
 	if err != nil {
 		return nil, fmt.Errorf("open dataset %q: %w", name, err)
 	}
+	w, err := standardizedWorld(train, test, perUser, nonIID, seed, workers)
+	if err != nil {
+		return nil, err
+	}
+	w.source = &sourceSets{train: train, test: test, standardize: true}
+	return w, nil
+}
+
+// standardizedWorld is loadWorld's preprocessing of loaded sets:
+// dataset.FitStandardizer on the training part, applied to both (the
+// volunteers' client.StandardizeSplit), then newWorld.
+func standardizedWorld(train, test *dataset.Set, perUser int, nonIID bool, seed uint64, workers int) (*world, error) {
 	z, err := dataset.FitStandardizer(train)
 	if err != nil {
 		return nil, fmt.Errorf("standardize: %w", err)
@@ -79,7 +106,11 @@ func loadTaskWorld(path string, perUser int, nonIID bool, seed uint64, workers i
 		return nil, nil, fmt.Errorf("task %q: the experiment runner needs public \"simulation\" rows to deal to users and a public \"holdout\" to report accuracy on", tk.Name)
 	}
 	w, err := newWorld(s.Train, s.Test, perUser, nonIID, seed, workers)
-	return w, tk, err
+	if err != nil {
+		return nil, nil, err
+	}
+	w.source = &sourceSets{train: s.Train, test: s.Test}
+	return w, tk, nil
 }
 
 // newWorld splits the (already preprocessed) training examples into users
