@@ -12,8 +12,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
-	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/task"
+	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // taskMain is `aggregator task check FILE...`: each task definition is
@@ -119,10 +121,29 @@ func splitJoined(err error) []string {
 
 // noiseDominates is the noise-to-signal ratio (planRatio) from which a
 // round is mostly noise. On the digits at ε = 4 over 5 rounds (the
-// secure-summation runs of docs/experiments.md) the ratio is 1.6 with 400
-// volunteers (79.05%), 2.8 with 230 (71.75%) and 32 with 20 (18.90%,
+// secure-summation runs of docs/experiments.md) the ratio is 1.51 with 400
+// volunteers (80.20%), 2.63 with 230 (73.05%) and 30.3 with 20 (19.50%,
 // barely above chance): a heuristic from those runs, not a theorem.
 const noiseDominates = 4
+
+// sigmaOverSensitivity is each server's σ over the sensitivity Δ for a
+// task of d parameters, as the aggregator calibrates it
+// (params.SecAggSigma, the ledger's own accountant; PINE's norm bound for
+// d and the default clip is Δ): it depends on ε, δ, the rounds and the
+// check-in rate, not on the crowd (n only sizes the quota).
+func sigmaOverSensitivity(d, n int, q float64, rounds int, eps, delta float64) (float64, error) {
+	n = max(n, 400)
+	c := params.Choice{Protocol: wire.ProtocolSecAgg.String(), Randomizer: wire.RandomizerLaplace.String(), CheckIn: q, Quota: 2 * n}
+	sigma, err := params.SecAggSigma(d, n, c, rounds, eps, delta)
+	if err != nil {
+		return 0, err
+	}
+	sp, err := secagg.NewPineParams(d, roundspec.DefaultSecAggClip, 0, 2*n)
+	if err != nil {
+		return 0, err
+	}
+	return sigma / sp.Sensitivity(), nil
+}
 
 // planRatio is the ratio of the norm of the two servers' noise on a
 // round's mean update to the largest possible mean update (the clip): each
@@ -177,12 +198,12 @@ func taskPlan(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aggregator: -volunteers must be >= 0 and -check-in in (0, 1]")
 		return 2
 	}
-	ratio, err := privacy.CalibrateSecAggSigmaReplaceOne(eps, dlt, r, *checkIn, 1)
+	d := tk.D()
+	ratio, err := sigmaOverSensitivity(d, *volunteers, *checkIn, r, eps, dlt)
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator: calibrating the noise:", err)
 		return 1
 	}
-	d := tk.D()
 	fmt.Fprintf(stdout, "task %q: d = %d; secure summation at epsilon %g over %d rounds (delta %g, check-in %g): each server adds noise of %.3g times the sensitivity per coordinate\n",
 		tk.Name, d, eps, r, dlt, *checkIn, ratio)
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)

@@ -59,8 +59,8 @@ func TestTaskCheck(t *testing.T) {
 }
 
 // TestTaskPlan: the noise-to-signal ratio follows √(2d)·(σ/Δ)/n with σ/Δ
-// the ledger's calibration for the study's ε, δ and rounds (the digits at
-// 400 volunteers, ε = 4 over 5 rounds: 1.6, docs/experiments.md), small
+// the aggregator's calibration for the study's ε, δ and rounds (the digits
+// at 400 volunteers, ε = 4 over 5 rounds: 1.51, docs/experiments.md), small
 // crowds are flagged, and the crowd that keeps the noise below the signal
 // is printed.
 func TestTaskPlan(t *testing.T) {
@@ -68,7 +68,7 @@ func TestTaskPlan(t *testing.T) {
 	if st := run(t.Context(), []string{"task", "plan", "-volunteers", "400", "-epsilon", "4", "-rounds", "5", "-delta", "1e-5", "digits"}, &out, &errOut); st != 0 {
 		t.Fatalf("exit %d: %s", st, errOut.String())
 	}
-	if !strings.Contains(out.String(), "d = 7850") || !regexpMatch(t, `\n400\s+1\.6[0-9]\s`, out.String()) {
+	if !strings.Contains(out.String(), "d = 7850") || !regexpMatch(t, `\n400\s+1\.5[0-9]\s`, out.String()) {
 		t.Fatalf("digits at 400:\n%s", out.String())
 	}
 	out.Reset()
@@ -76,7 +76,7 @@ func TestTaskPlan(t *testing.T) {
 		t.Fatalf("exit %d: %s", st, errOut.String())
 	}
 	if !regexpMatch(t, `\n5\s+[0-9.]+\s+noise dominates`, out.String()) || !regexpMatch(t, `\n400\s+0\.[0-9]+\s*\n`, out.String()) ||
-		!strings.Contains(out.String(), "noise below 1 x the largest signal from 60 volunteers") {
+		!strings.Contains(out.String(), "noise below 1 x the largest signal from 56 volunteers") {
 		t.Fatalf("survey:\n%s", out.String())
 	}
 }
