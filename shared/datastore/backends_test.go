@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/datastore/internal/pgtest"
 	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
+	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -569,4 +571,72 @@ func TestNotDurableIsSticky(t *testing.T) {
 			t.Fatalf("the reopened store refuses writes: %v", err)
 		}
 	})
+}
+
+// BenchmarkUpdate: one Update with one Put, of a small value (a report's
+// verdict: 40 bytes) or of 64 KB (a running aggregate), on each engine.
+// cpu-ns/op is this process's CPU time per Update (the log engine's whole
+// cost); for PostgreSQL server-cpu-ns/op adds its server's processes'
+// (from /proc, in 10 ms ticks: meaningful over a few hundred Updates).
+func BenchmarkUpdate(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"small", 40}, {"64KB", 64 << 10}} {
+		for _, be := range []string{"log", "postgres"} {
+			b.Run(be+"/"+size.name, func(b *testing.B) {
+				var s *datastore.Store
+				var c *pgtest.Cluster
+				var err error
+				if be == "log" {
+					s, err = datastore.Open(b.TempDir(), nil)
+				} else {
+					c = pgtest.Get(b)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					s, err = pgstore.Open(ctx, c.DSN, c.Schema(b), nil)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				v := make([]byte, size.n)
+				var clk benchclock.Clock
+				var server0 time.Duration
+				if c != nil && c.Owned() {
+					server0, _ = c.ServerCPU()
+				}
+				b.ResetTimer()
+				clk.Start()
+				for i := 0; b.Loop(); i++ {
+					v[0] = byte(i)
+					if err := s.Update(func(tx *datastore.Tx) error {
+						tx.Put("bench", fmt.Sprintf("%020d", i%1024), v)
+						return nil
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				clk.Report(b)
+				if c != nil && c.Owned() {
+					if server1, err := c.ServerCPU(); err == nil {
+						b.ReportMetric(float64((server1-server0).Nanoseconds())/float64(b.N), "server-cpu-ns/op")
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPostgresTier says whether the PostgreSQL tier runs here, with
+// which server, or why not (make test prints this line).
+func TestPostgresTier(t *testing.T) {
+	how, err := pgtest.Check()
+	if err != nil {
+		if os.Getenv("BLANKET_REQUIRE_POSTGRES") == "1" && runtime.GOOS != "js" {
+			t.Fatalf("PostgreSQL tier: %v; BLANKET_REQUIRE_POSTGRES=1 requires it", err)
+		}
+		t.Skipf("PostgreSQL tier skipped: %v", err)
+	}
+	t.Logf("PostgreSQL tier runs on %s", how)
 }
