@@ -213,7 +213,7 @@ func TestOpenRefusesABadSchemaName(t *testing.T) {
 
 type notSent struct{}
 
-func (notSent) Error() string      { return "not sent" }
+func (notSent) Error() string     { return "not sent" }
 func (notSent) SafeToRetry() bool { return true }
 
 // TestOutcomeUnknown: which failures of a commit may have committed.
