@@ -450,6 +450,7 @@ func TestConcurrentUpdates(t *testing.T) {
 					return
 				default:
 				}
+				runtime.Gosched() // js/wasm: the writers run only when this yields
 				var bad error
 				if err := s.View(func(tx *datastore.ReadTx) error {
 					var n int
