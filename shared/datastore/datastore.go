@@ -19,6 +19,9 @@
 //
 // Recovery (Open) replays the log and truncates it at the first torn or
 // corrupt frame: every acknowledged transaction precedes it.
+//
+// The log is one engine; New puts a Store on another, a Backend (package
+// pgstore: PostgreSQL), with the same contract for its callers.
 package datastore
 
 import (

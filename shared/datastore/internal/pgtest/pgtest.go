@@ -234,7 +234,13 @@ func start() (*Cluster, error) {
 	if fi, err := os.Stat(base); c.user != "" && (err != nil || fi.Mode().Perm()&0o001 == 0) {
 		base = "/tmp" // the server's user must reach its directory
 	}
+	c.reapStale(base)
 	if c.dir, err = os.MkdirTemp(base, "blanket-pgtest-"); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	// Whose cluster it is: a test binary killed before Stop (a timeout)
+	// leaves it running, and the next one stops it.
+	if err := os.WriteFile(filepath.Join(c.dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	c.data, c.sock = filepath.Join(c.dir, "data"), filepath.Join(c.dir, "sock")
@@ -350,4 +356,24 @@ func (c *Cluster) ServerCPU() (time.Duration, error) {
 		}
 	}
 	return time.Duration(total) * 10 * time.Millisecond, nil
+}
+
+// reapStale stops and removes the clusters in base whose test binary is
+// gone (killed before Stop ran).
+func (c *Cluster) reapStale(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, "blanket-pgtest-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + strings.TrimSpace(string(b))); err == nil {
+			continue // its test binary still runs
+		}
+		old := &Cluster{owned: true, bin: c.bin, dir: d, data: filepath.Join(d, "data"), user: c.user}
+		if _, err := os.Stat(filepath.Join(old.data, "postmaster.pid")); err == nil {
+			old.Kill()
+		}
+		os.RemoveAll(d)
+	}
 }
