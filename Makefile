@@ -47,8 +47,9 @@ check: ## gofmt, go vet (native and js/wasm), generated templ files current
 	$(GO) tool templ generate >/dev/null
 	@if [ -n "$$(git status --porcelain -- '*_templ.go')" ]; then echo "templ generate changed generated files: commit them"; git status --short -- '*_templ.go'; exit 1; fi
 
-test-native: ## unit, statistical and example tests, natively
+test-native: ## unit, statistical and example tests, natively (the datastore's PostgreSQL tier: it says whether it ran)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(GO) test -count=1 -run '^TestPostgresTier$$' -v ./shared/datastore | grep -o 'PostgreSQL tier.*' || true
 
 test-js: ## the shared packages' tests compiled to wasm and run under Node.js
 	GOOS=js GOARCH=wasm $(GO) test -count=1 -short -timeout $(TEST_TIMEOUT) -exec="$(WASM_EXEC)" $(JS_PKGS)

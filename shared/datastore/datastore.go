@@ -19,6 +19,9 @@
 //
 // Recovery (Open) replays the log and truncates it at the first torn or
 // corrupt frame: every acknowledged transaction precedes it.
+//
+// The log is one engine; New puts a Store on another, a Backend (package
+// pgstore: PostgreSQL), with the same contract for its callers.
 package datastore
 
 import (
@@ -86,9 +89,16 @@ type pendingTx struct {
 	w   writes
 }
 
-// Store is one state directory's datastore. Its methods are safe for
-// concurrent use.
+// Store is one server's datastore: a state directory's log (Open) or a
+// Backend such as PostgreSQL (New, package pgstore). Its methods are safe
+// for concurrent use.
 type Store struct {
+	// b is the engine when it is not the embedded log (nil: the log).
+	b Backend
+	// bclosed is closed for a Backend's View, which does not take wmu
+	// (an Update holds it for as long as its function runs).
+	bclosed atomic.Bool
+
 	dir, path  string
 	fsys       FileSystem
 	log        *slog.Logger
@@ -267,6 +277,9 @@ func entrySize(bucket, key string, v []byte) int64 {
 // View runs fn on the durable state. fn must not keep tx or modify the
 // slices it returns.
 func (s *Store) View(fn func(tx *ReadTx) error) error {
+	if s.b != nil {
+		return s.viewBackend(fn)
+	}
 	s.smu.RLock()
 	defer s.smu.RUnlock()
 	if s.state == nil {
@@ -281,6 +294,9 @@ func (s *Store) View(fn func(tx *ReadTx) error) error {
 // returns it. An Update that writes nothing still waits until every
 // transaction it could have read is durable.
 func (s *Store) Update(fn func(tx *Tx) error) error {
+	if s.b != nil {
+		return s.updateBackend(fn)
+	}
 	s.wmu.Lock()
 	if s.closed {
 		s.wmu.Unlock()
@@ -468,6 +484,11 @@ func (s *Store) snapshot() ([]byte, error) {
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
+	if s.b != nil {
+		st := s.b.Stats()
+		st.Commits = s.commits.Load()
+		return st
+	}
 	s.fmu.Lock()
 	size := s.size
 	s.fmu.Unlock()
@@ -475,12 +496,15 @@ func (s *Store) Stats() Stats {
 		Compactions: s.compactions.Load(), LogSize: size}
 }
 
-// Dir returns the store's directory.
+// Dir returns the store's directory ("" for a Backend's store).
 func (s *Store) Dir() string { return s.dir }
 
 // Close waits for the commits under way and closes the log; later calls
 // fail with ErrClosed.
 func (s *Store) Close() error {
+	if s.b != nil {
+		return s.closeBackend()
+	}
 	s.wmu.Lock()
 	if s.closed {
 		s.wmu.Unlock()

@@ -64,67 +64,6 @@ func equalState(a, b map[string]map[string]string) bool {
 	return true
 }
 
-func TestRoundTripAndReopen(t *testing.T) {
-	dir := t.TempDir()
-	s := mustOpen(t, dir, nil)
-	err := s.Update(func(tx *Tx) error {
-		tx.Put("rounds", "00000000000000000001", []byte("announced"))
-		tx.Put("rounds", "00000000000000000002", []byte("collecting"))
-		tx.Put("keys", "helper", []byte{0, 1, 2})
-		tx.Put("empty", "e", nil)
-		if v, ok := tx.Get("rounds", "00000000000000000001"); !ok || string(v) != "announced" {
-			t.Errorf("a transaction does not see its own write: %q %v", v, ok)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Update(func(tx *Tx) error {
-		tx.Delete("rounds", "00000000000000000001")
-		tx.Put("rounds", "00000000000000000002", []byte("closed"))
-		if ks := tx.Keys("rounds"); !slices.Equal(ks, []string{"00000000000000000002"}) {
-			t.Errorf("keys inside the transaction: %v", ks)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sentinel := errors.New("abort")
-	if err := s.Update(func(tx *Tx) error {
-		tx.DeleteBucket("rounds")
-		return sentinel
-	}); !errors.Is(err, sentinel) {
-		t.Fatalf("fn's error not returned: %v", err)
-	}
-	want := map[string]map[string]string{
-		"rounds": {"00000000000000000002": "closed"},
-		"keys":   {"helper": "\x00\x01\x02"},
-		"empty":  {"e": ""},
-	}
-	if got := dump(t, s); !equalState(got, want) {
-		t.Fatalf("state %v, want %v", got, want)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Update(func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Update after Close: %v", err)
-	}
-	s = mustOpen(t, dir, nil)
-	defer s.Close()
-	if got := dump(t, s); !equalState(got, want) {
-		t.Fatalf("after reopen %v, want %v", got, want)
-	}
-	if err := s.Update(func(tx *Tx) error { tx.DeleteBucket("rounds"); tx.Put("rounds", "x", []byte("y")); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if got := dump(t, s)["rounds"]; len(got) != 1 || got["x"] != "y" {
-		t.Fatalf("delete bucket then put: %v", got)
-	}
-}
-
 func TestNotALog(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, LogFile), []byte("{\"round\": 3}\n"), 0o600); err != nil {

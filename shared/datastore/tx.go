@@ -1,6 +1,7 @@
 package datastore
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -39,16 +40,36 @@ type Reader interface {
 // completed Update made durable.
 type ReadTx struct {
 	s *Store
+	// src reads a Backend's snapshot (nil: the log's state); err is its
+	// first failure, which View returns.
+	src Source
+	err error
 }
 
 // Get implements Reader.
 func (tx *ReadTx) Get(bucket, key string) ([]byte, bool) {
+	if tx.src != nil {
+		v, ok, err := tx.src.Get(bucket, key)
+		if err != nil {
+			tx.err = cmp.Or(tx.err, err)
+			return nil, false
+		}
+		return v, ok
+	}
 	v, ok := tx.s.state[bucket][key]
 	return v, ok
 }
 
 // Keys implements Reader.
 func (tx *ReadTx) Keys(bucket string) []string {
+	if tx.src != nil {
+		ks, err := tx.src.Keys(bucket)
+		if err != nil {
+			tx.err = cmp.Or(tx.err, err)
+			return nil
+		}
+		return ks
+	}
 	ks := make([]string, 0, len(tx.s.state[bucket]))
 	for k := range tx.s.state[bucket] {
 		ks = append(ks, k)
@@ -65,6 +86,10 @@ type Tx struct {
 	s   *Store
 	ops []op
 	w   writes
+	// src reads a Backend's state in this transaction (nil: the log's);
+	// err is its first failure, which fails the Update.
+	src Source
+	err error
 }
 
 // Get implements Reader.
@@ -76,6 +101,14 @@ func (tx *Tx) Get(bucket, key string) ([]byte, bool) {
 		if o.cleared {
 			return nil, false
 		}
+	}
+	if tx.src != nil {
+		v, ok, err := tx.src.Get(bucket, key)
+		if err != nil {
+			tx.err = cmp.Or(tx.err, err)
+			return nil, false
+		}
+		return v, ok
 	}
 	for i := len(tx.s.unsynced) - 1; i >= 0; i-- {
 		if o := tx.s.unsynced[i].w[bucket]; o != nil {
@@ -94,8 +127,22 @@ func (tx *Tx) Get(bucket, key string) ([]byte, bool) {
 // Keys implements Reader.
 func (tx *Tx) Keys(bucket string) []string {
 	set := map[string]bool{}
-	for k := range tx.s.state[bucket] {
-		set[k] = true
+	if tx.src != nil {
+		ks, err := tx.src.Keys(bucket)
+		if err != nil {
+			tx.err = cmp.Or(tx.err, err)
+			return nil
+		}
+		if o := tx.w[bucket]; o == nil || len(o.keys) == 0 && !o.cleared {
+			return ks // nothing of its own to merge: already sorted
+		}
+		for _, k := range ks {
+			set[k] = true
+		}
+	} else {
+		for k := range tx.s.state[bucket] {
+			set[k] = true
+		}
 	}
 	apply := func(o *overlay) {
 		if o == nil {
@@ -112,8 +159,10 @@ func (tx *Tx) Keys(bucket string) []string {
 			}
 		}
 	}
-	for _, p := range tx.s.unsynced {
-		apply(p.w[bucket])
+	if tx.src == nil {
+		for _, p := range tx.s.unsynced {
+			apply(p.w[bucket])
+		}
 	}
 	apply(tx.w[bucket])
 	ks := make([]string, 0, len(set))
