@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/dataset"
