@@ -44,6 +44,14 @@ const LogFile = "store.log"
 // as durable.
 var ErrNotDurable = errors.New("datastore: not durable")
 
+// ErrLocked is returned by Open when another process (or another Open in
+// this one) holds the store's directory.
+var ErrLocked = errors.New("datastore: the store is open in another process")
+
+// LockFile is the file in a store's directory whose lock (flock) keeps a
+// second process from opening the store (lockDir).
+const LockFile = "store.lock"
+
 // ErrClosed is returned by Update and View after Close.
 var ErrClosed = errors.New("datastore: closed")
 
@@ -100,6 +108,7 @@ type Store struct {
 	bclosed atomic.Bool
 
 	dir, path  string
+	lock       io.Closer // the directory's lock (lockDir), released by Close
 	fsys       FileSystem
 	log        *slog.Logger
 	compactMin int64
@@ -153,6 +162,17 @@ func Open(dir string, opt *Options) (*Store, error) {
 	if err := o.FS.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("datastore: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close()
+		}
+	}()
 	// A compaction interrupted before its rename left a temporary file.
 	if err := o.FS.Remove(s.path + ".compact"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("datastore: removing an interrupted compaction: %w", err)
@@ -166,6 +186,7 @@ func Open(dir string, opt *Options) (*Store, error) {
 		return nil, err
 	}
 	s.f = f
+	ok = true
 	return s, nil
 }
 
@@ -522,5 +543,9 @@ func (s *Store) Close() error {
 	s.smu.Lock()
 	s.state = nil
 	s.smu.Unlock()
-	return s.f.Close()
+	err := s.f.Close()
+	if s.lock != nil {
+		s.lock.Close()
+	}
+	return err
 }

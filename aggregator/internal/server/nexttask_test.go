@@ -173,9 +173,10 @@ func TestOperatorChooseTask(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "escape.csv")); !os.IsNotExist(err) {
 		t.Errorf("a refused choice wrote outside its directory: %v", err)
 	}
-	// Nothing but the datastore is written in the state directory.
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != datastore.LogFile {
-		t.Errorf("the state directory holds %v, want the datastore's %s alone", ents, datastore.LogFile)
+	// Nothing but the datastore (its log and its lock file) is written
+	// in the state directory.
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 || ents[0].Name() != datastore.LockFile || ents[1].Name() != datastore.LogFile {
+		t.Errorf("the state directory holds %v, want the datastore's %s and %s alone", ents, datastore.LockFile, datastore.LogFile)
 	}
 	// The choice survives a restart.
 	h.stop()
