@@ -166,22 +166,14 @@ func newRig(t *testing.T, store Store) *rig {
 // newRigIn is a rig whose state directory is dir, with the store store(dir).
 func newRigIn(t *testing.T, dir string, p wire.Params, store func(dir string) Store) *rig {
 	t.Helper()
-	key, err := sealkey.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := envelopetest.UnmarshalHelperKey(bytes.Repeat([]byte{3}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, h := rigKeys(t)
 	r := &rig{t: t, dir: dir, key: key, helper: h, store: store(dir), params: p}
 	r.open()
 	return r
 }
 
-// newStoreLedgerRig is a rig on a DBStore of dir's datastore (on fsys),
-// with the ledger in the same datastore, as the aggregator runs it.
-func newStoreLedgerRig(t *testing.T, dir string, fsys datastore.FileSystem) (*rig, *datastore.Store) {
+// rigKeys returns a fresh aggregator key and the fixed helper key of a rig.
+func rigKeys(t *testing.T) (*sealkey.PrivateKey, *envelopetest.HelperKey) {
 	t.Helper()
 	key, err := sealkey.GenerateKey()
 	if err != nil {
@@ -191,6 +183,14 @@ func newStoreLedgerRig(t *testing.T, dir string, fsys datastore.FileSystem) (*ri
 	if err != nil {
 		t.Fatal(err)
 	}
+	return key, h
+}
+
+// newStoreLedgerRig is a rig on a DBStore of dir's datastore (on fsys),
+// with the ledger in the same datastore, as the aggregator runs it.
+func newStoreLedgerRig(t *testing.T, dir string, fsys datastore.FileSystem) (*rig, *datastore.Store) {
+	t.Helper()
+	key, h := rigKeys(t)
 	db := openDB(t, dir, fsys)
 	r := &rig{t: t, dir: dir, key: key, helper: h, store: NewDBStore(db), params: secaggParams(), ledgerInStore: true}
 	r.open()
