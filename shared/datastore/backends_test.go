@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -186,22 +187,9 @@ func dump(t *testing.T, s *datastore.Store, buckets ...string) map[string]map[st
 	return out
 }
 
+// equalState compares two dumps, bucket by bucket.
 func equalState(a, b map[string]map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, m := range a {
-		n, ok := b[k]
-		if !ok || len(m) != len(n) {
-			return false
-		}
-		for kk, v := range m {
-			if w, ok := n[kk]; !ok || w != v {
-				return false
-			}
-		}
-	}
-	return true
+	return maps.EqualFunc(a, b, maps.Equal)
 }
 
 var buckets = []string{"rounds", "keys", "empty", "other"}

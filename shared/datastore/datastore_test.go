@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -46,22 +47,9 @@ func dump(t *testing.T, s *Store) map[string]map[string]string {
 	return out
 }
 
+// equalState compares two dumps, bucket by bucket.
 func equalState(a, b map[string]map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, m := range a {
-		n, ok := b[k]
-		if !ok || len(m) != len(n) {
-			return false
-		}
-		for kk, v := range m {
-			if w, ok := n[kk]; !ok || w != v {
-				return false
-			}
-		}
-	}
-	return true
+	return maps.EqualFunc(a, b, maps.Equal)
 }
 
 func TestNotALog(t *testing.T) {
