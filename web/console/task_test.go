@@ -56,7 +56,7 @@ func TestDashboardStudy(t *testing.T) {
 	}
 	page := b.String()
 	for _, want := range []string{`id="task-title"`, "Getting to school", `id="coef-bars"`, `data-name="weather=rain"`, `id="try-form"`,
-		`name="minutes" type="number"`, `min="0" max="120"`, `<option value="rain">`, `id="export"`, `data-source="none"`, `id="accuracy-none"`} {
+		`name="minutes" type="number"`, `min="0" max="120"`, `<option value="rain">`, `<option value="" selected>no answer</option>`, `id="try-neutral"`, `id="export"`, `data-source="none"`, `id="accuracy-none"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the study's dashboard lacks %s", want)
 		}

@@ -162,7 +162,8 @@
   // ---- the try form of a tabular study: enter values, see the prediction ----
   // The model and its task come from GET /api/export; a row is encoded as
   // shared/task encodes it (min-max by the declared range, [-1, 1] for a
-  // "symmetric" scale, one-hot by the declared categories), then the class
+  // "symmetric" scale, one-hot by the declared categories, all zero for "no
+  // answer"), then the class
   // with the largest logit Σ_j w_cj·x_j + b_c is the prediction.
   const tryForm = $("try-form");
   let model = null;
@@ -172,6 +173,9 @@
       const el = form.elements.namedItem(f.name);
       if (!el) throw new Error(`no field for ${f.name}`);
       if (f.type === "categorical") {
+        // "no answer" (the form's neutral start): every indicator 0, so
+        // the question adds nothing to any class's score.
+        if (el.value === "") { f.categories.forEach(() => x.push(0)); continue; }
         const j = f.categories.indexOf(el.value);
         if (j < 0) throw new Error(`${f.question || f.name}: pick one of the choices`);
         f.categories.forEach((_, k) => x.push(k === j ? 1 : 0));

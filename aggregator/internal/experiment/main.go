@@ -83,7 +83,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.TunedLR, "tuned-lr", roundspec.DefaultSecAggLR, "equal-eps table: server learning rate of the tuned DP-FL and secure-summation rows")
 	fs.IntVar(&o.Attackers, "attackers", 10, "robust table: malicious volunteers among the population")
 	sd := defaultSecAggParams()
-	fs.IntVar(&o.SecAgg.Pop, "secagg-pop", sd.Pop, "secagg: simulated volunteers (make run's -clients; volunteer u holds the shard of user u mod the shards)")
+	fs.IntVar(&o.SecAgg.Pop, "secagg-pop", sd.Pop, "secagg: simulated volunteers (make run's -clients); more volunteers than the training part's shards is refused unless -secagg-replicate")
 	fs.IntVar(&o.SecAgg.PerUser, "secagg-per-user", 0, "secagg: training examples per volunteer (0 = the training set dealt evenly to -secagg-pop volunteers, as make run does: 20 digits each at 400)")
 	fs.Float64Var(&o.SecAgg.Q, "secagg-q", sd.Q, "secagg: check-in rate q (1 = every volunteer every round, the product's)")
 	fs.IntVar(&o.SecAgg.Rounds, "secagg-rounds", sd.Rounds, "secagg: rounds (sigma is calibrated over all of them)")
@@ -94,6 +94,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.SecAgg.ServerLR, "secagg-lr", sd.ServerLR, "secagg: server learning rate (the round spec's default)")
 	fs.IntVar(&o.SecAgg.Epochs, "secagg-epochs", sd.Epochs, "secagg: local epochs")
 	fs.IntVar(&o.SecAgg.NoiseShares, "secagg-noise-shares", 2, "secagg: servers adding noise, 2 (the protocol) or 1 (the same sigma once: what a trusted aggregator would add; the accounting is unchanged)")
+	fs.BoolVar(&o.SecAgg.Replicate, "secagg-replicate", false, "secagg: allow more volunteers than shards (volunteer u trains on the shard of user u mod the shards: each row is trained by several volunteers, and ε is per volunteer, not per row)")
 	fs.StringVar(&o.SecAgg.Attack, "secagg-attack", "", `secagg: "flip" (full-norm update of the opposite sign) or "edge" (every entry at ±C, opposite sign: PINE rejects it) sent by -secagg-attackers volunteers`)
 	fs.IntVar(&o.SecAgg.Attackers, "secagg-attackers", 0, "secagg: malicious volunteers mounting -secagg-attack")
 	fs.StringVar(&o.SecAgg.Features, "secagg-features", "identity", "secagg: fixed feature map each volunteer applies to every digit before training (shared/features): "+strings.Join(features.Names, ", ")+"; d follows the map, the PINE instance and sigma are the product's for that d")
@@ -218,6 +219,9 @@ func Simulate(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			return err
 		}
 		o.Dataset = "task " + tk.Name
+		if w.note != "" && !o.JSON {
+			fmt.Fprintln(stdout, "note:", w.note)
+		}
 	} else if w, err = loadWorld(o.Dataset, o.DataDir, o.PerUser, o.NonIID, o.Seed, o.Workers); err != nil {
 		return err
 	}
@@ -346,19 +350,40 @@ func buildMethods(w, sw *world, n int, o Options, ids []string) (map[string]*met
 	if o.NPRatio > 0 {
 		fp.NPRatio = o.NPRatio
 	}
-	fl, err := flameMethods(fp, d, n, flameTrain)
-	if err != nil {
-		return nil, err
+	// Only the families asked for are built: a family's parameters may not
+	// fit a task (FLAME's beta = 1/50 gives k = 0 below d = 25), and that
+	// must not refuse a run of another protocol.
+	wants := func(table string) bool {
+		for _, t := range tables {
+			if t.name == table {
+				return slices.ContainsFunc(ids, func(id string) bool { return slices.Contains(t.ids, id) })
+			}
+		}
+		return false
 	}
-	ap, err := apesMethods(defaultAPESParams(), w, d, n, o.Seed)
-	if err != nil {
-		return nil, err
+	var fams [][]*method
+	if wants(tableFLAME) {
+		fl, err := flameMethods(fp, d, n, flameTrain)
+		if err != nil {
+			return nil, err
+		}
+		fams = append(fams, fl)
 	}
-	ci, err := checkInMethods(defaultCheckInParams(o.CheckInP), d, len(w.users))
-	if err != nil {
-		return nil, err
+	if wants(tableAPES) {
+		ap, err := apesMethods(defaultAPESParams(), w, d, n, o.Seed)
+		if err != nil {
+			return nil, err
+		}
+		fams = append(fams, ap)
 	}
-	for _, m := range slices.Concat(fl, ap, ci) {
+	if wants(tableCheckIn) {
+		ci, err := checkInMethods(defaultCheckInParams(o.CheckInP), d, len(w.users))
+		if err != nil {
+			return nil, err
+		}
+		fams = append(fams, ci)
+	}
+	for _, m := range slices.Concat(fams...) {
 		ms[m.id] = m
 	}
 	// Secure summation trains on sw, whose d follows -secagg-features.

@@ -62,8 +62,10 @@ type method struct {
 	// coin; otherwise rounds take disjoint groups of Users in turn.
 	checkInP float64
 	// pop is the simulated check-in population (0 = the world's users);
-	// volunteer u trains on the shard of user u mod len(w.users).
-	pop int
+	// volunteer u trains on the shard of user u mod len(w.users), which
+	// run refuses unless replicate is set (-secagg-replicate).
+	pop       int
+	replicate bool
 	// rounds overrides the run's round count when > 0.
 	rounds int
 	// world, when set, is the partition the method trains on instead of

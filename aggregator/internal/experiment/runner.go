@@ -64,6 +64,11 @@ func run(ctx context.Context, w *world, m *method, usersPerRound, rounds int, pr
 	if m.pop > 0 {
 		pop = m.pop
 	}
+	if pop > len(w.users) && !m.replicate {
+		return nil, fmt.Errorf("%s: %d volunteers but the training part has %d rows, %d shards of %d: each row would be trained by several volunteers, and the ε would then be per volunteer, not per row; "+
+			"lower -secagg-pop to %d (or -secagg-per-user to %d), or pass -secagg-replicate to deal the shards to several volunteers on purpose",
+			m.name, pop, w.trainLen, len(w.users), w.perUser, len(w.users), max(1, w.trainLen/pop))
+	}
 	if m.checkInP > 0 {
 		usersPerRound = pop
 	}

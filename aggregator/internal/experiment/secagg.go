@@ -53,6 +53,11 @@ type secaggParams struct {
 	// check in. Simulation of poisoning only (the robust table).
 	Attack    string
 	Attackers int
+	// Replicate allows a population larger than the training part's
+	// shards: volunteer u then trains on the shard of user u mod the
+	// shards, so each row is trained by several volunteers and the ε is
+	// per volunteer, not per row. Without it such a run is refused.
+	Replicate bool
 	// Features names the fixed feature map every volunteer applies to
 	// each example before training (shared/features.Parse: "identity",
 	// the product's, "pool2", "scatter", ...); the model's d is the
@@ -387,7 +392,7 @@ func secaggMethod(sp secaggParams, d, pop int, table string) (*method, error) {
 	atk := attackSpec{Kind: sp.Attack, Count: sp.Attackers, Pop: pop}
 	m := &method{
 		id: "secagg", name: "PINE", table: table, train: logreg.FLAMEConfig(sp.Epochs, sp.LocalLR), serverLR: sr.lr,
-		newStep: sp.serverStep(sr.lr), checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
+		newStep: sp.serverStep(sr.lr), checkInP: sp.Q, pop: pop, replicate: sp.Replicate, rounds: sp.Rounds,
 		note: fmt.Sprintf("%d volunteers, check-in q = %.4g, d = %d, L2 clip %g, PINE ForBlanket (num_frac_bits %d, l2_norm_bound %.0f units = sensitivity %.5f model units = %.5f C), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), %s, server lr %g, %d local epochs, %s; real shared/pine pipeline (Shard, both servers' PrepInit/PrepSharesToPrep/PrepNext, AggShare, noise on each aggregate share, Unshard)",
 			pop, sp.Q, d, sp.Clip, p.Config().NumFracBits, sr.sens, sr.sens/p.Scale(), sr.sens/p.Scale()/sp.Clip, sr.sigma, sr.sigma/sr.sens, target, noiseSharesNote(shares), sr.lr, sp.Epochs, sp.settingsNote()),
 	}
@@ -422,7 +427,7 @@ func secaggNPMethod(sp secaggParams, d, pop int) (*method, error) {
 	clip := sp.Clip
 	return &method{
 		id: secaggNPID, name: "non-private", table: tableSecAgg, train: logreg.FLAMEConfig(sp.Epochs, sp.LocalLR), serverLR: sp.ServerLR,
-		newStep: sp.serverStep(sp.ServerLR), checkInP: sp.Q, pop: pop, rounds: sp.Rounds,
+		newStep: sp.serverStep(sp.ServerLR), checkInP: sp.Q, pop: pop, replicate: sp.Replicate, rounds: sp.Rounds,
 		note: fmt.Sprintf("non-private reference: %d volunteers, check-in q = %.4g, d = %d, exact mean of the updates clipped to L2 norm %g, no noise, server lr %g, %d local epochs, %s",
 			pop, sp.Q, d, sp.Clip, sp.ServerLR, sp.Epochs, sp.settingsNote()),
 		aggregate: func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {

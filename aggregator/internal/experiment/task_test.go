@@ -3,6 +3,10 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,7 +22,7 @@ func TestTaskWorld(t *testing.T) {
 	if len(w.users) != 456 || w.test.Len() != 113 || w.shape.NumParams() != tk.D() || tk.D() != 62 {
 		t.Fatalf("%d users, %d test rows, d %d", len(w.users), w.test.Len(), w.shape.NumParams())
 	}
-	if _, _, err := loadTaskWorld("../../../tasks/class-survey/task.json", 1, false, 1, 1); err == nil || !strings.Contains(err.Error(), "holdout") {
+	if _, _, err := loadTaskWorld("../../../tasks/class-survey/task.json", 1, false, 1, 1); err == nil || !strings.Contains(err.Error(), "simulation") {
 		t.Fatalf("survey: %v", err)
 	}
 }
@@ -53,5 +57,62 @@ func TestSimulateTask(t *testing.T) {
 	}
 	if r.Final < 0.9 {
 		t.Fatalf("final accuracy %.4f, docs/tasks.md reports 0.9115", r.Final)
+	}
+}
+
+// smallTask writes a task of d = 6 (two features, two classes) with rows
+// public simulation rows and no holdout: the label is whether x + y > 1.
+func smallTask(t *testing.T, rows int) string {
+	t.Helper()
+	dir := t.TempDir()
+	def := `{"version": 1, "name": "tiny", "title": "Tiny", "consent": "A test.", "source": "csv",
+ "features": [{"name": "x", "type": "numeric", "min": 0, "max": 1}, {"name": "y", "type": "numeric", "min": 0, "max": 1}],
+ "label": {"name": "sum", "classes": ["small", "large"]}, "model": {"type": "logreg"},
+ "privacy": {"protocol": "secagg", "epsilon": 4, "delta": 1e-5, "rounds": 3}, "simulation": "rows.csv"}`
+	var b strings.Builder
+	b.WriteString("x,y,sum\n")
+	src := rand.New(rand.NewChaCha8([32]byte{7}))
+	for range rows {
+		x, y := src.Float64(), src.Float64()
+		label := "small"
+		if x+y > 1 {
+			label = "large"
+		}
+		fmt.Fprintf(&b, "%.4f,%.4f,%s\n", x, y, label)
+	}
+	for name, text := range map[string]string{"task.json": def, "rows.csv": b.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "task.json")
+}
+
+// TestRunnerAnyTask: the runner trains secure summation on a task of
+// d = 6 (FLAME's beta = 1/50 would give k = 0 there, which must not refuse
+// a run that does not ask for FLAME), holds out a fifth of the simulation
+// rows when the task has no holdout and says so, and refuses to deal the
+// rows to more volunteers than there are shards unless -secagg-replicate
+// asks for it.
+func TestRunnerAnyTask(t *testing.T) {
+	path := smallTask(t, 100)
+	run := func(args ...string) (string, string, int) {
+		var out, errs strings.Builder
+		code := Main(context.Background(), append([]string{"-task", path, "-protocols", "secagg", "-secagg-rounds", "2"}, args...), &out, &errs)
+		return out.String(), errs.String(), code
+	}
+	out, errs, code := run("-secagg-pop", "40")
+	if code != 0 {
+		t.Fatalf("40 volunteers of 80 rows: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "no public holdout: accuracy is on 20 of its 100 simulation rows") || !strings.Contains(out, "d = 6") {
+		t.Errorf("output does not say where accuracy comes from, or d:\n%s", out)
+	}
+	_, errs, code = run("-secagg-pop", "100")
+	if code == 0 || !strings.Contains(errs, "-secagg-pop to 80") || !strings.Contains(errs, "-secagg-replicate") {
+		t.Errorf("100 volunteers of 80 rows: exit %d, %q; want a refusal naming -secagg-pop and -secagg-replicate", code, errs)
+	}
+	if _, errs, code = run("-secagg-pop", "100", "-secagg-replicate"); code != 0 {
+		t.Errorf("100 volunteers with -secagg-replicate: exit %d: %s", code, errs)
 	}
 }

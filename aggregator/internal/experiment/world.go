@@ -31,6 +31,9 @@ type world struct {
 	// source is the data before any preprocessing (featured maps it);
 	// nil for a world not loaded by loadWorld or loadTaskWorld.
 	source *sourceSets
+	// note, when set, is printed before the results (e.g. a holdout
+	// taken from the simulation rows).
+	note string
 }
 
 // sourceSets are a world's training and test sets as loaded (pixels in
@@ -102,14 +105,26 @@ func loadTaskWorld(path string, perUser int, nonIID bool, seed uint64, workers i
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.Train == nil || s.Test == nil {
-		return nil, nil, fmt.Errorf("task %q: the experiment runner needs public \"simulation\" rows to deal to users and a public \"holdout\" to report accuracy on", tk.Name)
+	if s.Train == nil {
+		return nil, nil, fmt.Errorf("task %q: the experiment runner needs public \"simulation\" rows to deal to users (without them, `aggregator task plan` gives the signal-to-noise per round instead)", tk.Name)
 	}
-	w, err := newWorld(s.Train, s.Test, perUser, nonIID, seed, workers)
+	train, test := s.Train, s.Test
+	if test == nil {
+		// No public holdout: hold out a stratified fifth of the
+		// simulation rows (seeded), and say so.
+		k := max(1, train.Len()/5)
+		if train, test, err = dataset.SplitSet(s.Train, k, noise.NewSeeded(mix(seed, tagHoldout))); err != nil {
+			return nil, nil, fmt.Errorf("task %q: no holdout, and holding out %d of its %d simulation rows failed: %w", tk.Name, k, s.Train.Len(), err)
+		}
+	}
+	w, err := newWorld(train, test, perUser, nonIID, seed, workers)
 	if err != nil {
 		return nil, nil, err
 	}
-	w.source = &sourceSets{train: s.Train, test: s.Test}
+	if s.Test == nil {
+		w.note = fmt.Sprintf("task %q has no public holdout: accuracy is on %d of its %d simulation rows, held out (stratified, seeded) and never trained on", tk.Name, test.Len(), s.Train.Len())
+	}
+	w.source = &sourceSets{train: train, test: test}
 	return w, tk, nil
 }
 
@@ -236,6 +251,7 @@ const (
 	tagServer
 	tagBudget
 	tagCheckIn
+	tagHoldout // appended: the tags before it keep their values
 )
 
 // mix derives a seed from a base seed and a path of integers (SplitMix64
