@@ -55,7 +55,7 @@ const (
 // of it (0.4%).
 const gridBits = 8
 
-// MaxRows bounds Block rows (B^2 must stay far below Field64's q/3); 
+// MaxRows bounds Block rows (B^2 must stay far below Field64's q/3);
 // MaxOptions bounds a question's options.
 const (
 	MaxRows    = 1 << 20
