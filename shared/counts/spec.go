@@ -247,7 +247,7 @@ func (a *Aggregate) Count() int { return a.n }
 // replacing one volunteer's data, the Rényi bound α·Σ_i (2Δ_i)²/(2σ_i²)
 // (CKS'20 Prop. 5, coordinates independent); released with the update's
 // noisy sum in the same round, the joint release is accounted by
-// privacy.SecAggJoint (docs/counts.md, docs/accounting.md). Each σ_i must
+// privacy.SecAggJoint (docs/counts.md). Each σ_i must
 // be in [4, 2^40].
 func (a *Aggregate) AddNoise(sigmas []float64, src noise.Source) error {
 	if a.noised {

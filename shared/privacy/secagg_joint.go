@@ -22,7 +22,7 @@ import (
 // (its participation unchanged) moves part j by an integer vector v_j
 // with ‖v_j‖₂ ≤ 2Δ_j, all parts at once.
 //
-// RDP (derivation in docs/accounting.md, "Joint releases"). The noise of
+// RDP (derivation in docs/counts.md, "The noise and the charge"). The noise of
 // one server is a product of independent one-dimensional discrete
 // Gaussians; for an integer shift each coordinate has D_α ≤ α·v²/(2σ²)
 // (Canonne, Kamath, Steinke 2020, Prop. 5) and Rényi divergences of
@@ -95,7 +95,7 @@ func (p SecAggPart) validate(j int) error {
 // j by at most 2Δ_j in L2; CKS'20 Prop. 5 and additivity of Rényi
 // divergence over independent coordinates; the Gaussian pair's loss
 // depends on the Mahalanobis norm only, Dong-Roth-Su 2022; derivation
-// above and in docs/accounting.md), so every row the ledger charges for
+// above and in docs/counts.md), so every row the ledger charges for
 // that Release bounds the joint round. Every σ_j must be at least 4.
 func SecAggJoint(parts []SecAggPart) (sigma, sensitivity float64, d int, err error) {
 	if len(parts) == 0 {
