@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/blanket-fl/blanket/shared/counts"
 	"io"
 	"math"
 	"os"
@@ -119,13 +120,6 @@ func splitJoined(err error) []string {
 	return []string{err.Error()}
 }
 
-// noiseDominates is the noise-to-signal ratio (planRatio) from which a
-// round is mostly noise. On the digits at ε = 4 over 5 rounds (the
-// secure-summation runs of docs/experiments.md) the ratio is 1.51 with 400
-// volunteers (80.20%), 2.63 with 230 (73.05%) and 30.3 with 20 (19.50%,
-// barely above chance): a heuristic from those runs, not a theorem.
-const noiseDominates = 4
-
 // sigmaOverSensitivity is each server's σ over the sensitivity Δ for a
 // task of d parameters, as the aggregator calibrates it
 // (params.SecAggSigma, the ledger's own accountant; PINE's norm bound for
@@ -143,16 +137,6 @@ func sigmaOverSensitivity(d, n int, q float64, rounds int, eps, delta float64) (
 		return 0, err
 	}
 	return sigma / sp.Sensitivity(), nil
-}
-
-// planRatio is the ratio of the norm of the two servers' noise on a
-// round's mean update to the largest possible mean update (the clip): each
-// server adds N(0, σ²) per coordinate to the sum of n updates clipped to
-// sensitivity Δ, so the mean carries √(2d)·σ/(n) of noise in norm against
-// at most Δ of signal. It needs no data: σ/Δ follows from ε, δ, the
-// rounds and the check-in rate alone.
-func planRatio(d, n int, sigmaOverDelta float64) float64 {
-	return math.Sqrt(2*float64(d)) * sigmaOverDelta / float64(n)
 }
 
 // taskPlan is `aggregator task plan [flags] FILE`: before recruiting, how
@@ -213,15 +197,22 @@ func taskPlan(args []string, stdout, stderr io.Writer) int {
 		crowd = []int{*volunteers}
 	}
 	for _, n := range crowd {
-		x := planRatio(d, n, ratio)
+		// The dashboard's warning, from the same public parameters
+		// (counts.UpdateNoiseRatio: √(2d)·σ/(n·Δ), flagged from
+		// counts.UpdateDominates, a heuristic from the digits' runs).
+		x, err := counts.UpdateNoiseRatio(d, n, ratio, 1)
+		if err != nil {
+			fmt.Fprintln(stderr, "task plan:", err)
+			return 1
+		}
 		note := ""
-		if x >= noiseDominates {
+		if x >= counts.UpdateDominates {
 			note = "noise dominates: the model will be mostly noise"
 		}
 		fmt.Fprintf(tw, "%d\t%.2f\t%s\n", n, x, note)
 	}
 	tw.Flush()
-	for _, lim := range []float64{noiseDominates, 1} {
+	for _, lim := range []float64{counts.UpdateDominates, 1} {
 		fmt.Fprintf(stdout, "noise below %g x the largest signal from %d volunteers per round\n", lim,
 			int(math.Ceil(math.Sqrt(2*float64(d))*ratio/lim)))
 	}

@@ -11,7 +11,7 @@ import (
 const tableEqualEps = "equal-eps"
 
 // equalEpsIDs are the equal-epsilon table's rows in print order.
-var equalEpsIDs = []string{"secagg", "dp-fl", "secagg-tuned", "dp-fl-tuned", "ss-topk", "ss-double", "ss-simple", "apes"}
+var equalEpsIDs = []string{"secagg", "dp-fl", "secagg-tuned", "secagg-tuned-one", "dp-fl-tuned", "ss-topk", "ss-double", "ss-simple", "apes"}
 
 // equalEpsMethods builds the rows of the equal-epsilon table: every
 // protocol on the same users (n per round in disjoint groups, FLAME's
@@ -24,6 +24,8 @@ var equalEpsIDs = []string{"secagg", "dp-fl", "secagg-tuned", "dp-fl-tuned", "ss
 //     params.SecAggSigma (replace-one, secaggSpec), check-in rate
 //     n/population, DP-FL's clip and server learning rate;
 //   - DP-FL: the central Gaussian's noise multiplier σ/(2C);
+//   - secagg-tuned-one: secagg-tuned with one server's noise (the same σ
+//     once), the trusted-aggregator counterfactual; not the protocol
 //   - the tuned rows (secagg-tuned, dp-fl-tuned): the same two at clip o.TunedClip and server learning rate o.TunedLR
 //     (secure summation's defaults, 0.3 and 8), so that DP-FL is tuned
 //     as carefully as secure summation;
@@ -96,6 +98,19 @@ func equalEpsMethods(w *world, d, n int, o Options, eps, delta float64) (map[str
 	st.id = "secagg-tuned"
 	st.name += fmt.Sprintf(" (C %g, lr %g)", tuned.Clip, tuned.ServerLR)
 	out["secagg-tuned"] = st
+	// The counterfactual of the tuned row with one server's noise (the
+	// same σ once: what a trusted aggregator would add; not the protocol,
+	// and the accounting is the same, which never counts the second
+	// share), so that the table shows what distributing trust costs.
+	one := tuned
+	one.NoiseShares = 1
+	so, err := secaggMethod(one, d, pop, tableEqualEps)
+	if err != nil {
+		return nil, err
+	}
+	so.id = "secagg-tuned-one"
+	so.name += fmt.Sprintf(" (C %g, lr %g), one server's noise", tuned.Clip, tuned.ServerLR)
+	out["secagg-tuned-one"] = so
 
 	// DP-FL: the smallest multiplier meeting eps (ε falls as it grows).
 	mult, err := calibrateKnob(func(x float64) (float64, error) {
