@@ -19,8 +19,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/ledger"
 	"log/slog"
 	"net/http"
 	"os"
@@ -32,6 +30,9 @@ import (
 
 	"github.com/blanket-fl/blanket/relay/internal/relaystore"
 	"github.com/blanket-fl/blanket/relay/internal/server"
+	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/flagfile"
+	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -85,7 +86,8 @@ func run(args []string) error {
 	targetDelta := fs.Float64("target-delta", 1e-5, "secure summation: the delta at which the relay's noise ledger composes (the aggregator's -delta); an announcement with another target is refused")
 	minBatch := fs.Int("min-batch", 3, "the relay's own minimum batch: a round with fewer complete (shuffle) or accepted (secure summation) reports is aborted whatever the aggregator announces (set it to the task's; no announcement lowers it)")
 	maxRejected := fs.Float64("max-rejected-share", roundspec.DefaultMaxRejectedShare, "secure summation: the relay releases nothing for a round in which more than this share of the reports failed the aggregator's verification (honest reports fail with probability about 2^-101)")
-	if err := fs.Parse(args); err != nil {
+	fs.String("config", "", "configuration file: one `name = value` per line, the names being these flags' (docs/deploy.md); flags on the command line win")
+	if err := flagfile.Parse(fs, args, "config"); err != nil {
 		return err
 	}
 	tok := *token
