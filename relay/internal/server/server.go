@@ -72,6 +72,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/readiness"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -90,6 +91,9 @@ type Config struct {
 	// StoreStats, if set, reports the state store's counters on /metrics
 	// (datastore.Stats: commits, fsyncs, bytes written).
 	StoreStats func() datastore.Stats
+	// Ready are the main's conditions for GET /readyz besides the
+	// server's own (ready.go): the datastore's (readiness.Store).
+	Ready []readiness.Check
 	// Reports, if set, keeps every accepted check-in and Report frame of a
 	// shuffle round durably before it is acknowledged, and a restart
 	// rebuilds the round it interrupted from them (relay/internal/acklog);
