@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -12,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/opsview"
+	"github.com/blanket-fl/blanket/web"
 )
 
 // scrape parses the aggregator's GET /metrics.
@@ -136,5 +141,48 @@ func TestReadyz(t *testing.T) {
 	}
 	if code, _ := get(h, "/healthz"); code != http.StatusOK {
 		t.Errorf("GET /healthz: %d", code)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// TestLogsCarryTheClass: every line the aggregator logs has the class
+// (the join code of its key), and the round's lines the round.
+func TestLogsCarryTheClass(t *testing.T) {
+	var buf syncBuffer
+	relay := newFakeRelay(t)
+	h := newHarness(t, t.TempDir(), relay, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&buf, nil)) })
+	relay.next(t)
+	h.sendBatch(makeBatch(t, h.srv.PublicKey(), testParams(), batchSpec{round: 1, reports: 4, value: constValue(0.6)}))
+	h.stop()
+	class := web.JoinCodeOf(h.srv.Fingerprint())
+	buf.mu.Lock()
+	logs := buf.b.String()
+	buf.mu.Unlock()
+	announced := false
+	for line := range strings.Lines(logs) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["class"] != class {
+			t.Errorf("%q: class %v, want %q", rec["msg"], rec["class"], class)
+		}
+		if rec["msg"] == "round announced" {
+			announced = rec["round"] == 1.0
+		}
+	}
+	if !announced {
+		t.Errorf("no line announcing round 1 with its round:\n%s", logs)
 	}
 }

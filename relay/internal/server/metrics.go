@@ -41,26 +41,8 @@ type (
 )
 
 func newMetrics() *metrics.Metrics {
-	return metrics.New(reasons, sumrelay.Outcomes, []string{DropUnopened})
+	return metrics.New(reasons, sumrelay.Outcomes, []string{sumrelay.DropUnopened})
 }
-
-// Reports dropped before they reach the aggregator, how a
-// secure-summation round ended, and a volunteer's receipt states
-// (relay/internal/sumrelay).
-const (
-	DropUnopened     = sumrelay.DropUnopened
-	DropLate         = sumrelay.DropLate
-	SecAggForwarded  = sumrelay.SecAggForwarded
-	SecAggRefused    = sumrelay.SecAggRefused
-	SecAggInvalid    = sumrelay.SecAggInvalid
-	SecAggObsolete   = sumrelay.SecAggObsolete
-	SecAggSuperseded = sumrelay.SecAggSuperseded
-	SecAggFailed     = sumrelay.SecAggFailed
-	ReceiptPending   = sumrelay.ReceiptPending
-	ReceiptIncluded  = sumrelay.ReceiptIncluded
-	ReceiptExcluded  = sumrelay.ReceiptExcluded
-	ReceiptUnknown   = sumrelay.ReceiptUnknown
-)
 
 // Snapshot is the relay's counters with its datastore's (GET /metrics and
 // GET /api/metrics).
