@@ -85,6 +85,8 @@ func TestDispatch(t *testing.T) {
 		{[]string{"-config", unknown}, 2, unknown + `:3: unknown key "round_timeout"`},
 		{[]string{"-config", loud}, 2, "-log-level"},
 		{[]string{"-config", both, "-log-level", "info"}, 2, "not both"},
+		// The example of docs/deploy.md names only the aggregator's flags.
+		{[]string{"serve", "-config", "../docs/examples/aggregator.conf", "-log-level", "loud"}, 2, "-log-level"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

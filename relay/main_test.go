@@ -113,3 +113,14 @@ func TestRunConfigFile(t *testing.T) {
 		t.Errorf("run with an unknown key: %v", err)
 	}
 }
+
+// TestExampleConfig: docs/examples/relay.conf names only the relay's flags
+// (an unknown key would fail first), and its values reach them: the
+// command line's token and warmup win, and the run stops at the warmup
+// it refuses, before opening anything.
+func TestExampleConfig(t *testing.T) {
+	err := run([]string{"-config", "../docs/examples/relay.conf", "-token", "a", "-token-file", "", "-warmup", "-1s"})
+	if err == nil || !strings.Contains(err.Error(), "-warmup must not be negative") {
+		t.Fatalf("run with the example: %v", err)
+	}
+}
