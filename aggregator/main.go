@@ -40,6 +40,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/flagfile"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
@@ -181,9 +182,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	simulated := fs.Int("simulated", 0, "how many of the volunteers are simulated (make run's native cohort), for the dashboard's count of real and simulated volunteers")
 	newClass := fs.Bool("new-class", false, "offer New class on the operator page: pause and report new_class_requested in /api/status for a supervisor (make run) to restart with a fresh state directory")
 	wasmFile := fs.String("wasm", "", "wasm client module to serve at /blanket.wasm (the relay's, so both show one SHA-256)")
-	if err := fs.Parse(args); err != nil {
+	fs.String("config", "", "configuration file: one `name = value` per line, the names being these flags' (docs/deploy.md); flags on the command line win")
+	if err := flagfile.Parse(fs, args, "config"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
+		}
+		if fe := (*flagfile.FileError)(nil); errors.As(err, &fe) {
+			fmt.Fprintf(stderr, "aggregator: %v\n", err)
 		}
 		return 2
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,6 +54,17 @@ func TestNoResearchToolsLinked(t *testing.T) {
 // TestDispatch: help, the subcommands moved to the lab, unknown ones and
 // bad serve flags exit as documented, without starting a server.
 func TestDispatch(t *testing.T) {
+	dir := t.TempDir()
+	conf := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unknown := conf("unknown.conf", "# aggregator\nrounds = 3\nround_timeout = 10s\n")
+	loud := conf("loud.conf", "log-level = loud\n")
+	both := conf("both.conf", "log-level = loud\ntoken = 0123456789abcdef\ntoken-file = x\n")
 	for _, c := range []struct {
 		args []string
 		code int
@@ -67,6 +80,13 @@ func TestDispatch(t *testing.T) {
 		{[]string{"serve", "extra"}, 2, "unexpected arguments"},
 		{[]string{"-log-level", "loud"}, 2, "-log-level"},
 		{[]string{"-token", "0123456789abcdef", "-token-file", "x"}, 2, "not both"},
+		// -config: an unknown key is refused with its line; the file's
+		// flags apply unless the command line gives them.
+		{[]string{"-config", unknown}, 2, unknown + `:3: unknown key "round_timeout"`},
+		{[]string{"-config", loud}, 2, "-log-level"},
+		{[]string{"-config", both, "-log-level", "info"}, 2, "not both"},
+		// The example of docs/deploy.md names only the aggregator's flags.
+		{[]string{"serve", "-config", "../docs/examples/aggregator.conf", "-log-level", "loud"}, 2, "-log-level"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

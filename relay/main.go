@@ -19,8 +19,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/ledger"
 	"log/slog"
 	"net/http"
 	"os"
@@ -30,8 +28,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blanket-fl/blanket/relay/internal/metrics"
 	"github.com/blanket-fl/blanket/relay/internal/relaystore"
 	"github.com/blanket-fl/blanket/relay/internal/server"
+	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/flagfile"
+	"github.com/blanket-fl/blanket/shared/ledger"
+	"github.com/blanket-fl/blanket/shared/readiness"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -85,7 +88,9 @@ func run(args []string) error {
 	targetDelta := fs.Float64("target-delta", 1e-5, "secure summation: the delta at which the relay's noise ledger composes (the aggregator's -delta); an announcement with another target is refused")
 	minBatch := fs.Int("min-batch", 3, "the relay's own minimum batch: a round with fewer complete (shuffle) or accepted (secure summation) reports is aborted whatever the aggregator announces (set it to the task's; no announcement lowers it)")
 	maxRejected := fs.Float64("max-rejected-share", roundspec.DefaultMaxRejectedShare, "secure summation: the relay releases nothing for a round in which more than this share of the reports failed the aggregator's verification (honest reports fail with probability about 2^-101)")
-	if err := fs.Parse(args); err != nil {
+	opsListen := fs.String("ops-listen", "", "operator-only listen address (e.g. 127.0.0.1:9101) serving GET /metrics with the Go runtime and process series besides the relay's own; keep it off the public network: memory and CPU follow the relay's work, dummies included (docs/deploy.md). Empty: none")
+	fs.String("config", "", "configuration file: one `name = value` per line, the names being these flags' (docs/deploy.md); flags on the command line win")
+	if err := flagfile.Parse(fs, args, "config"); err != nil {
 		return err
 	}
 	tok := *token
@@ -156,6 +161,7 @@ func run(args []string) error {
 		Token:       tok,
 		Outbox:      st,
 		StoreStats:  st.DB().Stats,
+		Ready:       []readiness.Check{readiness.Store(st.DB()), readiness.Ledger("noise ledger", nl)},
 		Reports:     st,
 		Origins:     allowed,
 		Logger:      log,
@@ -186,6 +192,18 @@ func run(args []string) error {
 		Addr:              *listen,
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+	}
+	if *opsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler(srv.Snapshot, true))
+		ops := &http.Server{Addr: *opsListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			log.Info("operator metrics listening", "addr", *opsListen)
+			if err := ops.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("operator metrics listener stopped", "err", err)
+			}
+		}()
+		defer ops.Close()
 	}
 	runDone := make(chan error, 1)
 	go func() { runDone <- srv.Run(ctx) }()

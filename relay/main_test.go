@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -94,5 +95,32 @@ func TestRunFlags(t *testing.T) {
 		if err := run(args); err == nil {
 			t.Errorf("run(%q) succeeded", args)
 		}
+	}
+}
+
+// TestRunConfigFile: -config sets the flags it names (the token and a
+// warmup the relay refuses, before anything starts), and an unknown key
+// is refused with its line.
+func TestRunConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "relay.conf")
+	os.WriteFile(conf, []byte("# test\ntoken = a\nstate = "+dir+"\nwarmup = -1s\n"), 0o600)
+	if err := run([]string{"-config", conf}); err == nil || !strings.Contains(err.Error(), "-warmup must not be negative") {
+		t.Errorf("run with the file's token and warmup: %v", err)
+	}
+	os.WriteFile(conf, []byte("token = a\n\nlisten-address = :1\nwarmup = 1s\n"), 0o600)
+	if err := run([]string{"-config", conf}); err == nil || !strings.Contains(err.Error(), conf+":3: unknown key \"listen-address\"") {
+		t.Errorf("run with an unknown key: %v", err)
+	}
+}
+
+// TestExampleConfig: docs/examples/relay.conf names only the relay's flags
+// (an unknown key would fail first), and its values reach them: the
+// command line's token and warmup win, and the run stops at the warmup
+// it refuses, before opening anything.
+func TestExampleConfig(t *testing.T) {
+	err := run([]string{"-config", "../docs/examples/relay.conf", "-token", "a", "-token-file", "", "-warmup", "-1s"})
+	if err == nil || !strings.Contains(err.Error(), "-warmup must not be negative") {
+		t.Fatalf("run with the example: %v", err)
 	}
 }

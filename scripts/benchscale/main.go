@@ -282,13 +282,13 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	return r, nil
 }
 
-// storeStats reads each server's datastore counters from its /metrics
+// storeStats reads each server's datastore counters from its /api/metrics
 // (the "datastore" object: bytes_written, fsyncs); a server without them
 // is left out.
 func storeStats(ctx context.Context, cl *localrun.Cluster) map[string]storeCost {
 	out := map[string]storeCost{}
 	for party, base := range map[string]string{"relay": cl.RelayURL(), "aggregator": cl.AggregatorURL()} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/metrics", nil)
 		if err != nil {
 			continue
 		}
@@ -347,13 +347,13 @@ func procCPU(pid string) time.Duration {
 	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
-// relayDropped sums the relay's /metrics secagg.dropped (reports the
+// relayDropped sums the relay's /api/metrics secagg.dropped (reports the
 // round machine accepted that never reached a chunk).
-// relayMetrics reads the relay's GET /metrics: the reports it dropped
+// relayMetrics reads the relay's GET /api/metrics: the reports it dropped
 // (secagg.dropped, summed; -1 when unreadable) and its recent rounds'
 // steps by round number.
 func relayMetrics(ctx context.Context, cl *localrun.Cluster) (float64, map[int]relayRound) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.RelayURL()+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.RelayURL()+"/api/metrics", nil)
 	if err != nil {
 		return -1, nil
 	}
@@ -382,7 +382,7 @@ func relayMetrics(ctx context.Context, cl *localrun.Cluster) (float64, map[int]r
 	return sum, rounds
 }
 
-// relayRound is when a round's steps happened at the relay (its /metrics
+// relayRound is when a round's steps happened at the relay (its /api/metrics
 // recent_rounds).
 type relayRound struct {
 	Round         int       `json:"round"`

@@ -216,7 +216,7 @@ func waitRoundOK(ctx context.Context, t *testing.T, cl *localrun.Cluster, r int,
 
 // waitSecondRound waits until the class's second round is open at the
 // relay (announced, not yet closed): the aggregator's open round is 2 and
-// the relay has opened two rounds of this class (its /metrics count since
+// the relay has opened two rounds of this class (its /api/metrics count since
 // its last start, which New class restarts).
 func waitSecondRound(ctx context.Context, t *testing.T, cl *localrun.Cluster, name string) {
 	t.Helper()
@@ -236,7 +236,7 @@ func waitSecondRound(ctx context.Context, t *testing.T, cl *localrun.Cluster, na
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		get(cl.AggregatorURL()+"/api/status", &info)
-		get(cl.RelayURL()+"/metrics", &m)
+		get(cl.RelayURL()+"/api/metrics", &m)
 		if info.OpenRound == 2 && m.RoundsOpened >= 2 {
 			return
 		}

@@ -27,7 +27,7 @@ import (
 // trigger is seen in the aggregator's (agg) or the relay's state
 // directory: a file matching a glob, "store:BUCKET", a transaction of the
 // directory's datastore writing to BUCKET, or "metrics:NAME", the relay's
-// /metrics secagg.NAME growing.
+// /api/metrics secagg.NAME growing.
 type secaggKill struct {
 	name    string
 	relay   bool   // kill the relay (else the aggregator)
@@ -59,9 +59,9 @@ var secaggKills = []secaggKill{
 	{"relay after its close is persisted, down past the batch grace", true, false, "metrics:closes_persisted", secaggGrace + 5*time.Second},
 }
 
-// relaySecAggCount is the relay's /metrics secagg.name (-1: unreadable).
+// relaySecAggCount is the relay's /api/metrics secagg.name (-1: unreadable).
 func relaySecAggCount(relay, name string) float64 {
-	resp, err := http.Get(relay + "/metrics")
+	resp, err := http.Get(relay + "/api/metrics")
 	if err != nil {
 		return -1
 	}

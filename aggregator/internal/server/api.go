@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,13 +12,16 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
+	"github.com/blanket-fl/blanket/aggregator/internal/opsview"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/aggregator/internal/study"
+	"github.com/blanket-fl/blanket/shared/readiness"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
 // Handler returns the HTTP API (package api: the relay's /v1/* with the
-// bearer token, /api/*, /healthz) and the pages (web.go: the dashboard,
+// bearer token, /api/*, /healthz; package opsview: /metrics, /readyz)
+// and the pages (web.go: the dashboard,
 // /events, /operator and the browser assets).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -27,7 +31,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/export", s.serveExport)
 	mux.HandleFunc("GET /v1/anchor", s.handleAnchor)  // anchor.go
 	mux.HandleFunc("POST /v1/anchor", s.handleAnchor) // anchor.go
-	mux.Handle("GET /metrics", api.Metrics(s.db.Stats))
+	// GET /metrics (Prometheus), /api/metrics and /readyz: the datastore
+	// writable, the ledger not suspended (anchor.go), the task loaded.
+	opsview.Register(mux, opsview.Source{Status: s.Status, Rounds: s.Rounds, Store: s.db.Stats}, readiness.Store(s.db),
+		readiness.Ledger("privacy ledger", s.ledger),
+		readiness.Fact("task", "no task loaded", func(context.Context) bool { return s.cfg.Task != nil }))
 	return mux
 }
 

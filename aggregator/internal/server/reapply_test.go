@@ -108,14 +108,14 @@ func TestBatchWithDuplicatedSealedMessageRefused(t *testing.T) {
 	}
 }
 
-// TestMetricsCountTheDatastore: GET /metrics reports the datastore's
+// TestMetricsCountTheDatastore: GET /api/metrics reports the datastore's
 // work, and a finished round is a commit that moved its counters.
 func TestMetricsCountTheDatastore(t *testing.T) {
 	relay := newFakeRelay(t)
 	h := newHarness(t, t.TempDir(), relay, nil)
 	defer h.stop()
 	get := func() map[string]int64 {
-		resp, err := http.Get(h.http.URL + "/metrics")
+		resp, err := http.Get(h.http.URL + "/api/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

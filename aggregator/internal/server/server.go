@@ -43,6 +43,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/ledger"
+	"github.com/blanket-fl/blanket/web"
 )
 
 // Former files of Config.StateDir, each imported once into its datastore
@@ -125,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	fp := key.Public().Fingerprint()
+	c.Logger = c.Logger.With("class", web.JoinCodeOf(fp)) // the class code on every line (docs/deploy.md)
 	if err := c.Web.pinJoinURL(fp); err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	c.Real = nil
 	rep := metrics.ReportOf(c)
 	if ob.Has(c.Num, outbox.Batch) || ob.Has(c.Num, outbox.Abort) {
-		s.log.Error("round already has a persisted outcome; not padding again", "round", c.Num)
+		s.roundLog(c.Num).Error("round already has a persisted outcome; not padding again")
 		return outbox.Entry{}, false
 	}
 	abort := func(reason uint8, why string) (outbox.Entry, bool) {
@@ -58,7 +58,7 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 		if errors.Is(err, shuffler.ErrInfeasible) {
 			return abort(wire.AbortOverflow, "infeasible padding")
 		}
-		s.log.Error("cannot build batch", "round", c.Num, "err", err)
+		s.roundLog(c.Num).Error("cannot build batch", "err", err)
 		return abort(wire.AbortOverflow, "batch construction failed")
 	}
 	b, err := batch.MarshalBinary()
@@ -67,7 +67,7 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 		err = ob.Put(c.Num, outbox.Batch, b)
 	}
 	if err != nil {
-		s.log.Error("cannot persist batch; round lost", "round", c.Num, "err", err)
+		s.roundLog(c.Num).Error("cannot persist batch; round lost", "err", err)
 		return abort(wire.AbortOverflow, "batch persistence failed")
 	}
 	ob.Remove(c.Num, outbox.OpenRound)
@@ -77,10 +77,10 @@ func (s *Server) finish(c *round.Closed) (outbox.Entry, bool) {
 	rep.Messages = len(batch.Messages) // padding statistics stay in the log (RoundReport)
 	s.m.SetLast(rep)
 	if st.Raised {
-		s.log.Warn("n_p raised to pad the round", "round", c.Num, "target_np", st.TargetNP,
+		s.roundLog(c.Num).Warn("n_p raised to pad the round", "target_np", st.TargetNP,
 			"realized_np", st.RealizedNP, "overflowed_dims", st.Overflowed)
 	}
-	s.log.Info("batch persisted", "round", c.Num, "reports", c.Reports, "real", st.RealMessages,
+	s.roundLog(c.Num).Info("batch persisted", "reports", c.Reports, "real", st.RealMessages,
 		"dummies", st.DummyMessages, "np", st.RealizedNP, "bytes", len(b))
 	return outbox.Entry{Round: c.Num, Kind: outbox.Batch}, true
 }
@@ -96,7 +96,7 @@ func (s *Server) abortRound(c *round.Closed, rep RoundReport, reason uint8, why 
 		err = ob.Put(c.Num, outbox.Abort, b)
 	}
 	if err != nil {
-		s.log.Error("cannot persist abort", "round", c.Num, "err", err)
+		s.roundLog(c.Num).Error("cannot persist abort", "err", err)
 		return outbox.Entry{}, false
 	}
 	ob.Remove(c.Num, outbox.OpenRound)
@@ -104,7 +104,7 @@ func (s *Server) abortRound(c *round.Closed, rep RoundReport, reason uint8, why 
 	s.m.RoundsAborted.Add(1)
 	rep.Outcome, rep.Reason = "aborted", why
 	s.m.SetLast(rep)
-	s.log.Warn("round aborted", "round", c.Num, "reason", why, "reports", c.Reports,
+	s.roundLog(c.Num).Warn("round aborted", "reason", why, "reports", c.Reports,
 		"min_batch", c.Params.MinBatch, "checked_in", c.CheckedIn, "population", c.Population)
 	return outbox.Entry{Round: c.Num, Kind: outbox.Abort}, true
 }

@@ -90,7 +90,7 @@ func jsonKeys(v any, out map[string]bool) {
 	}
 }
 
-// TestJSONSnakeCase: every field of the relay's JSON (GET /metrics with
+// TestJSONSnakeCase: every field of the relay's JSON (GET /api/metrics with
 // its last round and secure-summation counters, GET /api/round) is
 // snake_case, as the aggregator's. The map keys inside (reasons, outcomes)
 // are checked too; every optional field is set so that none is omitted.
@@ -110,7 +110,7 @@ func TestJSONSnakeCase(t *testing.T) {
 		snap.Rejected[r] = 1
 	}
 	docs := map[string]any{
-		"metrics": snap,
+		"api/metrics": snap,
 		"api/round": RoundInfo{Reachable: true, Round: 1, OpenRound: 2, Deadline: time.Unix(1, 0), Paused: true,
 			Stopped: "x", Volunteers: 1, Now: time.Unix(2, 0)},
 	}

@@ -30,7 +30,8 @@ const (
 
 var reasons = append([]string{ReasonOversized, ReasonText}, round.Reasons...)
 
-// Snapshot is the JSON document served at GET /metrics; RoundReport
+// Snapshot is the JSON document served at GET /api/metrics (and, as
+// Prometheus series, at GET /metrics); RoundReport
 // describes the last closed round in it; SecAggStats its secure-summation
 // counters (relay/internal/metrics).
 type (
@@ -40,35 +41,26 @@ type (
 )
 
 func newMetrics() *metrics.Metrics {
-	return metrics.New(reasons, sumrelay.Outcomes, []string{DropUnopened})
+	return metrics.New(reasons, sumrelay.Outcomes, []string{sumrelay.DropUnopened})
 }
 
-// Reports dropped before they reach the aggregator, how a
-// secure-summation round ended, and a volunteer's receipt states
-// (relay/internal/sumrelay).
-const (
-	DropUnopened     = sumrelay.DropUnopened
-	DropLate         = sumrelay.DropLate
-	SecAggForwarded  = sumrelay.SecAggForwarded
-	SecAggRefused    = sumrelay.SecAggRefused
-	SecAggInvalid    = sumrelay.SecAggInvalid
-	SecAggObsolete   = sumrelay.SecAggObsolete
-	SecAggSuperseded = sumrelay.SecAggSuperseded
-	SecAggFailed     = sumrelay.SecAggFailed
-	ReceiptPending   = sumrelay.ReceiptPending
-	ReceiptIncluded  = sumrelay.ReceiptIncluded
-	ReceiptExcluded  = sumrelay.ReceiptExcluded
-	ReceiptUnknown   = sumrelay.ReceiptUnknown
-)
-
-func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+// Snapshot is the relay's counters with its datastore's (GET /metrics and
+// GET /api/metrics).
+func (s *Server) Snapshot() Snapshot {
 	snap := s.Metrics()
 	if s.cfg.StoreStats != nil {
 		st := s.cfg.StoreStats()
 		snap.Datastore = &metrics.DatastoreStats{Commits: st.Commits, Fsyncs: st.Fsyncs, BytesWritten: st.BytesWritten,
 			Compactions: st.Compactions, LogSize: st.LogSize}
 	}
-	json.NewEncoder(w).Encode(snap)
+	return snap
+}
+
+// handleMetricsJSON serves GET /api/metrics: the Snapshot as JSON, with
+// the recent rounds' timings that the Prometheus series of GET /metrics
+// (metrics.Handler) do not carry.
+func (s *Server) handleMetricsJSON(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(s.Snapshot())
 }

@@ -13,6 +13,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/blanket-fl/blanket/relay/internal/metrics"
+	"github.com/blanket-fl/blanket/relay/internal/outbox"
+	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -41,7 +48,9 @@ var publishedRoutes = map[string]string{
 	"GET /v1/anchor":        "the noise ledger's head and the aggregator's ledger head the relay holds (bearer token; wire.Anchor): counts and hashes, no values",
 	"POST /v1/anchor":       "records the aggregator's ledger head (bearer token; wire.Anchor); answers as GET",
 	"GET /healthz":          "a constant",
-	"GET /metrics":          "JSON: publishedFields[\"metrics\"]",
+	"GET /readyz":           "whether the relay's store takes writes, its noise ledger is not suspended, and it has the aggregator's key and reaches the aggregator: the relay's own state and the aggregator's",
+	"GET /metrics":          "Prometheus text: publishedSeries, with label values from publishedLabels",
+	"GET /api/metrics":      "JSON: publishedFields[\"api/metrics\"]",
 	"GET /{$}":              "the join page: the aggregator's key fingerprint and the wasm module's hash",
 	"GET /static/":          "assets embedded in the binary",
 	"GET /blanket.wasm":     "the wasm module",
@@ -61,7 +70,7 @@ var publishedRoutes = map[string]string{
 // publishedFields lists, per JSON document, every field path (maps: "*")
 // and where the aggregator already has it.
 var publishedFields = map[string]map[string]string{
-	"metrics": {
+	"api/metrics": {
 		"received":                   fromTransport,
 		"accepted.*":                 fromTransport,
 		"rejected.*":                 fromTransport,
@@ -140,10 +149,131 @@ var publishedFields = map[string]map[string]string{
 	},
 }
 
+// publishedSeries lists every Prometheus series family of GET /metrics
+// (without the prefix blanket_relay_) and where the aggregator already
+// has it: each is a field of api/metrics above. The Go runtime's and the
+// process's series (memory, CPU, GC) are not served there: they follow
+// the relay's work, dummies included, and are only on the operator's
+// -ops-listen (relay/internal/metrics.Registry).
+var publishedSeries = map[string]string{
+	"frames_received_total":               fromTransport,
+	"frames_accepted_total":               fromTransport,
+	"frames_rejected_total":               fromTransport,
+	"reports_complete_total":              fromBatch,
+	"reports_partial_discarded_total":     fromTransport,
+	"connection_timeouts_total":           fromTransport,
+	"connections":                         fromTransport,
+	"connections_total":                   fromTransport,
+	"origin_rejected_total":               fromTransport,
+	"rounds_opened_total":                 fromAggregator,
+	"rounds_forwarded_total":              fromBatch,
+	"rounds_aborted_total":                fromBatch,
+	"send_attempts_total":                 fromTransport,
+	"send_failures_total":                 fromTransport,
+	"delivered_total":                     fromAggregator,
+	"outbox_pending":                      fromTransport,
+	"last_round":                          fromBatch,
+	"last_round_population":               fromBatch,
+	"last_round_checked_in":               fromBatch,
+	"last_round_reports":                  fromBatch,
+	"last_round_closed_timestamp_seconds": fromTiming,
+	"secagg_rounds_total":                 fromAggregator,
+	"secagg_reports_dropped_total":        fromTransport,
+	"secagg_reports_rejected_total":       fromAggregator,
+	"secagg_reports_aggregated_total":     fromAggregator,
+	"secagg_closes_persisted_total":       fromAggregator,
+	"secagg_shares_persisted_total":       fromAggregator,
+	"secagg_requests_total":               fromTransport,
+	"secagg_request_failures_total":       fromTransport,
+	"large_frame_slots":                   "the relay's configuration",
+	"large_frame_waits_total":             fromTransport,
+	"large_frame_wait_seconds_total":      fromTiming,
+	"large_frames_held_max":               fromTransport,
+	"datastore_commits_total":             fromTransport,
+	"datastore_fsyncs_total":              fromTransport,
+	"datastore_written_bytes_total":       fromTransport,
+	"datastore_compactions_total":         fromTransport,
+	"datastore_log_size_bytes":            fromTransport,
+}
+
+// publishedLabels lists, per label name, every value a series may carry:
+// fixed lists of the binary (frame kinds, rejection reasons, delivery and
+// round outcomes, drop reasons, secure-summation rejection reasons), so
+// that no label value can carry anything a volunteer sent.
+func publishedLabels() map[string]map[string]bool {
+	set := func(vs ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, v := range vs {
+			m[v] = true
+		}
+		return m
+	}
+	reason := set(append(slices.Clone(reasons), DropUnopened, DropLate)...)
+	for r := secagg.Accepted + 1; !strings.HasPrefix(r.String(), "reason("); r++ {
+		reason[strings.ReplaceAll(r.String(), " ", "_")] = true
+	}
+	outcome := set(sumrelay.Outcomes...)
+	for o := outbox.Accepted; !strings.HasPrefix(o.String(), "outcome("); o++ {
+		outcome[o.String()] = true
+	}
+	return map[string]map[string]bool{"kind": set("checkin", "report", "shares"), "reason": reason, "outcome": outcome}
+}
+
+// TestPublishedSeriesAllowListed: every family the relay's collector
+// exposes is allow-listed with its source, and no allow-listed one is
+// gone; none is a padding statistic.
+func TestPublishedSeriesAllowListed(t *testing.T) {
+	got := map[string]bool{}
+	for _, s := range metrics.SeriesNames() {
+		got[s] = true
+		if publishedSeries[s] == "" {
+			t.Errorf("series %s%s is published but not allow-listed: is it in the aggregator's view?", metrics.Prefix, s)
+		}
+		if strings.Contains(s, "dumm") || strings.Contains(s, "overflow") || strings.Contains(s, "truncat") {
+			t.Errorf("padding statistic %q is published", s)
+		}
+	}
+	for s := range publishedSeries {
+		if !got[s] {
+			t.Errorf("allow-listed series %q is gone: remove it", s)
+		}
+	}
+}
+
+// checkSeries parses a GET /metrics answer and checks every family and
+// every label value against publishedSeries and publishedLabels.
+func checkSeries(t *testing.T, body []byte) {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("GET /metrics is not the Prometheus text format: %v", err)
+	}
+	labels := publishedLabels()
+	for name, fam := range fams {
+		short, ok := strings.CutPrefix(name, metrics.Prefix)
+		if !ok || publishedSeries[short] == "" {
+			t.Errorf("GET /metrics serves %s, not allow-listed", name)
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if !labels[l.GetName()][l.GetValue()] {
+					t.Errorf("%s{%s=%q}: label value not in the fixed lists", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+	// A labelled family with no value yet (no secure-summation rejection)
+	// is not served; the others always are.
+	if len(fams) < 30 || fams[metrics.Prefix+"frames_received_total"] == nil || fams[metrics.Prefix+"datastore_commits_total"] == nil {
+		t.Errorf("GET /metrics serves only %d families", len(fams))
+	}
+}
+
 // publishedTypes are the Go types of the JSON documents.
 var publishedTypes = map[string]reflect.Type{
-	"metrics":   reflect.TypeFor[Snapshot](),
-	"api/round": reflect.TypeFor[RoundInfo](),
+	"api/metrics": reflect.TypeFor[Snapshot](),
+	"api/round":   reflect.TypeFor[RoundInfo](),
 }
 
 // jsonPaths returns the JSON field paths of type t (maps as "*", pointers
@@ -270,8 +400,9 @@ func liveKeys(t *testing.T, doc string, v any, prefix string, allowed map[string
 // only in their top-k index sets (one with three volunteers on dimensions
 // 0 and 1 at n_p = 2, which truncates both dimensions; one with disjoint
 // sets, which truncates nothing) pad with different numbers of dummies,
-// yet every byte the relay publishes about them, GET /metrics and GET
-// /api/round, is the same, and every key served is allow-listed. (The
+// yet every byte the relay publishes about them, GET /metrics (every
+// Prometheus series and label value allow-listed), GET /api/metrics and
+// GET /api/round, is the same, and every key served is allow-listed. (The
 // relay used to publish the dummy count and the truncated dimensions.)
 func TestMetricsSameForNeighbours(t *testing.T) {
 	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace,
@@ -308,6 +439,14 @@ func TestMetricsSameForNeighbours(t *testing.T) {
 				}
 			}
 			docs = map[string][]byte{}
+			resp, err := h.httpClient().Get("http://relay/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			checkSeries(t, body)
+			docs["metrics"] = body
 			for doc := range publishedTypes {
 				resp, err := h.httpClient().Get("http://relay/" + doc)
 				if err != nil {
@@ -333,7 +472,7 @@ func TestMetricsSameForNeighbours(t *testing.T) {
 	if realA != 4 || realB != 6 {
 		t.Fatalf("real messages kept %d and %d, want 4 (truncated) and 6: the rounds do not differ in padding", realA, realB)
 	}
-	for doc := range publishedTypes {
+	for doc := range a {
 		if !bytes.Equal(a[doc], b[doc]) {
 			t.Errorf("%s differs between neighbouring rounds:\n%s\n%s", doc, a[doc], b[doc])
 		}

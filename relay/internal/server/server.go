@@ -72,6 +72,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/readiness"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
@@ -90,6 +91,9 @@ type Config struct {
 	// StoreStats, if set, reports the state store's counters on /metrics
 	// (datastore.Stats: commits, fsyncs, bytes written).
 	StoreStats func() datastore.Stats
+	// Ready are the main's conditions for GET /readyz besides the
+	// server's own (ready.go): the datastore's (readiness.Store).
+	Ready []readiness.Check
 	// Reports, if set, keeps every accepted check-in and Report frame of a
 	// shuffle round durably before it is acknowledged, and a restart
 	// rebuilds the round it interrupted from them (relay/internal/acklog);
@@ -394,7 +398,7 @@ func (s *Server) recover() (uint64, bool, error) {
 			return 0, false, err
 		}
 		s.m.RoundsAborted.Add(1)
-		s.log.Warn("round interrupted by a relay restart; aborting it", "round", num)
+		s.roundLog(num).Warn("round interrupted by a relay restart; aborting it")
 		s.sender.Enqueue(outbox.Entry{Round: num, Kind: outbox.Abort})
 	}
 	for _, num := range plan.Markers {
@@ -417,7 +421,7 @@ func (s *Server) recover() (uint64, bool, error) {
 		}
 	}
 	for _, e := range plan.Resend {
-		s.log.Info("resending persisted frame", "round", e.Round, "kind", string(e.Kind))
+		s.roundLog(e.Round).Info("resending persisted frame", "kind", string(e.Kind))
 		s.sender.Enqueue(e)
 	}
 	return plan.Last, len(ents) > 0, nil
@@ -441,11 +445,10 @@ func (s *Server) rebuild(num uint64) *round.Closed {
 	}
 	c, err := acklog.Rebuild(num, marker, frames, uint32(s.cfg.Floor.MinBatch))
 	if err != nil {
-		s.log.Warn("cannot rebuild the round interrupted by a restart; aborting it", "round", num, "err", err)
+		s.roundLog(num).Warn("cannot rebuild the round interrupted by a restart; aborting it", "err", err)
 		return nil
 	}
-	s.log.Warn("round interrupted by a relay restart; closing it with the reports acknowledged", "round", num,
-		"reports", c.Reports, "checked_in", c.CheckedIn, "population", c.Population)
+	s.roundLog(num).Warn("round interrupted by a relay restart; closing it with the reports acknowledged", "reports", c.Reports, "checked_in", c.CheckedIn, "population", c.Population)
 	return c
 }
 
@@ -454,7 +457,7 @@ func (s *Server) rebuild(num uint64) *round.Closed {
 func (s *Server) dropAcked(num uint64) {
 	if l := s.cfg.Reports; l != nil {
 		if err := l.Drop(num); err != nil {
-			s.log.Error("cannot remove the round's frame records", "round", num, "err", err)
+			s.roundLog(num).Error("cannot remove the round's frame records", "err", err)
 		}
 	}
 }
@@ -559,17 +562,17 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		// make every report unopenable here (the aggregator fetches
 		// GET /v1/helper-key again).
 		if a.RelayPub != s.cfg.HelperKey.Public() {
-			s.log.Warn("announcement rejected", "round", a.Round, "reason", "helper key mismatch")
+			s.roundLog(a.Round).Warn("announcement rejected", "reason", "helper key mismatch")
 			writeOutcome(w, http.StatusConflict, a.Round, "invalid", "helper key mismatch")
 			return
 		}
 		if err := s.checkTarget(r.Header); err != nil {
-			s.log.Warn("announcement rejected", "round", a.Round, "reason", "privacy target", "err", err)
+			s.roundLog(a.Round).Warn("announcement rejected", "reason", "privacy target", "err", err)
 			writeOutcome(w, http.StatusConflict, a.Round, "invalid", err.Error())
 			return
 		}
 		if err := s.anchor.Admit(a); err != nil { // the relay's own budget and schedule
-			s.log.Warn("announcement rejected", "round", a.Round, "reason", "noise ledger", "err", err)
+			s.roundLog(a.Round).Warn("announcement rejected", "reason", "noise ledger", "err", err)
 			if errors.Is(err, anchor.ErrUnchecked) { // not yet checked: the aggregator retries
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 				return
@@ -586,7 +589,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if _, err := secagg.DeriveVerifyKey([]byte(s.cfg.Token), a.Round); err != nil {
-			s.log.Error("announcement rejected: cannot derive the round's verify key", "round", a.Round, "err", err)
+			s.roundLog(a.Round).Error("announcement rejected: cannot derive the round's verify key", "err", err)
 			http.Error(w, "the relay's token cannot key secure summation (16 bytes at least)", http.StatusInternalServerError)
 			return
 		}
@@ -618,7 +621,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		err = s.cfg.Outbox.Put(a.Round, outbox.OpenRound, marker)
 	}
 	if err != nil {
-		s.log.Error("cannot persist round marker", "round", a.Round, "err", err)
+		s.roundLog(a.Round).Error("cannot persist round marker", "err", err)
 		http.Error(w, "state directory not writable", http.StatusInternalServerError)
 		return
 	}
@@ -628,7 +631,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.cfg.Outbox.Remove(a.Round, outbox.OpenRound)
 		if errors.Is(err, round.ErrParams) {
-			s.log.Warn("announcement rejected", "round", a.Round, "reason", "parameters", "err", err)
+			s.roundLog(a.Round).Warn("announcement rejected", "reason", "parameters", "err", err)
 			writeOutcome(w, http.StatusBadRequest, a.Round, "invalid", err.Error())
 			return
 		}
@@ -649,12 +652,12 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 		s.shuffleRound.Store(rd.Num)
 		if err := s.preseal.Start(shuffler.Round{Round: rd.Num, Params: rd.Params, HPKEPub: rd.HPKEPub,
 			Population: rd.Population}, s.cfg.NewSource()); err != nil {
-			s.log.Warn("cannot pre-seal dummies; sealing them all at close", "round", rd.Num, "err", err)
+			s.roundLog(rd.Num).Warn("cannot pre-seal dummies; sealing them all at close", "err", err)
 		}
 	}
 	s.m.RoundsOpened.Add(1)
 	s.timer, s.timerOf = time.AfterFunc(time.Until(s.rounds.NextTick(rd, now)), func() { s.tickRound(rd) }), rd.Num
-	s.log.Info("round opened", "round", rd.Num, "population", rd.Population, "messages_per_client", rd.Msgs,
+	s.roundLog(rd.Num).Info("round opened", "population", rd.Population, "messages_per_client", rd.Msgs,
 		"min_batch", rd.Params.MinBatch, "quota", rd.Params.Quota, "deadline", rd.Deadline)
 	s.wg.Go(func() { s.broadcast(rd, targets) })
 	w.Header().Set("Content-Type", "application/json")
@@ -809,7 +812,7 @@ func (s *Server) closed(c *round.Closed) {
 	}
 	s.mu.Unlock()
 	s.m.PartialDiscarded.Add(uint64(c.Discarded))
-	s.log.Info("round closed", "round", c.Num, "why", c.Why, "population", c.Population,
+	s.roundLog(c.Num).Info("round closed", "why", c.Why, "population", c.Population,
 		"checked_in", c.CheckedIn, "reports", c.Reports)
 	s.jobs <- c
 }
@@ -987,7 +990,7 @@ func (s *Server) logFrame(c *client, v round.Verdict, b []byte) bool {
 		return true
 	}
 	if err := l.Append(v.Round, c.id, key, b); err != nil {
-		s.log.Error("cannot persist an accepted frame; not acknowledging it", "round", v.Round, "err", err)
+		s.roundLog(v.Round).Error("cannot persist an accepted frame; not acknowledging it", "err", err)
 		return false
 	}
 	return true

@@ -434,7 +434,7 @@ func TestHTTPPolicy(t *testing.T) {
 		}
 		hc := h.httpClient()
 		defer hc.CloseIdleConnections()
-		resp, err := hc.Get("http://relay/metrics")
+		resp, err := hc.Get("http://relay/api/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

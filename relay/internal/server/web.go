@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blanket-fl/blanket/relay/internal/metrics"
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/envelope"
@@ -146,7 +147,9 @@ func (s *Server) routes() []route {
 		{"GET /v1/anchor", http.HandlerFunc(s.handleAnchor)},  // anchor.go
 		{"POST /v1/anchor", http.HandlerFunc(s.handleAnchor)}, // anchor.go
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })},
-		{"GET /metrics", http.HandlerFunc(s.handleMetrics)},
+		{"GET /readyz", s.readyHandler()},                    // ready.go
+		{"GET /metrics", metrics.Handler(s.Snapshot, false)}, // Prometheus, without the runtime series
+		{"GET /api/metrics", http.HandlerFunc(s.handleMetricsJSON)},
 		{"GET /{$}", http.HandlerFunc(s.handleJoin)},
 		{"GET /static/", web.Static()},
 		{"GET /blanket.wasm", s.cfg.Wasm},

@@ -79,7 +79,7 @@ type webRelay struct {
 	done   chan error
 }
 
-func newWebRelay(t *testing.T, agg http.Handler, wasm *web.WasmModule, refresh time.Duration) *webRelay {
+func newWebRelay(t *testing.T, agg http.Handler, wasm *web.WasmModule, refresh time.Duration, opts ...harnessOpt) *webRelay {
 	t.Helper()
 	ob, err := outbox.Open(t.TempDir())
 	if err != nil {
@@ -87,7 +87,7 @@ func newWebRelay(t *testing.T, agg http.Handler, wasm *web.WasmModule, refresh t
 	}
 	w := &webRelay{t: t, relayL: newPipeListener(), aggL: newPipeListener(), done: make(chan error, 1)}
 	w.tr = &http.Transport{DialContext: w.aggL.dial}
-	w.srv, err = New(Config{
+	cfg := Config{
 		Aggregator: "http://aggregator",
 		Token:      testToken,
 		Outbox:     ob,
@@ -98,7 +98,11 @@ func newWebRelay(t *testing.T, agg http.Handler, wasm *web.WasmModule, refresh t
 		RetryMax:   time.Second,
 		Wasm:       wasm,
 		KeyRefresh: refresh,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w.srv, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
