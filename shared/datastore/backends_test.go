@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/datastore/internal/pgtest"
 	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
+	"github.com/blanket-fl/blanket/shared/datastore/pgtest"
 	"github.com/blanket-fl/blanket/shared/internal/benchclock"
 	"github.com/jackc/pgx/v5"
 )

@@ -123,6 +123,42 @@ func Stop() {
 	})
 }
 
+// Start starts a throwaway cluster for a program that is not a test
+// (scripts/benchscale): BLANKET_PG_DSN's server if set, else a new cluster
+// as Get starts one. The caller stops it with Close.
+func StartCluster() (*Cluster, error) {
+	if _, err := Check(); err != nil {
+		return nil, err
+	}
+	return start()
+}
+
+// Close stops a cluster StartCluster started and removes its directory
+// (nothing for BLANKET_PG_DSN's server).
+func (c *Cluster) Close() error {
+	if !c.owned {
+		return nil
+	}
+	err := c.Kill()
+	if rerr := os.RemoveAll(c.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Restart restarts the server as an operator would (pg_ctl restart -m
+// fast: its sessions are terminated, a shutdown checkpoint is written,
+// and it starts again on the same port).
+func (c *Cluster) Restart() error {
+	if !c.owned {
+		return errors.New("pgtest: the server of BLANKET_PG_DSN is not the tests' to restart")
+	}
+	if err := c.ctl("stop", "-m", "fast"); err != nil {
+		return err
+	}
+	return c.Start()
+}
+
 // Owned reports whether the tests started the server (and so may kill
 // and restart it).
 func (c *Cluster) Owned() bool { return c.owned }
