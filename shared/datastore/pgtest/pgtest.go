@@ -159,6 +159,51 @@ func (c *Cluster) Restart() error {
 	return c.Start()
 }
 
+// FailCommit runs update, one Update of a store whose Updates take the
+// transaction-scoped advisory lock lockKey (pgstore.LockKey of its
+// schema) and read nothing before they write, so that its commit fails
+// with its outcome unknown: another session holds lockKey, update's
+// lock and writes are sent and wait, and the server is killed (pg_ctl
+// stop -m immediate) while they wait, then started again. It returns
+// update's error (an error wrapping datastore.ErrNotDurable, for such an
+// Update). It skips t on a server that is not the tests'.
+func (c *Cluster) FailCommit(t testing.TB, lockKey int64, update func() error) error {
+	t.Helper()
+	if !c.Owned() {
+		t.Skip("the server of BLANKET_PG_DSN is not the tests' to kill")
+	}
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, c.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, fmt.Sprintf("BEGIN; SELECT pg_advisory_xact_lock(%d)", lockKey)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- update() }()
+	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-done:
+			t.Fatalf("the Update returned %v while its lock was held", err)
+		default:
+		}
+		if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return err
+}
+
 // Owned reports whether the tests started the server (and so may kill
 // and restart it).
 func (c *Cluster) Owned() bool { return c.owned }
