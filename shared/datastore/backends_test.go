@@ -124,7 +124,7 @@ func pgFixture(t *testing.T) fixture {
 		// waits for its answer, and started again.
 		fail: func(t *testing.T, s *datastore.Store, update func() error) error {
 			t.Helper()
-			return c.FailCommit(t, pgstore.LockKey(schema), update)
+			return c.FailCommit(t, schema, update)
 		},
 	}
 }

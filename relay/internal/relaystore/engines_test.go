@@ -85,7 +85,7 @@ func TestPostgresRestart(t *testing.T) {
 	if err := s.Put(2, outbox.Batch, []byte("two")); err != nil {
 		t.Fatalf("a write after PostgreSQL restarted between two writes: %v", err)
 	}
-	err = c.FailCommit(t, pgstore.LockKey(cfg.Schema), func() error { return s.Put(3, outbox.Batch, []byte("three")) })
+	err = c.FailCommit(t, cfg.Schema, func() error { return s.Put(3, outbox.Batch, []byte("three")) })
 	if !errors.Is(err, datastore.ErrNotDurable) {
 		t.Fatalf("a write killed in its commit: %v, want ErrNotDurable", err)
 	}

@@ -159,15 +159,15 @@ func (c *Cluster) Restart() error {
 	return c.Start()
 }
 
-// FailCommit runs update, one Update of a store whose Updates take the
-// transaction-scoped advisory lock lockKey (pgstore.LockKey of its
-// schema) and read nothing before they write, so that its commit fails
-// with its outcome unknown: another session holds lockKey, update's
-// lock and writes are sent and wait, and the server is killed (pg_ctl
-// stop -m immediate) while they wait, then started again. It returns
-// update's error (an error wrapping datastore.ErrNotDurable, for such an
-// Update). It skips t on a server that is not the tests'.
-func (c *Cluster) FailCommit(t testing.TB, lockKey int64, update func() error) error {
+// FailCommit runs update, one Update (or a server's step that makes
+// some) of the store in schema, so that its commit fails with its outcome
+// unknown: another session holds the schema's table (kv) in EXCLUSIVE
+// mode, which lets reads through and holds back writes, so the Update's
+// reads run and its batch of writes (and COMMIT) is sent and waits; the
+// server is killed (pg_ctl stop -m immediate) while it waits, and started
+// again. It returns update's error (one wrapping datastore.ErrNotDurable
+// for a lone Update). It skips t on a server that is not the tests'.
+func (c *Cluster) FailCommit(t testing.TB, schema string, update func() error) error {
 	t.Helper()
 	if !c.Owned() {
 		t.Skip("the server of BLANKET_PG_DSN is not the tests' to kill")
@@ -178,7 +178,7 @@ func (c *Cluster) FailCommit(t testing.TB, lockKey int64, update func() error) e
 		t.Fatal(err)
 	}
 	defer holder.Close(ctx)
-	if _, err := holder.Exec(ctx, fmt.Sprintf("BEGIN; SELECT pg_advisory_xact_lock(%d)", lockKey)); err != nil {
+	if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE "+pgx.Identifier{schema, "kv"}.Sanitize()+" IN EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -189,7 +189,7 @@ func (c *Cluster) FailCommit(t testing.TB, lockKey int64, update func() error) e
 			t.Fatalf("the Update returned %v while its lock was held", err)
 		default:
 		}
-		if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting); err != nil {
+		if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted").Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond)
