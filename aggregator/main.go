@@ -40,6 +40,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/flagfile"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
@@ -146,6 +147,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	token := fs.String("token", "", "relay-aggregator bearer token (prefer -token-file)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token")
 	stateDir := fs.String("state", "aggregator-state", "state directory (key, ledger, checkpoint)")
+	var store serverstore.Config
+	serverstore.AddFlags(fs, &store, serverstore.AggregatorSchema)
 	rounds := fs.Int("rounds", 0, "stop after this many completed rounds (0: until the privacy budget)")
 	roundTimeout := fs.Duration("round-timeout", 60*time.Second, "time from announcement to deadline")
 	grace := fs.Duration("batch-grace", 60*time.Second, "wait after the deadline for the batch before abandoning the round")
@@ -239,7 +242,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	tk, test, accSource, own, err := startTask(*stateDir, *taskFile, *data, *dataDir, set["data"], log)
+	store.Dir = *stateDir
+	if err := store.Validate(); err != nil {
+		return fail(2, "%v", err)
+	}
+	tk, test, accSource, own, err := startTaskIn(store, *taskFile, *data, *dataDir, set["data"], log)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -270,7 +277,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(2, "%v", err)
 	}
 	srv, err := server.New(server.Config{
-		Params: rp, RelayURL: *relay, Anchor: *anchor, Token: tok, StateDir: *stateDir, Rounds: *rounds,
+		Params: rp, RelayURL: *relay, Anchor: *anchor, Token: tok, StateDir: *stateDir, Store: store, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
 		ExpectedN: *expected, ServerLR: lr, Test: test, Task: tk, Workers: *workers, AuditTrials: *auditTrials, Logger: log,
 		Web: server.WebOptions{JoinURL: *joinURL, OperatorToken: optok, StartPaused: *paused, Wasm: wasm, NewClass: *newClass, Simulated: *simulated},
@@ -337,7 +344,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // that started the class; a former task directory is imported once:
 // classtask.AtStart), in place of -task (own is true); else -task's.
 func startTask(stateDir, taskPath, data, dataDir string, dataSet bool, log *slog.Logger) (tk *task.Task, test logreg.Dataset, src string, own bool, err error) {
-	st, err := classtask.AtStart(stateDir, log)
+	return startTaskIn(serverstore.Config{Dir: stateDir}, taskPath, data, dataDir, dataSet, log)
+}
+
+// startTaskIn is startTask on the store the -store flags say.
+func startTaskIn(store serverstore.Config, taskPath, data, dataDir string, dataSet bool, log *slog.Logger) (tk *task.Task, test logreg.Dataset, src string, own bool, err error) {
+	st, err := classtask.AtStartIn(context.Background(), store, log)
 	if err != nil {
 		return nil, logreg.Dataset{}, "", false, err
 	}

@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/relaystore"
 	"github.com/blanket-fl/blanket/relay/internal/server"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/flagfile"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/readiness"
@@ -80,6 +80,8 @@ func run(args []string) error {
 	token := fs.String("token", "", "bearer token shared with the aggregator")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (instead of -token)")
 	state := fs.String("state", "relay-state", "state directory (persisted batches)")
+	var store serverstore.Config
+	serverstore.AddFlags(fs, &store, serverstore.RelaySchema)
 	origins := fs.String("origins", "", "comma-separated extra allowed websocket origins (scheme://host[:port]); same-host and native clients (no Origin) are always allowed")
 	wasmPath := fs.String("wasm", defaultWasm, "the wasm client served at /blanket.wasm (\"\": none; the default is used only if the file exists)")
 	warmup := fs.Duration("warmup", 5*time.Second, "after a restart that interrupted a round or left frames undelivered, refuse announcements this long so volunteers reconnect first (the aggregator retries)")
@@ -135,7 +137,8 @@ func run(args []string) error {
 	// helper key, the shuffle rounds' acknowledged frames, the noise
 	// ledger and the aggregator's head); a state
 	// directory of the former format is imported on the first start.
-	st, err := relaystore.Open(*state, &datastore.Options{Logger: log})
+	store.Dir = *state
+	st, err := relaystore.OpenIn(context.Background(), store, &datastore.Options{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -145,7 +148,7 @@ func run(args []string) error {
 		return err
 	}
 	if created {
-		log.Info("generated the secure-summation helper key", "store", filepath.Join(*state, datastore.LogFile))
+		log.Info("generated the secure-summation helper key", "store", store.String())
 	}
 	// The noise ledger and the aggregator's head are in the store too
 	// (the former noise-ledger.jsonl and peer-anchor imported once).

@@ -12,6 +12,16 @@
 //
 //	go run ./scripts/benchscale -n 1000,10000
 //
+// With -store postgres both servers keep their state in PostgreSQL (a
+// schema each, -store and -store-schema): a throwaway cluster of Debian's
+// postgresql package (shared/datastore/pgtest) or the server of -pg-dsn.
+// The table then adds PostgreSQL's own CPU per report (its processes'
+// utime + stime from /proc; a throwaway cluster only) and the WAL it
+// wrote and flushed per report (pg_stat_wal: wal_bytes, wal_sync; for
+// both servers together, they share the cluster).
+//
+//	go run ./scripts/benchscale -n 1000 -store postgres
+//
 // It asserts nothing (speed is measured, never tested); it exits non-zero
 // only when a round does not complete.
 package main
@@ -38,7 +48,9 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/scripts/internal/procmem"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/datastore/pgtest"
 	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/jackc/pgx/v5"
 )
 
 func main() {
@@ -61,7 +73,8 @@ type row struct {
 	relayHWM, aggHWM                int64
 	store                           map[string]storeCost // by party
 	restart                         map[string]time.Duration
-	cpu                             map[string]time.Duration // over the two rounds: relay, aggregator, volunteers (this process)
+	cpu                             map[string]time.Duration // over the two rounds: relay, aggregator, volunteers (this process), postgres
+	wal                             *walStats                // PostgreSQL's over the two rounds (nil: the log)
 	dropped                         float64                  // the relay's secagg.dropped, summed
 	load                            string
 }
@@ -78,8 +91,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	workers := fs.Int("workers", 0, "volunteers preparing a report at once (default cohort.DefaultWorkers: 2 x cores)")
 	fs.BoolVar(verbose, "v", false, "print the rounds as they are polled")
 	dir := fs.String("dir", "", "where to build and keep state (default: a temporary directory, removed)")
+	store := fs.String("store", "log", "the servers' store: log (the datastore in their state directories) or postgres")
+	dsn := fs.String("pg-dsn", "", "with -store postgres: the server to use (default: a throwaway cluster, started and removed)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var pg *pgBench
+	switch *store {
+	case "log":
+	case "postgres":
+		var err error
+		if pg, err = startPG(*dsn); err != nil {
+			return err
+		}
+		defer pg.close()
+		fmt.Fprintln(out, "PostgreSQL:", pg.how)
+	default:
+		return fmt.Errorf("-store %q: want log or postgres", *store)
 	}
 	var sizes []int
 	for _, f := range strings.Split(*ns, ",") {
@@ -105,7 +133,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var rows []row
 	for _, n := range sizes {
 		fmt.Fprintf(out, "n = %d: running two full rounds (load average %s)...\n", n, loadAvg())
-		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers)
+		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers, pg)
 		if err != nil {
 			return fmt.Errorf("n = %d: %w", n, err)
 		}
@@ -158,7 +186,7 @@ type roundRec struct {
 
 var verbose = new(bool)
 
-func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers int) (row, error) {
+func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers int, pg *pgBench) (row, error) {
 	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}}
 	sh, err := shares(n)
 	if err != nil {
@@ -167,9 +195,16 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	// As scripts/chaos's load test: the quota is above n, so a round
 	// closes when the volunteers who checked in have reported (or at its
 	// generous deadline).
-	cl, err := localrun.Start(ctx, bins, localrun.Options{Dir: dir, AggregatorArgs: []string{
+	aggArgs := []string{
 		"-protocol", "secagg", "-expected-n", strconv.Itoa(n), "-quota", strconv.Itoa(2 * n), "-min-batch", "20",
-		"-rounds", "4", "-epsilon", "50", "-check-in", "1", "-round-timeout", strconv.Itoa(60+n/10) + "s"}})
+		"-rounds", "4", "-epsilon", "50", "-check-in", "1", "-round-timeout", strconv.Itoa(60+n/10) + "s"}
+	var relayArgs []string
+	if pg != nil {
+		// A schema per party and crowd size: each row starts afresh.
+		aggArgs = append(aggArgs, "-store", pg.dsn, "-store-schema", fmt.Sprintf("bench_aggregator_%d", n))
+		relayArgs = []string{"-store", pg.dsn, "-store-schema", fmt.Sprintf("bench_relay_%d", n)}
+	}
+	cl, err := localrun.Start(ctx, bins, localrun.Options{Dir: dir, AggregatorArgs: aggArgs, RelayArgs: relayArgs})
 	if err != nil {
 		return r, err
 	}
@@ -194,7 +229,7 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 
 	// The store's counters before the first full round, to subtract
 	// what connecting and announcing wrote.
-	before, cpuBefore := storeStats(ctx, cl), cpuTimes(bins)
+	before, cpuBefore, walBefore := storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
 	deadline := time.Now().Add(time.Duration(10+n/500) * time.Minute)
 	var full []roundRec
 	for len(full) < 2 {
@@ -226,12 +261,15 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 			}
 		}
 		if len(full) == 0 {
-			before, cpuBefore = storeStats(ctx, cl), cpuTimes(bins)
+			before, cpuBefore, walBefore = storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
 		}
 	}
-	after, cpuAfter := storeStats(ctx, cl), cpuTimes(bins)
+	after, cpuAfter, walAfter := storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
 	for k, v := range cpuAfter {
 		r.cpu[k] = v - cpuBefore[k]
+	}
+	if walBefore != nil && walAfter != nil {
+		r.wal = &walStats{bytes: walAfter.bytes - walBefore.bytes, syncs: walAfter.syncs - walBefore.syncs}
 	}
 	var relayRounds map[int]relayRound
 	r.dropped, relayRounds = relayMetrics(ctx, cl)
@@ -315,7 +353,18 @@ func storeStats(ctx context.Context, cl *localrun.Cluster) map[string]storeCost 
 
 // cpuTimes returns the CPU time (user + system) used so far by the relay,
 // the aggregator and this process (the simulated volunteers: the load
-// generator's own cost, reported apart).
+// generator's own cost, reported apart), and PostgreSQL's processes' for
+// a throwaway cluster.
+func (pg *pgBench) cpuTimes(bins localrun.Binaries) map[string]time.Duration {
+	out := cpuTimes(bins)
+	if pg != nil && pg.cluster != nil && pg.cluster.Owned() {
+		if d, err := pg.cluster.ServerCPU(); err == nil {
+			out["postgres"] = d
+		}
+	}
+	return out
+}
+
 func cpuTimes(bins localrun.Binaries) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for name, bin := range map[string]string{"relay": bins.Relay, "aggregator": bins.Aggregator} {
@@ -401,7 +450,7 @@ func hwm(bin string) int64 {
 func printTable(out io.Writer, rows []row) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tload average\t")
+	fmt.Fprintln(tw, "n\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tPostgreSQL CPU ms/report\tWAL B/report\tWAL fsyncs/report\tload average\t")
 	for _, r := range rows {
 		var rc []string
 		for i := range r.reports {
@@ -419,12 +468,19 @@ func printTable(out io.Writer, rows []row) {
 		fsyncs := func(c storeCost) int64 { return c.fsyncs }
 		rep := float64(max(r.store["reports"].bytes, 1))
 		ms := func(p string) float64 { return float64(r.cpu[p].Microseconds()) / 1000 / rep }
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t\n", r.n, strings.Join(rc, ", "),
+		pgCPU, walB, walS := "-", "-", "-"
+		if d, ok := r.cpu["postgres"]; ok {
+			pgCPU = fmt.Sprintf("%.2f", float64(d.Microseconds())/1000/rep)
+		}
+		if r.wal != nil {
+			walB, walS = fmt.Sprintf("%.0f", float64(r.wal.bytes)/rep), fmt.Sprintf("%.3f", float64(r.wal.syncs)/rep)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t%s\t%s\t%s\t\n", r.n, strings.Join(rc, ", "),
 			r.dropped, durations(r.roundWall), durations(r.fromFirst), durations(r.closeLeft), ms("relay"), ms("aggregator"), ms("volunteers"),
 			r.relayHWM>>20, r.aggHWM>>20,
 			per("relay", bytes, "%.0f"), per("aggregator", bytes, "%.0f"),
 			per("relay", fsyncs, "%.3f"), per("aggregator", fsyncs, "%.3f"),
-			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), r.load)
+			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), pgCPU, walB, walS, r.load)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -440,4 +496,49 @@ func durations(ds []time.Duration) string {
 		s = append(s, d.String())
 	}
 	return strings.Join(s, ", ")
+}
+
+// pgBench is the PostgreSQL server of -store postgres.
+type pgBench struct {
+	dsn, how string
+	cluster  *pgtest.Cluster // nil: -pg-dsn's server
+}
+
+// walStats is pg_stat_wal's wal_bytes and wal_sync (cluster-wide).
+type walStats struct{ bytes, syncs int64 }
+
+func startPG(dsn string) (*pgBench, error) {
+	if dsn != "" {
+		return &pgBench{dsn: dsn, how: "the server of -pg-dsn (PostgreSQL's CPU is not measured)"}, nil
+	}
+	c, err := pgtest.StartCluster()
+	if err != nil {
+		return nil, fmt.Errorf("-store postgres: %w", err)
+	}
+	return &pgBench{dsn: c.DSN, how: c.How, cluster: c}, nil
+}
+
+func (pg *pgBench) close() {
+	if pg.cluster != nil {
+		pg.cluster.Close()
+	}
+}
+
+// wal reads pg_stat_wal (nil for the log, or when it cannot be read).
+func (pg *pgBench) wal(ctx context.Context) *walStats {
+	if pg == nil {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, pg.dsn)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close(ctx)
+	var w walStats
+	var b float64 // wal_bytes is numeric
+	if err := conn.QueryRow(ctx, "SELECT wal_bytes::float8, wal_sync FROM pg_stat_wal").Scan(&b, &w.syncs); err != nil {
+		return nil
+	}
+	w.bytes = int64(b)
+	return &w
 }

@@ -21,10 +21,9 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/datastore/internal/pgtest"
 	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
+	"github.com/blanket-fl/blanket/shared/datastore/pgtest"
 	"github.com/blanket-fl/blanket/shared/internal/benchclock"
-	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) {
@@ -125,39 +124,7 @@ func pgFixture(t *testing.T) fixture {
 		// waits for its answer, and started again.
 		fail: func(t *testing.T, s *datastore.Store, update func() error) error {
 			t.Helper()
-			if !c.Owned() {
-				t.Skip("the server of BLANKET_PG_DSN is not the tests' to kill")
-			}
-			ctx := context.Background()
-			holder, err := pgx.Connect(ctx, c.DSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Close(ctx)
-			if _, err := holder.Exec(ctx, fmt.Sprintf("BEGIN; SELECT pg_advisory_xact_lock(%d)", pgstore.LockKey(schema))); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- update() }()
-			for waiting := 0; waiting == 0; {
-				select {
-				case err := <-done:
-					t.Fatalf("the Update returned %v while its lock was held", err)
-				default:
-				}
-				if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			if err := c.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			err = <-done
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			return err
+			return c.FailCommit(t, schema, update)
 		},
 	}
 }

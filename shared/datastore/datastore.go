@@ -52,6 +52,14 @@ var ErrLocked = errors.New("datastore: the store is open in another process")
 // second process from opening the store (lockDir).
 const LockFile = "store.lock"
 
+// LocationFile, in a state directory whose store is not the embedded
+// log but PostgreSQL, records where it is (package serverstore writes
+// it): Scan, and serverstore's embedded Open, refuse such a directory.
+const LocationFile = "store.location"
+
+// HeaderSize is the size of an empty log (its header alone).
+const HeaderSize = len(header)
+
 // ErrClosed is returned by Update and View after Close.
 var ErrClosed = errors.New("datastore: closed")
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // The log file (LogFile) is a header followed by frames:
@@ -162,6 +163,9 @@ type Op struct {
 func Scan(dir string, from int64, fn func(ops []Op) error) (int64, error) {
 	f, err := os.Open(filepath.Join(dir, LogFile))
 	if err != nil {
+		if loc, lerr := os.ReadFile(filepath.Join(dir, LocationFile)); lerr == nil {
+			return from, fmt.Errorf("datastore: %s's store is not an embedded log but %q (%s): Scan reads the embedded log only", dir, strings.TrimSpace(string(loc)), LocationFile)
+		}
 		return from, fmt.Errorf("datastore: %w", err)
 	}
 	defer f.Close()

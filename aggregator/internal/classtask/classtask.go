@@ -23,6 +23,7 @@
 package classtask
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/study"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/task/taskdata"
@@ -223,7 +225,14 @@ func Next(db *datastore.Store) (*task.Task, error) {
 // aggregator then runs -task), after importing the former directories
 // once (Import). It opens the datastore and closes it before it returns.
 func AtStart(stateDir string, log *slog.Logger) (*Stored, error) {
-	db, err := datastore.Open(stateDir, &datastore.Options{Logger: log})
+	return AtStartIn(context.Background(), serverstore.Config{Dir: stateDir}, log)
+}
+
+// AtStartIn is AtStart on the store c says (the embedded store in c.Dir,
+// or PostgreSQL: serverstore.Open); the former directories are c.Dir's.
+func AtStartIn(ctx context.Context, c serverstore.Config, log *slog.Logger) (*Stored, error) {
+	stateDir := c.Dir
+	db, err := serverstore.Open(ctx, c, &datastore.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("classtask: %w", err)
 	}

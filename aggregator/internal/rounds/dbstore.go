@@ -1,6 +1,7 @@
 package rounds
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 )
 
 // Buckets of DBStore in the state directory's datastore.
@@ -38,11 +40,17 @@ const (
 // with the DBStore over it. fsys is nil but in tests (a failing write or
 // fsync).
 func OpenDB(dir string, log *slog.Logger, fsys datastore.FileSystem) (*datastore.Store, *DBStore, error) {
-	db, err := datastore.Open(dir, &datastore.Options{Logger: log, FS: fsys})
+	return OpenDBIn(context.Background(), serverstore.Config{Dir: dir}, log, fsys)
+}
+
+// OpenDBIn is OpenDB on the store c says: the embedded store in c.Dir, or
+// PostgreSQL (serverstore.Open); the former files are c.Dir's.
+func OpenDBIn(ctx context.Context, c serverstore.Config, log *slog.Logger, fsys datastore.FileSystem) (*datastore.Store, *DBStore, error) {
+	db, err := serverstore.Open(ctx, c, &datastore.Options{Logger: log, FS: fsys})
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := ImportFiles(db, dir); err != nil {
+	if err := ImportFiles(db, c.Dir); err != nil {
 		db.Close()
 		return nil, nil, err
 	}

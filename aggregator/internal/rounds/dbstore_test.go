@@ -319,6 +319,12 @@ func durableCharge(t *testing.T, dir string) (int, *Pending) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	return durableChargeIn(t, db)
+}
+
+// durableChargeIn is durableCharge on an open store.
+func durableChargeIn(t *testing.T, db *datastore.Store) (int, *Pending) {
+	t.Helper()
 	p, err := NewDBStore(db).LoadPending()
 	if err != nil {
 		t.Fatal(err)

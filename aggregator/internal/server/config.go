@@ -11,6 +11,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/task"
@@ -99,6 +100,11 @@ type Config struct {
 	// Web configures the dashboard, its event stream and the operator
 	// controls (web.go).
 	Web WebOptions
+
+	// Store, if its URL is set, puts the datastore in PostgreSQL
+	// (shared/datastore/serverstore) instead of StateDir, which then
+	// keeps only the former files imported once; Store.Dir is StateDir.
+	Store serverstore.Config
 
 	// storeFS, if set (tests only), is the datastore's file system (to
 	// inject a failing write or fsync: of a charge too, the ledger being

@@ -26,6 +26,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,7 +112,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Every piece of state is in the directory's datastore; the former
 	// files (checkpoint, key, ledger, relay anchor) are imported once.
-	db, store, err := rounds.OpenDB(c.StateDir, c.Logger, c.storeFS)
+	sc := c.Store
+	sc.Dir = c.StateDir
+	db, store, err := rounds.OpenDBIn(context.Background(), sc, c.Logger, c.storeFS)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -1,5 +1,6 @@
 // Package relaystore keeps the relay's state in one transactional store
-// (shared/datastore, the file store.log) in its state directory: the
+// (shared/datastore: the file store.log in its state directory, or a
+// PostgreSQL schema with -store, shared/datastore/serverstore): the
 // outbox (what the relay owes the aggregator: batches, aborts, open-round
 // markers, secure summation's close and noised aggregate share) and the
 // secure-summation helper key. Every write is one datastore Update: when it
@@ -16,6 +17,7 @@ package relaystore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,6 +28,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 )
 
 // Buckets of the relay's records.
@@ -52,14 +55,21 @@ type Store struct {
 
 var _ outbox.Store = (*Store)(nil)
 
-// Open opens (creating) the store in dir and imports the files of the
-// former format found there (see the package comment). opt may be nil;
-// its Logger, if any, also receives the import's events.
+// Open opens (creating) the embedded store in dir and imports the files
+// of the former format found there (see the package comment). opt may be
+// nil; its Logger, if any, also receives the import's events.
 func Open(dir string, opt *datastore.Options) (*Store, error) {
+	return OpenIn(context.Background(), serverstore.Config{Dir: dir}, opt)
+}
+
+// OpenIn opens the store where c says (the embedded store in c.Dir, or
+// PostgreSQL: serverstore.Open) and imports the former files of c.Dir.
+func OpenIn(ctx context.Context, c serverstore.Config, opt *datastore.Options) (*Store, error) {
+	dir := c.Dir
 	if dir == "" {
 		return nil, errors.New("relaystore: empty state directory")
 	}
-	db, err := datastore.Open(dir, opt)
+	db, err := serverstore.Open(ctx, c, opt)
 	if err != nil {
 		return nil, fmt.Errorf("relaystore: %w", err)
 	}

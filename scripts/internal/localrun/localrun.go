@@ -316,7 +316,14 @@ func (c *Cluster) SetArgs(aggregator, relay []string) {
 // untouched. The key file is copied so
 // that the fingerprint volunteers compare stays the same (the relay keeps
 // running and need not refetch it).
+//
+// It reads and writes the servers' stores in their state directories: a
+// cluster whose servers run on PostgreSQL (-store in their arguments) is
+// refused, as a new class there is a new schema, not a new directory.
 func (c *Cluster) NewClass(ctx context.Context, dir string) error {
+	if flagValue(c.opts.AggregatorArgs, "-store") != "" || flagValue(c.opts.RelayArgs, "-store") != "" {
+		return errors.New("localrun: new class: the servers run on PostgreSQL (-store): a new class is supported on the embedded store only")
+	}
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("localrun: new class: %s already exists", dir)
 	}

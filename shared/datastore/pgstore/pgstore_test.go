@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/datastore/internal/pgtest"
+	"github.com/blanket-fl/blanket/shared/datastore/pgtest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -141,40 +142,209 @@ func TestCrashDuringUpdates(t *testing.T) {
 	t.Logf("%d Updates acknowledged before the kill, %d failed with their outcome unknown (ErrNotDurable)", want, unknown)
 }
 
-// TestTwoStoresOneSchema: two stores on one schema, as two processes
-// would be, add to one counter by read-modify-write at once; the
-// schema's advisory lock makes them take turns, so none is lost.
+// TestTwoStoresOneSchema: a second store on a schema, as a second server
+// process would be, is refused with ErrLocked while the first one is
+// open (after waiting LockWait), and opens once it is closed, reading
+// what the first one committed.
 func TestTwoStoresOneSchema(t *testing.T) {
 	c := pgtest.Get(t)
 	schema := c.Schema(t)
-	stores := []*datastore.Store{open(t, c, schema), open(t, c, schema)}
-	const each = 40
-	var wg sync.WaitGroup
-	for _, s := range stores {
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range each {
-					if err := s.Update(func(tx *datastore.Tx) error {
-						var n int
-						if _, err := datastore.GetJSON(tx, "c", "n", &n); err != nil {
-							return err
-						}
-						return datastore.PutJSON(tx, "c", "n", n+1)
-					}); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}()
+	first := open(t, c, schema)
+	if err := first.Update(func(tx *datastore.Tx) error { tx.Put("b", "k", []byte("first")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	defer func(w time.Duration) { LockWait = w }(LockWait)
+	LockWait = 300 * time.Millisecond
+	if s, err := Open(context.Background(), c.DSN, schema, nil); !errors.Is(err, datastore.ErrLocked) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("a second store on an open schema: %v, want ErrLocked", err)
+	}
+	if err := first.Update(func(tx *datastore.Tx) error { tx.Put("b", "k2", []byte("still")); return nil }); err != nil {
+		t.Fatalf("the first store after a refused second one: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := open(t, c, schema)
+	if got := dumpB(t, second); got["k"] != "first" || got["k2"] != "still" {
+		t.Fatalf("the second store reads %v", got)
+	}
+}
+
+// dumpB returns bucket "b".
+func dumpB(t *testing.T, s *datastore.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if err := s.View(func(tx *datastore.ReadTx) error {
+		for _, k := range tx.Keys("b") {
+			v, _ := tx.Get("b", k)
+			out[k] = string(v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// terminate ends the sessions holding schema's owner lock, from outside
+// (as a network failure or an operator would).
+func terminate(t *testing.T, c *pgtest.Cluster, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	k := uint64(OwnerKey(schema))
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1`,
+		uint32(k>>32), uint32(k)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d sessions held the owner lock, want 1", n)
+	}
+	// pg_terminate_backend signals; the session ends a moment later.
+	for deadline := time.Now().Add(time.Minute); ; {
+		var held int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1`,
+			uint32(k>>32), uint32(k)).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+		if held == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminated session still holds the owner lock after a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFencedAfterAnotherOwner: a store whose session was ended (its owner
+// lock lost) and whose schema another store opened meanwhile writes no
+// more: its next Update fails with ErrLocked, and so does every later one,
+// and the other store's writes are intact. A store whose session was ended
+// without another owner in between reconnects transparently.
+func TestFencedAfterAnotherOwner(t *testing.T) {
+	c := pgtest.Get(t)
+	defer func(d time.Duration) { IdleCheck = d }(IdleCheck)
+	IdleCheck = 0
+	schema := c.Schema(t)
+	s := open(t, c, schema)
+	put := func(s *datastore.Store, k, v string) error {
+		return s.Update(func(tx *datastore.Tx) error { tx.Put("b", k, []byte(v)); return nil })
+	}
+	if err := put(s, "a", "s"); err != nil {
+		t.Fatal(err)
+	}
+	terminate(t, c, schema)
+	if err := put(s, "b", "s"); err != nil {
+		t.Fatalf("after its session was ended, with no other owner: %v, want a transparent reconnection", err)
+	}
+	terminate(t, c, schema)
+	other := open(t, c, schema)
+	if err := put(other, "a", "other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := put(s, "a", "stale"); !errors.Is(err, datastore.ErrLocked) {
+			t.Fatalf("Update %d of a store whose schema another store opened: %v, want ErrLocked", i, err)
 		}
 	}
-	wg.Wait()
-	var n int
-	stores[0].View(func(tx *datastore.ReadTx) error { _, err := datastore.GetJSON(tx, "c", "n", &n); return err })
-	if n != 4*each {
-		t.Fatalf("counter %d, want %d: Updates of two stores on one schema were lost", n, 4*each)
+	s.Close()
+	r := open(t, c, schema)
+	if got := dumpB(t, r); got["a"] != "other" || got["b"] != "s" {
+		t.Fatalf("state %v, want a=other (the later owner's) and b=s", got)
+	}
+}
+
+// TestRestartBetweenUpdates: PostgreSQL restarted (pg_ctl restart -m
+// fast) between two Updates: the next Update finds the connection lost
+// before it sends anything, reconnects and commits; nothing acknowledged
+// is lost.
+func TestRestartBetweenUpdates(t *testing.T) {
+	c := pgtest.Get(t)
+	if !c.Owned() {
+		t.Skip("the server of BLANKET_PG_DSN is not the tests' to restart")
+	}
+	defer func(d time.Duration) { IdleCheck = d }(IdleCheck)
+	IdleCheck = 0
+	schema := c.Schema(t)
+	s := open(t, c, schema)
+	for i, read := range []bool{false, true, false} {
+		k := fmt.Sprint(i)
+		if err := s.Update(func(tx *datastore.Tx) error {
+			if read {
+				tx.Get("b", "0") // an explicit transaction
+			}
+			tx.Put("b", k, []byte(k))
+			return nil
+		}); err != nil {
+			t.Fatalf("Update %d after a restart: %v", i, err)
+		}
+		if err := c.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := dumpB(t, s); len(got) != 3 || got["0"] != "0" || got["2"] != "2" {
+		t.Fatalf("state after restarts %v, want 3 keys", got)
+	}
+}
+
+// TestRestartDuringUpdate: PostgreSQL restarted while an Update's
+// function runs (after its first read, so its transaction is open): the
+// Update fails. Either its outcome is unknown (ErrNotDurable: the store
+// refuses every later write, and a reopened store has everything
+// acknowledged) or it provably wrote nothing (a plain error: the key is
+// absent and the next Update reconnects and commits).
+func TestRestartDuringUpdate(t *testing.T) {
+	c := pgtest.Get(t)
+	if !c.Owned() {
+		t.Skip("the server of BLANKET_PG_DSN is not the tests' to restart")
+	}
+	schema := c.Schema(t)
+	s := open(t, c, schema)
+	if err := s.Update(func(tx *datastore.Tx) error { tx.Put("b", "acked", []byte("1")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Update(func(tx *datastore.Tx) error {
+		tx.Get("b", "acked")
+		if err := c.Restart(); err != nil {
+			t.Error(err)
+		}
+		tx.Put("b", "during", []byte("1"))
+		return nil
+	})
+	if err == nil {
+		t.Fatal("an Update whose connection was lost under it returned nil")
+	}
+	t.Logf("the Update under the restart: %v", err)
+	if errors.Is(err, datastore.ErrNotDurable) {
+		if err := s.Update(func(tx *datastore.Tx) error { tx.Put("b", "after", nil); return nil }); !errors.Is(err, datastore.ErrNotDurable) {
+			t.Fatalf("after a commit of unknown outcome, an Update returned %v, want ErrNotDurable", err)
+		}
+		s.Close()
+		s = open(t, c, schema)
+	} else {
+		if err := s.Update(func(tx *datastore.Tx) error { tx.Put("b", "after", nil); return nil }); err != nil {
+			t.Fatalf("after a failure that wrote nothing, the next Update: %v", err)
+		}
+	}
+	got := dumpB(t, s)
+	if got["acked"] != "1" {
+		t.Fatalf("the acknowledged write is lost: %v", got)
+	}
+	if _, ok := got["during"]; ok && !errors.Is(err, datastore.ErrNotDurable) {
+		t.Fatalf("an Update that returned a plain error (%v) wrote: %v", err, got)
 	}
 }
 

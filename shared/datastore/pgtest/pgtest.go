@@ -123,6 +123,87 @@ func Stop() {
 	})
 }
 
+// Start starts a throwaway cluster for a program that is not a test
+// (scripts/benchscale): BLANKET_PG_DSN's server if set, else a new cluster
+// as Get starts one. The caller stops it with Close.
+func StartCluster() (*Cluster, error) {
+	if _, err := Check(); err != nil {
+		return nil, err
+	}
+	return start()
+}
+
+// Close stops a cluster StartCluster started and removes its directory
+// (nothing for BLANKET_PG_DSN's server).
+func (c *Cluster) Close() error {
+	if !c.owned {
+		return nil
+	}
+	err := c.Kill()
+	if rerr := os.RemoveAll(c.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Restart restarts the server as an operator would (pg_ctl restart -m
+// fast: its sessions are terminated, a shutdown checkpoint is written,
+// and it starts again on the same port).
+func (c *Cluster) Restart() error {
+	if !c.owned {
+		return errors.New("pgtest: the server of BLANKET_PG_DSN is not the tests' to restart")
+	}
+	if err := c.ctl("stop", "-m", "fast"); err != nil {
+		return err
+	}
+	return c.Start()
+}
+
+// FailCommit runs update, one Update (or a server's step that makes
+// some) of the store in schema, so that its commit fails with its outcome
+// unknown: another session holds the schema's table (kv) in EXCLUSIVE
+// mode, which lets reads through and holds back writes, so the Update's
+// reads run and its batch of writes (and COMMIT) is sent and waits; the
+// server is killed (pg_ctl stop -m immediate) while it waits, and started
+// again. It returns update's error (one wrapping datastore.ErrNotDurable
+// for a lone Update). It skips t on a server that is not the tests'.
+func (c *Cluster) FailCommit(t testing.TB, schema string, update func() error) error {
+	t.Helper()
+	if !c.Owned() {
+		t.Skip("the server of BLANKET_PG_DSN is not the tests' to kill")
+	}
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, c.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE "+pgx.Identifier{schema, "kv"}.Sanitize()+" IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- update() }()
+	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-done:
+			t.Fatalf("the Update returned %v while its lock was held", err)
+		default:
+		}
+		if err := holder.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE NOT granted").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return err
+}
+
 // Owned reports whether the tests started the server (and so may kill
 // and restart it).
 func (c *Cluster) Owned() bool { return c.owned }
