@@ -1,6 +1,6 @@
 module github.com/blanket-fl/blanket/scripts/browsertest
 
-go 1.26
+go 1.26.0
 
 replace github.com/blanket-fl/blanket => ../..
 
@@ -17,6 +17,6 @@ require (
 	github.com/cloudflare/circl v1.6.5 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
-	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 	gonum.org/v1/gonum v0.17.0 // indirect
 )

@@ -146,6 +146,11 @@ func TestSurveyInBrowser(t *testing.T) {
 		got[4] != "grade=1" || !strings.Contains(strings.Join(tk.Label.Classes, "|"), got[5]) {
 		t.Errorf("dashboard of a study without test data: %q (%v)", got, err)
 	}
+	// A class of 5 at ε = 4: the noise dominates, and the dashboard says so
+	// from public parameters (dashboard.NoiseWarning).
+	if note, err := eval[string](dash, `(document.getElementById("noise-note") || {}).textContent || ""`); err != nil || !strings.Contains(note, "Mostly noise") {
+		t.Errorf("the survey's dashboard does not warn that the noise dominates: %q (%v)", note, err)
+	}
 	noOverflow(t, dash, "the survey's dashboard at 1920 px")
 	if err := dash.screenshot(filepath.Join(artifacts, "survey-dashboard-1920.png")); err != nil {
 		t.Error(err)

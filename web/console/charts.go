@@ -59,6 +59,10 @@ type DashboardData struct {
 	// (the noise that protects each volunteer against too few updates);
 	// "" otherwise.
 	Chance string
+	// Noise warns, from public parameters only (dashboard.NoiseWarning),
+	// when the noise dominates what the volunteers can teach the model
+	// together; "" otherwise.
+	Noise string
 	// Task is the study (nil: the built-in digits, as before tasks).
 	Task *TaskView
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/shared/counts"
 )
 
 // AbortFacts is what the pages know about a round that ended without a
@@ -192,4 +193,47 @@ func MeanReports(history []checkpoint.RoundRecord) float64 {
 		return 0
 	}
 	return float64(sum) / float64(n)
+}
+
+// NoiseFacts is what the noise warning needs: public parameters of the
+// current secure-summation round only (no report, no statistic of data).
+type NoiseFacts struct {
+	// D is the model's parameters; Sigma each server's noise and
+	// Sensitivity the largest accepted update's L2 norm, both in PINE's
+	// fixed-point units (privacy.Release's SecAggSigma and
+	// SecAggSensitivity).
+	D                  int
+	Sigma, Sensitivity float64
+	// Reports is the mean number of updates summed per ok round (0
+	// before the first), Expected the configured reports per round: the
+	// warning uses Reports once a round has counted them.
+	Reports       float64
+	Expected      int
+	TargetEpsilon float64
+}
+
+// NoiseWarning says, for every task (with or without public test rows),
+// when the two servers' noise on the round's mean update dominates the
+// largest signal the volunteers can send together: the ratio
+// counts.UpdateNoiseRatio (√(2d)·σ/(n·Δ), aggregator task plan's) at or
+// above counts.UpdateDominates. "" when it does not, or when the round is
+// not secure summation (Sigma 0). The ratio falls as 1/n, so the note
+// also gives the crowd from which it falls below the threshold.
+func NoiseWarning(f NoiseFacts) string {
+	n := int(math.Round(f.Reports))
+	if n < 1 {
+		n = f.Expected
+	}
+	if n < 1 || !(f.Sigma > 0) {
+		return ""
+	}
+	r, err := counts.UpdateNoiseRatio(f.D, n, f.Sigma, f.Sensitivity)
+	if err != nil || r < counts.UpdateDominates {
+		return ""
+	}
+	need := int(math.Ceil(r * float64(n) / counts.UpdateDominates))
+	return fmt.Sprintf("Mostly noise: with about %d updates per round, the noise that keeps every volunteer within ε = %s is %.1f times "+
+		"the largest change they can make together: what the model shows is mostly that noise, not what they know. "+
+		"From about %d volunteers per round the noise falls below that (aggregator task plan computes it before recruiting).",
+		n, strconv.FormatFloat(f.TargetEpsilon, 'g', 4, 64), r, need)
 }

@@ -123,3 +123,30 @@ func TestExplainChance(t *testing.T) {
 		t.Errorf("MeanReports = %v, want 5", m)
 	}
 }
+
+// TestNoiseWarning: the warning follows √(2d)·σ/(n·Δ) against 4, from the
+// rounds' mean reports once there are some (else the expected ones); at
+// the digits' d = 7,850 with σ = 4.84 Δ (make run's ε = 4 over 5 rounds)
+// 400 volunteers give 1.52 (no warning) and 20 give 30.3, which warns and
+// names the crowd (152) from which the ratio falls below 4.
+func TestNoiseWarning(t *testing.T) {
+	f := NoiseFacts{D: 7850, Sigma: 4.84, Sensitivity: 1, Expected: 400, TargetEpsilon: 4}
+	if s := NoiseWarning(f); s != "" {
+		t.Errorf("400 volunteers: %q, want no warning (ratio 1.52)", s)
+	}
+	f.Reports = 20
+	s := NoiseWarning(f)
+	for _, want := range []string{"about 20 updates", "ε = 4", "30.3 times", "From about 152 volunteers"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("20 volunteers: %q lacks %q", s, want)
+		}
+	}
+	f.Reports, f.Expected = 0, 20
+	if NoiseWarning(f) != s {
+		t.Errorf("before any round the expected 20 reports should give the same warning")
+	}
+	f.Sigma = 0
+	if s := NoiseWarning(f); s != "" {
+		t.Errorf("a shuffle round (no σ): %q", s)
+	}
+}
