@@ -40,28 +40,32 @@ func TestDigitsRecipe(t *testing.T) {
 	}
 }
 
-// TestDefaultRecipe: without a training section the recipe follows d and
-// the rows per volunteer (docs/tasks.md, "Training recipe"), and each field
-// given overrides only itself.
+// TestDefaultRecipe: without a training section the recipe follows d
+// (docs/tasks.md, "Training recipe"), and each field given overrides only
+// itself.
 func TestDefaultRecipe(t *testing.T) {
-	tk := mustParse(t, survey) // form: 1 row, d = 24
-	got := tk.Recipe()
-	want := Recipe{Clip: 1, ServerOptimizer: OptimizerMomentum, ServerMomentum: 0.9, ServerLR: 0.6, LocalEpochs: 3, LocalLR: 0.1, FeatureMap: "identity"}
-	if got != want {
+	tk := mustParse(t, survey) // d = 24
+	want := Recipe{Clip: 0.3, ServerOptimizer: OptimizerSGD, ServerLR: 8, LocalEpochs: 10, LocalLR: 0.1, FeatureMap: "identity"}
+	if got := tk.Recipe(); got != want {
 		t.Fatalf("survey recipe %+v, want %+v", got, want)
 	}
-	img := imageTask(t, "", PreprocessPublicStandardize) // builtin: 20 rows, d = 7850
+	img := imageTask(t, "", PreprocessPublicStandardize) // d = 7850
 	want = Recipe{Clip: 0.3, ServerOptimizer: OptimizerMomentum, ServerMomentum: 0.9, ServerLR: 2, LocalEpochs: 10, LocalLR: 0.1, FeatureMap: "identity"}
 	if got := img.Recipe(); got != want {
 		t.Fatalf("image recipe %+v, want %+v", got, want)
 	}
-	if r := DefaultRecipe(62, 0); r.Clip != 1 || r.LocalEpochs != 3 {
-		t.Fatalf("csv d = 62: %+v", r)
+	if a, b := DefaultRecipe(ImageScale-1), DefaultRecipe(ImageScale); a.ServerOptimizer != OptimizerSGD || b.ServerOptimizer != OptimizerMomentum {
+		t.Fatalf("d %d: %+v; d %d: %+v", ImageScale-1, a, ImageScale, b)
 	}
-	withClip := mustParse(t, strings.Replace(survey, `"model"`, `"training": {"clip": 0.5, "server_optimizer": "sgd"}, "model"`, 1))
-	r := withClip.Recipe()
-	if r.Clip != 0.5 || r.ServerLR != 1.2 || r.ServerOptimizer != OptimizerSGD || r.ServerMomentum != 0 || r.LocalEpochs != 3 {
-		t.Fatalf("clip 0.5, sgd: %+v (want lr 0.6/0.5 = 1.2, no momentum)", r)
+	withMomentum := mustParse(t, strings.Replace(survey, `"model"`, `"training": {"clip": 0.5, "server_optimizer": "momentum"}, "model"`, 1))
+	r := withMomentum.Recipe()
+	if r.Clip != 0.5 || r.ServerLR != 2 || r.ServerOptimizer != OptimizerMomentum || r.ServerMomentum != 0.9 || r.LocalEpochs != 10 {
+		t.Fatalf("clip 0.5, momentum: %+v (want momentum's lr 2 and beta 0.9)", r)
+	}
+	sgd := imageTask(t, "", PreprocessDeclared)
+	sgd.Training.ServerOptimizer = OptimizerSGD
+	if r := sgd.Recipe(); r.ServerOptimizer != OptimizerSGD || r.ServerLR != 8 || r.ServerMomentum != 0 {
+		t.Fatalf("image task with sgd: %+v (want sgd's lr 8, no momentum)", r)
 	}
 	all := mustParse(t, strings.Replace(survey, `"model"`, `"training": {"clip": 2, "server_optimizer": "momentum", "server_momentum": 0.5, "server_lr": 3, "local_epochs": 4, "local_lr": 0.05}, "model"`, 1))
 	if r, w := all.Recipe(), (Recipe{Clip: 2, ServerOptimizer: OptimizerMomentum, ServerMomentum: 0.5, ServerLR: 3, LocalEpochs: 4, LocalLR: 0.05, FeatureMap: "identity"}); r != w {
