@@ -615,6 +615,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler), Workers: o.workers,
 			}
 			var err error
+			if tk != nil {
+				cc.Train = tk.Recipe().Train() // the task's local epochs and lr
+			}
 			if tk != nil && tk.Source != task.SourceBuiltin {
 				cc.Shares, err = taskdata.Shares(sets, o.clients, cc.Seed)
 				cc.PerUser = 1
