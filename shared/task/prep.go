@@ -199,3 +199,37 @@ func featuresOf(s *dataset.Set) int {
 	}
 	return s.Features
 }
+
+// ImageTask is a built-in 28 x 28 digits task (the digits' layout: one
+// numeric feature "pixel" of ImagePixels columns in [0, 1], 10 classes,
+// the embedded data set, preprocess "public-standardize") training with
+// recipe r's feature map and recipe. It is for the browser, which builds
+// the digits' preprocessing without decoding a definition (DigitsRecipe,
+// or the recipe of the definition the page gave it).
+func ImageTask(r Recipe) (*Task, error) {
+	lo, hi := 0.0, 1.0
+	classes := make([]string, 10)
+	for i := range classes {
+		classes[i] = fmt.Sprint(i)
+	}
+	return New(Task{Version: Version, Name: DigitsName, Title: "Handwritten digits", Consent: "(built in)", Source: SourceBuiltin,
+		Dataset: "mnist-sample", Preprocess: PreprocessPublicStandardize,
+		Features: []Feature{{Name: "pixel", Type: TypeNumeric, Min: &lo, Max: &hi, Count: ImagePixels}},
+		Label:    Label{Name: "digit", Classes: classes}, Model: Model{Type: ModelLogReg},
+		Training: Training{Clip: r.Clip, ServerOptimizer: r.ServerOptimizer, ServerMomentum: r.ServerMomentum, ServerLR: r.ServerLR,
+			LocalEpochs: r.LocalEpochs, LocalLR: r.LocalLR, FeatureMap: r.FeatureMap}})
+}
+
+// PrepWith is t's preprocessing with a standardization already fitted (a
+// server's, fetched by a volunteer that has only its own drawings): valid
+// only without a feature map, since z must be of the features the model
+// trains on and a volunteer cannot check a mapped one against the data.
+func (t *Task) PrepWith(z *dataset.Standardizer) (*Prep, error) {
+	if t.fmap != nil {
+		return nil, fmt.Errorf("task: preprocessing: feature map %q: fit on the public training part (FitPrep)", t.Recipe().FeatureMap)
+	}
+	if t.Preprocess != PreprocessPublicStandardize || z == nil || len(z.Mean) != t.Inputs() || z.Validate() != nil {
+		return nil, fmt.Errorf("task: preprocessing: a standardization of %d features for task %q", t.Inputs(), t.Name)
+	}
+	return &Prep{in: t.Inputs(), out: t.Inputs(), classes: len(t.Label.Classes), Z: z, mapName: "identity"}, nil
+}

@@ -119,3 +119,22 @@ func TestTrainingErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestImageTask: the browser's digits task built from the digits' recipe
+// is the built-in definition's layout and recipe.
+func TestImageTask(t *testing.T) {
+	tk, err := ImageTask(DigitsRecipe())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Digits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Shape() != d.Shape() || tk.Inputs() != d.Inputs() || tk.Recipe() != d.Recipe() || tk.Preprocess != d.Preprocess || tk.Dataset != d.Dataset {
+		t.Fatalf("image task %+v / %+v, the digits %+v / %+v", tk.Shape(), tk.Recipe(), d.Shape(), d.Recipe())
+	}
+	if _, err := tk.PrepWith(nil); err == nil {
+		t.Fatal("PrepWith accepted a mapped task")
+	}
+}
