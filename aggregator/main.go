@@ -264,9 +264,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		pf.Randomizer = wire.RandomizerClipLaplace.String()
 	}
 	if *protocol == wire.ProtocolSecAgg.String() {
-		if !set["clip"] {
-			pf.Clip = 0 // roundspec.DefaultSecAggClip
-		}
+		params.SecAggRecipe(&pf, tk.Recipe(), set["clip"], set["server-lr"]) // the task's clip and server lr
 		pf.Bits, pf.Sigma = *bits, *sigma
 		if pf.Sigma, err = params.SecAggSigma(d, *expected, pf, *rounds, *epsilon, *delta); err != nil {
 			return fail(2, "%v", err)

@@ -9,11 +9,11 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"github.com/blanket-fl/blanket/shared/datastore"
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 )
 
-// TestLoadTask: no -task is the digits (d = 7850, the embedded test part);
+// TestLoadTask: no -task is the digits (d = 8340 with scatter1, the
+// embedded test part);
 // the tabular example evaluates on its public holdout; the survey has
 // none; -data is refused for a task that brings its own data.
 func TestLoadTask(t *testing.T) {
@@ -22,7 +22,7 @@ func TestLoadTask(t *testing.T) {
 		d, rows int
 		src     string
 	}{
-		{"", logreg.MNISTParams, 2000, "public_holdout"},
+		{"", (833 + 1) * 10, 2000, "public_holdout"},
 		{"../tasks/breast-cancer/task.json", 62, 113, "public_holdout"},
 		{"../tasks/class-survey/task.json", (2 + 6 + 4 + 1) * 5, 0, "none"},
 	} {

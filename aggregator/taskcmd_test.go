@@ -68,7 +68,7 @@ func TestTaskPlan(t *testing.T) {
 	if st := run(t.Context(), []string{"task", "plan", "-volunteers", "400", "-epsilon", "4", "-rounds", "5", "-delta", "1e-5", "digits"}, &out, &errOut); st != 0 {
 		t.Fatalf("exit %d: %s", st, errOut.String())
 	}
-	if !strings.Contains(out.String(), "d = 7850") || !regexpMatch(t, `\n400\s+1\.5[0-9]\s`, out.String()) {
+	if !strings.Contains(out.String(), "d = 8340") || !regexpMatch(t, `\n400\s+1\.5[0-9]\s`, out.String()) {
 		t.Fatalf("digits at 400:\n%s", out.String())
 	}
 	out.Reset()

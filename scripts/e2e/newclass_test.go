@@ -22,7 +22,7 @@ import (
 )
 
 // TestNewClassSwitchesTask: a class that runs the built-in digits (d =
-// 7850) chooses the shipped breast-cancer example on the operator page's
+// 8340, scatter1) chooses the shipped breast-cancer example on the operator page's
 // API (POST /operator/task) and asks for a new class; the supervisor
 // (localrun's NewClass, as make run does) restarts the aggregator with a
 // fresh state directory, and the new class learns breast cancer: the
@@ -71,8 +71,8 @@ func TestNewClassSwitchesTask(t *testing.T) {
 		}
 		return rt.Name, len(m.Params)
 	}
-	if name, d := shape(); name != task.DigitsName || d != 7850 {
-		t.Fatalf("first class: task %q, d = %d; want the digits, 7850", name, d)
+	if name, d := shape(); name != task.DigitsName || d != 8340 {
+		t.Fatalf("first class: task %q, d = %d; want the digits, 8340 (scatter1)", name, d)
 	}
 	var before struct{ Fingerprint string }
 	if err := cl.GetJSON(ctx, "/api/status", &before); err != nil {

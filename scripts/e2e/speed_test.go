@@ -8,8 +8,8 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/cohort"
 	"github.com/blanket-fl/blanket/scripts/internal/wsclient"
 	"github.com/blanket-fl/blanket/shared/envelope"
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -30,7 +30,11 @@ var slow = 1.0
 
 // measureSpeed sets slow.
 func measureSpeed(ctx context.Context) error {
-	p, _, err := roundspec.Build(logreg.MNISTParams, 400, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 1, MinBatch: 1})
+	digits, err := task.Digits() // ReportCost trains on the digits task's features
+	if err != nil {
+		return err
+	}
+	p, _, err := roundspec.Build(digits.D(), 400, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 1, MinBatch: 1})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,6 @@ import (
 	"github.com/blanket-fl/blanket/scripts/internal/localrun"
 	"github.com/blanket-fl/blanket/scripts/internal/procmem"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/task/taskdata"
@@ -387,7 +386,11 @@ func sizeRounds(ctx context.Context, o *options, stdout io.Writer) error {
 	if proto == wire.ProtocolSecAgg {
 		opt.Sigma = 1 // the noise is the servers': it does not change a volunteer's cost
 	}
-	p, _, err := roundspec.Build(logreg.MNISTParams, o.clients, opt)
+	digits, err := task.Digits() // the rehearsal trains on the digits (cohort.LoadShares): their d
+	if err != nil {
+		return err
+	}
+	p, _, err := roundspec.Build(digits.D(), o.clients, opt)
 	if err != nil {
 		return fmt.Errorf("sizing the rounds: %w", err)
 	}
@@ -615,6 +618,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				Dataset: sample.Name, Seed: 1, Logger: slog.New(slog.DiscardHandler), Workers: o.workers,
 			}
 			var err error
+			if tk != nil {
+				cc.Train = tk.Recipe().Train() // the task's local epochs and lr
+			}
 			if tk != nil && tk.Source != task.SourceBuiltin {
 				cc.Shares, err = taskdata.Shares(sets, o.clients, cc.Seed)
 				cc.PerUser = 1

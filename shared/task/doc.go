@@ -14,7 +14,13 @@
 // and C classes, logreg's layout has d = (F + 1) · C parameters (C·F
 // weights then C biases); Task.Shape and Task.D give it, and every protocol
 // (package roundspec: the round's parameters, the accountant's release,
-// the padding, secure summation's bounds) derives from that d.
+// the padding, secure summation's bounds) derives from that d. The
+// optional training section (Training, resolved by Recipe with defaults
+// chosen from d: DefaultRecipe) may name a fixed feature map of
+// shared/features for a 28 x 28 image task; F is then the map's output
+// length (Task.ModelFeatures: 833 for the digits' scatter1), and Prep is
+// the one preprocessing every party applies (the map, then the public
+// standardization of the mapped public training part).
 //
 // # Privacy guarantee of the preprocessing
 //

@@ -13,6 +13,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(digitsJSON)
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`{"version":1,"features":[{"name":"a","type":"numeric","min":0,"max":1,"count":3}]}`))
+	f.Add(digitsJSON)
+	f.Add([]byte(`{"version":1,"training":{"clip":0.5,"server_optimizer":"sgd","local_epochs":2,"feature_map":"pool4"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tk, err := Parse(b)
 		if err != nil {
@@ -24,8 +26,20 @@ func FuzzParse(f *testing.F) {
 		if err := tk.Shape().Validate(); err != nil {
 			t.Fatal(err)
 		}
-		if tk.D() != (tk.Inputs()+1)*len(tk.Label.Classes) {
-			t.Fatalf("d %d for %d inputs and %d classes", tk.D(), tk.Inputs(), len(tk.Label.Classes))
+		if tk.D() != (tk.ModelFeatures()+1)*len(tk.Label.Classes) {
+			t.Fatalf("d %d for %d model features and %d classes", tk.D(), tk.ModelFeatures(), len(tk.Label.Classes))
+		}
+		// Without a feature map the model trains on the encoded columns;
+		// with one, only a 28 x 28 image is accepted.
+		if name := tk.Training.FeatureMap; name == "" || name == "identity" {
+			if tk.ModelFeatures() != tk.Inputs() {
+				t.Fatalf("no map: %d model features for %d inputs", tk.ModelFeatures(), tk.Inputs())
+			}
+		} else if tk.Inputs() != ImagePixels {
+			t.Fatalf("map %q accepted for %d inputs", name, tk.Inputs())
+		}
+		if r := tk.Recipe(); !(r.Clip > 0 && r.ServerLR > 0 && r.LocalEpochs > 0 && r.LocalLR > 0) || (r.ServerOptimizer == OptimizerMomentum) != (r.ServerMomentum > 0 && r.ServerMomentum < 1) {
+			t.Fatalf("recipe %+v", r)
 		}
 		seen := map[string]bool{}
 		for _, c := range tk.Columns() {

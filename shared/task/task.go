@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/blanket-fl/blanket/shared/features"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -109,8 +110,15 @@ type Task struct {
 	// file) dealt to simulated volunteers (make run, the experiment
 	// runner); a real study has none.
 	Simulation string `json:"simulation,omitempty"`
+	// Training is the optional training recipe (every field optional;
+	// Recipe resolves it with the defaults).
+	Training Training `json:"training,omitzero"`
 
 	cols []column // encoded layout, filled by validate
+	// fmap is the training section's feature map (nil: identity) and
+	// mapDim its output length, filled by validate.
+	fmap   features.FeatureMap
+	mapDim int
 }
 
 // Feature is one input column of a volunteer's row.
@@ -365,7 +373,7 @@ func foldKey(s string) string {
 // the wasm module (about 250 KB gzipped); it does not see unknown fields,
 // so the relay checks the definition it serves with Parse.
 func New(t Task) (*Task, error) {
-	t.cols = nil
+	t.cols, t.fmap, t.mapDim = nil, nil, 0
 	if err := t.validate(); err != nil {
 		return nil, err
 	}
@@ -477,6 +485,7 @@ func (t *Task) validate() error {
 	}
 	layoutErr := t.layout()
 	add(layoutErr)
+	add(t.Training.validate(t, layoutErr == nil))
 	add(t.Label.validate(t))
 	if t.Model.Type != ModelLogReg {
 		add(invalid("model.type", "%q: want %q (multinomial logistic regression)", t.Model.Type, ModelLogReg))
@@ -490,7 +499,7 @@ func (t *Task) validate() error {
 	add(checkText("holdout", t.Holdout, maxText, false))
 	add(checkText("simulation", t.Simulation, maxText, false))
 	if len(errs) > 0 {
-		t.cols = nil
+		t.cols, t.fmap, t.mapDim = nil, nil, 0
 	}
 	return errors.Join(errs...)
 }
@@ -675,14 +684,24 @@ func (t *Task) Inputs() int {
 	return last.offset + 1
 }
 
-// Shape returns the model's shape: Inputs features, one class per
+// ModelFeatures returns the number of features the model trains on: the
+// training section's feature map's output length for the Inputs encoded
+// columns (833 for "scatter1" on 784 pixels), or Inputs without a map.
+func (t *Task) ModelFeatures() int {
+	if t.fmap != nil {
+		return t.mapDim
+	}
+	return t.Inputs()
+}
+
+// Shape returns the model's shape: ModelFeatures features, one class per
 // declared class.
 func (t *Task) Shape() logreg.Shape {
-	return logreg.Shape{Features: t.Inputs(), Classes: len(t.Label.Classes)}
+	return logreg.Shape{Features: t.ModelFeatures(), Classes: len(t.Label.Classes)}
 }
 
 // D returns the model's parameter count, logreg's layout
-// (Inputs + 1) · Classes: the d every protocol derives from.
+// (ModelFeatures + 1) · Classes: the d every protocol derives from.
 func (t *Task) D() int { return t.Shape().NumParams() }
 
 // Columns returns the input column names a CSV header or a form carries,

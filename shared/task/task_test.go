@@ -52,16 +52,17 @@ func TestShape(t *testing.T) {
 	}
 }
 
-// TestDigits: the built-in task is today's pipeline: 784 pixels in [0,1]
-// as pixel_0..pixel_783, 10 classes, d = 7850, the embedded data set with
-// its public standardization.
+// TestDigits: the built-in task is the digits pipeline: 784 pixels in
+// [0,1] as pixel_0..pixel_783, 10 classes, mapped by scatter1 to 833
+// features (d = 8,340), the embedded data set with its public
+// standardization.
 func TestDigits(t *testing.T) {
 	tk, err := Digits()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Shape() != logreg.MNIST || tk.D() != logreg.MNISTParams {
-		t.Fatalf("digits shape %+v (d %d), want %+v", tk.Shape(), tk.D(), logreg.MNIST)
+	if want := (logreg.Shape{Features: 833, Classes: 10}); tk.Shape() != want || tk.D() != 8340 || tk.Inputs() != logreg.MNIST.Features {
+		t.Fatalf("digits shape %+v (d %d, inputs %d), want %+v (d 8340, inputs 784)", tk.Shape(), tk.D(), tk.Inputs(), want)
 	}
 	if tk.Source != SourceBuiltin || tk.Dataset != "mnist-sample" || tk.Preprocess != PreprocessPublicStandardize {
 		t.Fatalf("digits source %q dataset %q preprocess %q", tk.Source, tk.Dataset, tk.Preprocess)

@@ -98,11 +98,16 @@ type State struct {
 	Version int `json:"version"`
 	// Round is the last finished round (any status): Model is the model
 	// after every ok round up to it.
-	Round   int           `json:"round"`
-	Params  Params        `json:"params"`
-	Model   []float64     `json:"model"`
-	History []RoundRecord `json:"history"`
-	Open    *Open         `json:"open,omitempty"`
+	Round  int       `json:"round"`
+	Params Params    `json:"params"`
+	Model  []float64 `json:"model"`
+	// Momentum is the server optimiser's momentum after Round (FedAvgM:
+	// m = β m + Δ, x += η m; rounds.Optimizer), empty for plain SGD or
+	// before the first update: part of the model state, so that a restart
+	// resumes with it. A model reset clears it.
+	Momentum []float64     `json:"momentum,omitempty"`
+	History  []RoundRecord `json:"history"`
+	Open     *Open         `json:"open,omitempty"`
 	// ModelResets are the rounds after which the operator reset the
 	// model to zero (the ledger is never reset).
 	ModelResets []int `json:"model_resets,omitempty"`
@@ -222,7 +227,27 @@ func Load(path string) (*State, error) {
 			return nil, fmt.Errorf("checkpoint: checkpoint %s: non-finite model parameter", path)
 		}
 	}
+	if err := c.CheckMomentum(); err != nil {
+		return nil, fmt.Errorf("checkpoint: checkpoint %s: %w", path, err)
+	}
 	return &c, nil
+}
+
+// CheckMomentum checks the momentum: empty, or finite and as long as the
+// model.
+func (c *State) CheckMomentum() error {
+	if len(c.Momentum) == 0 {
+		return nil
+	}
+	if len(c.Momentum) != len(c.Model) {
+		return fmt.Errorf("momentum of %d coordinates for a model of %d", len(c.Momentum), len(c.Model))
+	}
+	for _, v := range c.Momentum {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return errors.New("non-finite momentum")
+		}
+	}
+	return nil
 }
 
 // Save writes the checkpoint atomically.

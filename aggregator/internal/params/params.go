@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -97,4 +98,20 @@ func DefaultParams(d, n int) (wire.Params, error) {
 		return wire.Params{}, fmt.Errorf("params: default params: %w", err)
 	}
 	return p, nil
+}
+
+// SecAggRecipe fills the secure-summation choices the operator did not
+// set (clipSet, lrSet: the -clip and -server-lr flags were given) from
+// the task's training recipe (task.Task.Recipe): the L2 clip C and the
+// server learning rate. The clip is the sensitivity σ is calibrated for
+// (SecAggSigma reads c.Clip), so call it before SecAggSigma. The
+// shuffle protocols' clip and step are theirs (roundspec's defaults) and
+// are not touched: call it for secure summation only.
+func SecAggRecipe(c *Choice, r task.Recipe, clipSet, lrSet bool) {
+	if !clipSet {
+		c.Clip = r.Clip
+	}
+	if !lrSet {
+		c.ServerLR = r.ServerLR
+	}
 }

@@ -1,6 +1,10 @@
 package params
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/blanket-fl/blanket/shared/task"
+)
 
 func TestBuildParams(t *testing.T) {
 	base := Choice{Protocol: "ss-topk", Randomizer: "laplace", EpsL: 78.5, Clip: 0.01, CheckIn: 1}
@@ -29,5 +33,36 @@ func TestBuildParams(t *testing.T) {
 		if _, _, err := Build(7850, 200, f); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestSecAggRecipe: without -clip and -server-lr secure summation takes
+// the task's recipe (the digits: C = 0.3, server lr 2, d = 8,340 with
+// scatter1), and the flags win when given; the round built carries the
+// recipe's clip and the returned server lr is the recipe's.
+func TestSecAggRecipe(t *testing.T) {
+	tk, err := task.Digits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Choice{Protocol: "secagg", Randomizer: "laplace", CheckIn: 1, Clip: DefaultClip}
+	SecAggRecipe(&c, tk.Recipe(), false, false)
+	if c.Clip != 0.3 || c.ServerLR != 2 {
+		t.Fatalf("digits recipe: clip %v, server lr %v", c.Clip, c.ServerLR)
+	}
+	if c.Sigma, err = SecAggSigma(tk.D(), 400, c, 5, 4, 1e-5); err != nil {
+		t.Fatal(err)
+	}
+	p, lr, err := Build(tk.D(), 400, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.D != 8340 || p.Clip != 0.3 || lr != 2 {
+		t.Fatalf("round d %d, clip %v, server lr %v", p.D, p.Clip, lr)
+	}
+	flags := Choice{Clip: 1, ServerLR: 5}
+	SecAggRecipe(&flags, tk.Recipe(), true, true)
+	if flags.Clip != 1 || flags.ServerLR != 5 {
+		t.Fatalf("flags overridden: %+v", flags)
 	}
 }

@@ -106,6 +106,9 @@ func (d *DBStore) LoadState() (*checkpoint.State, error) {
 			return nil, errors.New("rounds: stored checkpoint: non-finite model parameter")
 		}
 	}
+	if err := st.CheckMomentum(); err != nil {
+		return nil, fmt.Errorf("rounds: stored checkpoint: %w", err)
+	}
 	return &st, nil
 }
 

@@ -61,6 +61,9 @@ func (m *Machine) NextRound(now time.Time) (*checkpoint.Open, error) {
 	if err := m.commit(func(st *checkpoint.State) { st.Open = &o }); err != nil {
 		return nil, err
 	}
+	opt, lr := m.ServerStep(rc)
+	m.log.Info("round opened", "round", r, "protocol", rc.Params.Protocol, "d", rc.Params.D, "clip", rc.Params.Clip,
+		"server_optimizer", opt.String(), "server_lr", lr, "deadline", o.Deadline)
 	if f := m.opt.Hooks.RoundOpened; f != nil {
 		f(r, rc)
 	}
@@ -367,7 +370,7 @@ func (m *Machine) applyPending() error {
 			st.Params = checkpoint.ParamsOf(pc.Params)
 		}
 		if reset {
-			st.Model = make([]float64, len(st.Model))
+			st.Model, st.Momentum = make([]float64, len(st.Model)), nil
 			st.ModelResets = append(st.ModelResets, st.Round)
 		}
 		m.ctl.PendingCfg, m.ctl.PendingReset = nil, false

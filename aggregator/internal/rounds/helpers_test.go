@@ -148,6 +148,8 @@ type rig struct {
 	// session: the ledger composes with privacy.Session (the aggregator's
 	// accounting) instead of counting releases.
 	session bool
+	// optimizer is the server optimiser (zero value: sgd).
+	optimizer Optimizer
 }
 
 // oneEach charges every release ε = 1 (the tests count releases).
@@ -240,7 +242,7 @@ func (r *rig) open() {
 	}
 	m, err := Open(Options{Key: r.key, Ledger: l, Acct: acct, Store: r.store, Round: rc, Test: testSet(t), Token: testToken,
 		Workers: 2, BatchGrace: 10 * time.Second, ExpectedN: 4, TargetEpsilon: 100, TargetDelta: 1e-5,
-		Noise: noise.NewSeeded(99)}, *st)
+		Noise: noise.NewSeeded(99), Optimizer: r.optimizer}, *st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,6 +460,7 @@ func (r *rig) state() (st checkpoint.State) {
 		st = *s
 		st.History = append([]checkpoint.RoundRecord(nil), s.History...)
 		st.Model = append([]float64(nil), s.Model...)
+		st.Momentum = append([]float64(nil), s.Momentum...)
 	})
 	return st
 }

@@ -152,7 +152,7 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, outcome.Intake, er
 	} else {
 		reply.Status = wire.BatchStatusOK
 		rec.Status = checkpoint.StatusOK
-		m.evaluate(&rec, model)
+		m.evaluate(&rec, model.model)
 	}
 	m.fillEpsilon(&rec)
 	st := reply.Status
@@ -161,7 +161,7 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, outcome.Intake, er
 	// charge is durable, and after a restart the round is recorded lost).
 	m.commit(func(c *checkpoint.State) {
 		if rec.Status == checkpoint.StatusOK {
-			c.Model = model
+			model.store(c)
 		}
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = r, nil, nil
@@ -175,7 +175,7 @@ func (m *Machine) BatchIntake(frame []byte) (wire.BatchReply, outcome.Intake, er
 // analysis and returns the model with the round's update applied (not
 // yet stored), or an error if the estimate (err) or the update is
 // unusable.
-func (m *Machine) applyAnalysis(res analysis.Result, err error, reply *wire.BatchReply, rec *checkpoint.RoundRecord) ([]float64, error) {
+func (m *Machine) applyAnalysis(res analysis.Result, err error, reply *wire.BatchReply, rec *checkpoint.RoundRecord) (*moved, error) {
 	if res.Opened {
 		m.opened.Add(int64(len(res.Batch.Messages)))
 	}
@@ -218,13 +218,13 @@ func (m *Machine) reapply(frame []byte, round uint64, dig string) (wire.BatchRep
 		reply.Status = wire.BatchStatusOK
 		rec.Status, rec.Detail = checkpoint.StatusOK, "charged before a restart; its identical re-sent batch applied without a second charge"
 		rec.N, rec.NP, rec.CheckedIn, rec.Population, rec.Messages = int(b.Reports), int(b.NP), int(b.CheckedIn), int(b.Population), len(b.Messages)
-		m.evaluate(&rec, model)
+		m.evaluate(&rec, model.model)
 	}
 	st := reply.Status
 	rec.Digest, rec.Reply, rec.FinishedAt, rec.Seconds = dig, &st, time.Now(), time.Since(start).Seconds()
 	m.commit(func(c *checkpoint.State) {
 		if rec.Status == checkpoint.StatusOK {
-			c.Model = model
+			model.store(c)
 		}
 		for i := range c.History {
 			if c.History[i].Round == r {

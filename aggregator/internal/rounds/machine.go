@@ -76,6 +76,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -112,6 +113,9 @@ type Options struct {
 	Acct   *accounting.Accounting
 	Store  Store
 	Round  *RoundConfig // the first rounds' configuration
+	// Optimizer is the server's optimiser of secure summation's noisy
+	// mean (zero value: sgd); OptimizerOf gives a task's.
+	Optimizer Optimizer
 	// Test is the held-out set the model is evaluated on (no examples:
 	// nothing is evaluated).
 	Test logreg.Dataset
@@ -188,6 +192,12 @@ func Open(opt Options, st checkpoint.State) (*Machine, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := opt.Optimizer.validate(); err != nil {
+		return nil, err
+	}
+	if opt.Optimizer.Kind == "" {
+		opt.Optimizer.Kind = OptimizerSGD
+	}
 	m := &Machine{opt: opt, log: opt.Logger, key: opt.Key, ledger: opt.Ledger, acct: opt.Acct, store: opt.Store,
 		st: st, wake: make(chan struct{}, 1)}
 	m.ctl.Paused = opt.Paused
@@ -198,6 +208,16 @@ func Open(opt Options, st checkpoint.State) (*Machine, error) {
 	}
 	m.restoreCollect()
 	return m, nil
+}
+
+// ServerStep names the server's step of rounds of configuration rc, as
+// announced with the round: the optimiser (momentum applies to secure
+// summation only, OptimizerOf) and the server learning rate.
+func (m *Machine) ServerStep(rc *RoundConfig) (Optimizer, float64) {
+	if rc.Params.Protocol != wire.ProtocolSecAgg {
+		return Optimizer{Kind: OptimizerSGD}, rc.ServerLR
+	}
+	return m.opt.Optimizer, rc.ServerLR
 }
 
 // Current returns the configuration of the open or next round (lock-free).
@@ -377,23 +397,98 @@ func (m *Machine) workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// moveModel returns the current model moved by ServerLR times mean (not
-// yet stored), or an error if the result is not finite.
-func (m *Machine) moveModel(mean []float64) ([]float64, error) {
+// Optimizer is the server's optimiser of the noisy mean: OptimizerSGD
+// ("" too) moves the model by ServerLR times the mean; OptimizerMomentum is
+// FedAvgM (Hsu et al. 2019): m = Beta m + mean, x += ServerLR m, with m
+// checkpointed with the model (checkpoint.State.Momentum), so that a
+// restart resumes with the same momentum. Either is post-processing of the
+// released mean: it costs no privacy.
+type Optimizer struct {
+	Kind string  // task.OptimizerSGD or task.OptimizerMomentum
+	Beta float64 // momentum β in (0, 1)
+}
+
+// Optimizer kinds (task.OptimizerSGD, task.OptimizerMomentum).
+const (
+	OptimizerSGD      = task.OptimizerSGD
+	OptimizerMomentum = task.OptimizerMomentum
+)
+
+// OptimizerOf is the server optimiser of a task's recipe for rounds of
+// protocol p: the recipe's (task.Task.Recipe) for secure summation, whose
+// recipe it is; plain SGD for the shuffle protocols and without a task.
+func OptimizerOf(t *task.Task, p wire.Params) Optimizer {
+	if t == nil || p.Protocol != wire.ProtocolSecAgg {
+		return Optimizer{Kind: OptimizerSGD}
+	}
+	r := t.Recipe()
+	return Optimizer{Kind: r.ServerOptimizer, Beta: r.ServerMomentum}
+}
+
+func (o Optimizer) validate() error {
+	switch o.Kind {
+	case "", OptimizerSGD:
+		return nil
+	case OptimizerMomentum:
+		if !(o.Beta > 0 && o.Beta < 1) {
+			return fmt.Errorf("rounds: server momentum %v, want in (0, 1)", o.Beta)
+		}
+		return nil
+	}
+	return fmt.Errorf("rounds: server optimiser %q, want %q or %q", o.Kind, OptimizerSGD, OptimizerMomentum)
+}
+
+// String names the optimiser ("sgd", "momentum 0.9").
+func (o Optimizer) String() string {
+	if o.Kind == OptimizerMomentum {
+		return fmt.Sprintf("momentum %g", o.Beta)
+	}
+	return OptimizerSGD
+}
+
+// moved is a model update not yet stored: the new model and the server
+// optimiser's new momentum (nil for sgd).
+type moved struct {
+	model, momentum []float64
+}
+
+// store writes mv into the checkpoint state.
+func (mv *moved) store(c *checkpoint.State) {
+	c.Model, c.Momentum = mv.model, mv.momentum
+}
+
+// moveModel returns the current model moved by the server optimiser's step
+// for the round's noisy mean (Options.Optimizer, at ServerLR; not yet
+// stored), or an error if the result is not finite. The momentum is the
+// checkpointed one (zero at the start and after a model reset), and only
+// secure-summation rounds use it (OptimizerOf).
+func (m *Machine) moveModel(mean []float64) (*moved, error) {
 	model := slices.Clone(m.st.Model)
 	if len(mean) != len(model) {
 		return nil, fmt.Errorf("rounds: the update has %d coordinates, the model %d", len(mean), len(model))
 	}
 	lr := m.Current().ServerLR
-	for j, v := range mean {
+	step := mean
+	var mom []float64
+	if o := m.opt.Optimizer; o.Kind == OptimizerMomentum && m.Current().Params.Protocol == wire.ProtocolSecAgg {
+		mom = make([]float64, len(mean))
+		if len(m.st.Momentum) == len(mean) {
+			copy(mom, m.st.Momentum)
+		}
+		for j, v := range mean {
+			mom[j] = o.Beta*mom[j] + v
+		}
+		step = mom
+	}
+	for j, v := range step {
 		model[j] += lr * v
 	}
-	for _, v := range model {
-		if !finite(v) {
+	for j, v := range model {
+		if !finite(v) || (mom != nil && !finite(mom[j])) {
 			return nil, errors.New("model update is not finite")
 		}
 	}
-	return model, nil
+	return &moved{model: model, momentum: mom}, nil
 }
 
 // evaluate fills rec's accuracy and loss of model on the test set (no

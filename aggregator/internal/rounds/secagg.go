@@ -129,11 +129,11 @@ func (m *Machine) SecAggAggregateIntake(frame []byte) outcome.Answer {
 	}
 	rec.Status, rec.FinishedAt = checkpoint.StatusOK, time.Now()
 	rec.Seconds += time.Since(start).Seconds()
-	m.evaluate(&rec, model)
+	m.evaluate(&rec, model.model)
 	m.sa.pending = nil
 	m.sa.last = &secaggLast{round: r, closeDigest: p.digest, closeReply: p.reply, aggDigest: dig}
 	m.commit(func(c *checkpoint.State) {
-		c.Model = model
+		model.store(c)
 		c.History = append(c.History, rec)
 		c.Round, c.Open, c.Charging = r, nil, nil
 	})
@@ -146,9 +146,10 @@ func (m *Machine) SecAggAggregateIntake(frame []byte) outcome.Answer {
 
 // unshardInto takes the leader's aggregate share, adds the aggregator's
 // discrete Gaussian noise, unshards with the relay's 'A' and returns the
-// current model moved by ServerLR times the noisy mean (not yet stored).
+// current model moved by the server optimiser's step for the noisy mean
+// (moveModel; not yet stored).
 // The caller holds procMu; p cannot be unsharded again afterwards.
-func (m *Machine) unshardInto(p *secaggPending, helperMsg []byte) ([]float64, error) {
+func (m *Machine) unshardInto(p *secaggPending, helperMsg []byte) (*moved, error) {
 	src := m.opt.Noise
 	if src == nil {
 		src = noise.Secure()

@@ -41,6 +41,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -152,20 +153,29 @@ func (cfg *Config) fill() error {
 	return nil
 }
 
-// LoadShares opens the named dataset, standardizes it with
-// client.StandardizeSplit (the aggregator evaluates with the same map) and
-// deals the training examples IID to train.Len()/perUser users, from seed;
-// it returns the first clients users' shares. The shares are consecutive
-// slices of one array holding exactly the examples dealt (the standardized
-// set is dropped), so the cohort holds one copy of its data.
+// LoadShares opens the named dataset, deals its training examples IID to
+// train.Len()/perUser users, from seed, and returns the first clients
+// users' shares, preprocessed as the built-in digits task says
+// (task.Task.FitPrep: its feature map, then the public standardization;
+// the aggregator evaluates with the same). The shares are consecutive
+// slices of one array holding exactly the examples dealt, so the cohort
+// holds one copy of its data.
 func LoadShares(name, dir string, clients, perUser int, seed uint64) ([]logreg.Dataset, error) {
-	train, test, err := sample.Open(name, dir)
+	train, _, err := sample.Open(name, dir)
 	if err != nil {
 		return nil, fmt.Errorf("cohort: dataset %q: %w", name, err)
 	}
-	train, _, _, err = client.StandardizeSplit(train, test)
+	// The built-in digits task's preprocessing (task.Task.FitPrep: its
+	// feature map, then the public standardization of the mapped training
+	// part), the one the aggregator evaluates with, applied below to the
+	// examples dealt only.
+	tk, err := task.Digits()
 	if err != nil {
 		return nil, err
+	}
+	prep, err := tk.FitPrep(train)
+	if err != nil {
+		return nil, fmt.Errorf("cohort: %w", err)
 	}
 	if perUser < 1 || clients < 1 || clients*perUser > train.Len() {
 		return nil, fmt.Errorf("cohort: %d clients x %d examples exceed the %d training examples", clients, perUser, train.Len())
@@ -180,6 +190,9 @@ func LoadShares(name, dir string, clients, perUser int, seed uint64) ([]logreg.D
 	}
 	all, err := train.Subset(idx)
 	if err != nil {
+		return nil, fmt.Errorf("cohort: %w", err)
+	}
+	if all, err = prep.Apply(all); err != nil {
 		return nil, fmt.Errorf("cohort: %w", err)
 	}
 	f := all.Features

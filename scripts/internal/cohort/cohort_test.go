@@ -18,6 +18,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -176,7 +177,7 @@ func TestCohortAgainstRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := wire.Params{Protocol: wire.ProtocolSSDouble, Randomizer: wire.RandomizerLaplace,
-		D: logreg.MNISTParams, K: 50, L: 1, Width: 1, NP: 10, MinBatch: 1, EpsL: 1, Clip: 0.1, CheckInP: 1}
+		D: uint32(digitsD(t)), K: 50, L: 1, Width: 1, NP: 10, MinBatch: 1, EpsL: 1, Clip: 0.1, CheckInP: 1}
 	relay := newRelay(t)
 	var out bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -285,7 +286,7 @@ func TestConfigValidated(t *testing.T) {
 // TestReportCost: a volunteer's rehearsed report at make run's secure
 // summation size takes a positive time and sends nothing.
 func TestReportCost(t *testing.T) {
-	p, _, err := roundspec.Build(logreg.MNISTParams, 400, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 100, MinBatch: 1})
+	p, _, err := roundspec.Build(digitsD(t), 400, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 100, MinBatch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,4 +295,15 @@ func TestReportCost(t *testing.T) {
 		t.Fatalf("report cost %v (%v)", d, err)
 	}
 	t.Logf("one secure-summation report: %v", d)
+}
+
+// digitsD is the built-in digits task's d: the model LoadShares's shares
+// train (its feature map's features).
+func digitsD(tb testing.TB) int {
+	tb.Helper()
+	tk, err := task.Digits()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tk.D()
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
-	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
@@ -70,7 +69,7 @@ func heapBytes() uint64 {
 // BenchmarkVolunteerMemory measures the memory of a simulated volunteer:
 // n volunteers (BLANKET_MEM_VOLUNTEERS, default 40; each with make run's
 // 20 digits) connected over in-memory pipes (no websocket buffers) take
-// part in one secure-summation round at make run's size (d = 7850, 400
+// part in one secure-summation round at make run's size (the digits task's d, 8,340, 400
 // volunteers' parameters). It reports, per volunteer, the peak Go heap
 // (objects and stacks, sampled every 2 ms, above the heap before the
 // cohort loaded its data) during the round and the heap after it (GC'd),
@@ -107,7 +106,7 @@ func volunteerRound(b *testing.B, n, workers int) (peak, idle float64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, _, err := roundspec.Build(logreg.MNISTParams, 400, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 100, MinBatch: 1})
+	p, _, err := roundspec.Build(digitsD(b), 400, roundspec.Options{Protocol: wire.ProtocolSecAgg, Sigma: 100, MinBatch: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

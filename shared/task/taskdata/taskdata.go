@@ -37,18 +37,21 @@ type Sets struct {
 	// Test is the public holdout (nil if none).
 	Train, Test *dataset.Set
 	// Standardizer is the built-in data set's public standardization
-	// (preprocess "public-standardize"), already applied to Train and
-	// Test; nil otherwise.
+	// (preprocess "public-standardize") of the features the model trains
+	// on (after the training section's feature map), already applied to
+	// Train and Test; nil otherwise.
 	Standardizer *dataset.Standardizer
 }
 
 // Open loads t's public data. dir is the task file's directory (task.Load)
 // and dataName, dataDir override a built-in task's data set and its
-// directory (the -data and -data-dir flags; "" keeps the task's). For a
-// built-in task with preprocess "public-standardize" both parts are
-// standardized with dataset.FitStandardizer of the public training part
-// (exactly client.StandardizeSplit, so that this is the digits pipeline
-// bit for bit). A CSV file with any row the task refuses is an error (the
+// directory (the -data and -data-dir flags; "" keeps the task's). Both
+// parts go through the task's preprocessing, task.Task.FitPrep (the one
+// derivation the volunteers use too): the training section's feature map
+// per example, then for a built-in task with preprocess
+// "public-standardize" dataset.FitStandardizer of the mapped public
+// training part (without a map exactly client.StandardizeSplit). Sets
+// then have Task.ModelFeatures features. A CSV file with any row the task refuses is an error (the
 // operator's public files must be clean); the error names the row.
 func Open(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
 	if t.Source == task.SourceBuiltin {
@@ -60,31 +63,41 @@ func Open(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
 		if err != nil {
 			return nil, fmt.Errorf("taskdata: data set %q: %w", name, err)
 		}
-		if sh := t.Shape(); train.Features != sh.Features || train.Classes != sh.Classes {
+		if train.Features != t.Inputs() || train.Classes != len(t.Label.Classes) {
 			return nil, fmt.Errorf("taskdata: data set %q has %d features and %d classes, task %q declares %d and %d",
-				name, train.Features, train.Classes, t.Name, sh.Features, sh.Classes)
+				name, train.Features, train.Classes, t.Name, t.Inputs(), len(t.Label.Classes))
 		}
-		s := &Sets{Train: train, Test: test}
-		if t.Preprocess == task.PreprocessPublicStandardize {
-			if s.Standardizer, err = dataset.FitStandardizer(train); err != nil {
-				return nil, fmt.Errorf("taskdata: standardize: %w", err)
-			}
-			if s.Train, err = s.Standardizer.Apply(train); err != nil {
-				return nil, fmt.Errorf("taskdata: standardize train: %w", err)
-			}
-			if s.Test, err = s.Standardizer.Apply(test); err != nil {
-				return nil, fmt.Errorf("taskdata: standardize test: %w", err)
-			}
-		}
-		return s, nil
+		return prepare(t, train, test)
 	}
-	s := &Sets{}
-	var err error
-	if s.Train, err = ReadCSV(t, task.Path(dir, t.Simulation)); err != nil {
+	train, err := ReadCSV(t, task.Path(dir, t.Simulation))
+	if err != nil {
 		return nil, err
 	}
-	if s.Test, err = ReadCSV(t, task.Path(dir, t.Holdout)); err != nil {
+	test, err := ReadCSV(t, task.Path(dir, t.Holdout))
+	if err != nil {
 		return nil, err
+	}
+	return prepare(t, train, test)
+}
+
+// prepare applies t's preprocessing (task.Task.FitPrep: the training
+// section's feature map, then a built-in data set's public
+// standardization, fitted on train) to both parts (nil stays nil).
+func prepare(t *task.Task, train, test *dataset.Set) (*Sets, error) {
+	p, err := t.FitPrep(train)
+	if err != nil {
+		return nil, fmt.Errorf("taskdata: %w", err)
+	}
+	s := &Sets{Standardizer: p.Z}
+	if train != nil {
+		if s.Train, err = p.Apply(train); err != nil {
+			return nil, fmt.Errorf("taskdata: train: %w", err)
+		}
+	}
+	if test != nil {
+		if s.Test, err = p.Apply(test); err != nil {
+			return nil, fmt.Errorf("taskdata: test: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -108,15 +121,15 @@ func OpenFiles(t *task.Task, files map[string][]byte, dataName, dataDir string) 
 		}
 		return parseCSV(t, name, b)
 	}
-	s := &Sets{}
-	var err error
-	if s.Train, err = named(t.Simulation); err != nil {
+	train, err := named(t.Simulation)
+	if err != nil {
 		return nil, err
 	}
-	if s.Test, err = named(t.Holdout); err != nil {
+	test, err := named(t.Holdout)
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return prepare(t, train, test)
 }
 
 // ReadCSV reads and encodes a public CSV file of t ("" gives nil): every

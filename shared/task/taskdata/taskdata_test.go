@@ -10,20 +10,22 @@ import (
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/client"
+	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/features"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 )
 
-// TestDigitsIsTodaysPipeline: the built-in task's data are, bit for bit,
-// what the volunteers and the aggregator used before tasks existed
-// (client.StandardizeSplit of sample.TrainTest).
-func TestDigitsIsTodaysPipeline(t *testing.T) {
-	tk, dir, err := task.Load("")
+// TestPixelsAreTodaysPipeline: a built-in image task without a feature
+// map has, bit for bit, the data the volunteers and the aggregator used
+// before feature maps (client.StandardizeSplit of sample.TrainTest).
+func TestPixelsAreTodaysPipeline(t *testing.T) {
+	tk, err := task.Parse([]byte(strings.Replace(digitsDef(t), `"feature_map": "scatter1"`, `"feature_map": "identity"`, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(tk, dir, "", "")
+	s, err := Open(tk, "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +39,78 @@ func TestDigitsIsTodaysPipeline(t *testing.T) {
 	}
 	if !slices.Equal(s.Train.X, wantTrain.X) || !slices.Equal(s.Train.Y, wantTrain.Y) ||
 		!slices.Equal(s.Test.X, wantTest.X) || !slices.Equal(s.Test.Y, wantTest.Y) {
-		t.Fatal("the digits task's data differ from the standardized embedded split")
+		t.Fatal("the pixels task's data differ from the standardized embedded split")
 	}
 	ds, src, err := Holdout(tk, s)
 	if err != nil || src != AccuracyHoldout || ds.Len() != wantTest.Len() || ds.Shape() != logreg.MNIST {
 		t.Fatalf("holdout %d rows of %+v from %q: %v", ds.Len(), ds.Shape(), src, err)
+	}
+}
+
+// digitsDef is the built-in digits task's definition.
+func digitsDef(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../digits.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestDigitsAreMappedThenStandardized: the built-in digits task's data are
+// each digit mapped by scatter1 (features.Parse, float64 in, float32 out,
+// as the experiment runner maps them), then standardized with the
+// statistics of the mapped public training part: recomputed here
+// independently of task.Prep and compared bit for bit, so the aggregator's
+// holdout and the volunteers' features are the runner's. It maps 10,000
+// digits (about 35 s of one core): -short skips it.
+func TestDigitsAreMappedThenStandardized(t *testing.T) {
+	if testing.Short() {
+		t.Skip("maps 10,000 digits")
+	}
+	tk, dir, err := task.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(tk, dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, test, err := sample.TrainTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := features.Parse("scatter1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapAll := func(in *dataset.Set) *dataset.Set {
+		out := &dataset.Set{Features: 833, Classes: in.Classes, Y: in.Y}
+		src, dst := make([]float64, 784), make([]float64, 833)
+		for i := range in.Len() {
+			for j, v := range in.Row(i) {
+				src[j] = float64(v)
+			}
+			if err := m.Apply(dst, src); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range dst {
+				out.X = append(out.X, float32(v))
+			}
+		}
+		return out
+	}
+	wantTrain, wantTest, _, err := client.StandardizeSplit(mapAll(train), mapAll(test))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Train.X, wantTrain.X) || !slices.Equal(s.Train.Y, wantTrain.Y) ||
+		!slices.Equal(s.Test.X, wantTest.X) || !slices.Equal(s.Test.Y, wantTest.Y) {
+		t.Fatal("the digits task's data differ from scatter1 then the mapped public standardization")
+	}
+	ds, src, err := Holdout(tk, s)
+	if err != nil || src != AccuracyHoldout || ds.Len() != 2000 || ds.Shape() != (logreg.Shape{Features: 833, Classes: 10}) || tk.D() != 8340 {
+		t.Fatalf("holdout %d rows of %+v from %q (d %d): %v", ds.Len(), ds.Shape(), src, tk.D(), err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/wasm/internal/jsws"
 	"github.com/blanket-fl/blanket/wasm/internal/volunteer"
 )
@@ -403,14 +404,29 @@ func (a *app) setup(ctx context.Context, o volunteer.Options) (*client.Client, e
 	return a.newClient(key, d, o)
 }
 
+// digitsRecipe is the digits' training recipe: the definition the page
+// gave with setTask if it is a built-in task, else the built-in digits
+// task's (task.DigitsRecipe).
+func (a *app) digitsRecipe() task.Recipe {
+	a.task.mu.Lock()
+	defer a.task.mu.Unlock()
+	if t := a.task.def; t != nil && t.Source == task.SourceBuiltin {
+		return t.Recipe()
+	}
+	return task.DigitsRecipe()
+}
+
 // loadData returns what the volunteer's data source needs: for its own
-// drawings only the standardizer (the relay's /standardizer.bin, fitted on
-// the same digits the shard mode downloads, so drawings are scaled as the
-// aggregator scales its test set), unless the digits are already loaded;
-// for a shard, the digits.
+// drawings without a feature map only the standardizer (the relay's
+// /standardizer.bin, fitted on the same digits the shard mode downloads, so
+// drawings are scaled as the aggregator scales its test set), unless the
+// digits are already loaded; for a shard, or drawings with a feature map
+// (whose statistics are checked against the digits: task.Prep), the
+// digits.
 func (a *app) loadData(source string) (*volunteer.Digits, error) {
-	if source != volunteer.SourceDrawings {
-		return a.loadDigits()
+	r := a.digitsRecipe()
+	if source != volunteer.SourceDrawings || (r.FeatureMap != "" && r.FeatureMap != "identity") {
+		return a.loadDigits(r)
 	}
 	a.mu.Lock()
 	d := a.digits
@@ -426,10 +442,18 @@ func (a *app) loadData(source string) (*volunteer.Digits, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blanket: standardizer: %w", err)
 	}
-	return &volunteer.Digits{Z: z}, nil
+	tk, err := task.ImageTask(r)
+	if err != nil {
+		return nil, fmt.Errorf("blanket: %w", err)
+	}
+	p, err := tk.PrepWith(z)
+	if err != nil {
+		return nil, fmt.Errorf("blanket: standardizer: %w", err)
+	}
+	return &volunteer.Digits{Prep: p}, nil
 }
 
-func (a *app) loadDigits() (*volunteer.Digits, error) {
+func (a *app) loadDigits(r task.Recipe) (*volunteer.Digits, error) {
 	a.mu.Lock()
 	d := a.digits
 	a.mu.Unlock()
@@ -444,7 +468,7 @@ func (a *app) loadDigits() (*volunteer.Digits, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blanket: digits: %w", err)
 	}
-	if d, err = volunteer.PrepareDigits(bytes.NewReader(images), bytes.NewReader(labels)); err != nil {
+	if d, err = volunteer.PrepareDigits(bytes.NewReader(images), bytes.NewReader(labels), r); err != nil {
 		return nil, err
 	}
 	a.mu.Lock()
@@ -462,11 +486,11 @@ func (a *app) newClient(key envelope.PublicKey, d *volunteer.Digits, o volunteer
 	if err != nil {
 		return nil, err
 	}
-	return a.clientOn(key, data, o)
+	return a.clientOn(key, data, a.digitsRecipe().Train(), o)
 }
 
 // clientOn builds the client on the volunteer's local examples.
-func (a *app) clientOn(key envelope.PublicKey, data logreg.Dataset, o volunteer.Options) (*client.Client, error) {
+func (a *app) clientOn(key envelope.PublicKey, data logreg.Dataset, train logreg.TrainConfig, o volunteer.Options) (*client.Client, error) {
 	src := noise.Secure()
 	r := a.session.Note(volunteer.KindData)
 	r.Examples = data.Len()
@@ -474,7 +498,7 @@ func (a *app) clientOn(key envelope.PublicKey, data logreg.Dataset, o volunteer.
 	return client.New(client.Config{
 		Pinned:           key,
 		Data:             data,
-		Train:            volunteer.Train(),
+		Train:            train,
 		Source:           src,
 		PersonalFraction: o.EpsLevel,
 		OnEvent:          a.clientEvent,

@@ -12,6 +12,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/client"
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/envelope"
+	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/wasm/internal/volunteer"
 )
@@ -147,19 +148,28 @@ func (a *app) setAnswers(args []js.Value) any {
 		}
 		return result(out)
 	}
-	sh := a.task.def.Shape()
-	a.task.rows = &dataset.Set{Features: sh.Features, Classes: sh.Classes, X: x, Y: []uint8{y}}
+	a.task.rows = &dataset.Set{Features: a.task.def.Inputs(), Classes: len(a.task.def.Label.Classes), X: x, Y: []uint8{y}}
 	return result(map[string]any{"ok": true})
 }
 
-// taskRows returns the rows for sourceTask.
-func (a *app) taskRows() (*dataset.Set, error) {
+// taskRows returns the rows for sourceTask, preprocessed as the task says
+// (task.Prep: its feature map; a CSV or form task has no standardization),
+// and the task's local training.
+func (a *app) taskRows() (*dataset.Set, logreg.TrainConfig, error) {
 	a.task.mu.Lock()
 	defer a.task.mu.Unlock()
 	if a.task.rows == nil || a.task.rows.Len() == 0 {
-		return nil, errNoTaskRows
+		return nil, logreg.TrainConfig{}, errNoTaskRows
 	}
-	return a.task.rows, nil
+	p, err := a.task.def.FitPrep(nil)
+	if err != nil {
+		return nil, logreg.TrainConfig{}, err
+	}
+	rows, err := p.Apply(a.task.rows)
+	if err != nil {
+		return nil, logreg.TrainConfig{}, err
+	}
+	return rows, a.task.def.Recipe().Train(), nil
 }
 
 // validateOptions is o.Validate, accepting sourceTask besides the digits'
@@ -176,7 +186,7 @@ func validateOptions(o *volunteer.Options) error {
 
 // taskClient builds the client on the study's rows.
 func (a *app) taskClient(key envelope.PublicKey, o volunteer.Options) (*client.Client, error) {
-	rows, err := a.taskRows()
+	rows, train, err := a.taskRows()
 	if err != nil {
 		return nil, err
 	}
@@ -184,5 +194,5 @@ func (a *app) taskClient(key envelope.PublicKey, o volunteer.Options) (*client.C
 	if err != nil {
 		return nil, err
 	}
-	return a.clientOn(key, data, o)
+	return a.clientOn(key, data, train, o)
 }

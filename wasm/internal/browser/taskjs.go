@@ -43,6 +43,10 @@ func decodeTask(text string) (t *task.Task, err error) {
 	r.prefix = "privacy."
 	p := r.obj(v, "privacy")
 	def.Privacy = task.Privacy{Protocol: r.str(p, "protocol"), Epsilon: r.num(p, "epsilon"), Delta: r.num(p, "delta"), Rounds: r.int(p, "rounds")}
+	r.prefix = "training."
+	tr := r.obj(v, "training")
+	def.Training = task.Training{Clip: r.num(tr, "clip"), ServerOptimizer: r.str(tr, "server_optimizer"), ServerMomentum: r.num(tr, "server_momentum"),
+		ServerLR: r.num(tr, "server_lr"), LocalEpochs: r.int(tr, "local_epochs"), LocalLR: r.num(tr, "local_lr"), FeatureMap: r.str(tr, "feature_map")}
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -31,11 +32,11 @@ func (f *feed) Recv(ctx context.Context) ([]byte, error) {
 	}
 }
 
-// mnistTopk is an SS-Topk round on the MNIST model as the aggregator
-// announces it by default (k = d/50 = 157, FLAME's eps_l = 78.5, C = 0.01),
-// with l = 5 groups in messages of width 157 (5 Report frames).
+// mnistTopk is an SS-Topk round on the digits task's model (scatter1's 833
+// features: d = 8,340) with FLAME's MNIST settings (k = 157, eps_l = 78.5,
+// C = 0.01), with l = 5 groups in messages of width 1.
 func mnistTopk() wire.Params {
-	return wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: logreg.MNISTParams,
+	return wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: 8340,
 		K: 157, L: 5, Width: 1, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 }
 
@@ -66,7 +67,7 @@ type roundRunner struct {
 func newRoundRunner(tb testing.TB, k *envelopetest.Key, s *Session, data logreg.Dataset, src noise.Source, floor uint64) *roundRunner {
 	tb.Helper()
 	r := &roundRunner{f: &feed{in: make(chan []byte, 1)}, done: make(chan client.Event, 16), exit: make(chan error, 1)}
-	c, err := client.New(client.Config{Pinned: k.Public(), Data: data, Train: Train(), Source: src,
+	c, err := client.New(client.Config{Pinned: k.Public(), Data: data, Train: Train(task.DigitsRecipe()), Source: src,
 		OnEvent: func(e client.Event) {
 			if s != nil {
 				s.Record(e)

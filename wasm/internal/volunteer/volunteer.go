@@ -26,6 +26,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 const (
@@ -53,10 +54,11 @@ const (
 // ErrOption marks an invalid option of blanket.start or blanket.addDrawing.
 var ErrOption = errors.New("volunteer: invalid option")
 
-// Train is the local training every browser volunteer runs: the FLAME
-// experiments' setting (batch 7, L2 0.001) with 10 epochs at learning rate
-// 0.1, the same as the native load generator (scripts/internal/cohort).
-func Train() logreg.TrainConfig { return logreg.FLAMEConfig(10, 0.1) }
+// Train is the local training a browser volunteer runs for the recipe r
+// (task.Recipe.Train: the FLAME experiments' setting, batch 7, L2 0.001,
+// at the recipe's local epochs and learning rate; the built-in digits: 10
+// epochs at 0.1, as the native load generator, scripts/internal/cohort).
+func Train(r task.Recipe) logreg.TrainConfig { return r.Train() }
 
 // Options are the options of blanket.start (docs/web.md).
 type Options struct {
@@ -203,19 +205,24 @@ func CheckKey(f KeyFields, pinned string) (envelope.PublicKey, error) {
 }
 
 // Digits are the embedded digits as the aggregator sees them: the training
-// part of dataset.DefaultSplit and the standardizer fitted on it.
+// part of dataset.DefaultSplit (raw pixels) and the digits task's
+// preprocessing fitted on it (task.Prep: the recipe's feature map, then
+// the public standardization of the mapped training part).
 type Digits struct {
 	Train *dataset.Set
-	Z     *dataset.Standardizer
+	Prep  *task.Prep
 }
 
 // PrepareDigits reads the digits the relay serves (/digits.idx.gz and
-// /labels.idx.gz, gzipped IDX), splits them with dataset.DefaultSplit and fits
-// the standardizer on the training part, exactly as client.StandardizeSplit
-// does for the aggregator's evaluation and the native volunteers (the test
-// part is dropped: the browser never evaluates). The training part is kept
-// unstandardized; Shard standardizes only the chosen rows.
-func PrepareDigits(images, labels io.Reader) (*Digits, error) {
+// /labels.idx.gz, gzipped IDX), splits them with dataset.DefaultSplit and
+// fits the preprocessing of the digits task of recipe r on the training
+// part (task.ImageTask(r).FitPrep: exactly what the aggregator evaluates
+// with and the native volunteers train on; a feature map's statistics come
+// from the embedded file fitted on these very digits, checked by their
+// digest, so the browser does not map 8,000 digits). The test part is
+// dropped: the browser never evaluates. The training part is kept raw;
+// Shard preprocesses only the chosen rows.
+func PrepareDigits(images, labels io.Reader, r task.Recipe) (*Digits, error) {
 	s, err := dataset.ReadIDX(images, labels)
 	if err != nil {
 		return nil, fmt.Errorf("volunteer: digits: %w", err)
@@ -227,11 +234,15 @@ func PrepareDigits(images, labels io.Reader) (*Digits, error) {
 	if err != nil {
 		return nil, fmt.Errorf("volunteer: split: %w", err)
 	}
-	z, err := dataset.FitStandardizer(train)
+	tk, err := task.ImageTask(r)
 	if err != nil {
-		return nil, fmt.Errorf("volunteer: standardize: %w", err)
+		return nil, fmt.Errorf("volunteer: %w", err)
 	}
-	return &Digits{Train: train, Z: z}, nil
+	p, err := tk.FitPrep(train)
+	if err != nil {
+		return nil, fmt.Errorf("volunteer: %w", err)
+	}
+	return &Digits{Train: train, Prep: p}, nil
 }
 
 // ShardIndices returns size distinct indices of [0, n), uniformly among all
@@ -271,7 +282,7 @@ func (d *Digits) Shard(seed uint64) (*dataset.Set, []int, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("volunteer: shard: %w", err)
 	}
-	if s, err = d.Z.Apply(s); err != nil {
+	if s, err = d.Prep.Apply(s); err != nil {
 		return nil, nil, fmt.Errorf("volunteer: shard: %w", err)
 	}
 	return s, idx, nil
@@ -309,14 +320,15 @@ func (d *Drawings) Add(pixels []float32, label int) (int, error) {
 // Len returns the number of drawings.
 func (d *Drawings) Len() int { return len(d.y) }
 
-// Set returns the drawings standardized with z (the aggregator's
-// standardizer, see PrepareDigits) as a new Set; d is unchanged.
-func (d *Drawings) Set(z *dataset.Standardizer) (*dataset.Set, error) {
+// Set returns the drawings preprocessed by p (the digits task's feature
+// map and the aggregator's standardization, see PrepareDigits) as a new
+// Set; d is unchanged.
+func (d *Drawings) Set(p *task.Prep) (*dataset.Set, error) {
 	if d.Len() == 0 {
 		return nil, fmt.Errorf("%w: no drawings yet (add some, or train on a shard)", ErrOption)
 	}
 	s := &dataset.Set{X: append([]float32(nil), d.x...), Y: append([]uint8(nil), d.y...), Features: Pixels, Classes: Classes}
-	out, err := z.Apply(s)
+	out, err := p.Apply(s)
 	if err != nil {
 		return nil, fmt.Errorf("volunteer: drawings: %w", err)
 	}
@@ -334,7 +346,7 @@ func LocalData(d *Digits, draw *Drawings, source string, seed uint64) (logreg.Da
 	case SourceShard:
 		s, _, err = d.Shard(seed)
 	case SourceDrawings:
-		s, err = draw.Set(d.Z)
+		s, err = draw.Set(d.Prep)
 	default:
 		err = fmt.Errorf("%w: source %q", ErrOption, source)
 	}

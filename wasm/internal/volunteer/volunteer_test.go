@@ -19,6 +19,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
 	"github.com/blanket-fl/blanket/shared/noise"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -54,7 +55,7 @@ func testDigits(t testing.TB) *Digits {
 	t.Helper()
 	digitsOnce.Do(func() {
 		im, lb := digitsIDX(t)
-		digitsVal, digitsErr = PrepareDigits(bytes.NewReader(im), bytes.NewReader(lb))
+		digitsVal, digitsErr = PrepareDigits(bytes.NewReader(im), bytes.NewReader(lb), task.DigitsRecipe())
 	})
 	if digitsErr != nil {
 		t.Fatal(digitsErr)
@@ -63,34 +64,50 @@ func testDigits(t testing.TB) *Digits {
 }
 
 // TestShardMatchesAggregator: the browser's shard rows are bit-identical
-// to the rows of the aggregator's standardized training part
-// (client.StandardizeSplit of sample.TrainTest, as the aggregator and the
-// native volunteers compute it), at the chosen indices.
+// to the rows the aggregator and the native volunteers derive (the
+// built-in digits task's preprocessing, task.Digits().FitPrep on
+// sample.TrainTest's training part: scatter1 then the public
+// standardization of the mapped training part) at the chosen indices, and
+// the browser read the standardization from the embedded statistics
+// instead of mapping 8,000 digits.
 func TestShardMatchesAggregator(t *testing.T) {
 	d := testDigits(t)
-	train, test, err := sample.TrainTest()
+	train, _, err := sample.TrainTest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	trainZ, _, z, err := client.StandardizeSplit(train, test)
+	tk, err := task.Digits()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(d.Z.Mean, z.Mean) || !slices.Equal(d.Z.Std, z.Std) {
-		t.Fatal("the browser's standardizer differs from client.StandardizeSplit's")
+	agg, err := tk.FitPrep(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Prep.Z.Mean, agg.Z.Mean) || !slices.Equal(d.Prep.Z.Std, agg.Z.Std) || !d.Prep.FromEmbedded() {
+		t.Fatal("the browser's standardization differs from the aggregator's, or was refitted")
+	}
+	if d.Prep.Features() != 833 || !slices.Equal(d.Train.X, train.X) {
+		t.Fatalf("browser: %d model features (want 833), or a different training part", d.Prep.Features())
 	}
 	for _, seed := range []uint64{1, 2, 12345, MaxSeed} {
 		s, idx, err := d.Shard(seed)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Len() != ShardSize || len(idx) != ShardSize {
-			t.Fatalf("seed %d: shard of %d examples, want %d", seed, s.Len(), ShardSize)
+		if s.Len() != ShardSize || len(idx) != ShardSize || s.Features != 833 {
+			t.Fatalf("seed %d: shard of %d examples of %d features, want %d of 833", seed, s.Len(), s.Features, ShardSize)
 		}
-		for i, j := range idx {
-			if !slices.Equal(s.Row(i), trainZ.Row(j)) || s.Y[i] != trainZ.Y[j] {
-				t.Fatalf("seed %d: shard row %d differs from the aggregator's training row %d", seed, i, j)
-			}
+		raw, err := train.Subset(idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := agg.Apply(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(s.X, want.X) || !slices.Equal(s.Y, want.Y) {
+			t.Fatalf("seed %d: shard differs from the aggregator's preprocessing of the same digits", seed)
 		}
 	}
 }
@@ -234,14 +251,14 @@ func TestDrawingsStandardized(t *testing.T) {
 		t.Fatal(err)
 	}
 	var draw Drawings
-	if _, err := draw.Set(d.Z); !errors.Is(err, ErrOption) {
+	if _, err := draw.Set(d.Prep); !errors.Is(err, ErrOption) {
 		t.Fatalf("empty drawings: err %v, want ErrOption", err)
 	}
 	raw := slices.Clone(d.Train.Row(idx[0]))
 	if _, err := draw.Add(raw, int(d.Train.Y[idx[0]])); err != nil {
 		t.Fatal(err)
 	}
-	s, err := draw.Set(d.Z)
+	s, err := draw.Set(d.Prep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,10 +280,10 @@ func TestDrawingsStandardized(t *testing.T) {
 
 func TestPrepareDigitsRejectsBadInput(t *testing.T) {
 	im, lb := digitsIDX(t)
-	if _, err := PrepareDigits(bytes.NewReader(im[:len(im)/2]), bytes.NewReader(lb)); err == nil {
+	if _, err := PrepareDigits(bytes.NewReader(im[:len(im)/2]), bytes.NewReader(lb), task.DigitsRecipe()); err == nil {
 		t.Error("truncated images accepted")
 	}
-	if _, err := PrepareDigits(bytes.NewReader(lb), bytes.NewReader(im)); err == nil {
+	if _, err := PrepareDigits(bytes.NewReader(lb), bytes.NewReader(im), task.DigitsRecipe()); err == nil {
 		t.Error("swapped files accepted")
 	}
 }
