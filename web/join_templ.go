@@ -39,6 +39,10 @@ var epsLevels = []struct {
 // privacy level, Start and Stop with the live status right below them (so
 // it is on screen after Start on a phone and a laptop), and what can be
 // checked (the aggregator's key fingerprint, the module's SHA-256). The
+// study's consent text (the task's, the built-in digits' included) is shown
+// in #task-consent with a required checkbox, #consent-box, and the short
+// consent version (task.ConsentVersion) in #consent-version; Start stays
+// disabled until the box is ticked (static/join.js). The
 // element ids are the contract of docs/web.md; static/join.js drives them.
 func JoinPage(d JoinData) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
@@ -73,7 +77,7 @@ func JoinPage(d JoinData) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1 id=\"join-title\">Help train a digit recognizer, privately</h1><section id=\"consent\" aria-labelledby=\"consent-h\"><h2 id=\"consent-h\" class=\"sr-only\">What happens if you join</h2><p id=\"task-consent\" class=\"consent-text\" data-task=\"\" hidden></p><p id=\"digits-lead\">Your browser trains a small model that recognizes handwritten digits, here on this device, and sends a protected summary of what it learned. Nobody receives your digits or drawings.</p><details id=\"consent-details\"><summary>What exactly is sent, and who sees what</summary><ul><li><strong>What stays here:</strong> your drawings, and which part (shard) of the sample digits your browser picked, never leave this browser.</li><li><strong>What is sent, with secure summation</strong> (the usual setting): in each round you take part in, your model update, clipped and split into two random-looking secret shares, one sealed (encrypted) for each server. Neither share alone says anything about your update. <strong>The relay</strong> (this server) sees who you are (your connection and network address) and when you send, and holds one share. <strong>The aggregator</strong> (the teacher's server) holds the other. Together, and only for everybody at once, they compute the sum of all updates, and each adds random noise to it, so the published model reveals very little about any one volunteer.</li><li><strong>What is sent, with a shuffle protocol</strong> (if the teacher picks one): a few messages with your model update, after your browser has clipped it and added random noise, which makes each message ε-locally differentially private. The numbers are sealed so that only the aggregator can open them. The relay sees who you are but never the values; it mixes everybody's messages with dummy messages and shuffles them. The aggregator sees the values, but never who sent them.</li><li><strong>Your privacy level</strong> matters only with a shuffle protocol: a smaller ε adds more noise to your own messages. With APES (if the teacher picks it) your browser uses exactly the ε you choose, which is then your own guarantee, and tells the aggregator in a separately shuffled message; everyone's ε is still counted at the announced one, so a lower choice never weakens anyone else's.</li><li>The two servers must not work together against you: if they did, they could put your update back together. Either way, only the averaged model is published.</li><li>You can stop at any time. What was already sent stays sent; nothing more is sent after you stop.</li></ul></details></section><form id=\"join-form\" aria-labelledby=\"choices-h\" novalidate><h2 id=\"choices-h\" class=\"sr-only\">Your choices</h2><fieldset id=\"task-data\" data-source=\"\" hidden><legend id=\"task-data-legend\">Your data</legend><div id=\"task-csv\" hidden><label for=\"task-file\">Choose your CSV file (it stays on this device: it is read here and never sent)</label> <input type=\"file\" id=\"task-file\" name=\"task-file\" accept=\".csv,text/csv\" aria-describedby=\"task-columns\"><div id=\"task-columns\" class=\"hint\"></div><p id=\"task-csv-result\" aria-live=\"polite\" data-rows=\"\" data-skipped=\"\"></p><ul id=\"task-csv-errors\" class=\"row-errors\"></ul></div><div id=\"task-form\" hidden><p class=\"hint\">Your answers stay on this device; only your browser’s clipped, noised model update is sent.</p><div id=\"task-questions\"></div><p id=\"task-form-result\" aria-live=\"polite\"></p></div></fieldset><fieldset id=\"digits-source\"><legend>What should your browser learn from?</legend><div class=\"choice\"><input type=\"radio\" id=\"source-shard\" name=\"source\" value=\"shard\" checked> <label for=\"source-shard\">A random share of the sample digits (nothing to do)</label></div><div class=\"choice\"><input type=\"radio\" id=\"source-draw\" name=\"source\" value=\"drawings\" aria-controls=\"drawing\"> <label for=\"source-draw\">My own drawings of digits</label></div></fieldset><fieldset id=\"drawing\" class=\"drawing\"><legend>Your drawings</legend><p id=\"canvas-help\" class=\"hint\">Draw one digit with a finger, a pen or the mouse, pick what it is, then Add. With the keyboard: focus the square, move with the arrow keys, press Space to paint, Delete to clear.</p><canvas id=\"canvas\" width=\"280\" height=\"280\" tabindex=\"0\" role=\"img\" aria-label=\"Drawing area for one digit, 28 by 28 squares\" aria-describedby=\"canvas-help\"></canvas><div class=\"row\"><label for=\"label\">This digit is</label> <select id=\"label\" name=\"label\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1 id=\"join-title\">Help train a digit recognizer, privately</h1><section id=\"consent\" aria-labelledby=\"consent-h\"><h2 id=\"consent-h\" class=\"sr-only\">What happens if you join</h2><p id=\"task-consent\" class=\"consent-text\" data-task=\"\" data-consent=\"\" hidden></p><div id=\"consent-agree\" class=\"choice\" hidden><input type=\"checkbox\" id=\"consent-box\" name=\"consent\" form=\"join-form\" autocomplete=\"off\" required aria-required=\"true\" aria-describedby=\"task-consent consent-version\" disabled> <label for=\"consent-box\">I have read this and agree</label></div><p id=\"consent-version\" class=\"hint\" data-value=\"\">The study’s consent text is loading; you can start once you have read it and agreed.</p><p id=\"digits-lead\">Your browser trains a small model that recognizes handwritten digits, here on this device, and sends a protected summary of what it learned. Nobody receives your digits or drawings.</p><details id=\"consent-details\"><summary>What exactly is sent, and who sees what</summary><ul><li><strong>What stays here:</strong> your drawings, and which part (shard) of the sample digits your browser picked, never leave this browser.</li><li><strong>What is sent, with secure summation</strong> (the usual setting): in each round you take part in, your model update, clipped and split into two random-looking secret shares, one sealed (encrypted) for each server. Neither share alone says anything about your update. <strong>The relay</strong> (this server) sees who you are (your connection and network address) and when you send, and holds one share. <strong>The aggregator</strong> (the teacher's server) holds the other. Together, and only for everybody at once, they compute the sum of all updates, and each adds random noise to it, so the published model reveals very little about any one volunteer.</li><li><strong>What is sent, with a shuffle protocol</strong> (if the teacher picks one): a few messages with your model update, after your browser has clipped it and added random noise, which makes each message ε-locally differentially private. The numbers are sealed so that only the aggregator can open them. The relay sees who you are but never the values; it mixes everybody's messages with dummy messages and shuffles them. The aggregator sees the values, but never who sent them.</li><li><strong>Your privacy level</strong> matters only with a shuffle protocol: a smaller ε adds more noise to your own messages. With APES (if the teacher picks it) your browser uses exactly the ε you choose, which is then your own guarantee, and tells the aggregator in a separately shuffled message; everyone's ε is still counted at the announced one, so a lower choice never weakens anyone else's.</li><li>The two servers must not work together against you: if they did, they could put your update back together. Either way, only the averaged model is published.</li><li>You can stop at any time. What was already sent stays sent; nothing more is sent after you stop.</li></ul></details></section><form id=\"join-form\" aria-labelledby=\"choices-h\" novalidate><h2 id=\"choices-h\" class=\"sr-only\">Your choices</h2><fieldset id=\"task-data\" data-source=\"\" hidden><legend id=\"task-data-legend\">Your data</legend><div id=\"task-csv\" hidden><label for=\"task-file\">Choose your CSV file (it stays on this device: it is read here and never sent)</label> <input type=\"file\" id=\"task-file\" name=\"task-file\" accept=\".csv,text/csv\" aria-describedby=\"task-columns\"><div id=\"task-columns\" class=\"hint\"></div><p id=\"task-csv-result\" aria-live=\"polite\" data-rows=\"\" data-skipped=\"\"></p><ul id=\"task-csv-errors\" class=\"row-errors\"></ul></div><div id=\"task-form\" hidden><p class=\"hint\">Your answers stay on this device; only your browser’s clipped, noised model update is sent.</p><div id=\"task-questions\"></div><p id=\"task-form-result\" aria-live=\"polite\"></p></div></fieldset><fieldset id=\"digits-source\"><legend>What should your browser learn from?</legend><div class=\"choice\"><input type=\"radio\" id=\"source-shard\" name=\"source\" value=\"shard\" checked> <label for=\"source-shard\">A random share of the sample digits (nothing to do)</label></div><div class=\"choice\"><input type=\"radio\" id=\"source-draw\" name=\"source\" value=\"drawings\" aria-controls=\"drawing\"> <label for=\"source-draw\">My own drawings of digits</label></div></fieldset><fieldset id=\"drawing\" class=\"drawing\"><legend>Your drawings</legend><p id=\"canvas-help\" class=\"hint\">Draw one digit with a finger, a pen or the mouse, pick what it is, then Add. With the keyboard: focus the square, move with the arrow keys, press Space to paint, Delete to clear.</p><canvas id=\"canvas\" width=\"280\" height=\"280\" tabindex=\"0\" role=\"img\" aria-label=\"Drawing area for one digit, 28 by 28 squares\" aria-describedby=\"canvas-help\"></canvas><div class=\"row\"><label for=\"label\">This digit is</label> <select id=\"label\" name=\"label\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -85,7 +89,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var3 string
 				templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 134, Col: 38}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 155, Col: 38}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 				if templ_7745c5c3_Err != nil {
@@ -98,7 +102,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var4 string
 				templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(i))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 134, Col: 58}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 155, Col: 58}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 				if templ_7745c5c3_Err != nil {
@@ -121,7 +125,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var5 string
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(l.value)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 151, Col: 29}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 172, Col: 29}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var5))
 				if templ_7745c5c3_Err != nil {
@@ -134,7 +138,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(l.label)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 151, Col: 41}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 172, Col: 41}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 				if templ_7745c5c3_Err != nil {
@@ -180,7 +184,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 214, Col: 58}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 235, Col: 58}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
@@ -193,7 +197,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var8 string
 				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 214, Col: 76}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 235, Col: 76}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 				if templ_7745c5c3_Err != nil {
@@ -221,7 +225,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 221, Col: 57}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 242, Col: 57}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -234,7 +238,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 221, Col: 77}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 242, Col: 77}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 				if templ_7745c5c3_Err != nil {
@@ -247,7 +251,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var11 string
 				templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.Size()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 223, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 244, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 				if templ_7745c5c3_Err != nil {
@@ -260,7 +264,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var12 string
 				templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.GzipSize()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 223, Col: 80}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 244, Col: 80}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 				if templ_7745c5c3_Err != nil {
@@ -283,7 +287,7 @@ func JoinPage(d JoinData) templ.Component {
 			var templ_7745c5c3_Var13 string
 			templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatBool(d.Wasm != nil))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 233, Col: 83}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 254, Col: 83}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 			if templ_7745c5c3_Err != nil {

@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -200,6 +201,52 @@ func TestJoinPageStatusNextToStart(t *testing.T) {
 	for _, l := range epsLevels {
 		if len(l.label) > 34 {
 			t.Errorf("privacy level label %q is too long for a 390 px phone", l.label)
+		}
+	}
+}
+
+// TestJoinPageConsentBox: Start is disabled as served and a required,
+// labelled consent checkbox sits beside the consent text, in the join
+// form (form="join-form": the section is outside it), described by the
+// text and the consent version, disabled until join.js has the text and
+// its hash, never restored ticked by the browser; join.js enables Start
+// only once it is ticked and passes the hash to start only then.
+func TestJoinPageConsentBox(t *testing.T) {
+	page := renderJoin(t, JoinData{Wasm: testModule(t)})
+	start := element(page, "start")
+	if !regexp.MustCompile(`\sdisabled[\s>]`).MatchString(start) {
+		t.Errorf("#start is %s, want disabled as served", start)
+	}
+	box := element(page, "consent-box")
+	for _, frag := range []string{`type="checkbox"`, ` required`, `aria-required="true"`, `form="join-form"`,
+		`aria-describedby="task-consent consent-version"`, ` disabled`, `autocomplete="off"`} {
+		if !strings.Contains(box, frag) {
+			t.Errorf("#consent-box is %s, want %s", box, frag)
+		}
+	}
+	if !strings.Contains(page, `<label for="consent-box">I have read this and agree</label>`) {
+		t.Error("#consent-box has no label saying what it agrees to")
+	}
+	if v := element(page, "consent-version"); !strings.Contains(v, `data-value=""`) {
+		t.Errorf("#consent-version is %s", v)
+	}
+	// The box is in the consent section, after the text it agrees to.
+	sec := strings.Index(page, `id="consent"`)
+	text := strings.Index(page, `id="task-consent"`)
+	b := strings.Index(page, `id="consent-box"`)
+	end := sec + strings.Index(page[sec:], "</section>")
+	if !(sec < text && text < b && b < end) {
+		t.Errorf("consent section at %d, text at %d, box at %d, section end %d", sec, text, b, end)
+	}
+	// join.js gates Start on the box and passes the hash to start.
+	js, err := os.ReadFile("static/join.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frag := range []string{`startBtn.disabled = on || !api || cls.finished || !agreed()`,
+		`consent: consentHash`, `consentBox.checked = false`} {
+		if !strings.Contains(string(js), frag) {
+			t.Errorf("join.js does not contain %q", frag)
 		}
 	}
 }

@@ -316,6 +316,25 @@ func (tb *tab) draw(points [][2]float64) error {
 	return chromedp.Do(ctx, acts...)
 }
 
+// joinReady is the join page's condition for a volunteer to act: the
+// consent box is enabled (the wasm client loaded and holds the consent
+// text the page shows) and Start waits only for it to be ticked.
+const joinReady = `!document.getElementById("consent-box").disabled`
+
+// agree ticks the join page's consent box, as a volunteer does after
+// reading the consent text (a real click, once: a ticked box stays
+// ticked), and waits for Start to be enabled.
+func (tb *tab) agree() error {
+	if on, err := eval[bool](tb, `document.getElementById("consent-box").checked`); err != nil {
+		return err
+	} else if !on {
+		if err := tb.click("consent-box"); err != nil {
+			return err
+		}
+	}
+	return waitFor(tb, `!document.getElementById("start").disabled`, joinStateJS, 20*time.Second)
+}
+
 // click clicks the element with the given id.
 func (tb *tab) click(id string) error {
 	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)

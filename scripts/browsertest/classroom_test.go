@@ -328,7 +328,7 @@ func TestClassroom(t *testing.T) {
 
 	// A student's phone opens the decoded link.
 	ph := b.open(t, "phone", joinURL, phone())
-	if err := waitFor(ph, `!document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
+	if err := waitFor(ph, joinReady, joinStateJS, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	noOverflow(t, ph, "the join page at 390 px")
@@ -342,6 +342,9 @@ func TestClassroom(t *testing.T) {
 	checkContrast(t, ph, "light", []string{"start", "status"}, nil)
 	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-ready.png")); err != nil {
 		t.Error(err)
+	}
+	if err := ph.agree(); err != nil {
+		t.Fatal(err)
 	}
 	if err := ph.click("start"); err != nil {
 		t.Fatal(err)
@@ -390,7 +393,7 @@ func TestClassroom(t *testing.T) {
 	// A laptop (1280x800) joins with its own drawings: previews, undo,
 	// and the status on screen after Start.
 	lap := b.open(t, "laptop", short[0], chromedp.EmulateViewport(1280, 800))
-	if err := waitFor(lap, `!document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
+	if err := waitFor(lap, joinReady, joinStateJS, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if h, err := eval[string](lap, `location.hash`); err != nil || h != "#code="+served.Fingerprint[:4] {
@@ -407,6 +410,9 @@ func TestClassroom(t *testing.T) {
 	}
 	if v, err := eval[[]float64](lap, `[Number(document.getElementById("drawings").dataset.value), document.querySelectorAll("#drawing-previews canvas").length]`); err != nil || v[0] != 2 || v[1] != 2 {
 		t.Errorf("after undo: %v drawings and previews (%v), want 2 and 2", v, err)
+	}
+	if err := lap.agree(); err != nil {
+		t.Fatal(err)
 	}
 	if err := lap.click("start"); err != nil {
 		t.Fatal(err)

@@ -237,7 +237,7 @@ func TestVolunteersInBrowser(t *testing.T) {
 		tabs[i] = b.open(t, fmt.Sprintf("volunteer-%d", i+1), cl.RelayURL()+"/")
 	}
 	for _, tb := range tabs {
-		if err := waitFor(tb, `!document.getElementById("start").disabled`, joinStateJS, 60*time.Second); err != nil {
+		if err := waitFor(tb, joinReady, joinStateJS, 60*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,6 +247,9 @@ func TestVolunteersInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tb := range tabs {
+		if err := tb.agree(); err != nil {
+			t.Fatal(err)
+		}
 		if err := tb.click("start"); err != nil {
 			t.Fatal(err)
 		}

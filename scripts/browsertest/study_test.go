@@ -121,7 +121,7 @@ func TestStudyInBrowser(t *testing.T) {
 	ph := b.open(t, "study-phone", cl.JoinURL(), phone())
 	var sent bodyLog
 	sent.listen(t, ph)
-	if err := waitFor(ph, `!document.getElementById("task-csv").hidden && !document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
+	if err := waitFor(ph, `!document.getElementById("task-csv").hidden && `+joinReady, joinStateJS, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := eval[[]string](ph, `[document.getElementById("join-title").textContent, document.getElementById("task-consent").textContent,
@@ -172,6 +172,9 @@ func TestStudyInBrowser(t *testing.T) {
 	}()
 	t.Cleanup(func() { ccancel(); <-cohortDone })
 
+	if err := ph.agree(); err != nil {
+		t.Fatal(err)
+	}
 	if err := ph.click("start"); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestSurveyInBrowser(t *testing.T) {
 	cl, b := startStudy(t, ctx, bins, wasmPath, exe, filepath.Join(artifacts, "survey-servers.log"), taskPath)
 
 	ph := b.open(t, "survey-phone", cl.JoinURL(), phone())
-	if err := waitFor(ph, `!document.getElementById("task-form").hidden && !document.getElementById("start").disabled`, joinStateJS, 90*time.Second); err != nil {
+	if err := waitFor(ph, `!document.getElementById("task-form").hidden && `+joinReady, joinStateJS, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// Every question is a labelled field of the right kind.
@@ -62,6 +62,9 @@ func TestSurveyInBrowser(t *testing.T) {
 	fill := `(() => { const v = {minutes: %q, distance_km: "3", grade: "4", weather: "rainy", transport: "bus or tram"};
 		for (const [k, x] of Object.entries(v)) document.querySelector('#task-questions [name="' + k + '"]').value = x; return true; })()`
 	if _, err := eval[bool](ph, strings.Replace(fill, "%q", `"500"`, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ph.agree(); err != nil {
 		t.Fatal(err)
 	}
 	if err := ph.click("start"); err != nil {
@@ -87,6 +90,9 @@ func TestSurveyInBrowser(t *testing.T) {
 	// to connect: three rounds of four native clients once finished
 	// before it did, in CI under two busy loops). A volunteer who checked
 	// in is waited for until the round's deadline.
+	if err := ph.agree(); err != nil {
+		t.Fatal(err)
+	}
 	if err := ph.click("start"); err != nil {
 		t.Fatal(err)
 	}

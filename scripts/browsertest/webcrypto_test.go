@@ -37,6 +37,10 @@ import (
 // AES-GCM under the same RFC 9180 schedule). With ?test=1 the program is a Go test binary:
 // it runs with -test.v, its output lines collect in globalThis.testOutput
 // and its exit code lands in globalThis.testExit.
+// testConsent stands for a study's consent hash (task.ConsentHash) in the
+// share-sealing tests.
+var testConsent = sha256.Sum256([]byte("the browser tests' consent text"))
+
 const sealPageHTML = `<!doctype html><meta charset="utf-8"><title>seal</title>
 <script src="/wasm_exec.js"></script>
 <script>
@@ -251,7 +255,11 @@ func TestWebCryptoSeal(t *testing.T) {
 				if role == envelope.ShareHelper {
 					to = h.Public()
 				}
-				sHex, err := call[string](tb, "sealtest.sealShare("+jsArgs(hex.EncodeToString(to[:]), round, int(role), hex.EncodeToString(share))+")", time.Minute)
+				consent := "" // the helper's share is not bound to a consent text
+				if role == envelope.ShareLeader {
+					consent = hex.EncodeToString(testConsent[:])
+				}
+				sHex, err := call[string](tb, "sealtest.sealShare("+jsArgs(hex.EncodeToString(to[:]), round, int(role), consent, hex.EncodeToString(share))+")", time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -261,7 +269,10 @@ func TestWebCryptoSeal(t *testing.T) {
 				}
 				var pt []byte
 				if role == envelope.ShareLeader {
-					pt, err = k.OpenLeaderShare(round, s, len(share))
+					pt, err = k.OpenLeaderShare(round, testConsent, s, len(share))
+					if _, err2 := k.OpenLeaderShare(round, [32]byte{}, s, len(share)); err2 == nil {
+						t.Fatal("a leader share opens without its consent hash")
+					}
 				} else {
 					pt, err = h.OpenHelperShare(round, s, len(share))
 					if _, err2 := h.OpenHelperShare(round+1, s, len(share)); err2 == nil {
@@ -297,12 +308,12 @@ func TestWebCryptoSeal(t *testing.T) {
 			t.Fatalf("the page opened message %d to %s, want %x", i, p, want)
 		}
 	}
-	hs, err := envelope.SealShare(h.Public(), round, envelope.ShareHelper, share)
+	hs, err := envelope.SealShare(h.Public(), round, envelope.ShareHelper, [32]byte{}, share)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hp := h.Public()
-	hInfo, err := envelope.ShareInfo(round, envelope.ShareHelper)
+	hInfo, err := envelope.ShareInfo(round, envelope.ShareHelper, [32]byte{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +325,7 @@ func TestWebCryptoSeal(t *testing.T) {
 		t.Fatal("the page did not open the natively sealed helper share")
 	}
 	// Under the leader's info the helper share must not open.
-	lInfo, _ := envelope.ShareInfo(round, envelope.ShareLeader)
+	lInfo, _ := envelope.ShareInfo(round, envelope.ShareLeader, testConsent)
 	if _, err := call[[]string](tb, "sealtest.open("+jsArgs(hex.EncodeToString(helperRaw), hex.EncodeToString(hp[:]), hex.EncodeToString(lInfo), hexAll([][]byte{hs}))+")", time.Minute); err == nil {
 		t.Fatal("the page opened a helper share under the leader's info")
 	}

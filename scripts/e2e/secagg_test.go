@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,12 @@ func malicious(ctx context.Context, relay string, key envelope.PublicKey) error 
 		return err
 	}
 	defer tr.Close()
+	// It agrees to the consent text the relay serves, as the cohort does,
+	// so that only the norm proof rejects its reports.
+	consent, _, err := cohort.FetchConsent(ctx, nil, strings.TrimSuffix(strings.Replace(relay, "ws://", "http://", 1), "/ws"))
+	if err != nil {
+		return err
+	}
 	src := noise.NewSeeded(99)
 	for {
 		f, err := tr.Recv(ctx)
@@ -124,11 +131,11 @@ func malicious(ctx context.Context, relay string, key envelope.PublicKey) error 
 			v += k
 		}
 		binary.LittleEndian.PutUint64(leader[off:], v)
-		sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, leader)
+		sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, consent, leader)
 		if err != nil {
 			return err
 		}
-		sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, helper)
+		sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, [32]byte{}, helper)
 		if err != nil {
 			return err
 		}

@@ -149,6 +149,13 @@ type Config struct {
 	// report is prepared only while holding one of its slots (nil: no
 	// bound).
 	Pool *Pool
+	// Consent is task.ConsentHash of the study's task whose consent text
+	// the volunteer agreed to: secure summation's leader share is sealed
+	// under it (envelope.ShareInfo), and the aggregator opens only shares
+	// sealed under its own task's hash. The browser sets it only once the
+	// volunteer ticked the consent box; zero is no text (the aggregator of
+	// a real study rejects such shares).
+	Consent [32]byte
 }
 
 // Client is one volunteer. Run (or RunWithReconnect) may be active at most
@@ -165,6 +172,7 @@ type Client struct {
 	limits   wire.Limits
 	personal float64
 	pool     *Pool
+	consent  [32]byte
 
 	running atomic.Bool
 	// frames counts frames received (RunWithReconnect resets its backoff
@@ -228,6 +236,7 @@ func New(cfg Config) (*Client, error) {
 		limits:   cfg.Limits,
 		personal: cfg.PersonalFraction,
 		pool:     cfg.Pool,
+		consent:  cfg.Consent,
 	}
 	if c.src == nil {
 		c.src = noise.Secure()
@@ -766,8 +775,9 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 // prepareSecAgg shards the update for secure summation (docs/secagg.md step
 // 2): clip, quantize and split it into the leader's and the helper's input
 // shares (secagg.Round.Shard), seal each to its server for this round
-// (envelope.SealShare: the aggregator's key, and the relay's key that the
-// aggregator signed into the announcement), and return the one Shares
+// (envelope.SealShare: the aggregator's key, the leader's share bound to
+// the volunteer's consent hash, and the relay's key that the aggregator
+// signed into the announcement), and return the one Shares
 // frame. It records the shard's and the seals' times in w.
 func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update []float64, w *Work) ([][]byte, error) {
 	r, err := setup.spec.SecAggRound(a.Round)
@@ -781,11 +791,11 @@ func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update [
 		return nil, fmt.Errorf("shard: %w", err)
 	}
 	start = time.Now()
-	sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, leader)
+	sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, c.consent, leader)
 	if err != nil {
 		return nil, fmt.Errorf("seal leader share: %w", err)
 	}
-	sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, helper)
+	sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, [32]byte{}, helper)
 	w.Seal = time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("seal helper share: %w", err)

@@ -38,6 +38,7 @@ func TestSecAggReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, log := newTestClient(t, k, 3, 20)
+	c.consent = [32]byte{0xc0, 0x45, 0xe7} // Config.Consent: the study's consent hash
 	relay, stop := startClient(t, c)
 	a := &wire.Announcement{Round: 2, Deadline: time.Now().Add(time.Minute), Params: p, HPKEPub: k.Public().HPKE,
 		RelayPub: helperKey.Public(), Model: make([]float64, d)}
@@ -64,7 +65,7 @@ func TestSecAggReport(t *testing.T) {
 		t.Fatalf("shares frame of %d bytes: %v", len(f), err)
 	}
 	r, _ := spec.SecAggRound(2)
-	ls, err := k.OpenLeaderShare(2, sh.Leader, r.LeaderShareSize())
+	ls, err := k.OpenLeaderShare(2, c.consent, sh.Leader, r.LeaderShareSize())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,11 @@ func TestSecAggReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.OpenLeaderShare(2, sh.Helper, -1); err == nil {
+	if _, err := k.OpenLeaderShare(2, c.consent, sh.Helper, -1); err == nil {
 		t.Fatal("the aggregator opened the helper's share")
+	}
+	if _, err := k.OpenLeaderShare(2, [32]byte{}, sh.Leader, -1); err == nil {
+		t.Fatal("the leader's share opened without the volunteer's consent hash")
 	}
 	vk, _ := secagg.DeriveVerifyKey([]byte("a relay-aggregator token"), 2)
 	leader, err := secagg.NewLeader(r, vk)

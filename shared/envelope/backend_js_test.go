@@ -69,14 +69,14 @@ func TestBothBackendsOpen(t *testing.T) {
 				}
 			}
 			share := bytes.Repeat([]byte{0xa5}, 300)
-			sealed, err := SealShare(pub, 7, ShareHelper, share)
+			sealed, err := SealShare(pub, 7, ShareHelper, [32]byte{}, share)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(sealed) != ShareSealedLen(len(share)) {
 				t.Fatalf("sealed share of %d bytes, want %d", len(sealed), ShareSealedLen(len(share)))
 			}
-			inf, _ := ShareInfo(7, ShareHelper)
+			inf, _ := ShareInfo(7, ShareHelper, [32]byte{})
 			pt, err := openRaw(k, inf, sealed)
 			if err != nil || !bytes.Equal(pt, share) {
 				t.Fatalf("share opens to %d bytes, %v", len(pt), err)

@@ -32,11 +32,18 @@ func blanketInfos(t *testing.T) map[string][]byte {
 	for _, round := range []uint64{0, 7, 1<<40 + 5, math.MaxUint64} {
 		infos[fmt.Sprintf("values round %d", round)] = ValuesInfo(round)
 		for _, role := range []ShareRole{ShareLeader, ShareHelper} {
-			inf, err := ShareInfo(round, role)
+			inf, err := ShareInfo(round, role, [32]byte{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			infos[fmt.Sprintf("share %d round %d", role, round)] = inf
+			if role == ShareLeader {
+				inf, err := ShareInfo(round, role, testConsent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				infos[fmt.Sprintf("share %d round %d consent", role, round)] = inf
+			}
 		}
 	}
 	return infos
@@ -118,11 +125,11 @@ func TestFallbackAgreesWithCryptoHPKE(t *testing.T) {
 		t.Fatal(err)
 	}
 	share := bytes.Repeat([]byte{0x3c}, 500)
-	sh, err := SealShare(pub, round, ShareLeader, share)
+	sh, err := SealShare(pub, round, ShareLeader, testConsent, share)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shInfo, _ := ShareInfo(round, ShareLeader)
+	shInfo, _ := ShareInfo(round, ShareLeader, testConsent)
 	opened, err := webhpke.OpenGo(sk, pub, ValuesInfo(round), append([][]byte{s}, each...))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,13 @@
   const infoEl = $("round-info"), progressLabel = $("progress-label");
   const errBox = $("error-details"), errTextEl = $("error-text");
   const hasWasm = $("join-script").dataset.wasm === "true";
+  // The consent box: Start stays disabled until it is ticked. consentHash
+  // is the wasm client's hash of the consent text shown (setTask), passed
+  // to start only when the box is ticked.
+  const consentBox = $("consent-box");
+  consentBox.checked = false; // a reload (a new task) starts unticked, whatever the browser restores
+  let consentHash = "";
+  const agreed = () => consentBox.checked && consentHash !== "";
 
   let api = null;          // globalThis.blanket once ready
   let running = false;
@@ -234,8 +241,9 @@
   }
   function setRunning(on) {
     running = on;
-    startBtn.disabled = on || !api || cls.finished;
+    startBtn.disabled = on || !api || cls.finished || !agreed();
     stopBtn.disabled = !on || cls.finished;
+    consentBox.disabled = on || !api || consentHash === "";
     for (const el of form.querySelectorAll("input[name=source], #eps-level, #task-file, #task-questions input, #task-questions select")) el.disabled = on;
     if (on) pollRound();
   }
@@ -335,21 +343,26 @@
     if (!globalThis.blanket) await ready;
     api = globalThis.blanket;
     await studyReady;
-    if (study.def && study.def.source !== "builtin") {
-      const r = api.setTask(study.json);
-      if (!r.ok) {
-        setStatus("error", "This study's definition could not be read; tell the teacher.", r.error);
-        return;
-      }
-      if (study.bytes) checkCSV(study.bytes);
+    if (!study.def) {
+      setStatus("error", "The study's consent text could not be loaded, so you cannot join yet. Reload the page in a moment.");
+      return;
     }
+    // Every task, the built-in digits included: the module keeps the
+    // consent text the page shows and hashes it (task.ConsentHash).
+    const r = api.setTask(study.json);
+    if (!r.ok) {
+      setStatus("error", "This study's definition could not be read; tell the teacher.", r.error);
+      return;
+    }
+    showConsentVersion(r.consentHash, r.consentVersion);
+    if (study.bytes) checkCSV(study.bytes);
     // Learn whether the class is still training before offering Start: a
     // student who opens the page after the end sees "finished", not a
     // Start button that can only fail.
     await pollRound();
     setRunning(false);
     if (cls.finished) finish();
-    else setStatus("idle", "Ready. Read the text above, make your choices, then press Start.");
+    else setStatus("idle", "Ready. Read the text above, tick the box if you agree, make your choices, then press Start.");
     api.onEvent(onEvent); // after "Ready": the client may report at once
   }
 
@@ -510,6 +523,11 @@
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     if (!api || running || cls.finished) return;
+    if (!agreed()) {
+      setStatus("error", "Read the text at the top and tick “I have read this and agree” first.");
+      consentBox.focus();
+      return;
+    }
     const isStudy = study.def && study.def.source !== "builtin";
     const source = isStudy ? "task" : form.querySelector("input[name=source]:checked").value;
     if (isStudy && !studyRows()) return;
@@ -541,7 +559,7 @@
     $("live").scrollIntoView({ block: "nearest" });
     const relay = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/ws`;
     try {
-      await api.start({ relay, fingerprint, source, shardSeed, epsLevel: Number($("eps-level").value) || 0 });
+      await api.start({ relay, fingerprint, source, shardSeed, epsLevel: Number($("eps-level").value) || 0, consent: consentHash });
     } catch (e) {
       setRunning(false);
       // The class may have ended while this student was drawing: say so
@@ -645,12 +663,35 @@
       study.json = await r.text();
       study.def = JSON.parse(study.json);
     } catch { return; }
+    showConsent(study.def);
     if (study.def.source === "builtin") return;
     showStudy(study.def);
   })();
+  // showConsent shows the task's consent text (the digits' too): the text
+  // the box agrees to, and the one the wasm client hashes.
+  function showConsent(t) {
+    const c = $("task-consent");
+    c.textContent = t.consent;
+    c.dataset.task = t.name;
+    c.hidden = false;
+    $("digits-lead").hidden = true;
+    $("consent-agree").hidden = false;
+  }
+  // showConsentVersion shows the short consent version (the first 8 hex
+  // digits of the hash a study publishes) and lets the volunteer agree.
+  function showConsentVersion(hash, version) {
+    consentHash = hash || "";
+    const v = $("consent-version");
+    v.dataset.value = version || "";
+    v.textContent = version ? `Consent version ${version}: a study's publication names the consent text its reports were given under by this number.` : "";
+    $("task-consent").dataset.consent = version || "";
+    setRunning(running);
+  }
+  consentBox.addEventListener("change", () => setRunning(running));
   // taskChanged reloads the page when a new class studies another task
-  // (chosen on the operator page): its consent text, data and model are
-  // not this page's, and the volunteer has not agreed to it. Checked at
+  // (chosen on the operator page) or another consent text: its consent
+  // text, data and model are not this page's, and the volunteer has not
+  // agreed to it (the reloaded page's box is unticked). Checked at
   // once and again after the relay's cache of the definition (10 s).
   function taskChanged() {
     const check = async () => {
@@ -659,7 +700,7 @@
         const r = await fetch("/api/task", { cache: "no-store" });
         if (!r.ok) return;
         const t = await r.json();
-        if (t.name !== study.def.name) location.reload();
+        if (t.name !== study.def.name || t.consent !== study.def.consent) location.reload();
       } catch { /* the relay is restarting: the next check */ }
     };
     check();
@@ -674,11 +715,6 @@
   function showStudy(t) {
     document.title = `Blanket: ${t.title}`;
     $("join-title").textContent = t.title;
-    const c = $("task-consent");
-    c.textContent = t.consent;
-    c.dataset.task = t.name;
-    c.hidden = false;
-    $("digits-lead").hidden = true;
     $("digits-source").hidden = true;
     $("source-shard").checked = false;
     $("drawing").hidden = true;

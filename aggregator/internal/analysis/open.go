@@ -12,6 +12,14 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
+// UnopenedReason is the rejection reason a round record gives for a
+// secure-summation report whose leader share did not open (counted in
+// RejectedOpen; the wire verdict is secagg.RejectWrongLength): sealed to
+// another key, for another round, under another consent text's hash
+// (envelope.ShareInfo binds the leader's share to task.ConsentHash), or
+// altered on the way.
+const UnopenedReason = "did not open (another key, round or consent text, or altered)"
+
 // errInadmissible marks a value outside the randomizer's support.
 var errInadmissible = errors.New("value outside the randomizer's support")
 

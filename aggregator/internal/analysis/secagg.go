@@ -53,11 +53,14 @@ var ErrTooManyRejected = errors.New("too many reports failed verification")
 // SecAggLeader is the leader's state of one secure-summation round. Its
 // methods other than Prepare are not safe for concurrent use.
 type SecAggLeader struct {
-	eng   secagg.Engine
-	r     *secagg.Round
-	key   *sealkey.PrivateKey
-	round uint64
-	state int
+	eng secagg.Engine
+	r   *secagg.Round
+	key *sealkey.PrivateKey
+	// consent is task.ConsentHash of the aggregator's task: leader shares
+	// open only under it (envelope.ShareInfo).
+	consent [32]byte
+	round   uint64
+	state   int
 
 	agg      *secagg.Aggregate
 	nonces   map[[16]byte]struct{}
@@ -67,12 +70,15 @@ type SecAggLeader struct {
 }
 
 // NewSecAggLeader returns the leader of round r (its number r.ID()),
-// opening leader shares with key and preparing them with eng.
-func NewSecAggLeader(key *sealkey.PrivateKey, r *secagg.Round, eng secagg.Engine) (*SecAggLeader, error) {
+// opening leader shares with key under the consent hash consent
+// (task.ConsentHash of the aggregator's task: a share sealed under another
+// consent text does not open and its report is rejected, counted as
+// unopened) and preparing them with eng.
+func NewSecAggLeader(key *sealkey.PrivateKey, consent [32]byte, r *secagg.Round, eng secagg.Engine) (*SecAggLeader, error) {
 	if key == nil || r == nil || eng == nil || !eng.Leader() {
 		return nil, errors.New("analysis: secagg leader needs a key, a round and a leader engine")
 	}
-	return &SecAggLeader{eng: eng, r: r, key: key, round: r.ID(), agg: eng.NewAggregate(),
+	return &SecAggLeader{eng: eng, r: r, key: key, consent: consent, round: r.ID(), agg: eng.NewAggregate(),
 		nonces: make(map[[16]byte]struct{}), rejected: make(map[secagg.Reason]int)}, nil
 }
 
@@ -86,10 +92,11 @@ type Decided struct {
 // Prepare opens one sealed leader share and decides its report with the
 // helper's 'P' entry (PrepInit, PrepSharesToPrep, PrepNext). It changes
 // nothing in l and is safe for concurrent use; a share that does not
-// open is rejected as of the wrong length (as the sealed bytes would be;
-// counted by Fold as unopened).
+// open (wrong length, key, round or consent text, or modified bytes) is
+// rejected as of the wrong length (as the sealed bytes would be; counted
+// by Fold as unopened).
 func (l *SecAggLeader) Prepare(sealed []byte, helper secagg.Entry) Decided {
-	pt, err := l.key.OpenLeaderShare(l.round, sealed, l.r.LeaderShareSize())
+	pt, err := l.key.OpenLeaderShare(l.round, l.consent, sealed, l.r.LeaderShareSize())
 	if err != nil {
 		return Decided{m: secagg.Entry{Nonce: helper.Nonce, Reason: secagg.RejectWrongLength}, unopened: true}
 	}
@@ -263,8 +270,8 @@ func (l *SecAggLeader) MarshalAggregate() ([]byte, error) { return l.agg.Marshal
 // RestoreSecAggLeader returns the charged leader of round r from
 // MarshalAggregate's bytes: the caller vouches that the round's release
 // is in the ledger.
-func RestoreSecAggLeader(key *sealkey.PrivateKey, r *secagg.Round, eng secagg.Engine, charged []byte) (*SecAggLeader, error) {
-	l, err := NewSecAggLeader(key, r, eng)
+func RestoreSecAggLeader(key *sealkey.PrivateKey, consent [32]byte, r *secagg.Round, eng secagg.Engine, charged []byte) (*SecAggLeader, error) {
+	l, err := NewSecAggLeader(key, consent, r, eng)
 	if err != nil {
 		return nil, err
 	}
@@ -328,8 +335,8 @@ func (l *SecAggLeader) MarshalState() ([]byte, error) {
 
 // RestoreCollecting returns the collecting leader of round r from
 // MarshalState's bytes.
-func RestoreCollecting(key *sealkey.PrivateKey, r *secagg.Round, eng secagg.Engine, state []byte) (*SecAggLeader, error) {
-	l, err := NewSecAggLeader(key, r, eng)
+func RestoreCollecting(key *sealkey.PrivateKey, consent [32]byte, r *secagg.Round, eng secagg.Engine, state []byte) (*SecAggLeader, error) {
+	l, err := NewSecAggLeader(key, consent, r, eng)
 	if err != nil {
 		return nil, err
 	}

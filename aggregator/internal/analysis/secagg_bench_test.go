@@ -84,7 +84,7 @@ func BenchmarkLeaderBatchVsStream(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if sealed[i], err = envelope.SealShare(key.Public().HPKE, 1, envelope.ShareLeader, l); err != nil {
+		if sealed[i], err = envelope.SealShare(key.Public().HPKE, 1, envelope.ShareLeader, saConsent, l); err != nil {
 			b.Fatal(err)
 		}
 		entries[i] = he.PrepInit(h).Entry
@@ -109,7 +109,7 @@ func benchLeaderPaths(b *testing.B, r *secagg.Round, key *sealkey.PrivateKey, vk
 				shares := make([][]byte, n)
 				_ = parallel.Chunks(n, 4, func(lo, hi int) error {
 					for i := lo; i < hi; i++ {
-						pt, err := key.OpenLeaderShare(1, sealed[i], r.LeaderShareSize())
+						pt, err := key.OpenLeaderShare(1, saConsent, sealed[i], r.LeaderShareSize())
 						if err != nil {
 							pt = sealed[i]
 						}
@@ -139,7 +139,7 @@ func benchLeaderPaths(b *testing.B, r *secagg.Round, key *sealkey.PrivateKey, vk
 			var last time.Duration
 			peak := peakHeap(func() {
 				le, _ := secagg.NewEngine(r, true, vk)
-				l, err := NewSecAggLeader(key, r, le)
+				l, err := NewSecAggLeader(key, saConsent, r, le)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -44,7 +44,7 @@ func saReports(t *testing.T, key *sealkey.PrivateKey, r *secagg.Round, n int) (s
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := envelope.SealShare(key.Public().HPKE, r.ID(), envelope.ShareLeader, l)
+		s, err := envelope.SealShare(key.Public().HPKE, r.ID(), envelope.ShareLeader, saConsent, l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func saLeader(t *testing.T, key *sealkey.PrivateKey, r *secagg.Round) *SecAggLea
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewSecAggLeader(key, r, le)
+	l, err := NewSecAggLeader(key, saConsent, r, le)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestSecAggNothingUnshardsBeforeCharge(t *testing.T) {
 	}); err != nil || len(charges) != 1 {
 		t.Fatalf("charge: %v, %d charges", err, len(charges))
 	}
-	if back, err := RestoreSecAggLeader(key, r, saEngine(t, r), persisted[0]); err != nil || back.Accepted() != 4 {
+	if back, err := RestoreSecAggLeader(key, saConsent, r, saEngine(t, r), persisted[0]); err != nil || back.Accepted() != 4 {
 		t.Fatalf("the persisted aggregate does not restore the charged leader: %v", err)
 	}
 	if _, err := l.PrepareChunk(sealed, prep, 2); err == nil {
@@ -281,7 +281,7 @@ func TestSecAggLeaderVerdicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	le, _ := secagg.NewEngine(r, true, saVK)
-	back, err := RestoreSecAggLeader(key, r, le, persisted)
+	back, err := RestoreSecAggLeader(key, saConsent, r, le, persisted)
 	if err != nil || !back.Charged() || back.Accepted() != 4 {
 		t.Fatalf("restore: %v", err)
 	}

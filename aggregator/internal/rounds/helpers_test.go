@@ -292,11 +292,11 @@ func (r *rig) reports(round, n int) []report {
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		sl, err := envelope.SealShare(r.key.Public().HPKE, uint64(round), envelope.ShareLeader, l)
+		sl, err := envelope.SealShare(r.key.Public().HPKE, uint64(round), envelope.ShareLeader, [32]byte{}, l)
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		sh, err := envelope.SealShare(r.helper.Public(), uint64(round), envelope.ShareHelper, h)
+		sh, err := envelope.SealShare(r.helper.Public(), uint64(round), envelope.ShareHelper, [32]byte{}, h)
 		if err != nil {
 			r.t.Fatal(err)
 		}

@@ -119,6 +119,10 @@ type Options struct {
 	// Test is the held-out set the model is evaluated on (no examples:
 	// nothing is evaluated).
 	Test logreg.Dataset
+	// Consent is task.ConsentHash of the study's task: secure summation's
+	// leader shares open only under it (envelope.ShareInfo), so a report
+	// sealed under another consent text is rejected as unopened.
+	Consent [32]byte
 	// Token derives the secure-summation verify key of each round.
 	Token      string
 	Workers    int // decryption goroutines (0: GOMAXPROCS)
@@ -407,6 +411,10 @@ type Optimizer struct {
 	Kind string  // task.OptimizerSGD or task.OptimizerMomentum
 	Beta float64 // momentum β in (0, 1)
 }
+
+// ConsentOf is Options.Consent for the study's task t: task.ConsentHash(t),
+// the one derivation the clients seal their leader shares under.
+func ConsentOf(t *task.Task) [32]byte { return task.ConsentHash(t) }
 
 // Optimizer kinds (task.OptimizerSGD, task.OptimizerMomentum).
 const (

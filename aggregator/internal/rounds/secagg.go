@@ -260,7 +260,7 @@ func (m *Machine) restorePending() {
 	if err != nil {
 		return
 	}
-	leader, err := analysis.RestoreSecAggLeader(m.key, sr, eng, p.Aggregate)
+	leader, err := analysis.RestoreSecAggLeader(m.key, m.opt.Consent, sr, eng, p.Aggregate)
 	if err != nil {
 		m.log.Error("prepared secagg round does not restore; it is recorded lost", "round", p.Round, "err", err)
 		return

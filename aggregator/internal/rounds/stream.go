@@ -55,6 +55,15 @@ func (fc *secaggFinish) counts() {
 		for reason, n := range rej {
 			rec.Rejections[reason.String()] = n
 		}
+		// A share that did not open has the wire verdict "wrong length";
+		// the record says what it means (another consent text, key, round).
+		if u := l.Unopened(); u > 0 {
+			wl := secagg.RejectWrongLength.String()
+			if rec.Rejections[wl] -= u; rec.Rejections[wl] <= 0 {
+				delete(rec.Rejections, wl)
+			}
+			rec.Rejections[analysis.UnopenedReason] = u
+		}
 	}
 	if rec.Population > 0 {
 		rec.CheckInRate = float64(rec.CheckedIn) / float64(rec.Population)
@@ -488,7 +497,7 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (outcome.SecAggAnswer, *
 			if err != nil {
 				return outcome.SecAggAnswer{}, nil, err
 			}
-			l, err := analysis.NewSecAggLeader(m.key, sr, eng)
+			l, err := analysis.NewSecAggLeader(m.key, m.opt.Consent, sr, eng)
 			if err != nil {
 				return outcome.SecAggAnswer{}, nil, err
 			}
@@ -709,7 +718,7 @@ func (m *Machine) restoreCollect() {
 	sr, eng, err := m.newLeader(f.Round, rc)
 	if err == nil {
 		var l *analysis.SecAggLeader
-		if l, err = analysis.RestoreCollecting(m.key, sr, eng, f.Leader); err == nil {
+		if l, err = analysis.RestoreCollecting(m.key, m.opt.Consent, sr, eng, f.Leader); err == nil {
 			c := &secaggCollect{round: f.Round, sr: sr, leader: l, next: f.Next, answered: make(map[string][]byte), start: time.Now()}
 			for _, a := range f.answers() {
 				c.answered[a.Digest] = a.Reply

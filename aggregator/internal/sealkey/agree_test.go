@@ -104,18 +104,19 @@ func TestEnvelopetestAgrees(t *testing.T) {
 			}
 		}
 		share := bytes.Repeat([]byte{seed, 3}, 40)
-		lead, err := envelope.SealShare(pub, 9, envelope.ShareLeader, share)
+		consent := [32]byte{seed, 0xc0}
+		lead, err := envelope.SealShare(pub, 9, envelope.ShareLeader, consent, share)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, errA := agg.OpenLeaderShare(9, lead, len(share))
-		b, errB := tk.OpenLeaderShare(9, lead, len(share))
+		a, errA := agg.OpenLeaderShare(9, consent, lead, len(share))
+		b, errB := tk.OpenLeaderShare(9, consent, lead, len(share))
 		if errA != nil || errB != nil || !bytes.Equal(a, share) || !bytes.Equal(b, share) {
 			t.Fatalf("seed %d: leader share: %v / %v", seed, errA, errB)
 		}
 		for name, err := range map[string]error{
-			"sealkey":      func() error { _, err := agg.OpenLeaderShare(8, lead, -1); return err }(),
-			"envelopetest": func() error { _, err := tk.OpenLeaderShare(8, lead, -1); return err }(),
+			"sealkey":      func() error { _, err := agg.OpenLeaderShare(8, consent, lead, -1); return err }(),
+			"envelopetest": func() error { _, err := tk.OpenLeaderShare(8, consent, lead, -1); return err }(),
 		} {
 			if !errors.Is(err, envelope.ErrOpenShare) {
 				t.Fatalf("seed %d: %s opens a leader share of another round: %v", seed, name, err)

@@ -10,7 +10,8 @@
 // that neither binary links this package. Every opener uses envelope's
 // suite (envelope.Suite) and info strings (envelope.ValuesInfo,
 // envelope.ShareInfo), so a message opens here exactly when it was sealed
-// by envelope for that round.
+// by envelope for that round (and a leader share, under the consent hash
+// of the aggregator's task).
 //
 // Security notes. HPKE base mode gives confidentiality and integrity of
 // the values against anyone without the X25519 private key (the relay

@@ -114,14 +114,17 @@ func (k *PrivateKey) OpenEach(round uint64, sealed [][]byte, dst []float64) (val
 }
 
 // OpenLeaderShare opens a leader share sealed to the aggregator's key for
-// round (envelope.SealShare with envelope.ShareLeader); want is the
-// expected share size (negative: any). Errors wrap envelope.ErrOpenShare
-// (wrong length, round, role, key, or modified bytes).
-func (k *PrivateKey) OpenLeaderShare(round uint64, sealed []byte, want int) ([]byte, error) {
+// round under the consent hash consent (envelope.SealShare with
+// envelope.ShareLeader; consent is task.ConsentHash of the aggregator's
+// task): a share sealed by a client that held another consent text's hash
+// does not open. want is the expected share size (negative: any). Errors
+// wrap envelope.ErrOpenShare (wrong length, round, role, key, consent
+// text, or modified bytes).
+func (k *PrivateKey) OpenLeaderShare(round uint64, consent [32]byte, sealed []byte, want int) ([]byte, error) {
 	if want >= 0 && len(sealed) != envelope.ShareSealedLen(want) {
 		return nil, fmt.Errorf("%w: %d bytes, want %d", envelope.ErrOpenShare, len(sealed), envelope.ShareSealedLen(want))
 	}
-	inf, err := envelope.ShareInfo(round, envelope.ShareLeader)
+	inf, err := envelope.ShareInfo(round, envelope.ShareLeader, consent)
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func (s *Server) serveExport(w http.ResponseWriter, r *http.Request) {
 	}
 	*e.Study = study.Record{TaskSHA256: e.Study.TaskSHA256, WasmSHA256: s.cfg.Web.Wasm.SHA256(), AggregatorKey: st.Fingerprint,
 		Software: study.Build(), Epsilon: st.Epsilon, Delta: st.Delta, Method: st.Method, TargetEpsilon: st.TargetEpsilon,
-		TargetDelta: st.TargetDelta, Protocol: checkpoint.ParamsOf(rc.Params), ServerLR: rc.ServerLR, Rounds: st.Round, RoundsOK: st.RoundsOK}
+		TargetDelta: st.TargetDelta, Protocol: checkpoint.ParamsOf(rc.Params), ServerLR: rc.ServerLR, Rounds: st.Round, RoundsOK: st.RoundsOK, Consent: study.ConsentOf(s.cfg.Task)}
 	b, err := json.MarshalIndent(e, "", " ")
 	if err != nil {
 		http.Error(w, "export: "+err.Error(), http.StatusInternalServerError)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 // TestExport: GET /api/export is the current model with the task it was
@@ -54,6 +55,16 @@ func TestExport(t *testing.T) {
 		r.Method == "" || r.Method != st.Method || r.TargetEpsilon != st.TargetEpsilon || r.AggregatorKey != h.srv.PublicKey().Fingerprint() ||
 		r.Protocol.Clip != rc.Params.Clip || r.ServerLR != rc.ServerLR || r.RoundsOK != 1 || r.Software.GoVersion == "" {
 		t.Errorf("study record %+v (status %+v)", e.Study, st)
+	}
+	// The consent text the volunteers were shown (GET /api/task's) and
+	// the hash their leader shares are sealed under.
+	var served task.Task
+	if err := json.Unmarshal([]byte(taskBody), &served); err != nil {
+		t.Fatal(err)
+	}
+	if ch := task.ConsentHash(&served); e.Study != nil && (e.Study.Consent.Text != served.Consent || served.Consent == "" ||
+		e.Study.Consent.SHA256 != hex.EncodeToString(ch[:]) || e.Study.Consent.Version != hex.EncodeToString(ch[:4])) {
+		t.Errorf("study consent %+v, want the served text %q and its hash %x", e.Study.Consent, served.Consent, ch)
 	}
 	// The rounds as CSV: the header, then round 1 ok with its epsilon.
 	code, csvBody := get(t, h.http.URL+"/api/rounds.csv")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +32,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
 	"github.com/blanket-fl/blanket/shared/secagg"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -52,6 +54,18 @@ type secaggRelay struct {
 	key      *envelopetest.HelperKey
 	keyGets  int
 	mismatch int // announcements refused for their RelayPub
+	// consent is the consent hash its volunteers seal leader shares
+	// under; nil: the aggregator's (rounds.ConsentOf of the harness's
+	// task, none).
+	consent *[32]byte
+}
+
+// consentHash is the hash the relay's volunteers seal under.
+func (sr *secaggRelay) consentHash() [32]byte {
+	if sr.consent != nil {
+		return *sr.consent
+	}
+	return rounds.ConsentOf(nil)
 }
 
 func newSecAggRelay(t *testing.T) *secaggRelay {
@@ -166,11 +180,11 @@ func (sr *secaggRelay) shardAndSeal(t *testing.T, a *wire.Announcement, x []floa
 
 func (sr *secaggRelay) seal(t *testing.T, a *wire.Announcement, x []float64, l, h []byte) volunteer {
 	t.Helper()
-	sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, l)
+	sl, err := envelope.SealShare(a.HPKEPub, a.Round, envelope.ShareLeader, sr.consentHash(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, h)
+	sh, err := envelope.SealShare(a.RelayPub, a.Round, envelope.ShareHelper, [32]byte{}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,10 +494,13 @@ func TestSecAggRoundUpdatesModelAndChargesOnce(t *testing.T) {
 
 // TestSecAggRejectsOutOfRangeAndTampered: an over-norm report (its
 // update 3 NormBound long, well-formed: caught only by PINE's norm proof)
-// and a tampered leader share (does not open), streamed among honest
-// ones, are rejected by the chunks' verdicts (the helper folds neither),
-// counted by reason, charged for the 4 accepted reports only, and do not
-// move the model: it moves by the honest reports' mean.
+// and a tampered leader share (does not open), and an honest report
+// sealed under another consent text's hash (the study's task has none:
+// rounds.ConsentOf(nil); it does not open either), streamed among honest
+// ones, are rejected by the chunks' verdicts (the helper folds none),
+// counted by reason (the two unopened under analysis.UnopenedReason),
+// charged for the 4 accepted reports only, and do not move the model: it
+// moves by the honest reports' mean.
 func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	relay := newSecAggRelay(t)
 	h := newSecAggHarness(t, t.TempDir(), relay, nil)
@@ -510,9 +527,13 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	tampered := relay.shardAndSeal(t, a, honestUpdate(50, 8), 300)
 	tampered.leader[len(tampered.leader)-1] ^= 1
 	all = append(all, tampered)
+	other := task.ConsentTextHash("another study's consent text")
+	relay.consent = &other
+	all = append(all, relay.shardAndSeal(t, a, honestUpdate(51, 8), 301))
+	relay.consent = nil
 
-	// Chunks of 4 and 2: the over-norm report in the first, the tampered
-	// one in the second.
+	// Chunks of 4 and 3: the over-norm report in the first, the tampered
+	// one and the other consent's in the second.
 	rs, ch, in := relay.streamRound(t, h, a, all, 4)
 	if in != api.IntakeAccepted || ch.Status != wire.BatchStatusOK || ch.Accepted != 4 || rs.accepted() != 4 {
 		t.Fatalf("close: %s %+v, the helper accepted %d", in, ch, rs.accepted())
@@ -522,10 +543,9 @@ func TestSecAggRejectsOutOfRangeAndTampered(t *testing.T) {
 	}
 	checkNear(t, h.srv.Model(), wantMean(honest), 4)
 	rec := h.srv.Rounds()[0]
-	want := map[string]int{secagg.RejectInvalidProof.String(): 1, secagg.RejectWrongLength.String(): 1}
-	if rec.Status != checkpoint.StatusOK || rec.N != 4 || rec.Reports != 6 || rec.RejectedOpen != 1 || rec.RejectedValue != 2 ||
-		len(rec.Rejections) != 2 || rec.Rejections[secagg.RejectInvalidProof.String()] != 1 ||
-		rec.Rejections[secagg.RejectWrongLength.String()] != 1 {
+	want := map[string]int{secagg.RejectInvalidProof.String(): 1, analysis.UnopenedReason: 2}
+	if rec.Status != checkpoint.StatusOK || rec.N != 4 || rec.Reports != 7 || rec.RejectedOpen != 2 || rec.RejectedValue != 3 ||
+		!maps.Equal(rec.Rejections, want) {
 		t.Fatalf("round record %+v, want rejections %v", rec, want)
 	}
 	if rels := h.srv.ledger.Releases(); len(rels) != 1 || rels[0].N != 4 {

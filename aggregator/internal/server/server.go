@@ -178,7 +178,7 @@ func New(cfg Config) (*Server, error) {
 	// Resumes a charged secure-summation round awaiting its aggregate
 	// share, reconciles the checkpoint with the ledger, and resumes the
 	// open round's chunks.
-	s.Machine, err = rounds.Open(rounds.Options{Key: key, Ledger: l, Acct: s.acct, Store: store, Round: rc, Test: c.Test, Optimizer: rounds.OptimizerOf(c.Task, c.Params),
+	s.Machine, err = rounds.Open(rounds.Options{Key: key, Ledger: l, Acct: s.acct, Store: store, Round: rc, Test: c.Test, Optimizer: rounds.OptimizerOf(c.Task, c.Params), Consent: rounds.ConsentOf(c.Task),
 		Token: c.Token, Workers: c.Workers, BatchGrace: c.BatchGrace, ExpectedN: c.ExpectedN, Rounds: c.Rounds,
 		TargetEpsilon: c.TargetEpsilon, TargetDelta: c.TargetDelta, Paused: c.Web.StartPaused, Logger: c.Logger,
 		Noise: c.secaggNoise, Hooks: rounds.Hooks{PublishChange: s.publishChange, PublishStatus: s.publishStatus,

@@ -99,6 +99,35 @@ type Record struct {
 	// model.
 	Rounds   int `json:"rounds"`
 	RoundsOK int `json:"rounds_ok"`
+	// Consent is the consent text the volunteers agreed to and its hash:
+	// every report the aggregator opened was sealed under that hash
+	// (ConsentOf).
+	Consent Consent `json:"consent"`
+}
+
+// Consent names the consent text of a study: the text itself, its
+// task.ConsentHash (hex) and the short version the join page shows beside
+// the consent box.
+type Consent struct {
+	SHA256  string `json:"sha256"`
+	Version string `json:"version"`
+	Text    string `json:"text"`
+}
+
+// ConsentOf is the consent record of the task t. What it proves: secure
+// summation's leader shares are sealed under an HPKE info that carries
+// SHA256 (envelope.ShareInfo) and the aggregator opens them only under
+// its own task's hash, so every report this study's sum holds was sealed
+// by a client that held the hash of Text, the text the join page shows
+// beside its required checkbox. It does not prove that a person read the
+// text (docs/threat-model.md, "Consent").
+func ConsentOf(t *task.Task) Consent {
+	h := task.ConsentHash(t)
+	c := Consent{SHA256: hex.EncodeToString(h[:]), Version: task.ConsentVersion(h)}
+	if t != nil {
+		c.Text = t.Consent
+	}
+	return c
 }
 
 // roundsHeader is RoundsCSV's first line.

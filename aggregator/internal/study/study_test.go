@@ -67,3 +67,22 @@ func TestRoundsCSV(t *testing.T) {
 		t.Errorf("round 2: %v", rows[2])
 	}
 }
+
+// TestConsentOf: the record names the task's consent text, its
+// task.ConsentHash and the short version the join page shows.
+func TestConsentOf(t *testing.T) {
+	tk, err := task.Digits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ConsentOf(tk)
+	h := task.ConsentHash(tk)
+	if c.Text != tk.Consent || c.SHA256 != hex.EncodeToString(h[:]) || c.Version != task.ConsentVersion(h) || len(c.Version) != 8 {
+		t.Fatalf("ConsentOf = %+v", c)
+	}
+	other := *tk
+	other.Consent = "Another text."
+	if ConsentOf(&other).SHA256 == c.SHA256 {
+		t.Fatal("two consent texts, one hash")
+	}
+}

@@ -71,7 +71,7 @@ func (h *Key) OpenHelperShare(round uint64, sealed []byte, want int) ([]byte, er
 	if want >= 0 && len(sealed) != envelope.ShareSealedLen(want) {
 		return nil, fmt.Errorf("%w: %d bytes, want %d", envelope.ErrOpenShare, len(sealed), envelope.ShareSealedLen(want))
 	}
-	inf, err := envelope.ShareInfo(round, envelope.ShareHelper)
+	inf, err := envelope.ShareInfo(round, envelope.ShareHelper, [32]byte{}) // the helper's share is not bound to a consent text
 	if err != nil {
 		return nil, err
 	}

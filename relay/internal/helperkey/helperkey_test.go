@@ -24,11 +24,11 @@ func TestOpenHelperShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	share := bytes.Repeat([]byte{7, 1, 2}, 50)
-	help, err := envelope.SealShare(relay.Public(), 4, envelope.ShareHelper, share)
+	help, err := envelope.SealShare(relay.Public(), 4, envelope.ShareHelper, [32]byte{}, share)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lead, err := envelope.SealShare(agg.Public().HPKE, 4, envelope.ShareLeader, share)
+	lead, err := envelope.SealShare(agg.Public().HPKE, 4, envelope.ShareLeader, [32]byte{}, share)
 	if err != nil {
 		t.Fatal(err)
 	}

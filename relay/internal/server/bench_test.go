@@ -391,11 +391,11 @@ func BenchmarkSecAggStream(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if reps[i].Helper, err = envelope.SealShare(hk.Public(), num, envelope.ShareHelper, h); err != nil {
+		if reps[i].Helper, err = envelope.SealShare(hk.Public(), num, envelope.ShareHelper, [32]byte{}, h); err != nil {
 			b.Fatal(err)
 		}
 		if i == 0 {
-			if reps[0].Leader, err = envelope.SealShare(key.Public().HPKE, num, envelope.ShareLeader, l); err != nil {
+			if reps[0].Leader, err = envelope.SealShare(key.Public().HPKE, num, envelope.ShareLeader, [32]byte{}, l); err != nil {
 				b.Fatal(err)
 			}
 		}

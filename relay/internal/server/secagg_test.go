@@ -193,7 +193,7 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		var ms []secagg.Entry
 		for i, sealed := range c.Leader {
-			pt, err := a.key.OpenLeaderShare(c.Round, sealed, a.sr.LeaderShareSize())
+			pt, err := a.key.OpenLeaderShare(c.Round, [32]byte{}, sealed, a.sr.LeaderShareSize())
 			if err != nil {
 				pt = sealed // rejected by PrepInit: not a share's length
 			}
@@ -355,11 +355,11 @@ func (h *harness) volunteerShares(spec *roundspec.Spec, round, sealRound uint64,
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	sl, err := envelope.SealShare(h.key.Public().HPKE, sealRound, envelope.ShareLeader, l)
+	sl, err := envelope.SealShare(h.key.Public().HPKE, sealRound, envelope.ShareLeader, [32]byte{}, l)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	sh, err := envelope.SealShare(relayPub, sealRound, envelope.ShareHelper, hs)
+	sh, err := envelope.SealShare(relayPub, sealRound, envelope.ShareHelper, [32]byte{}, hs)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -178,7 +178,7 @@ func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, l
 		var ms []secagg.Entry
 		for i, sealed := range c.Leader {
 			a.leaders = append(a.leaders, sealed)
-			pt, err := a.key.OpenLeaderShare(c.Round, sealed, a.sr.LeaderShareSize())
+			pt, err := a.key.OpenLeaderShare(c.Round, [32]byte{}, sealed, a.sr.LeaderShareSize())
 			if err != nil {
 				pt = sealed
 			}
@@ -303,11 +303,11 @@ func (f *fixture) report(num, sealRound uint64, x []float64, seed uint64) round.
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	sl, err := envelope.SealShare(f.agg.key.Public().HPKE, num, envelope.ShareLeader, l)
+	sl, err := envelope.SealShare(f.agg.key.Public().HPKE, num, envelope.ShareLeader, [32]byte{}, l)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	sh, err := envelope.SealShare(f.hk.Public(), sealRound, envelope.ShareHelper, h)
+	sh, err := envelope.SealShare(f.hk.Public(), sealRound, envelope.ShareHelper, [32]byte{}, h)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -88,6 +89,14 @@ type Config struct {
 	// client.Pool shared by the cohort); 0 means DefaultWorkers(), a
 	// negative value no bound (every volunteer at once).
 	Workers int
+	// Consent is task.ConsentHash of the consent text the volunteers
+	// agree to (client.Config.Consent: secure summation's leader shares
+	// are sealed under it). Zero: Run reads the text the relay's join
+	// page shows (FetchConsent of the relay's GET /api/task), waiting for
+	// it as a volunteer would; with a custom Dial (a test's fake relay)
+	// zero stays zero (no consent text: a real aggregator rejects the
+	// shares).
+	Consent [32]byte
 }
 
 // DefaultWorkers is the cohort's default pool: two reports in preparation
@@ -225,6 +234,13 @@ func Run(ctx context.Context, cfg Config) ([]RoundSummary, error) {
 	} else if len(shares) != cfg.Clients {
 		return nil, fmt.Errorf("cohort: %d shares for %d clients", len(shares), cfg.Clients)
 	}
+	if cfg.Consent == ([32]byte{}) && cfg.Dial == nil {
+		c, err := waitConsent(ctx, cfg.Relay, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Consent = c
+	}
 	var err error
 	col := newCollector(cfg.Out)
 	var pool *client.Pool
@@ -238,6 +254,7 @@ func Run(ctx context.Context, cfg Config) ([]RoundSummary, error) {
 			src = noise.NewSeeded(cfg.Seed ^ (uint64(i+1) * 0x9e3779b97f4a7c15))
 		}
 		cc := client.Config{
+			Consent: cfg.Consent,
 			Pinned:  cfg.Key,
 			Data:    shares[i],
 			Train:   cfg.Train,
@@ -404,6 +421,68 @@ func FetchKey(ctx context.Context, hc *http.Client, base, want string) (envelope
 		return envelope.PublicKey{}, fmt.Errorf("cohort: aggregator key fingerprint %s, expected %s", k.Fingerprint(), want)
 	}
 	return k, nil
+}
+
+// FetchConsent reads the study's task from GET base/api/task (a relay's:
+// the definition its join page shows; an aggregator's) and returns
+// task.ConsentHash of its consent text, the hash the cohort's volunteers
+// seal their leader shares under, and the text's short version.
+func FetchConsent(ctx context.Context, hc *http.Client, base string) ([32]byte, string, error) {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/api/task", nil)
+	if err != nil {
+		return [32]byte{}, "", fmt.Errorf("cohort: task request: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return [32]byte{}, "", fmt.Errorf("cohort: fetch task: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return [32]byte{}, "", fmt.Errorf("cohort: fetch task: HTTP %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, task.MaxFileBytes+1))
+	if err != nil {
+		return [32]byte{}, "", fmt.Errorf("cohort: fetch task: %w", err)
+	}
+	t, err := task.Parse(body)
+	if err != nil {
+		return [32]byte{}, "", fmt.Errorf("cohort: task: %w", err)
+	}
+	h := task.ConsentHash(t)
+	return h, task.ConsentVersion(h), nil
+}
+
+// waitConsent is FetchConsent of the relay whose websocket URL is relay,
+// retried every second until ctx ends (the relay serves the task once it
+// has reached the aggregator).
+func waitConsent(ctx context.Context, relay string, log *slog.Logger) ([32]byte, error) {
+	u, err := url.Parse(relay)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("cohort: relay URL: %w", err)
+	}
+	switch u.Scheme {
+	case "ws":
+		u.Scheme = "http"
+	case "wss":
+		u.Scheme = "https"
+	}
+	u.Path, u.RawQuery, u.Fragment = "", "", ""
+	for {
+		h, v, err := FetchConsent(ctx, nil, u.String())
+		if err == nil {
+			log.Info("consent text agreed", "version", v)
+			return h, nil
+		}
+		log.Debug("no consent text yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return [32]byte{}, fmt.Errorf("cohort: no consent text from the relay: %w (%w)", err, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // ReportCost measures what a volunteer's report costs on this machine now,

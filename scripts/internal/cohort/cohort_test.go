@@ -190,6 +190,7 @@ func TestCohortAgainstRelay(t *testing.T) {
 	go func() {
 		s, err := Run(ctx, Config{
 			Relay: relay.url, Key: k.Public(), Clients: n, PerUser: 10, Seed: 3, SeededNoise: true,
+			Consent: task.ConsentTextHash("the cohort test's consent text"), // the test relay serves no task
 			Train:   logreg.FLAMEConfig(2, 0.1),
 			Backoff: client.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond},
 			Out:     &out,

@@ -133,11 +133,11 @@ func (k *Key) OpenEach(round uint64, sealed [][]byte) (vals []float64, errs []er
 	return vals, errs
 }
 
-// OpenLeaderShare opens a leader share sealed to this key for round; want
-// is the expected share size (negative: any). Errors wrap
-// envelope.ErrOpenShare.
-func (k *Key) OpenLeaderShare(round uint64, sealed []byte, want int) ([]byte, error) {
-	return openShare(k.hpke, round, envelope.ShareLeader, sealed, want)
+// OpenLeaderShare opens a leader share sealed to this key for round under
+// the consent hash consent (envelope.ShareInfo); want is the expected
+// share size (negative: any). Errors wrap envelope.ErrOpenShare.
+func (k *Key) OpenLeaderShare(round uint64, consent [32]byte, sealed []byte, want int) ([]byte, error) {
+	return openShare(k.hpke, round, envelope.ShareLeader, consent, sealed, want)
 }
 
 // HelperKey is a test stand-in for the relay's helper key: it opens helper
@@ -178,14 +178,14 @@ func (h *HelperKey) Public() [32]byte { return h.pub }
 // OpenHelperShare opens a helper share sealed to this key for round; want
 // is the expected share size (negative: any).
 func (h *HelperKey) OpenHelperShare(round uint64, sealed []byte, want int) ([]byte, error) {
-	return openShare(h.priv, round, envelope.ShareHelper, sealed, want)
+	return openShare(h.priv, round, envelope.ShareHelper, [32]byte{}, sealed, want)
 }
 
-func openShare(k hpke.PrivateKey, round uint64, role envelope.ShareRole, sealed []byte, want int) ([]byte, error) {
+func openShare(k hpke.PrivateKey, round uint64, role envelope.ShareRole, consent [32]byte, sealed []byte, want int) ([]byte, error) {
 	if want >= 0 && len(sealed) != envelope.ShareSealedLen(want) {
 		return nil, fmt.Errorf("%w: %d bytes, want %d", envelope.ErrOpenShare, len(sealed), envelope.ShareSealedLen(want))
 	}
-	inf, err := envelope.ShareInfo(round, role)
+	inf, err := envelope.ShareInfo(round, role, consent)
 	if err != nil {
 		return nil, err
 	}

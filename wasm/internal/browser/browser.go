@@ -42,6 +42,7 @@ type app struct {
 	session   volunteer.Session
 	cancel    context.CancelFunc // non-nil while starting or running
 	task      taskState          // a study's definition and rows (task.go)
+	consent   [32]byte           // the consent hash agreed to at start (consent.go)
 }
 
 // Main installs globalThis.blanket, dispatches "blanket-ready" and keeps the
@@ -335,13 +336,19 @@ func options(v js.Value) (volunteer.Options, error) {
 }
 
 // start(opts) -> Promise: resolves once the client runs (key checked,
-// examples ready), rejects if that fails.
+// examples ready), rejects if that fails or if opts.consent is not the
+// consent hash of the definition given with setTask (consent.go).
 func (a *app) start(args []js.Value) any {
 	var arg js.Value
 	if len(args) > 0 {
 		arg = args[0]
 	}
 	o, err := options(arg)
+	if err != nil {
+		a.emitError(err)
+		return rejected(err)
+	}
+	consent, err := a.agreedConsent(arg) // consent.go
 	if err != nil {
 		a.emitError(err)
 		return rejected(err)
@@ -354,6 +361,7 @@ func (a *app) start(args []js.Value) any {
 		return rejected(errRunning)
 	}
 	a.cancel = cancel
+	a.consent = consent
 	a.mu.Unlock()
 	return promise(func() error {
 		c, err := a.setup(ctx, o)
@@ -495,7 +503,11 @@ func (a *app) clientOn(key envelope.PublicKey, data logreg.Dataset, train logreg
 	r := a.session.Note(volunteer.KindData)
 	r.Examples = data.Len()
 	a.emit(r)
+	a.mu.Lock()
+	consent := a.consent
+	a.mu.Unlock()
 	return client.New(client.Config{
+		Consent:          consent,
 		Pinned:           key,
 		Data:             data,
 		Train:            train,

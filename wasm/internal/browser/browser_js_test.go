@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"math"
 	"strings"
 	"syscall/js"
@@ -15,7 +17,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
-	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -163,9 +165,40 @@ func TestJSAPI(t *testing.T) {
 		t.Fatalf("invalid drawing: %v", e)
 	}
 
-	// A start with a wrong pinned fingerprint is rejected.
+	// The page gives the study's definition (the digits' too) and shows
+	// its consent text; the module's consent hash of it is the
+	// aggregator's (task.ConsentHash of the task it loaded).
+	digits, err := task.Digits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dj, err := json.Marshal(digits) // as the relay serves it
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := b.Call("setTask", string(dj))
+	want := task.ConsentHash(digits)
+	if !st.Get("ok").Bool() || st.Get("consentHash").String() != hex.EncodeToString(want[:]) ||
+		st.Get("consentVersion").String() != task.ConsentVersion(want) {
+		t.Fatalf("setTask: ok %v, consent %v (%v), want %x", st.Get("ok"), st.Get("consentHash"), st.Get("error"), want)
+	}
+	// Without the volunteer's agreement, or with another text's hash, no
+	// start.
 	opts := map[string]any{"relay": "ws://relay.test/ws", "source": "shard", "shardSeed": 3,
-		"fingerprint": "0000-0000-0000-0000-0000-0000-0000-0000"}
+		"fingerprint": strings.ToUpper(pub.Fingerprint())}
+	if _, err := await(b.Call("start", js.ValueOf(opts))); err == nil || !strings.Contains(err.Error(), "consent") {
+		t.Fatalf("start without the consent box: %v", err)
+	}
+	waitKind(t, ch, "error")
+	opts["consent"] = strings.Repeat("0", 64)
+	if _, err := await(b.Call("start", js.ValueOf(opts))); err == nil || !strings.Contains(err.Error(), "reload") {
+		t.Fatalf("start under another consent text: %v", err)
+	}
+	waitKind(t, ch, "error")
+	opts["consent"] = st.Get("consentHash").String()
+
+	// A start with a wrong pinned fingerprint is rejected.
+	opts["fingerprint"] = "0000-0000-0000-0000-0000-0000-0000-0000"
 	if _, err := await(b.Call("start", js.ValueOf(opts))); err == nil || !strings.Contains(err.Error(), "pinned") {
 		t.Fatalf("start with a wrong fingerprint: %v", err)
 	}
@@ -188,7 +221,7 @@ func TestJSAPI(t *testing.T) {
 	if _, err := await(b.Call("start", js.ValueOf(opts))); err == nil {
 		t.Fatal("a second start was accepted while running")
 	}
-	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: logreg.MNISTParams,
+	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: uint32(digits.D()), // the digits task's d (its feature map)
 		K: 157, L: 5, Width: 1, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 	a := wire.Announcement{Round: 1, Deadline: time.Now().Add(time.Hour), Params: p, HPKEPub: pub.HPKE, Model: make([]float64, p.D)}
 	if err := a.Sign(k); err != nil {

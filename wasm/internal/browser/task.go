@@ -49,9 +49,12 @@ func result(fields map[string]any) js.Value {
 	return o
 }
 
-// setTask(json string) -> {ok, name, source, inputs, classes} or {ok:
-// false, error}: the study's definition (the relay's GET /api/task), read by
-// decodeTask and checked by task.New. A new definition forgets the rows of the previous one.
+// setTask(json string) -> {ok, name, source, inputs, classes,
+// consentHash, consentVersion} or {ok: false, error}: the study's
+// definition (the relay's GET /api/task; the page gives it for every task,
+// the built-in digits included), read by decodeTask and checked by
+// task.New; consentHash is what start's consent option must repeat
+// (consent.go). A new definition forgets the rows of the previous one.
 func (a *app) setTask(args []js.Value) any {
 	if len(args) < 1 || args[0].Type() != js.TypeString {
 		return result(map[string]any{"ok": false, "error": "blanket.setTask: want the definition as a JSON string"})
@@ -63,7 +66,9 @@ func (a *app) setTask(args []js.Value) any {
 	a.task.mu.Lock()
 	a.task.def, a.task.rows = t, nil
 	a.task.mu.Unlock()
-	return result(map[string]any{"ok": true, "name": t.Name, "source": t.Source, "inputs": t.Inputs(), "classes": len(t.Label.Classes)})
+	out := map[string]any{"ok": true, "name": t.Name, "source": t.Source, "inputs": t.Inputs(), "classes": len(t.Label.Classes)}
+	consentInfo(t, out)
+	return result(out)
 }
 
 // parseCSV(bytes Uint8Array) -> {ok, rows, skipped, errors: [{row,

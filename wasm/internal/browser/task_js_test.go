@@ -4,11 +4,13 @@ package browser
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"strings"
 	"syscall/js"
 	"testing"
 
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 const tinyTask = `{"version": 1, "name": "tiny", "title": "Tiny", "consent": "Yes.", "source": "csv",
@@ -44,8 +46,12 @@ func TestJSTask(t *testing.T) {
 	if r := b.Call("setTask", `{"version": 1}`); r.Get("ok").Bool() {
 		t.Fatal("an invalid task was accepted")
 	}
-	if r := b.Call("setTask", tinyTask); !r.Get("ok").Bool() || r.Get("inputs").Int() != 3 {
-		t.Fatalf("setTask: %v", r.Get("error"))
+	st := b.Call("setTask", tinyTask)
+	if !st.Get("ok").Bool() || st.Get("inputs").Int() != 3 {
+		t.Fatalf("setTask: %v", st.Get("error"))
+	}
+	if h := task.ConsentTextHash("Yes."); st.Get("consentHash").String() != hex.EncodeToString(h[:]) {
+		t.Fatalf("consent hash %v, want %x", st.Get("consentHash"), h)
 	}
 	r := b.Call("parseCSV", u8([]byte("y,weather,age,extra\na,sun,30,x\nb,rain,212,x\nb,fog,40,x\na,rain,5,x\n")))
 	if !r.Get("ok").Bool() || r.Get("rows").Int() != 2 || r.Get("skipped").Int() != 2 {
@@ -63,7 +69,8 @@ func TestJSTask(t *testing.T) {
 	}
 
 	// The failed file above forgot the rows: a start now has none.
-	opts := map[string]any{"relay": "ws://relay.test/ws", "source": "task", "fingerprint": pub.Fingerprint()}
+	opts := map[string]any{"relay": "ws://relay.test/ws", "source": "task", "fingerprint": pub.Fingerprint(),
+		"consent": st.Get("consentHash").String()}
 	if _, err := await(b.Call("start", js.ValueOf(opts))); err == nil || !strings.Contains(err.Error(), "no local data") {
 		t.Fatalf("start without rows: %v", err)
 	}

@@ -58,10 +58,10 @@ func run(args []js.Value) (any, error) {
 		} else {
 			leader, helper := make([]byte, w.Get("leader").Int()), make([]byte, w.Get("helper").Int())
 			once = func() error {
-				if _, err := envelope.SealShare(pub, round, envelope.ShareLeader, leader); err != nil {
+				if _, err := envelope.SealShare(pub, round, envelope.ShareLeader, [32]byte{1}, leader); err != nil {
 					return err
 				}
-				_, err := envelope.SealShare(pub, round, envelope.ShareHelper, helper)
+				_, err := envelope.SealShare(pub, round, envelope.ShareHelper, [32]byte{}, helper)
 				return err
 			}
 		}

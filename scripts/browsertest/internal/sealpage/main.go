@@ -83,18 +83,24 @@ func sealEach(args []js.Value) (any, error) {
 }
 
 func sealShare(args []js.Value) (any, error) {
-	if len(args) != 4 {
-		return nil, errors.New("sealShare(pub, round, role, share)")
+	if len(args) != 5 {
+		return nil, errors.New("sealShare(pub, round, role, consent, share)")
 	}
 	pub, err := key(args[0])
 	if err != nil {
 		return nil, err
 	}
-	share, err := hex.DecodeString(args[3].String())
+	var consent [32]byte // "": none (the helper's share)
+	if c := args[3].String(); c != "" {
+		if consent, err = key(args[3]); err != nil {
+			return nil, fmt.Errorf("consent: %w", err)
+		}
+	}
+	share, err := hex.DecodeString(args[4].String())
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := envelope.SealShare(pub, uint64(args[1].Int()), envelope.ShareRole(args[2].Int()), share)
+	sealed, err := envelope.SealShare(pub, uint64(args[1].Int()), envelope.ShareRole(args[2].Int()), consent, share)
 	if err != nil {
 		return nil, err
 	}
