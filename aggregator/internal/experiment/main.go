@@ -95,6 +95,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.SecAgg.Epochs, "secagg-epochs", sd.Epochs, "secagg: local epochs")
 	fs.IntVar(&o.SecAgg.NoiseShares, "secagg-noise-shares", 2, "secagg: servers adding noise, 2 (the protocol) or 1 (the same sigma once: what a trusted aggregator would add; the accounting is unchanged)")
 	fs.BoolVar(&o.SecAgg.Replicate, "secagg-replicate", false, "secagg: allow more volunteers than shards (volunteer u trains on the shard of user u mod the shards: each row is trained by several volunteers, and ε is per volunteer, not per row)")
+	fs.BoolVar(&o.SecAgg.Fast, "secagg-fast", false, "secagg: compute each round's aggregate as the sum of PINE's encodings plus both servers' noise, without the cryptography (bit-identical for honest volunteers; for crowds of thousands)")
 	fs.StringVar(&o.SecAgg.Attack, "secagg-attack", "", `secagg: "flip" (full-norm update of the opposite sign) or "edge" (every entry at ±C, opposite sign: PINE rejects it) sent by -secagg-attackers volunteers`)
 	fs.IntVar(&o.SecAgg.Attackers, "secagg-attackers", 0, "secagg: malicious volunteers mounting -secagg-attack")
 	fs.StringVar(&o.SecAgg.Features, "secagg-features", "identity", "secagg: fixed feature map each volunteer applies to every digit before training (shared/features): "+strings.Join(features.Names, ", ")+"; d follows the map, the PINE instance and sigma are the product's for that d")

@@ -308,3 +308,74 @@ func fmtReasons(m map[string]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// pineSumFast computes exactly what pineSum returns for honest volunteers,
+// without the cryptography: an honest report's PINE proof always verifies
+// (pineSum fails the run if one does not), so the servers' combined
+// aggregate is the field sum of the volunteers' encodings
+// (pine.Pine.Encode of the clipped update), to which each server adds
+// its discrete Gaussian noise from the same seeded streams as pineSum.
+// The result is bit-identical to pineSum's (TestPineSumFastIsExact); it
+// is the runner's -secagg-fast for crowds where PINE's preparation would
+// take hours, and refuses attackers (only the real pipeline rejects
+// them).
+func pineSumFast(ctx context.Context, w *world, p *pine.Pine, clip, sigma float64, noiseShares int, round uint64, updates [][]float64) (*pineResult, error) {
+	n := len(updates)
+	if n == 0 {
+		return nil, errors.New("pine: no reports")
+	}
+	d := p.Config().Dimension
+	parts := make([][]int64, w.workers)
+	for k := range parts {
+		parts[k] = make([]int64, d)
+	}
+	err := w.forEach(ctx, n, func(worker, i int) error {
+		e, err := p.Encode(clipL2(updates[i], clip))
+		if err != nil {
+			return fmt.Errorf("report %d: %w", i, err)
+		}
+		s := parts[worker]
+		for j, v := range e {
+			s[j] += v
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	lsrc, hsrc, _ := secaggStreams(w.seed, round)
+	leaderAgg, helperAgg := p.NewAggShare(), p.NewAggShare()
+	for _, s := range parts {
+		if err := leaderAgg.AddSigned(s); err != nil {
+			return nil, err
+		}
+	}
+	shares := [2][]byte{}
+	for k, a := range []*pine.AggShare{leaderAgg, helperAgg} {
+		if shares[k], err = a.MarshalBinary(); err != nil {
+			return nil, err
+		}
+	}
+	// The helper draws first, then the leader (as pineSum).
+	for k, src := range []noise.Source{hsrc, lsrc} {
+		if sigma == 0 || (noiseShares == 1 && k == 0) {
+			continue
+		}
+		z, err := secagg.DiscreteGaussianNoise(sigma, d, src)
+		if err != nil {
+			return nil, err
+		}
+		if err := addFieldNoise(shares[1-k], z); err != nil {
+			return nil, err
+		}
+	}
+	sum, err := p.Unshard(shares[0], shares[1])
+	if err != nil {
+		return nil, err
+	}
+	res := &pineResult{Sum: sum, Mean: make([]float64, d), Accepted: n, Rejected: map[string]int{}}
+	for j, v := range sum {
+		res.Mean[j] = v / float64(n)
+	}
+	return res, nil
+}

@@ -245,3 +245,51 @@ func TestPineRobust(t *testing.T) {
 		t.Errorf("PINE: over-norm attackers: %d reports rejected (want 50), accuracy %.4f (clean %.4f, margin 0.03)", rej, e.Final, clean)
 	}
 }
+
+// TestPineSumFastIsExact: the runner's -secagg-fast path gives, bit for
+// bit, the real PINE pipeline's noisy sum for honest volunteers (both
+// servers' noise, one server's, and none), at the digits' d with updates
+// below and above the clip; with the same seeds the two must agree on
+// every coordinate (any difference in encoding, summation or noise order
+// fails it).
+func TestPineSumFastIsExact(t *testing.T) {
+	const d, n, clip = 8340, 9, 0.3
+	p, err := pine.ForBlanket(d, clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{seed: 11, workers: 3}
+	src := noise.NewSeeded(7)
+	users := make([]int, n)
+	updates := make([][]float64, n)
+	for i := range updates {
+		users[i] = i
+		scale := 0.001 * float64(i+1)
+		updates[i] = make([]float64, d)
+		for j := range updates[i] {
+			updates[i][j] = scale * (2*noise.Uniform(src) - 1)
+		}
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		sigma  float64
+		shares int
+	}{{0, 2}, {5000, 2}, {5000, 1}} {
+		full, err := pineSum(ctx, w, p, clip, c.sigma, c.shares, 3, users, updates, attackSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, err := pineSumFast(ctx, w, p, clip, c.sigma, c.shares, 3, updates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fast.Accepted != full.Accepted || len(fast.Sum) != d {
+			t.Fatalf("sigma %v: accepted %d vs %d", c.sigma, fast.Accepted, full.Accepted)
+		}
+		for j := range full.Sum {
+			if fast.Sum[j] != full.Sum[j] || fast.Mean[j] != full.Mean[j] {
+				t.Fatalf("sigma %v, %d noise shares: coordinate %d: fast %v, real pipeline %v", c.sigma, c.shares, j, fast.Sum[j], full.Sum[j])
+			}
+		}
+	}
+}

@@ -58,6 +58,10 @@ type secaggParams struct {
 	// shards, so each row is trained by several volunteers and the ε is
 	// per volunteer, not per row. Without it such a run is refused.
 	Replicate bool
+	// Fast computes each round's aggregate without PINE's cryptography
+	// (pineSumFast: bit-identical for honest volunteers); refused with
+	// attackers.
+	Fast bool
 	// Features names the fixed feature map every volunteer applies to
 	// each example before training (shared/features.Parse: "identity",
 	// the product's, "pool2", "scatter", ...); the model's d is the
@@ -396,7 +400,21 @@ func secaggMethod(sp secaggParams, d, pop int, table string) (*method, error) {
 		note: fmt.Sprintf("%d volunteers, check-in q = %.4g, d = %d, L2 clip %g, PINE ForBlanket (num_frac_bits %d, l2_norm_bound %.0f units = sensitivity %.5f model units = %.5f C), per-server discrete Gaussian sigma %.1f units (%.3f x sensitivity; %s), %s, server lr %g, %d local epochs, %s; real shared/pine pipeline (Shard, both servers' PrepInit/PrepSharesToPrep/PrepNext, AggShare, noise on each aggregate share, Unshard)",
 			pop, sp.Q, d, sp.Clip, p.Config().NumFracBits, sr.sens, sr.sens/p.Scale(), sr.sens/p.Scale()/sp.Clip, sr.sigma, sr.sigma/sr.sens, target, noiseSharesNote(shares), sr.lr, sp.Epochs, sp.settingsNote()),
 	}
+	if sp.Fast && sp.Attackers > 0 {
+		return nil, errors.New("secagg: -secagg-fast computes honest volunteers' sums only; attackers need the real pipeline")
+	}
+	if sp.Fast {
+		m.note = strings.Replace(m.note, "real shared/pine pipeline (Shard, both servers' PrepInit/PrepSharesToPrep/PrepNext, AggShare, noise on each aggregate share, Unshard)",
+			"-secagg-fast: the sum of PINE's encodings of the clipped updates (what the real pipeline outputs for honest volunteers, bit for bit), noise on each aggregate share, Unshard", 1)
+	}
 	m.aggregate = func(ctx context.Context, w *world, in roundInput) (roundOutput, error) {
+		if sp.Fast {
+			res, err := pineSumFast(ctx, w, p, sp.Clip, sr.sigma, shares, uint64(in.round+1), in.updates)
+			if err != nil {
+				return roundOutput{}, err
+			}
+			return roundOutput{delta: res.Mean, rejected: res.Rejected}, nil
+		}
 		res, err := pineSum(ctx, w, p, sp.Clip, sr.sigma, shares, uint64(in.round+1), in.users, in.updates, atk)
 		if err != nil {
 			return roundOutput{}, err
