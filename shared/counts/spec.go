@@ -183,6 +183,9 @@ func (s *Spec) PrepSharesToPrep(leader, helper [][]byte) ([][]byte, error) {
 // Out is one server's output share of one accepted report.
 type Out struct{ o []pine.OutShare }
 
+// Blocks is the number of blocks of the output share (0 for the zero Out).
+func (o Out) Blocks() int { return len(o.o) }
+
 // PrepNext checks the leader's messages against this server's state and
 // returns the report's output share.
 func (s *Spec) PrepNext(p Prep, msgs [][]byte) (Out, error) {
