@@ -390,6 +390,9 @@ func (p Params) validateSecAgg() error {
 	case p.Quota < p.MinBatch:
 		return bad("secagg needs a quota >= minBatch (the field is sized for it), got %d < %d", p.Quota, p.MinBatch)
 	}
+	if p.Counts.Len() > 0 && p.Sigma < minCountSigma {
+		return bad("secagg sigma %v with count blocks: the joint release needs every sigma >= %d", p.Sigma, minCountSigma)
+	}
 	return validateCounts(p.Counts)
 }
 

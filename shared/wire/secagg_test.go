@@ -290,6 +290,11 @@ func TestCountBlocksAnnounced(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	low := secAggParams()
+	low.Sigma, low.Counts = 3, NewCountList(blocks[1])
+	if err := low.Validate(); !errors.Is(err, ErrParams) {
+		t.Errorf("count blocks with an update sigma of 3: %v", err)
+	}
 	sh := testParams(ProtocolSSDouble)
 	sh.Counts = NewCountList(blocks[1])
 	if err := sh.Validate(); !errors.Is(err, ErrParams) {
