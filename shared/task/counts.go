@@ -2,7 +2,9 @@ package task
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 )
 
 // Counts switches (Counts.Evaluation, Counts.Survey).
@@ -148,4 +150,26 @@ func (c *Counts) validate(t *Task) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SurveyAnswers maps a volunteer's form answers (column name → value, as
+// EncodeAnswers takes them) to its answers to the counts plan's questions
+// (the 0-based option of each, in plan order: client.Config.Answers). nil
+// when the plan has no question; an error when an answer is missing or
+// not one of its question's options.
+func (t *Task) SurveyAnswers(answers map[string]string) ([]int, error) {
+	qs := t.CountsPlan().Questions
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	out := make([]int, len(qs))
+	for i, q := range qs {
+		v, ok := answers[q.Name]
+		j := slices.Index(q.Options, v)
+		if !ok || j < 0 {
+			return nil, RowError{Column: q.Name, Msg: fmt.Sprintf("%q is not one of the %d options of %q", v, len(q.Options), q.Question)}
+		}
+		out[i] = j
+	}
+	return out, nil
 }
