@@ -266,12 +266,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *protocol == wire.ProtocolSecAgg.String() {
 		params.SecAggRecipe(&pf, tk.Recipe(), set["clip"], set["server-lr"]) // the task's clip and server lr
 		pf.Bits, pf.Sigma = *bits, *sigma
-		if pf.Sigma, err = params.SecAggSigma(d, *expected, pf, *rounds, *epsilon, *delta); err != nil {
+		// With count blocks the update gets (1 − share)·ε (params.WithCounts).
+		if pf.Sigma, err = params.SecAggSigma(d, *expected, pf, *rounds, params.UpdateEpsilon(*protocol, tk.CountsPlan(), *epsilon), *delta); err != nil {
 			return fail(2, "%v", err)
 		}
 	}
 	rp, lr, err := params.Build(d, *expected, pf)
 	if err != nil {
+		return fail(2, "%v", err)
+	}
+	if rp, err = params.WithCounts(rp, tk.CountsPlan(), *rounds, *epsilon, *delta); err != nil {
 		return fail(2, "%v", err)
 	}
 	srv, err := server.New(server.Config{

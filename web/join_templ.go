@@ -164,7 +164,7 @@ func JoinPage(d JoinData) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</p><p id=\"round-info\" class=\"hint\" aria-live=\"off\"></p><p id=\"my-note\" class=\"hint\" aria-live=\"polite\" data-state=\"\" data-round=\"\"></p><label for=\"progress\" id=\"progress-label\">Training this round</label> <progress id=\"progress\" max=\"1\" value=\"0\">0%</progress> <details id=\"error-details\" hidden><summary>Technical details</summary> <code id=\"error-text\"></code></details></div></form><section id=\"results\" aria-labelledby=\"results-h\"><h2 id=\"results-h\">What the class made, and your part in it</h2><dl class=\"facts\"><dt>Class model</dt><dd id=\"class-accuracy\" data-value=\"\">No round has updated the model yet.</dd><dt>Your update was in</dt><dd id=\"rounds-joined\" data-value=\"0\" data-rounds=\"\">no round yet</dd><dt>Sent so far</dt><dd id=\"sent\" data-messages=\"0\" data-bytes=\"0\">Nothing yet.</dd><dt>Your privacy spent (ε)</dt><dd><span id=\"my-epsilon\" data-value=\"0\">0: no update of yours has been used yet</span> <span id=\"class-epsilon\" class=\"hint block\" data-value=\"\" data-target=\"\"></span> <span id=\"eps-meaning\" class=\"hint block\">ε measures how much what the class sees could reveal about any one student: the smaller, the less.</span> <span id=\"local-epsilon\" class=\"hint block\" data-value=\"\" hidden></span></dd></dl></section><section id=\"try-section\" aria-labelledby=\"try-h\"><h2 id=\"try-h\">Draw a digit, see the class model’s guess</h2>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</p><p id=\"round-info\" class=\"hint\" aria-live=\"off\"></p><p id=\"my-note\" class=\"hint\" aria-live=\"polite\" data-state=\"\" data-round=\"\"></p><label for=\"progress\" id=\"progress-label\">Training this round</label> <progress id=\"progress\" max=\"1\" value=\"0\">0%</progress> <details id=\"error-details\" hidden><summary>Technical details</summary> <code id=\"error-text\"></code></details></div></form><section id=\"results\" aria-labelledby=\"results-h\"><h2 id=\"results-h\">What the class made, and your part in it</h2><dl class=\"facts\"><dt>Class model</dt><dd id=\"class-accuracy\" data-value=\"\">No round has updated the model yet.</dd><dt>Your update was in</dt><dd id=\"rounds-joined\" data-value=\"0\" data-rounds=\"\">no round yet</dd><dt>Your own accuracy (on your rows, never sent)</dt><dd id=\"my-accuracy\" data-value=\"\" data-round=\"\" data-correct=\"\" data-evaluated=\"\">Not measured yet: a study without public test data measures the model on your rows before each round.</dd><dt>Sent so far</dt><dd id=\"sent\" data-messages=\"0\" data-bytes=\"0\">Nothing yet.</dd><dt>Your privacy spent (ε)</dt><dd><span id=\"my-epsilon\" data-value=\"0\">0: no update of yours has been used yet</span> <span id=\"class-epsilon\" class=\"hint block\" data-value=\"\" data-target=\"\"></span> <span id=\"eps-meaning\" class=\"hint block\">ε measures how much what the class sees could reveal about any one student: the smaller, the less.</span> <span id=\"local-epsilon\" class=\"hint block\" data-value=\"\" hidden></span></dd></dl></section><section id=\"try-section\" aria-labelledby=\"try-h\"><h2 id=\"try-h\">Draw a digit, see the class model’s guess</h2>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -184,7 +184,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 235, Col: 58}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 237, Col: 58}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
@@ -197,7 +197,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var8 string
 				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(d.Fingerprint)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 235, Col: 76}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 237, Col: 76}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 				if templ_7745c5c3_Err != nil {
@@ -225,7 +225,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 242, Col: 57}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 244, Col: 57}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -238,7 +238,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(d.Wasm.SHA256())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 242, Col: 77}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 244, Col: 77}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 				if templ_7745c5c3_Err != nil {
@@ -251,7 +251,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var11 string
 				templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.Size()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 244, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 246, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 				if templ_7745c5c3_Err != nil {
@@ -264,7 +264,7 @@ func JoinPage(d JoinData) templ.Component {
 				var templ_7745c5c3_Var12 string
 				templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(d.Wasm.GzipSize()))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 244, Col: 80}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 246, Col: 80}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 				if templ_7745c5c3_Err != nil {
@@ -287,7 +287,7 @@ func JoinPage(d JoinData) templ.Component {
 			var templ_7745c5c3_Var13 string
 			templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatBool(d.Wasm != nil))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 254, Col: 83}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/join.templ`, Line: 256, Col: 83}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 			if templ_7745c5c3_Err != nil {

@@ -51,6 +51,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/blanket-fl/blanket/shared/counts"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/logreg"
 	"github.com/blanket-fl/blanket/shared/noise"
@@ -156,6 +157,11 @@ type Config struct {
 	// volunteer ticked the consent box; zero is no text (the aggregator of
 	// a real study rejects such shares).
 	Consent [32]byte
+	// Answers are the volunteer's survey answers for a round's question
+	// blocks (secure summation with count blocks, counts.go): the 0-based
+	// option of each announced question, in order. nil when the volunteer
+	// answered no survey: a round with question blocks then fails.
+	Answers []int
 }
 
 // Client is one volunteer. Run (or RunWithReconnect) may be active at most
@@ -173,6 +179,7 @@ type Client struct {
 	personal float64
 	pool     *Pool
 	consent  [32]byte
+	answers  []int
 
 	running atomic.Bool
 	// frames counts frames received (RunWithReconnect resets its backoff
@@ -237,6 +244,7 @@ func New(cfg Config) (*Client, error) {
 		personal: cfg.PersonalFraction,
 		pool:     cfg.Pool,
 		consent:  cfg.Consent,
+		answers:  append([]int(nil), cfg.Answers...),
 	}
 	if c.src == nil {
 		c.src = noise.Secure()
@@ -721,6 +729,12 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 		}
 		defer c.pool.release()
 	}
+	// The count blocks' values come first: the evaluation is of the
+	// announced model, before local training (counts.go).
+	cvals, err := c.countValues(a, setup)
+	if err != nil {
+		return nil, w, err
+	}
 	start := time.Now()
 	update, err := c.trainUpdate(ctx, a)
 	w.Train = time.Since(start)
@@ -728,7 +742,7 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 		return nil, w, err
 	}
 	if setup.enc == nil {
-		f, err := c.prepareSecAgg(a, setup, update, &w)
+		f, err := c.prepareSecAgg(a, setup, update, cvals, &w)
 		return f, w, err
 	}
 	start = time.Now()
@@ -779,13 +793,13 @@ func (c *Client) prepare(ctx context.Context, a *wire.Announcement, setup *round
 // the volunteer's consent hash, and the relay's key that the aggregator
 // signed into the announcement), and return the one Shares
 // frame. It records the shard's and the seals' times in w.
-func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update []float64, w *Work) ([][]byte, error) {
+func (c *Client) prepareSecAgg(a *wire.Announcement, setup *roundSetup, update []float64, vals []counts.Value, w *Work) ([][]byte, error) {
 	r, err := setup.spec.SecAggRound(a.Round)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	leader, helper, err := r.Shard(update, c.src)
+	leader, helper, err := shard(r, update, vals, c.src)
 	w.Encode = time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)

@@ -44,6 +44,13 @@ const (
 	// EventDisconnected: the transport failed (Err); RunWithReconnect
 	// waits Backoff before dialing again.
 	EventDisconnected
+	// EventEvaluated: before training, the announced model was evaluated
+	// on the volunteer's own rows for the round's private evaluation
+	// block (Correct of Evaluated rows, Accuracy = Correct/Evaluated).
+	// This is for the volunteer's eyes only: what leaves the device is
+	// the secret-shared block, which only the two servers' noisy sum over
+	// all volunteers reveals.
+	EventEvaluated
 )
 
 var eventNames = [...]string{
@@ -58,6 +65,7 @@ var eventNames = [...]string{
 	EventFailed:       "failed",
 	EventConnected:    "connected",
 	EventDisconnected: "disconnected",
+	EventEvaluated:    "evaluated",
 }
 
 // String returns the kind's name.
@@ -102,6 +110,10 @@ type Event struct {
 	Received  int
 	// Backoff is the wait before the next dial (EventDisconnected).
 	Backoff time.Duration
+	// Correct, Evaluated and Accuracy are the volunteer's own evaluation
+	// of the announced model (EventEvaluated).
+	Correct, Evaluated int
+	Accuracy           float64
 	// Err explains EventRejected, EventFailed, EventDisconnected and a
 	// non-accepted EventAck.
 	Err error

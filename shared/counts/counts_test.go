@@ -9,10 +9,9 @@ import (
 
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/pine"
-	"github.com/blanket-fl/blanket/shared/secagg"
 )
 
-var testVK = bytes.Repeat([]byte{7}, secagg.VerifyKeySize)
+var testVK = bytes.Repeat([]byte{7}, VerifyKeySize)
 
 // round runs both servers on every report (nonces[i] is report i's) and
 // returns each server's aggregate and the reports' verdicts (nil:

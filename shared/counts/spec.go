@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/blanket-fl/blanket/shared/internal/dgauss"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/pine"
-	"github.com/blanket-fl/blanket/shared/secagg"
 )
+
+// VerifyKeySize is the length of a round's PINE verify key (secure
+// summation's, shared/secagg.VerifyKeySize, which may be reused here).
+const VerifyKeySize = 32
 
 // Spec is the list of count blocks of a task's reports: at most one
 // evaluation block, then one block per survey question.
@@ -116,8 +120,8 @@ type Server struct {
 // preparer, with the round's 32-byte PINE verify key (the update's key
 // may be reused: the blocks' algorithm identifiers separate the domains).
 func (s *Spec) NewServer(leader bool, verifyKey []byte) (*Server, error) {
-	if len(verifyKey) != secagg.VerifyKeySize {
-		return nil, fmt.Errorf("counts: verify key of %d bytes, want %d", len(verifyKey), secagg.VerifyKeySize)
+	if len(verifyKey) != VerifyKeySize {
+		return nil, fmt.Errorf("counts: verify key of %d bytes, want %d", len(verifyKey), VerifyKeySize)
 	}
 	sv := &Server{s: s, aggID: 1, vk: append([]byte(nil), verifyKey...)}
 	if leader {
@@ -178,6 +182,9 @@ func (s *Spec) PrepSharesToPrep(leader, helper [][]byte) ([][]byte, error) {
 
 // Out is one server's output share of one accepted report.
 type Out struct{ o []pine.OutShare }
+
+// Blocks is the number of blocks of the output share (0 for the zero Out).
+func (o Out) Blocks() int { return len(o.o) }
 
 // PrepNext checks the leader's messages against this server's state and
 // returns the report's output share.
@@ -265,7 +272,7 @@ func (a *Aggregate) AddNoise(sigmas []float64, src noise.Source) error {
 		}
 	}
 	for i, s := range sigmas {
-		k, err := secagg.DiscreteGaussianNoise(s, a.s.blocks[i].Dim(), src)
+		k, err := dgauss.Noise(s, a.s.blocks[i].Dim(), src)
 		if err != nil {
 			return fmt.Errorf("counts: block %d noise: %w", i, err)
 		}
@@ -291,6 +298,43 @@ func (a *Aggregate) MarshalBinary() ([]byte, error) {
 	return out, nil
 }
 
+// Noised tells whether AddNoise has run.
+func (a *Aggregate) Noised() bool { return a.noised }
+
+// AggregateSize is the length of an encoded Aggregate
+// (Aggregate.MarshalBinary): 8 bytes per coordinate of every block.
+func (s *Spec) AggregateSize() int {
+	n := 0
+	for _, b := range s.blocks {
+		n += 8 * b.Dim()
+	}
+	return n
+}
+
+// ParseAggregate strictly decodes an aggregate share (MarshalBinary) of
+// n reports, noised or not (the caller's own record says which): exactly
+// AggregateSize bytes of canonical field elements.
+func (s *Spec) ParseAggregate(b []byte, n int, noised bool) (*Aggregate, error) {
+	if len(b) != s.AggregateSize() {
+		return nil, fmt.Errorf("counts: aggregate of %d bytes, want %d", len(b), s.AggregateSize())
+	}
+	if n < 0 {
+		return nil, errors.New("counts: negative report count")
+	}
+	a := &Aggregate{s: s, n: n, noised: noised}
+	off := 0
+	for i, blk := range s.blocks {
+		m := 8 * blk.Dim()
+		g, err := blk.p.ParseAggShare(b[off:off+m], n)
+		if err != nil {
+			return nil, fmt.Errorf("counts: block %d: %w", i, err)
+		}
+		a.agg = append(a.agg, g)
+		off += m
+	}
+	return a, nil
+}
+
 // Sums are the decoded (noisy) count sums of a round: per block, the
 // counts (KindEval: correct, evaluated; KindQuestion: the K options, the
 // real ones first) over N accepted reports.
@@ -302,10 +346,7 @@ type Sums struct {
 // Unshard adds both servers' encoded aggregate shares of n accepted
 // reports and decodes the count sums (Block.decode: exact without noise).
 func (s *Spec) Unshard(leader, helper []byte, n int) (Sums, error) {
-	want := 0
-	for _, b := range s.blocks {
-		want += 8 * b.Dim()
-	}
+	want := s.AggregateSize()
 	if len(leader) != want || len(helper) != want {
 		return Sums{}, fmt.Errorf("counts: aggregate shares of %d and %d bytes, want %d", len(leader), len(helper), want)
 	}

@@ -4,9 +4,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/blanket-fl/blanket/shared/internal/dgauss"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
-	"github.com/blanket-fl/blanket/shared/secagg"
 )
 
 // encUnits is a value's encoding in fixed-point units (what an accepted
@@ -31,7 +31,7 @@ func noisyDecode(t testing.TB, b *Block, sum []int64, n int, sigma float64, srcs
 	t.Helper()
 	s := append([]int64(nil), sum...)
 	for _, src := range srcs {
-		k, err := secagg.DiscreteGaussianNoise(sigma, len(s), src)
+		k, err := dgauss.Noise(sigma, len(s), src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,11 +103,11 @@ func TestNoisePathMatchesDirect(t *testing.T) {
 	// AddNoise does (all of the leader's blocks, then the helper's).
 	var lk, hk [][]int64
 	for i, b := range s.Blocks() {
-		a, _ := secagg.DiscreteGaussianNoise(sigmas[i], b.Dim(), l)
+		a, _ := dgauss.Noise(sigmas[i], b.Dim(), l)
 		lk = append(lk, a)
 	}
 	for i, b := range s.Blocks() {
-		a, _ := secagg.DiscreteGaussianNoise(sigmas[i], b.Dim(), h)
+		a, _ := dgauss.Noise(sigmas[i], b.Dim(), h)
 		hk = append(hk, a)
 	}
 	for i, b := range s.Blocks() {
@@ -373,8 +373,8 @@ func attackEps(t *testing.T, b *Block, du, sigU, sigC float64, trials int, seed 
 	pos := [2][2]int{}
 	for w := range 2 {
 		for range trials {
-			zu, _ := secagg.DiscreteGaussianNoise(sigU, 1, src)
-			zc, _ := secagg.DiscreteGaussianNoise(sigC, 2, src)
+			zu, _ := dgauss.Noise(sigU, 1, src)
+			zc, _ := dgauss.Noise(sigC, 2, src)
 			u := -du + float64(w)*vu + float64(zu[0])
 			cc := c0
 			if w == 1 {

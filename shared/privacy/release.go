@@ -55,6 +55,12 @@ type Release struct {
 	// every volunteer takes part). See secagg.go for the guarantee.
 	SecAggSigma       float64 `json:"secagg_sigma,omitempty"`
 	SecAggSensitivity float64 `json:"secagg_sensitivity,omitempty"`
+	// SecAggParts, for a joint secure-summation round (the update and
+	// its count blocks, shared/counts), lists every part (the update
+	// first) from which SecAggSigma, SecAggSensitivity and D were
+	// derived by SecAggJoint: a record for the audit. The accountant
+	// charges SecAggSigma and SecAggSensitivity, never the parts.
+	SecAggParts []SecAggPart `json:"secagg_parts,omitempty"`
 }
 
 // Protocols a Release can describe.

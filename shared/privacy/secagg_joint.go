@@ -62,8 +62,9 @@ import (
 // part (add/remove; replace-one moves it by 2Δ) and its dimension, all in
 // that part's integer units.
 type SecAggPart struct {
-	Sigma, Sensitivity float64
-	D                  int
+	Sigma       float64 `json:"sigma"`
+	Sensitivity float64 `json:"sensitivity"`
+	D           int     `json:"d"`
 }
 
 // secAggJointMinSigma is the smallest σ of a part: r = 2 smoothing for

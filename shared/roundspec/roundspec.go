@@ -155,7 +155,11 @@ func New(p wire.Params) (*Spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("roundspec: secagg: %w", err)
 		}
-		return &Spec{p: p, proto: proto, sa: &sp}, nil
+		s := &Spec{p: p, proto: proto, sa: &sp}
+		if err := s.buildCounts(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	coords := sh.Perturbed(p)
 	if coords < 1 {
@@ -334,11 +338,13 @@ func (s *Spec) Release(round, n, np int) privacy.Release {
 		// volunteers took part by their own coin at rate CheckInP (Poisson
 		// check-in). privacy.Account states it for add/remove one
 		// volunteer (privacy/secagg.go). n_p does not apply.
-		return privacy.Release{
+		r := privacy.Release{
 			Round: round, Protocol: privacy.ProtocolSecAgg, Randomizer: privacy.RandomizerDiscreteGaussian,
 			D: int(s.p.D), K: int(s.p.D), N: max(n, 1),
 			SecAggSigma: s.sa.Sigma, SecAggSensitivity: s.sa.Sensitivity(), CheckInRate: s.p.CheckInP,
 		}
+		// With count blocks: the joint release (countsRelease).
+		return s.countsRelease(r)
 	}
 	if s.ap != nil {
 		return s.apesRelease(round, np)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/blanket-fl/blanket/shared/counts"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/pine"
 )
@@ -17,6 +18,7 @@ type AggregateShare struct {
 	count  int
 	noised bool
 	pshare *pine.AggShare
+	cshare *counts.Aggregate // the count blocks' (nil without counts)
 }
 
 // Count returns the number of reports aggregated.
@@ -45,6 +47,13 @@ func (a *AggregateShare) Noised() bool { return a.noised }
 // share) is independent of this noise, so the release is
 // post-processing. The same holds against the leader, who knows its own
 // noise.
+//
+// With count blocks (Params.Counts) the same call adds N_Z(0,
+// CountSigmas[i]²) to every coordinate of block i (counts.Aggregate.AddNoise)
+// from the same source, so the blocks are noised exactly when, and as
+// often as, the update: once per server and round. The round's joint
+// release (update and blocks) is then accounted by privacy.SecAggJoint
+// (counts.Spec.Release, roundspec.Spec.Release; docs/counts.md).
 func (a *AggregateShare) AddNoise(src noise.Source) error {
 	if a.noised {
 		return errors.New("secagg: noise already added to this aggregate share")
@@ -56,6 +65,13 @@ func (a *AggregateShare) AddNoise(src noise.Source) error {
 	k := make([]int64, a.r.p.Dim)
 	for i := range k {
 		k[i] = g.sample(src)
+	}
+	if a.cshare != nil {
+		// Drawn before the update's noise is added, so that a failure
+		// leaves the share un-noised (it cannot be sent: MarshalBinary).
+		if err := a.cshare.AddNoise(a.r.p.CountSigmas, src); err != nil {
+			return fmt.Errorf("secagg: add noise: %w", err)
+		}
 	}
 	if err := a.pshare.AddSigned(k); err != nil {
 		return fmt.Errorf("secagg: add noise: %w", err)
@@ -85,7 +101,15 @@ func (a *AggregateShare) MarshalBinary() ([]byte, error) {
 		nz = 1
 	}
 	b = append(b, nz)
-	return append(b, enc...), nil
+	b = append(b, enc...)
+	if a.cshare != nil {
+		c, err := a.cshare.MarshalBinary()
+		if err != nil {
+			return nil, fmt.Errorf("secagg: encoding aggregate share: %w", err)
+		}
+		b = append(b, c...)
+	}
+	return b, nil
 }
 
 // ParseAggregateShare strictly decodes an 'A' message of this round; with
@@ -108,11 +132,18 @@ func (r *Round) ParseAggregateShare(b []byte) (*AggregateShare, error) {
 	if nz == 0 && r.p.Sigma > 0 {
 		return nil, fmt.Errorf("secagg: aggregate share without noise in a round with sigma=%v: %w", r.p.Sigma, ErrMalformed)
 	}
-	ps, err := r.pn.ParseAggShare(b[headerLen+5:], int(n))
+	u := headerLen + 5 + pineElemSize*r.p.Dim
+	ps, err := r.pn.ParseAggShare(b[headerLen+5:u], int(n))
 	if err != nil {
 		return nil, fmt.Errorf("secagg: aggregate share: %w: %w", ErrMalformed, err)
 	}
-	return &AggregateShare{r: r, count: int(n), noised: nz == 1, pshare: ps}, nil
+	a := &AggregateShare{r: r, count: int(n), noised: nz == 1, pshare: ps}
+	if r.cl != nil {
+		if a.cshare, err = r.cl.spec.ParseAggregate(b[u:], int(n), nz == 1); err != nil {
+			return nil, fmt.Errorf("secagg: aggregate share: %w: %w", ErrMalformed, err)
+		}
+	}
+	return a, nil
 }
 
 // Result is the unsharded output of a round.
@@ -132,6 +163,13 @@ type Result struct {
 	// update in model units, up to the encoding's rounding to the grid
 	// (at most 1/(2 Scale) per coordinate and report).
 	Mean []float64
+	// Counts are the count blocks' decoded noisy sums over the same Count
+	// reports (counts.Spec.Unshard; nil without counts).
+	Counts *counts.Sums
+	// CountAggregates are the two aggregate shares of the blocks, leader's
+	// then helper's (counts.Aggregate.MarshalBinary), kept so that a
+	// record can decode the counts again (nil without counts).
+	CountAggregates [2][]byte
 }
 
 // Unshard is the leader's last step (VDAF Unshard, draft-irtf-cfrg-vdaf
@@ -201,6 +239,24 @@ func (r *Round) unshardPine(own, h *AggregateShare) (*Result, error) {
 			return nil, fmt.Errorf("secagg: unshard: coordinate %d is %d: %w", i, v, ErrNoiseOverflow)
 		}
 		res.Mean[i] = float64(v) / denom
+	}
+	if r.cl != nil {
+		if own.cshare == nil || h.cshare == nil {
+			return nil, fmt.Errorf("secagg: unshard: an aggregate share without its count blocks: %w", ErrProtocol)
+		}
+		la, err := own.cshare.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		ha, err := h.cshare.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		sums, err := r.cl.spec.Unshard(la, ha, own.count)
+		if err != nil {
+			return nil, fmt.Errorf("secagg: unshard: %w", err)
+		}
+		res.Counts, res.CountAggregates = &sums, [2][]byte{la, ha}
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/blanket-fl/blanket/shared/counts"
 	"github.com/blanket-fl/blanket/shared/pine"
 )
 
@@ -85,8 +86,18 @@ func NewEngine(r *Round, leader bool, verifyKey []byte) (Engine, error) {
 type Aggregate struct {
 	r        *Round
 	pagg     *pine.AggShare
+	cagg     *counts.Aggregate // the count blocks' (nil without counts)
 	count    int
 	released bool
+}
+
+// newAggregate returns an empty running aggregate of r.
+func (r *Round) newAggregate() *Aggregate {
+	a := &Aggregate{r: r, pagg: r.pn.NewAggShare()}
+	if r.cl != nil {
+		a.cagg = r.cl.spec.NewAggregate()
+	}
+	return a
 }
 
 // Fold adds one accepted report's output share (VDAF AggregateUpdate);
@@ -102,8 +113,19 @@ func (a *Aggregate) Fold(out OutShare) error {
 	if !ok {
 		return errors.New("secagg: fold: not a PINE output share")
 	}
+	if a.cagg != nil {
+		// Checked first, so that a failure leaves both sums untouched.
+		if o.co.Blocks() == 0 {
+			return errors.New("secagg: fold: an output share without the count blocks")
+		}
+	}
 	if err := a.pagg.Add(o.o); err != nil {
 		return fmt.Errorf("secagg: fold: %w", err)
+	}
+	if a.cagg != nil {
+		if err := a.cagg.Add(o.co); err != nil {
+			return fmt.Errorf("secagg: fold: %w", err)
+		}
 	}
 	a.count++
 	return nil
@@ -121,8 +143,8 @@ func (a *Aggregate) Share() (*AggregateShare, error) {
 		return nil, fmt.Errorf("secagg: aggregate share already released: %w", ErrProtocol)
 	}
 	a.released = true
-	s := &AggregateShare{r: a.r, count: a.count, pshare: a.pagg}
-	a.pagg = a.r.pn.NewAggShare()
+	s := &AggregateShare{r: a.r, count: a.count, pshare: a.pagg, cshare: a.cagg}
+	a.pagg, a.cagg = a.r.pn.NewAggShare(), nil
 	return s, nil
 }
 
@@ -142,7 +164,15 @@ func (a *Aggregate) MarshalBinary() ([]byte, error) {
 	}
 	b := a.r.header(kindRunning)
 	b = binary.BigEndian.AppendUint32(b, uint32(a.count))
-	return append(b, enc...), nil
+	b = append(b, enc...)
+	if a.cagg != nil {
+		c, err := a.cagg.MarshalBinary()
+		if err != nil {
+			return nil, fmt.Errorf("secagg: encoding aggregate: %w", err)
+		}
+		b = append(b, c...)
+	}
+	return b, nil
 }
 
 // ParseAggregate strictly decodes a running aggregate of this round
@@ -158,11 +188,18 @@ func (r *Round) ParseAggregate(b []byte) (*Aggregate, error) {
 	if uint64(n) > uint64(r.p.MaxReports) {
 		return nil, fmt.Errorf("secagg: running aggregate of %d reports exceeds max %d: %w", n, r.p.MaxReports, ErrMalformed)
 	}
-	pa, err := r.pn.ParseAggShare(b[headerLen+4:], int(n))
+	u := headerLen + 4 + pineElemSize*r.p.Dim
+	pa, err := r.pn.ParseAggShare(b[headerLen+4:u], int(n))
 	if err != nil {
 		return nil, fmt.Errorf("secagg: running aggregate: %w: %w", ErrMalformed, err)
 	}
-	return &Aggregate{r: r, count: int(n), pagg: pa}, nil
+	a := &Aggregate{r: r, count: int(n), pagg: pa}
+	if r.cl != nil {
+		if a.cagg, err = r.cl.spec.ParseAggregate(b[u:], int(n), false); err != nil {
+			return nil, fmt.Errorf("secagg: running aggregate: %w: %w", ErrMalformed, err)
+		}
+	}
+	return a, nil
 }
 
 // MarshalPrep encodes a 'P' message (the helper's prep shares) from

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/blanket-fl/blanket/shared/counts"
 	"github.com/blanket-fl/blanket/shared/pine"
 )
 
@@ -60,6 +61,27 @@ type Params struct {
 	// MaxReports is the largest number of reports one round may
 	// aggregate; the field-overflow check uses it.
 	MaxReports int
+	// Counts are the round's count blocks (nil: none; WithCounts):
+	// proven, summed and noised next to the update (counts.go).
+	Counts *counts.Spec
+	// CountSigmas is, per block, the σ of the discrete Gaussian each
+	// server adds to every coordinate of the block (the block's
+	// fixed-point units; counts.Aggregate.AddNoise): all at least 4, or
+	// all 0 exactly when Sigma is 0 (the noise-free tests).
+	CountSigmas []float64
+}
+
+// WithCounts returns p with the count blocks s, each server adding
+// N_Z(0, sigmas[i]²) to every coordinate of block i, validated.
+func (p Params) WithCounts(s *counts.Spec, sigmas []float64) (Params, error) {
+	if s == nil {
+		return Params{}, fmt.Errorf("secagg: nil count spec: %w", errParams)
+	}
+	p.Counts, p.CountSigmas = s, append([]float64(nil), sigmas...)
+	if err := p.Validate(); err != nil {
+		return Params{}, err
+	}
+	return p, nil
 }
 
 // NewPineParams returns the PINE parameters Blanket uses for an update of
@@ -158,6 +180,36 @@ func (p Params) Validate() error {
 	}
 	if uint64(p.MaxReports)*p.NormBound+2*minNoiseOffset(p.Sigma, p.Dim) >= maxTotal {
 		return fmt.Errorf("secagg: max reports %d x norm bound %d + noise reaches 2^62: %w", p.MaxReports, p.NormBound, errParams)
+	}
+	return p.validateCounts()
+}
+
+// validateCounts checks the count blocks: one σ per block, each in [4,
+// 2^40] (or all 0 when Sigma is 0), and, as for the update, every block's
+// sum plus both servers' noise stays below 2^62 (|y_j| <= ‖y‖ <= B_i on
+// every accepted report).
+func (p Params) validateCounts() error {
+	if p.Counts == nil {
+		if len(p.CountSigmas) != 0 {
+			return fmt.Errorf("secagg: %d count sigmas without count blocks: %w", len(p.CountSigmas), errParams)
+		}
+		return nil
+	}
+	bs := p.Counts.Blocks()
+	if len(p.CountSigmas) != len(bs) {
+		return fmt.Errorf("secagg: %d count sigmas for %d blocks: %w", len(p.CountSigmas), len(bs), errParams)
+	}
+	for i, b := range bs {
+		s := p.CountSigmas[i]
+		switch {
+		case p.Sigma == 0 && s != 0:
+			return fmt.Errorf("secagg: count block %d: sigma %v in a noise-free round: %w", i, s, errParams)
+		case p.Sigma > 0 && !(s >= 4 && s <= maxSigma):
+			return fmt.Errorf("secagg: count block %d: sigma %v outside [4, 2^40]: %w", i, s, errParams)
+		}
+		if uint64(p.MaxReports)*uint64(b.Sensitivity())+2*minNoiseOffset(s, b.Dim()) >= maxTotal {
+			return fmt.Errorf("secagg: count block %d: max reports %d x bound %v + noise reaches 2^62: %w", i, p.MaxReports, b.Sensitivity(), errParams)
+		}
 	}
 	return nil
 }

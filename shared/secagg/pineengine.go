@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/blanket-fl/blanket/shared/counts"
 	"github.com/blanket-fl/blanket/shared/pine"
 )
 
@@ -19,6 +20,7 @@ type PineEngine struct {
 	aggID int
 	vk    []byte
 	pool  sync.Pool // *pine.Verifier: not safe for concurrent use
+	cpool sync.Pool // *counts.Server (rounds with count blocks)
 }
 
 var _ Engine = (*PineEngine)(nil)
@@ -43,11 +45,17 @@ func NewPineEngine(r *Round, leader bool, verifyKey []byte) (*PineEngine, error)
 // Leader implements Engine.
 func (e *PineEngine) Leader() bool { return e.aggID == 0 }
 
-type pineOut struct{ o pine.OutShare }
+type pineOut struct {
+	o  pine.OutShare
+	co counts.Out // the count blocks' (rounds with counts)
+}
 
 func (pineOut) isOutShare() {}
 
-type pineState struct{ st *pine.PrepState }
+type pineState struct {
+	st *pine.PrepState
+	cs counts.Prep // the count blocks' (rounds with counts)
+}
 
 // pineReason maps a PINE rejection to the round's Reason.
 func pineReason(err error) Reason {
@@ -81,8 +89,26 @@ func (e *PineEngine) PrepInit(share []byte) Prep {
 		p.Reason, p.Err = pineReason(err), fmt.Errorf("secagg: prep init: %w", err)
 		return p
 	}
-	p.Payload, p.state = ps, pineState{st}
+	state := pineState{st: st}
+	if e.r.cl != nil {
+		cs, err := e.countPrep(s)
+		if err != nil {
+			p.Reason, p.Err = RejectCountBlock, fmt.Errorf("secagg: prep init: %w", err)
+			return p
+		}
+		state.cs = cs
+		ps = append(ps[:len(ps):len(ps)], concat(cs.Share)...)
+	}
+	p.Payload, p.state = ps, state
 	return p
+}
+
+func concat(bs [][]byte) []byte {
+	var out []byte
+	for _, b := range bs {
+		out = append(out, b...)
+	}
+	return out
 }
 
 // Decide implements Engine: PrepSharesToPrep decides every proof (the
@@ -112,7 +138,8 @@ func (e *PineEngine) Decide(own Prep, helper Entry) (Entry, OutShare) {
 		m.Reason = RejectMalformed
 		return m, nil
 	}
-	msg, err := e.r.pn.PrepSharesToPrep(own.Payload, helper.Payload)
+	u := e.r.pn.PrepShareSize()
+	msg, err := e.r.pn.PrepSharesToPrep(own.Payload[:u], helper.Payload[:u])
 	if err != nil {
 		m.Reason = pineReason(err)
 		return m, nil
@@ -122,8 +149,17 @@ func (e *PineEngine) Decide(own Prep, helper Entry) (Entry, OutShare) {
 		m.Reason = pineReason(err)
 		return m, nil
 	}
+	o := pineOut{o: out}
+	if e.r.cl != nil {
+		cm, co, err := e.countDecide(st.cs, own.Payload[u:], helper.Payload[u:])
+		if err != nil {
+			m.Reason = RejectCountBlock
+			return m, nil
+		}
+		msg, o.co = append(msg[:len(msg):len(msg)], cm...), co
+	}
 	m.Payload = msg
-	return m, pineOut{out}
+	return m, o
 }
 
 // Next implements Engine.
@@ -144,14 +180,19 @@ func (e *PineEngine) Next(own Prep, leader Entry) (OutShare, error) {
 	if len(leader.Payload) != e.r.prepMsgLen {
 		return nil, fmt.Errorf("secagg: malformed prep message: %w", ErrProtocol)
 	}
-	out, err := e.r.pn.PrepNext(st.st, leader.Payload)
+	u := e.r.pn.PrepMsgSize()
+	out, err := e.r.pn.PrepNext(st.st, leader.Payload[:u])
 	if err != nil {
 		return nil, fmt.Errorf("secagg: the leader's prep message does not match: %w: %w", ErrProtocol, err)
 	}
-	return pineOut{out}, nil
+	o := pineOut{o: out}
+	if e.r.cl != nil {
+		if o.co, err = e.countNext(st.cs, leader.Payload[u:]); err != nil {
+			return nil, fmt.Errorf("secagg: the leader's count prep messages do not match: %w: %w", ErrProtocol, err)
+		}
+	}
+	return o, nil
 }
 
 // NewAggregate implements Engine.
-func (e *PineEngine) NewAggregate() *Aggregate {
-	return &Aggregate{r: e.r, pagg: e.r.pn.NewAggShare()}
-}
+func (e *PineEngine) NewAggregate() *Aggregate { return e.r.newAggregate() }

@@ -32,12 +32,19 @@ const (
 	RejectInvalidProof
 	// RejectInternal: an unexpected error of the Prio3 implementation.
 	RejectInternal
+	// RejectCountBlock: the update passed but one of the report's count
+	// blocks (shared/counts: the evaluation or a survey answer) did not:
+	// its proof failed, or a block's share was altered after sharding. The
+	// whole report is rejected (one count n for the update and the
+	// blocks), and counted once, under this reason.
+	RejectCountBlock
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"accepted", "wrong length", "malformed", "wrong round", "duplicate nonce",
 	"nonce mismatch", "joint randomness mismatch", "invalid proof", "internal error",
+	"invalid count block",
 }
 
 func (r Reason) String() string {

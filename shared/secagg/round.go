@@ -69,6 +69,9 @@ type Round struct {
 	prepShareLen   int
 	prepMsgLen     int
 	aggShareLen    int
+	// cl is the count blocks' layout (nil without counts, counts.go);
+	// prepShareLen, prepMsgLen and aggShareLen include the blocks'.
+	cl *countLayout
 }
 
 // NewRound validates p and prepares round id.
@@ -84,7 +87,25 @@ func NewRound(p Params, id uint64) (*Round, error) {
 	r.leaderShareLen, r.helperShareLen = pn.LeaderShareSize(), pn.HelperShareSize()
 	r.prepShareLen, r.prepMsgLen = pn.PrepShareSize(), pn.PrepMsgSize()
 	r.aggShareLen = pineElemSize * p.Dim
+	if p.Counts != nil {
+		r.cl = newCountLayout(p.Counts)
+		r.prepShareLen += r.cl.prepShareLen
+		r.prepMsgLen += r.cl.prepMsgLen
+		r.aggShareLen += r.cl.aggLen
+	}
 	return r, nil
+}
+
+// countsLen returns the blocks' bytes in the leader's (leader = true) or
+// the helper's input share.
+func (r *Round) countsLen(leader bool) int {
+	switch {
+	case r.cl == nil:
+		return 0
+	case leader:
+		return r.cl.leadLen
+	}
+	return r.cl.helpLen
 }
 
 // Params returns the round's parameters.
@@ -96,10 +117,14 @@ func (r *Round) ID() uint64 { return r.id }
 // LeaderShareSize and HelperShareSize return the exact lengths of the
 // byte strings Shard returns (before sealing); they do not depend on the
 // data.
-func (r *Round) LeaderShareSize() int { return headerLen + nonceSize + r.publicLen + r.leaderShareLen }
+func (r *Round) LeaderShareSize() int {
+	return headerLen + nonceSize + r.publicLen + r.leaderShareLen + r.countsLen(true)
+}
 
 // HelperShareSize: see LeaderShareSize.
-func (r *Round) HelperShareSize() int { return headerLen + nonceSize + r.publicLen + r.helperShareLen }
+func (r *Round) HelperShareSize() int {
+	return headerLen + nonceSize + r.publicLen + r.helperShareLen + r.countsLen(false)
+}
 
 // Pine returns the round's PINE instance.
 func (r *Round) Pine() *pine.Pine { return r.pn }
@@ -148,6 +173,9 @@ func (r *Round) checkHeader(b []byte, kind byte) (Reason, error) {
 // noise.Secure() in production (the nonce and seeds are secrets until
 // sealed); a seeded source makes Shard deterministic for tests.
 func (r *Round) Shard(x []float64, src noise.Source) (leader, helper []byte, err error) {
+	if r.cl != nil {
+		return nil, nil, errors.New("secagg: the round has count blocks: shard with ShardCounts")
+	}
 	if len(x) != r.p.Dim {
 		return nil, nil, fmt.Errorf("secagg: update has length %d, want %d", len(x), r.p.Dim)
 	}
@@ -198,6 +226,8 @@ type ReportShare struct {
 	Nonce [nonceSize]byte
 	// pub and in are the report's PINE public and input shares.
 	pub, in []byte
+	// cpub and cin are the count blocks' (nil without counts).
+	cpub, cin [][]byte
 }
 
 // ParseReportShare strictly decodes a leader (leader = true) or helper
@@ -221,8 +251,12 @@ func (r *Round) ParseReportShare(b []byte, leader bool) (*ReportShare, Reason, e
 	off += nonceSize
 	// PINE's PrepInit checks the field elements (strictly canonical) and
 	// the lengths are fixed: the bytes are kept as they are.
+	end := len(b) - r.countsLen(leader)
 	s.pub = append([]byte(nil), b[off:off+r.publicLen]...)
-	s.in = append([]byte(nil), b[off+r.publicLen:]...)
+	s.in = append([]byte(nil), b[off+r.publicLen:end]...)
+	if r.cl != nil {
+		s.cpub, s.cin = r.cl.splitShares(append([]byte(nil), b[end:]...), leader)
+	}
 	return s, Accepted, nil
 }
 
@@ -235,7 +269,11 @@ func (s *ReportShare) marshal(r *Round) []byte {
 	m := r.header(kind)
 	m = append(m, s.Nonce[:]...)
 	m = append(m, s.pub...)
-	return append(m, s.in...)
+	m = append(m, s.in...)
+	for i := range s.cpub {
+		m = append(append(m, s.cpub[i]...), s.cin[i]...)
+	}
+	return m
 }
 
 // MarshalReportShare re-encodes a decoded share of this round exactly as

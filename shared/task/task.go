@@ -113,6 +113,9 @@ type Task struct {
 	// Training is the optional training recipe (every field optional;
 	// Recipe resolves it with the defaults).
 	Training Training `json:"training,omitzero"`
+	// Counts is the optional private counts section (counts.go: private
+	// evaluation without a holdout, a form's answers as counts).
+	Counts Counts `json:"counts,omitzero"`
 
 	cols []column // encoded layout, filled by validate
 	// fmap is the training section's feature map (nil: identity) and
@@ -486,6 +489,7 @@ func (t *Task) validate() error {
 	layoutErr := t.layout()
 	add(layoutErr)
 	add(t.Training.validate(t, layoutErr == nil))
+	add(t.Counts.validate(t))
 	add(t.Label.validate(t))
 	if t.Model.Type != ModelLogReg {
 		add(invalid("model.type", "%q: want %q (multinomial logistic regression)", t.Model.Type, ModelLogReg))

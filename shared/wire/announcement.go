@@ -41,8 +41,14 @@ import (
 //
 //	84      32    hpkePub    X25519 public key of the aggregator (leader)
 //	116     32    relayPub   X25519 public key of the relay (helper)
-//	148     8*d   model      f64 x d (finite)
-//	148+8d  64    signature  Ed25519 over bytes [0, 148+8d)
+//	148     13*b  counts     b count blocks (Params.Counts), each
+//	                         kind u8 | n u32 | sigma f64
+//	148+13b 8*d   model      f64 x d (finite)
+//	...     64    signature  Ed25519 over everything before it
+//
+// where b, the number of count blocks, is announced in the np slot (36),
+// which secure summation does not otherwise use (0: no counts, and the
+// layout is the one without blocks).
 const (
 	annRound     = 2
 	annDeadline  = 10
@@ -63,14 +69,17 @@ func announcementSizeFor(p Params) int { return modelOffset(p) + 8*int(p.D) + an
 
 // MaxAnnouncementSize bounds every announcement frame (d = maxD, secure
 // summation's layout).
-const MaxAnnouncementSize = annModel + 32 + 8*maxD + annSignature
+const MaxAnnouncementSize = annModel + 32 + countBlockSize*MaxCountBlocks + 8*maxD + annSignature
 
 func modelOffset(p Params) int {
 	if p.Protocol == ProtocolSecAgg {
-		return annModel + 32
+		return annModel + 32 + countBlockSize*p.Counts.Len()
 	}
 	return annModel
 }
+
+// annCounts is the offset of the count blocks (secagg only).
+const annCounts = annModel + 32
 
 // ErrSignature: an announcement's signature or key does not match the
 // pinned aggregator key.
@@ -135,6 +144,7 @@ func (a *Announcement) MarshalBinary() ([]byte, error) {
 	copy(b[annHPKEPub:], a.HPKEPub[:])
 	if a.Params.Protocol == ProtocolSecAgg {
 		copy(b[annRelayPub:], a.RelayPub[:])
+		copy(b[annCounts:], a.Params.Counts.enc)
 	}
 	off := modelOffset(a.Params)
 	for i, v := range a.Model {
@@ -190,10 +200,20 @@ func ParseAnnouncement(b []byte, lim Limits) (*Announcement, error) {
 	if len(b) < annModel+annSignature {
 		return nil, malformed(ErrTruncated, "announcement: %d bytes, need at least %d", len(b), annModel+annSignature)
 	}
+	params, blocks := getParams(b[annParams:])
 	a := &Announcement{
 		Round:    be.Uint64(b[annRound:]),
 		Deadline: time.UnixMilli(int64(be.Uint64(b[annDeadline:]))),
-		Params:   getParams(b[annParams:]),
+		Params:   params,
+	}
+	if blocks > MaxCountBlocks {
+		return nil, malformed(ErrParams, "announcement of %d count blocks, at most %d", blocks, MaxCountBlocks)
+	}
+	if blocks > 0 {
+		if len(b) < annCounts+countBlockSize*int(blocks)+annSignature {
+			return nil, malformed(ErrTruncated, "announcement: %d bytes for %d count blocks", len(b), blocks)
+		}
+		a.Params.Counts = CountList{enc: string(b[annCounts : annCounts+countBlockSize*int(blocks)])}
 	}
 	if a.Round < 1 {
 		return nil, malformed(ErrValue, "announcement round must be >= 1")

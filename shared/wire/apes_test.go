@@ -25,7 +25,7 @@ func TestAPESParams(t *testing.T) {
 		}
 		var b [paramsSize]byte
 		putParams(b[:], p)
-		if got := getParams(b[:]); got != p {
+		if got, _ := getParams(b[:]); got != p {
 			t.Errorf("%v: round trip %+v", p.Protocol, got)
 		}
 		if q, err := ParseProtocol(p.Protocol.String()); err != nil || q != p.Protocol {

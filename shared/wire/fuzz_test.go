@@ -18,6 +18,13 @@ func FuzzParseAnnouncement(f *testing.F) {
 		f.Add(b[:len(b)-1])
 		f.Add(append(bytes.Clone(b), 0))
 	}
+	sp := secAggParams()
+	sp.Counts = NewCountList(CountBlock{Kind: CountEval, N: 100, Sigma: 9930.4}, CountBlock{Kind: CountQuestion, N: 3, Sigma: 3895})
+	sa := testAnnouncement(sp)
+	sa.RelayPub = [32]byte{4}
+	b := mustMarshal(f, sa)
+	f.Add(b)
+	f.Add(b[:len(b)-1])
 	f.Add([]byte{1, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ParseAnnouncement(b, Limits{MaxD: 64})

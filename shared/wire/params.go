@@ -135,6 +135,127 @@ type Params struct {
 	// Buckets and EpsL, which secagg does not use:
 	Bits  uint32  // 0: secure summation is PINE (no bits per entry)
 	Sigma float64 // σ of each server's discrete Gaussian noise, PINE fixed-point units
+	// Counts are the round's private count blocks (secure summation only;
+	// shared/counts, docs/counts.md): at most one evaluation block, first,
+	// then one block per survey question. Their number is announced in
+	// the np slot (0 for secagg without counts) and the blocks between
+	// the relay's key and the model (announcement.go).
+	Counts CountList
+}
+
+// CountList is a list of count blocks held in its encoded form, so that
+// Params stays comparable (the relay and the client compare announced
+// Params with ==). The zero value is the empty list.
+type CountList struct{ enc string }
+
+// NewCountList returns the list of blocks bs (not validated: Params.Validate
+// does).
+func NewCountList(bs ...CountBlock) CountList {
+	b := make([]byte, countBlockSize*len(bs))
+	for i, c := range bs {
+		putCountBlock(b[countBlockSize*i:], c)
+	}
+	return CountList{enc: string(b)}
+}
+
+// Len is the number of blocks.
+func (l CountList) Len() int { return len(l.enc) / countBlockSize }
+
+// At returns block i (0 <= i < Len()).
+func (l CountList) At(i int) CountBlock {
+	return getCountBlock([]byte(l.enc[countBlockSize*i : countBlockSize*(i+1)]))
+}
+
+// Blocks returns the blocks in order (nil when empty).
+func (l CountList) Blocks() []CountBlock {
+	if l.Len() == 0 {
+		return nil
+	}
+	out := make([]CountBlock, l.Len())
+	for i := range out {
+		out[i] = l.At(i)
+	}
+	return out
+}
+
+func putCountBlock(b []byte, c CountBlock) {
+	b[0] = c.Kind
+	be.PutUint32(b[1:], c.N)
+	putF64(b[5:], c.Sigma)
+}
+
+func getCountBlock(b []byte) CountBlock {
+	return CountBlock{Kind: b[0], N: be.Uint32(b[1:]), Sigma: getF64(b[5:])}
+}
+
+// Count block kinds (shared/counts.KindEval, KindQuestion).
+const (
+	CountEval     uint8 = 1
+	CountQuestion uint8 = 2
+)
+
+// Limits of the count blocks (shared/counts: MaxBlocks, MaxRows,
+// MaxOptions) and of their σ (shared/counts.Aggregate.AddNoise).
+const (
+	MaxCountBlocks  = 256
+	maxCountRows    = 1 << 20
+	maxCountOptions = 1 << 10
+	minCountSigma   = 4
+	maxCountSigma   = 0x1p40
+)
+
+// CountBlock is one announced count block: what a volunteer needs to
+// encode and shard it (Kind and N) and to recompute the round's joint
+// privacy charge (Sigma; the block's sensitivity follows from Kind and N,
+// shared/counts.Block.Sensitivity).
+type CountBlock struct {
+	// Kind is CountEval (the current model's correct and evaluated rows on
+	// the volunteer's own data) or CountQuestion (one survey answer).
+	Kind uint8
+	// N is the evaluation's row bound R per volunteer (1 .. 2^20), or the
+	// question's number of options k (2 .. 1024).
+	N uint32
+	// Sigma is the σ of each server's discrete Gaussian noise on every
+	// coordinate of the block, in the block's fixed-point units (>= 4).
+	Sigma float64
+}
+
+// countBlockSize is the encoded size of one CountBlock: kind u8 | n u32 |
+// sigma f64.
+const countBlockSize = 13
+
+// validateCounts checks secure summation's count blocks: at most
+// MaxCountBlocks; at most one evaluation block, and only first; an
+// evaluation's N in [1, 2^20], a question's in [2, 1024]; Sigma finite in
+// [4, 2^40].
+func validateCounts(l CountList) error {
+	if len(l.enc)%countBlockSize != 0 {
+		return malformed(ErrParams, "count list of %d bytes", len(l.enc))
+	}
+	if l.Len() > MaxCountBlocks {
+		return malformed(ErrParams, "%d count blocks, at most %d", l.Len(), MaxCountBlocks)
+	}
+	for i, c := range l.Blocks() {
+		switch c.Kind {
+		case CountEval:
+			if i != 0 {
+				return malformed(ErrParams, "count block %d: the evaluation block must be the first and only one", i)
+			}
+			if c.N < 1 || c.N > maxCountRows {
+				return malformed(ErrParams, "count block %d: %d evaluation rows outside [1, %d]", i, c.N, maxCountRows)
+			}
+		case CountQuestion:
+			if c.N < 2 || c.N > maxCountOptions {
+				return malformed(ErrParams, "count block %d: %d options outside [2, %d]", i, c.N, maxCountOptions)
+			}
+		default:
+			return malformed(ErrParams, "count block %d: unknown kind %d", i, c.Kind)
+		}
+		if !check.Finite(c.Sigma) || c.Sigma < minCountSigma || c.Sigma > maxCountSigma {
+			return malformed(ErrParams, "count block %d: sigma %v outside [%d, 2^40]", i, c.Sigma, minCountSigma)
+		}
+	}
+	return nil
 }
 
 // Validate checks the configuration:
@@ -163,6 +284,9 @@ func (p Params) Validate() error {
 		return p.validateAPES()
 	default:
 		return bad("unknown protocol %d", uint8(p.Protocol))
+	}
+	if p.Counts.Len() != 0 {
+		return bad("count blocks are secagg's, got %d for %v", p.Counts.Len(), p.Protocol)
 	}
 	if p.Bits != 0 || p.Sigma != 0 || math.Signbit(p.Sigma) {
 		return bad("bits and sigma are secagg's, got %d and %v for %v", p.Bits, p.Sigma, p.Protocol)
@@ -266,7 +390,10 @@ func (p Params) validateSecAgg() error {
 	case p.Quota < p.MinBatch:
 		return bad("secagg needs a quota >= minBatch (the field is sized for it), got %d < %d", p.Quota, p.MinBatch)
 	}
-	return nil
+	if p.Counts.Len() > 0 && p.Sigma < minCountSigma {
+		return bad("secagg sigma %v with count blocks: the joint release needs every sigma >= %d", p.Sigma, minCountSigma)
+	}
+	return validateCounts(p.Counts)
 }
 
 // validateAPES checks an APES or S-APES configuration: randomizer
@@ -292,8 +419,8 @@ func (p Params) validateAPES() error {
 		return bad("s-apes needs 1 <= k < d (k is b), got k = %d, d = %d", p.K, p.D)
 	case p.NP < 1:
 		return bad("np must be >= 1")
-	case p.Buckets != 0 || p.Bits != 0 || p.Sigma != 0 || math.Signbit(p.Sigma):
-		return bad("buckets, bits and sigma must be 0 for %v", p.Protocol)
+	case p.Buckets != 0 || p.Bits != 0 || p.Sigma != 0 || math.Signbit(p.Sigma) || p.Counts != (CountList{}):
+		return bad("buckets, bits, sigma and count blocks must be 0 for %v", p.Protocol)
 	case p.DeltaL != 0 || math.Signbit(p.DeltaL):
 		return bad("deltaL = %v for %v, want 0", p.DeltaL, p.Protocol)
 	case !check.Finite(p.EpsL) || p.EpsL <= 0:
@@ -386,6 +513,7 @@ func putParams(b []byte, p Params) {
 	be.PutUint32(b[30:], p.Quota)
 	putF64(b[34:], p.EpsL)
 	if p.Protocol == ProtocolSecAgg {
+		be.PutUint32(b[18:], uint32(p.Counts.Len()))
 		be.PutUint32(b[22:], p.Bits)
 		putF64(b[34:], p.Sigma)
 	}
@@ -394,9 +522,11 @@ func putParams(b []byte, p Params) {
 	putF64(b[58:], p.CheckInP)
 }
 
-// getParams reads Params from b[0:66].
-func getParams(b []byte) Params {
-	p := Params{
+// getParams reads Params from b[0:66]. For secure summation the np slot
+// is the number of count blocks, returned as blocks (Params.Counts is
+// read by ParseAnnouncement, which knows where the blocks are).
+func getParams(b []byte) (p Params, blocks uint32) {
+	p = Params{
 		Protocol:   Protocol(b[0]),
 		Randomizer: Randomizer(b[1]),
 		D:          be.Uint32(b[2:]),
@@ -415,6 +545,7 @@ func getParams(b []byte) Params {
 	if p.Protocol == ProtocolSecAgg {
 		p.Bits, p.Buckets = p.Buckets, 0
 		p.Sigma, p.EpsL = p.EpsL, 0
+		blocks, p.NP = p.NP, 0
 	}
-	return p
+	return p, blocks
 }

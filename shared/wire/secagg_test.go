@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -209,4 +210,94 @@ func FuzzSecAggFrames(f *testing.F) {
 			t.Fatalf("re-encoding differs:\n in  %x\n out %x", b, out)
 		}
 	})
+}
+
+// TestCountBlocksAnnounced: a secure-summation round's count blocks travel
+// in the announcement (their number in the np slot, the blocks between the
+// relay's key and the model) under the signature, round-trip exactly, and
+// every malformed list is refused by Validate and by the decoder: a wrong
+// kind, an evaluation block not first or twice, rows or options out of
+// range, a σ below 4 or not finite, blocks on a shuffle protocol, and a
+// frame whose block count disagrees with its length.
+func TestCountBlocksAnnounced(t *testing.T) {
+	k, err := envelopetest.DeriveKey([32]byte{9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := []CountBlock{{Kind: CountEval, N: 100, Sigma: 9930.4}, {Kind: CountQuestion, N: 4, Sigma: 3895}, {Kind: CountQuestion, N: 2, Sigma: 4}}
+	p := secAggParams()
+	p.Counts = NewCountList(blocks...)
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Counts.Blocks(); len(got) != 3 || got[0] != blocks[0] || got[1] != blocks[1] || got[2] != blocks[2] {
+		t.Fatalf("blocks %+v", got)
+	}
+	a := Announcement{Round: 3, Deadline: time.UnixMilli(1700000000000), Params: p, HPKEPub: k.Public().HPKE,
+		RelayPub: [32]byte{1, 2, 3}, Model: []float64{1, 2, 3, 4, 5, 6}}
+	if err := a.Sign(k); err != nil {
+		t.Fatal(err)
+	}
+	b, err := a.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != announcementSize(6)+32+13*3 {
+		t.Fatalf("size %d, want %d", len(b), announcementSize(6)+32+13*3)
+	}
+	if got := binary.BigEndian.Uint32(b[annParams+18:]); got != 3 {
+		t.Fatalf("np slot %d, want the block count 3", got)
+	}
+	got, err := ParseAnnouncement(b, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Params != p || got.Model[5] != 6 {
+		t.Fatalf("decoded %+v", got.Params)
+	}
+	if err := got.Verify(k.Public()); err != nil {
+		t.Fatal(err)
+	}
+	// A block's σ is signed: changing it breaks the signature.
+	b[annCounts+13+5] ^= 1
+	if tampered, err := ParseAnnouncement(b, Limits{}); err != nil || tampered.Verify(k.Public()) == nil {
+		t.Fatalf("a changed block sigma verified (%v)", err)
+	}
+	b[annCounts+13+5] ^= 1
+	// The block count disagrees with the frame's length.
+	for _, n := range []uint32{2, 4, MaxCountBlocks + 1} {
+		c := bytes.Clone(b)
+		binary.BigEndian.PutUint32(c[annParams+18:], n)
+		if _, err := ParseAnnouncement(c, Limits{}); err == nil {
+			t.Errorf("a frame of 3 blocks decoded with the count %d", n)
+		}
+	}
+	for name, bs := range map[string][]CountBlock{
+		"unknown kind":     {{Kind: 3, N: 2, Sigma: 10}},
+		"eval second":      {{Kind: CountQuestion, N: 2, Sigma: 10}, {Kind: CountEval, N: 5, Sigma: 10}},
+		"two evals":        {{Kind: CountEval, N: 5, Sigma: 10}, {Kind: CountEval, N: 5, Sigma: 10}},
+		"eval rows 0":      {{Kind: CountEval, N: 0, Sigma: 10}},
+		"eval rows 2^20+1": {{Kind: CountEval, N: 1<<20 + 1, Sigma: 10}},
+		"one option":       {{Kind: CountQuestion, N: 1, Sigma: 10}},
+		"1025 options":     {{Kind: CountQuestion, N: 1025, Sigma: 10}},
+		"sigma 3.9":        {{Kind: CountQuestion, N: 2, Sigma: 3.9}},
+		"sigma NaN":        {{Kind: CountQuestion, N: 2, Sigma: math.NaN()}},
+		"sigma +Inf":       {{Kind: CountQuestion, N: 2, Sigma: math.Inf(1)}},
+	} {
+		q := secAggParams()
+		q.Counts = NewCountList(bs...)
+		if err := q.Validate(); !errors.Is(err, ErrParams) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	low := secAggParams()
+	low.Sigma, low.Counts = 3, NewCountList(blocks[1])
+	if err := low.Validate(); !errors.Is(err, ErrParams) {
+		t.Errorf("count blocks with an update sigma of 3: %v", err)
+	}
+	sh := testParams(ProtocolSSDouble)
+	sh.Counts = NewCountList(blocks[1])
+	if err := sh.Validate(); !errors.Is(err, ErrParams) {
+		t.Errorf("count blocks on a shuffle protocol: %v", err)
+	}
 }

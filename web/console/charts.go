@@ -63,6 +63,8 @@ type DashboardData struct {
 	// when the noise dominates what the volunteers can teach the model
 	// together; "" otherwise.
 	Noise string
+	// Counts are the study's private counts (nil: none; counts.go).
+	Counts *CountsView
 	// Task is the study (nil: the built-in digits, as before tasks).
 	Task *TaskView
 }

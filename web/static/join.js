@@ -411,6 +411,19 @@
           ? `${round}your update was sent as two sealed secret shares, one to each server. Waiting for the next round…`
           : `${round}your noisy, sealed update was sent. Waiting for the next round…`);
         break;
+      case "evaluated": {
+        // The announced model on the volunteer's own rows (client
+        // EventEvaluated): shown here only; what leaves the device is its
+        // secret-shared count in the round's private evaluation.
+        const ma = $("my-accuracy");
+        ma.dataset.value = String(e.accuracy);
+        ma.dataset.round = String(e.round);
+        ma.dataset.correct = String(e.correct);
+        ma.dataset.evaluated = String(e.evaluated);
+        ma.textContent = `Round ${e.round}: the class model got ${e.correct} of your ${e.evaluated} rows right (${(100 * e.accuracy).toFixed(1)}%). ` +
+          "Only a secret-shared count leaves your device; the class sees the noisy total of everyone's.";
+        break;
+      }
       case "privacy":
         // The client's own count: every round it sent in, whether or not
         // the round's sum used it, each at the local guarantee of a

@@ -73,9 +73,11 @@ type Status struct {
 	Accuracy *float64 `json:"accuracy"`
 	Loss     *float64 `json:"loss"`
 	// AccuracySource says where Accuracy comes from: "public_holdout"
-	// (the task's public test data) or "none" (the task has none, so
-	// accuracy cannot be shown: computing it on volunteers' data would be
-	// a release; docs/tasks.md).
+	// (the task's public test data), "volunteers_private" (no public
+	// test data; the rounds count the model's correct and evaluated rows
+	// on the volunteers' own devices as noisy secure sums, shared/counts:
+	// the dashboard shows that accuracy with its interval, Accuracy stays
+	// null) or "none" (neither: accuracy cannot be shown).
 	AccuracySource string `json:"accuracy_source"`
 	// Task names the task being learned (task.Task.Name) and its title.
 	Task      string `json:"task,omitempty"`

@@ -81,6 +81,41 @@ type RoundRecord struct {
 	Digest  string  `json:"digest,omitempty"`
 	Reply   *uint8  `json:"reply_status,omitempty"`
 	Seconds float64 `json:"seconds,omitempty"`
+	// Counts are a secure-summation round's private count blocks
+	// (shared/counts: the evaluation, survey answers), decoded noisy sums
+	// over the N accepted reports, with each block's noise and bound.
+	Counts *CountsRecord `json:"counts,omitempty"`
+}
+
+// CountsRecord is one round's released count blocks.
+type CountsRecord struct {
+	// N is the number of accepted reports the sums are over (the
+	// update's n: a report is accepted only with every block).
+	N      int                `json:"n"`
+	Blocks []CountBlockRecord `json:"blocks"`
+}
+
+// CountBlockRecord is one block of a round: what it counts, its noise
+// and bound (for the audit: the joint release's parts), and its decoded
+// noisy sums.
+type CountBlockRecord struct {
+	// Kind is "eval" or "question"; Rows is an evaluation's R, Options
+	// a question's k.
+	Kind    string `json:"kind"`
+	Rows    int    `json:"rows,omitempty"`
+	Options int    `json:"options,omitempty"`
+	// Sigma is each server's discrete Gaussian σ, Sensitivity the
+	// block's L2 bound Δ and D its dimension, in the block's fixed-point
+	// units (privacy.SecAggPart); CountSD the noise's standard deviation
+	// on each decoded count (counts.Block.CountSD, both servers).
+	Sigma       float64 `json:"sigma"`
+	Sensitivity float64 `json:"sensitivity"`
+	D           int     `json:"d"`
+	CountSD     float64 `json:"count_sd"`
+	// Counts are the decoded noisy sums: correct, evaluated (eval); every
+	// option's count, the real ones first, then the phantom options no
+	// honest volunteer picks (question).
+	Counts []float64 `json:"counts"`
 }
 
 // Open is an announced round still waiting for its batch or abort.

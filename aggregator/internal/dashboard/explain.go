@@ -220,10 +220,7 @@ type NoiseFacts struct {
 // not secure summation (Sigma 0). The ratio falls as 1/n, so the note
 // also gives the crowd from which it falls below the threshold.
 func NoiseWarning(f NoiseFacts) string {
-	n := int(math.Round(f.Reports))
-	if n < 1 {
-		n = f.Expected
-	}
+	n := reportsOrExpected(f.Reports, f.Expected)
 	if n < 1 || !(f.Sigma > 0) {
 		return ""
 	}
@@ -231,9 +228,24 @@ func NoiseWarning(f NoiseFacts) string {
 	if err != nil || r < counts.UpdateDominates {
 		return ""
 	}
+	return noiseText(n, r, f.TargetEpsilon)
+}
+
+// reportsOrExpected is the crowd a noise ratio is computed for: the mean
+// reports per ok round once there is one, else the expected.
+func reportsOrExpected(reports float64, expected int) int {
+	if n := int(math.Round(reports)); n >= 1 {
+		return n
+	}
+	return expected
+}
+
+// noiseText is the update's noise note at n reports and ratio r
+// (NoiseWarning, RoundNoise).
+func noiseText(n int, r, targetEps float64) string {
 	need := int(math.Ceil(r * float64(n) / counts.UpdateDominates))
 	return fmt.Sprintf("Mostly noise: with about %d updates per round, the noise that keeps every volunteer within ε = %s is %.1f times "+
 		"the largest change they can make together: what the model shows is mostly that noise, not what they know. "+
 		"From about %d volunteers per round the noise falls below that (aggregator task plan computes it before recruiting).",
-		n, strconv.FormatFloat(f.TargetEpsilon, 'g', 4, 64), r, need)
+		n, strconv.FormatFloat(targetEps, 'g', 4, 64), r, need)
 }

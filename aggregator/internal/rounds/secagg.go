@@ -117,7 +117,7 @@ func (m *Machine) SecAggAggregateIntake(frame []byte) outcome.Answer {
 		return ans
 	}
 	start := time.Now()
-	model, err := m.unshardInto(p, a.Share)
+	model, counts, err := m.unshardInto(p, a.Share)
 	if err != nil {
 		m.loseSecAgg(p, "charged, not applied: "+err.Error())
 		ans.Outcome, ans.Detail = outcome.Invalid, err.Error()
@@ -129,6 +129,7 @@ func (m *Machine) SecAggAggregateIntake(frame []byte) outcome.Answer {
 	}
 	rec.Status, rec.FinishedAt = checkpoint.StatusOK, time.Now()
 	rec.Seconds += time.Since(start).Seconds()
+	rec.Counts = counts
 	m.evaluate(&rec, model.model)
 	m.sa.pending = nil
 	m.sa.last = &secaggLast{round: r, closeDigest: p.digest, closeReply: p.reply, aggDigest: dig}
@@ -149,16 +150,20 @@ func (m *Machine) SecAggAggregateIntake(frame []byte) outcome.Answer {
 // current model moved by the server optimiser's step for the noisy mean
 // (moveModel; not yet stored).
 // The caller holds procMu; p cannot be unsharded again afterwards.
-func (m *Machine) unshardInto(p *secaggPending, helperMsg []byte) (*moved, error) {
+func (m *Machine) unshardInto(p *secaggPending, helperMsg []byte) (*moved, *checkpoint.CountsRecord, error) {
 	src := m.opt.Noise
 	if src == nil {
 		src = noise.Secure()
 	}
 	res, err := p.leader.Unshard(src, helperMsg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m.moveModel(res.Mean)
+	mv, err := m.moveModel(res.Mean)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mv, countsRecord(p.sr, res), nil
 }
 
 // loseSecAgg closes a charged secure-summation round without applying it:

@@ -152,12 +152,10 @@ func (s *Server) Status() api.Status {
 const RelayDownWaiting = "waits for the relay, which does not answer: the round goes on when it is back"
 
 // accuracySource is api.Status.AccuracySource: "public_holdout" when
-// there is a test set to evaluate on, "none" otherwise.
+// there is a test set, "volunteers_private" when the rounds count a
+// private evaluation, "none" otherwise (dashboard.AccuracySource).
 func (s *Server) accuracySource() string {
-	if s.cfg.Test.Len() > 0 {
-		return "public_holdout"
-	}
-	return "none"
+	return dashboard.AccuracySource(s.cfg.Test.Len() > 0, s.Current().Params)
 }
 
 // Rounds returns a copy of the round history.

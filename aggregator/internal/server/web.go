@@ -22,7 +22,6 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/shared/task"
-	"github.com/blanket-fl/blanket/shared/wire"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
 )
@@ -270,12 +269,8 @@ func (s *Server) DashboardData() console.DashboardData {
 	if cf.MajorityClass != "" || cfg.Task == nil || cfg.Task.Source == task.SourceBuiltin {
 		chance = dashboard.ExplainChance(cf)
 	}
-	var noise string
-	if rc := s.Current(); rc.Params.Protocol == wire.ProtocolSecAgg {
-		rel := rc.Proto.Spec.Release(st.Round+1, max(cfg.ExpectedN, 1), 0)
-		noise = dashboard.NoiseWarning(dashboard.NoiseFacts{D: rel.D, Sigma: rel.SecAggSigma, Sensitivity: rel.SecAggSensitivity,
-			Reports: cf.Reports, Expected: cfg.ExpectedN, TargetEpsilon: st.TargetEpsilon})
-	}
+	spec := s.Current().Proto.Spec // the update's and the count blocks' noise notes (dashboard.RoundNoise)
+	noise, _ := dashboard.RoundNoise(spec, cfg.Task, cf.Reports, cfg.ExpectedN, st.TargetEpsilon)
 	return console.DashboardData{
 		Round: st.Round, OpenRound: st.OpenRound, RoundsOK: st.RoundsOK, Accuracy: st.Accuracy, Loss: st.Loss,
 		Epsilon: st.Epsilon, Method: st.Method, TargetEpsilon: st.TargetEpsilon, TargetDelta: st.TargetDelta,
@@ -284,7 +279,7 @@ func (s *Server) DashboardData() console.DashboardData {
 		ModelResets: resets, Markers: s.markers(), Config: dashboard.ConfigItems(s.settings()), Fingerprint: s.fp,
 		WasmSHA256: cfg.Web.Wasm.SHA256(), JoinURL: cfg.Web.JoinURL, QR: cfg.Web.qr, Simulated: cfg.Web.Simulated,
 		Rounds: dashboard.Rounds(hist), Audit: auditView(st.Audit), LastAbort: note, Chance: chance, Noise: noise,
-		Task: s.taskView(),
+		Task: s.taskView(), Counts: dashboard.Counts(hist, cfg.Task, spec, cf.Reports, cfg.ExpectedN),
 	}
 }
 

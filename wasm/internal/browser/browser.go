@@ -514,6 +514,7 @@ func (a *app) clientOn(key envelope.PublicKey, data logreg.Dataset, train logreg
 		Source:           src,
 		PersonalFraction: o.EpsLevel,
 		OnEvent:          a.clientEvent,
+		Answers:          a.surveyAnswers(), // a form's answers to the counted questions (task.go)
 	})
 }
 

@@ -56,10 +56,14 @@ import (
 // 13 KB statistics of its public standardization, shared/task/pubstats)
 // brought it to 6,287,549 raw, 1,797,317 gzip -9, 1,337,757 brotli (same
 // command, 2026-11-29): +101 KB gzip, +74 KB brotli; the bounds are that
+// plus 2%. The private counts (shared/counts: one small PINE instance
+// per count block, the announced blocks, the evaluation before training)
+// brought it to 6,416,371 raw, 1,830,980 gzip -9, 1,365,358 brotli (same
+// command, 2026-11-29): +34 KB gzip, +28 KB brotli; the bounds are that
 // plus 2%.
 const (
-	maxBrotliBytes = 1_365_000
-	maxGzipBytes   = 1_834_000
+	maxBrotliBytes = 1_393_000
+	maxGzipBytes   = 1_868_000
 )
 
 // TestModuleSize builds the browser client as docs/web.md serves it

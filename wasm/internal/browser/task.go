@@ -28,6 +28,17 @@ type taskState struct {
 	mu   sync.Mutex
 	def  *task.Task
 	rows *dataset.Set // encoded by def; nil until parseCSV or setAnswers succeeds
+	// survey is the form's answers to the task's counted questions
+	// (task.SurveyAnswers, client.Config.Answers), nil for a CSV.
+	survey []int
+}
+
+// surveyAnswers is the volunteer's answers to the counted questions
+// (nil without a form).
+func (a *app) surveyAnswers() []int {
+	a.task.mu.Lock()
+	defer a.task.mu.Unlock()
+	return a.task.survey
 }
 
 // errNoTaskRows: start with source "task" before any usable row.
@@ -143,7 +154,7 @@ func (a *app) setAnswers(args []js.Value) any {
 			answers[k] = strconv.FormatFloat(v.Float(), 'g', -1, 64)
 		}
 	}
-	a.task.rows = nil
+	a.task.rows, a.task.survey = nil, nil
 	x, y, err := a.task.def.EncodeAnswers(answers)
 	if err != nil {
 		out := map[string]any{"ok": false, "error": err.Error()}
@@ -152,6 +163,9 @@ func (a *app) setAnswers(args []js.Value) any {
 			out["column"], out["message"] = re.Column, re.Msg
 		}
 		return result(out)
+	}
+	if a.task.survey, err = a.task.def.SurveyAnswers(answers); err != nil {
+		return result(map[string]any{"ok": false, "error": err.Error()})
 	}
 	a.task.rows = &dataset.Set{Features: a.task.def.Inputs(), Classes: len(a.task.def.Label.Classes), X: x, Y: []uint8{y}}
 	return result(map[string]any{"ok": true})

@@ -53,6 +53,11 @@ type Record struct {
 	BackoffMs                            float64
 	Message                              string
 	Error                                string
+	// Correct, Evaluated and Accuracy are the volunteer's own evaluation
+	// of the announced model (evaluated: client.EventEvaluated), shown on
+	// its page only: what leaves the device is secret-shared.
+	Correct, Evaluated int
+	Accuracy           float64
 }
 
 // Map returns r as the plain object handed to JavaScript (js.ValueOf accepts
@@ -78,6 +83,9 @@ func (r Record) Map() map[string]any {
 		"backoffMs":   r.BackoffMs,
 		"message":     r.Message,
 		"error":       r.Error,
+		"correct":     float64(r.Correct),
+		"evaluated":   float64(r.Evaluated),
+		"accuracy":    r.Accuracy,
 	}
 }
 
@@ -149,6 +157,9 @@ func (s *Session) Record(e client.Event) Record {
 	}
 	if e.Kind == client.EventAck {
 		r.Messages = e.Received
+	}
+	if e.Kind == client.EventEvaluated {
+		r.Correct, r.Evaluated, r.Accuracy = e.Correct, e.Evaluated, e.Accuracy
 	}
 	r.BackoffMs = float64(e.Backoff.Milliseconds())
 	if e.Err != nil {
