@@ -85,7 +85,7 @@ func TestSecAggCountsReport(t *testing.T) {
 	}
 
 	r, _ := spec.SecAggRound(2)
-	ls, err := k.OpenLeaderShare(2, sh.Leader, r.LeaderShareSize())
+	ls, err := k.OpenLeaderShare(2, [32]byte{}, sh.Leader, r.LeaderShareSize()) // the client has no consent hash (Config.Consent zero)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,10 +32,10 @@ func taskShapes(t *testing.T) map[string]int {
 // padded to n_p, the ledger's release valid). For secure summation, the
 // calibrated σ, the secagg parameters' length and the fixed share sizes
 // all follow from d, and a larger d never gives a smaller frame. (-short
-// skips the shuffle checks at d = 7850.)
+// skips the shuffle checks at the digits' d = 8,340.)
 func TestPartiesAgreeOnTaskShapes(t *testing.T) {
 	shapes := taskShapes(t)
-	if shapes["digits"] != 7850 || shapes["breast-cancer"] != 62 {
+	if shapes["digits"] != 8340 || shapes["breast-cancer"] != 62 {
 		t.Fatalf("task shapes %v", shapes)
 	}
 	for name, d := range shapes {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/shared/counts"
+	"github.com/blanket-fl/blanket/shared/task"
 )
 
 // AbortFacts is what the pages know about a round that ended without a
@@ -248,4 +249,18 @@ func noiseText(n int, r, targetEps float64) string {
 		"the largest change they can make together: what the model shows is mostly that noise, not what they know. "+
 		"From about %d volunteers per round the noise falls below that (aggregator task plan computes it before recruiting).",
 		n, strconv.FormatFloat(targetEps, 'g', 4, 64), r, need)
+}
+
+// ExplainStudyChance is ExplainChance for the task t (nil: the built-in
+// digits): a study other than the built-in digits is measured against its
+// holdout's majority class (majority gives its rate and name), not 1/C,
+// and without a holdout (majority's class "") there is no accuracy to
+// explain.
+func ExplainStudyChance(c ChanceFacts, t *task.Task, majority func() (float64, string)) string {
+	if t != nil && t.Source != task.SourceBuiltin {
+		if c.Majority, c.MajorityClass = majority(); c.MajorityClass == "" {
+			return ""
+		}
+	}
+	return ExplainChance(c)
 }

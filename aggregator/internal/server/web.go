@@ -21,7 +21,6 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/dashboard"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
-	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 	"github.com/blanket-fl/blanket/web/console"
 )
@@ -260,15 +259,7 @@ func (s *Server) DashboardData() console.DashboardData {
 	}
 	cf := dashboard.ChanceFacts{Accuracy: st.Accuracy, Classes: sh.Classes,
 		Reports: dashboard.MeanReports(hist), TargetEpsilon: st.TargetEpsilon, Simulated: cfg.Web.Simulated}
-	if cfg.Task != nil && cfg.Task.Source != task.SourceBuiltin {
-		// A study is measured against its holdout's majority class, not
-		// the digits' 1/10 (with no holdout there is no accuracy).
-		cf.Majority, cf.MajorityClass = classtask.MajorityRate(cfg.Test, cfg.Task.Label.Classes)
-	}
-	chance := ""
-	if cf.MajorityClass != "" || cfg.Task == nil || cfg.Task.Source == task.SourceBuiltin {
-		chance = dashboard.ExplainChance(cf)
-	}
+	chance := dashboard.ExplainStudyChance(cf, cfg.Task, func() (float64, string) { return classtask.MajorityRate(cfg.Test, cfg.Task.Label.Classes) })
 	spec := s.Current().Proto.Spec // the update's and the count blocks' noise notes (dashboard.RoundNoise)
 	noise, _ := dashboard.RoundNoise(spec, cfg.Task, cf.Reports, cfg.ExpectedN, st.TargetEpsilon)
 	return console.DashboardData{
