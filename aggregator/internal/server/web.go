@@ -198,7 +198,8 @@ func (s *Server) servePrivacy(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveHeatmap is GET /heatmaps/{class}.png: one class's heatmap of the
-// current model (console.Heatmaps) as a small PNG. The page asks for
+// current model (console.Heatmaps, laid out by the task's feature map:
+// console.HeatmapPNG) as a small PNG. The page asks for
 // ?v=ROUND.RESETS; when that is the current model's version the image
 // may be cached, since that version never changes.
 func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
@@ -215,13 +216,11 @@ func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
 		version = strconv.Itoa(st.Round) + "." + strconv.Itoa(len(st.ModelResets))
 	})
 	sh := s.cfg.Test.Shape()
-	maps := console.Heatmaps(console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
-	if class < 0 || class >= len(maps) {
+	b, ok, err := console.HeatmapPNG(s.cfg.Task, console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model}, class)
+	if !ok {
 		http.NotFound(w, r)
 		return
-	}
-	b, err := maps[class].PNG()
-	if err != nil {
+	} else if err != nil {
 		http.Error(w, "heatmap failed", http.StatusInternalServerError)
 		return
 	}
