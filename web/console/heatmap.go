@@ -1,6 +1,9 @@
 package console
 
 import (
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/blanket-fl/blanket/shared/features"
@@ -61,4 +64,35 @@ func HeatmapPNG(t *task.Task, m ModelView, class int) (b []byte, ok bool, err er
 	}
 	b, err = maps[class].PNG()
 	return b, true, err
+}
+
+// ServeHeatmap answers GET /heatmaps/{file} with file "{class}.png":
+// class's heatmap of m (HeatmapPNG, laid out for task t) as a small PNG,
+// 404 for another file or class. The page asks for ?v=ROUND.RESETS; when
+// that is version, the current model's, the image may be cached, since
+// that version never changes.
+func ServeHeatmap(w http.ResponseWriter, r *http.Request, t *task.Task, m ModelView, version string) {
+	name, ok := strings.CutSuffix(r.PathValue("file"), ".png")
+	class, err := strconv.Atoi(name)
+	if !ok || err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	b, ok, err := HeatmapPNG(t, m, class)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	} else if err != nil {
+		http.Error(w, "heatmap failed", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "image/png")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if r.URL.Query().Get("v") == version {
+		h.Set("Cache-Control", "public, max-age=3600")
+	} else {
+		h.Set("Cache-Control", "no-store")
+	}
+	w.Write(b)
 }
