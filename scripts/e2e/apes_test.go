@@ -25,10 +25,11 @@ import (
 // must be ok with all 20 reports and n_p = 20 (no dummies), charged by a
 // generic shuffle or APES closed-form row (never a Laplace-specific one),
 // the charged epsilon must grow each round, and the model must learn
-// (chance is 10%; a run of this test reached 0.86 after one ok round and
-// 0.87 after two, charged 62,592 and 125,064 by the PLD of the FMT'23
-// generic pair — about the local 62,800 a round, as ε* = 8 amplifies
-// nothing — so 0.3 leaves a wide margin).
+// (chance is 10%; a run of this test at d = 8,340, `go test -v -run
+// TestAPESOverLoopback ./scripts/e2e`, reached 0.9245 after one ok round
+// and 0.925 after two, charged 66,496 and 132,862 by the PLD of the FMT'23
+// generic pair — about the local 8 x 8,340 = 66,720 a round, as ε* = 8
+// amplifies nothing — so 0.3 leaves a wide margin).
 func TestAPESOverLoopback(t *testing.T) {
 	const clients, rounds = 20, 2
 	digits, err := task.Digits()
