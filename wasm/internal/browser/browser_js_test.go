@@ -15,7 +15,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/envelope/envelopetest"
-	"github.com/blanket-fl/blanket/shared/logreg"
+	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -188,7 +188,11 @@ func TestJSAPI(t *testing.T) {
 	if _, err := await(b.Call("start", js.ValueOf(opts))); err == nil {
 		t.Fatal("a second start was accepted while running")
 	}
-	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: logreg.MNISTParams,
+	digits, err := task.Digits() // the client trains the digits task's model (scatter1: d = 8,340)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := wire.Params{Protocol: wire.ProtocolSSTopk, Randomizer: wire.RandomizerLaplace, D: uint32(digits.D()),
 		K: 157, L: 5, Width: 1, NP: 100, MinBatch: 1, EpsL: 78.5, Clip: 0.01, CheckInP: 1}
 	a := wire.Announcement{Round: 1, Deadline: time.Now().Add(time.Hour), Params: p, HPKEPub: pub.HPKE, Model: make([]float64, p.D)}
 	if err := a.Sign(k); err != nil {
