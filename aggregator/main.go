@@ -394,10 +394,10 @@ func loadTask(st *classtask.Stored, path, data, dataDir string, dataSet bool) (*
 	}
 	var sets *taskdata.Sets
 	var err error
-	if st != nil {
-		sets, err = st.Open(name, dataDir)
+	if st != nil { // the holdout only: the training part is not mapped (taskdata.OpenHoldout)
+		sets, err = taskdata.OpenFilesHoldout(st.Task, st.Files, name, dataDir)
 	} else {
-		sets, err = taskdata.Open(tk, dir, name, dataDir)
+		sets, err = taskdata.OpenHoldout(tk, dir, name, dataDir)
 	}
 	if err != nil {
 		return nil, logreg.Dataset{}, "", err

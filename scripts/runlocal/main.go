@@ -224,6 +224,13 @@ func (o *options) loadTask(fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
+	if tk.Source == task.SourceBuiltin {
+		// The simulated volunteers deal and map their own digits
+		// (cohort.LoadShares), the aggregator maps its holdout: no sets
+		// here (mapping the 10,000 digits is about 20 s of CPU).
+		o.tk = tk
+		return nil
+	}
 	sets, err := taskdata.Open(tk, dir, "", "")
 	if err != nil {
 		return err
@@ -231,9 +238,6 @@ func (o *options) loadTask(fs *flag.FlagSet) error {
 	o.tk, o.sets = tk, sets
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if tk.Source == task.SourceBuiltin {
-		return nil
-	}
 	rows := 0
 	if sets.Train != nil {
 		rows = sets.Train.Len()
@@ -727,8 +731,10 @@ func (o options) cohortTask(cl *localrun.Cluster, stdout io.Writer) (tk *task.Ta
 	tk, sets = o.tk, o.sets
 	st, err := cl.ClassTask()
 	if err == nil && st != nil {
-		sets, err = st.Open()
-		tk = st.Task
+		tk, sets = st.Task, nil
+		if tk.Source != task.SourceBuiltin { // the digits: cohort.LoadShares
+			sets, err = st.Open()
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "the class's task: %v; no simulated volunteers\n", err)

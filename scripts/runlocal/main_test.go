@@ -125,6 +125,12 @@ func TestTaskFlag(t *testing.T) {
 	if _, err := parseFlags([]string{"-task", "../../tasks/class-survey/task.json", "-clients", "5"}, io.Discard); err == nil {
 		t.Error("simulated volunteers without simulation rows accepted")
 	}
+	// The built-in digits task named: its digits are mapped by the
+	// cohort (the shares dealt) and the aggregator (its holdout), not here.
+	o, err = parseFlags([]string{"-task", task.DigitsName}, io.Discard)
+	if err != nil || o.tk == nil || o.tk.Source != task.SourceBuiltin || o.sets != nil {
+		t.Errorf("digits task file: task %v, sets %v: %v", o.tk, o.sets, err)
+	}
 }
 
 // TestNextClassTaskSuggestions: a new class whose task was chosen on the

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"rsc.io/qr"
+
+	"github.com/blanket-fl/blanket/shared/features"
 )
 
 // DashboardData is what the teacher / analyzer dashboard shows
@@ -191,9 +193,12 @@ type EpsilonView struct {
 
 // ModelView is the logistic-regression model: Params[c*Features :
 // (c+1)*Features] are the weights of class c (shared/logreg's layout).
+// Layout, when set, is how the features are arranged (the task's feature
+// map's output: ModelLayout); Heatmaps draws by it.
 type ModelView struct {
 	Features, Classes int
 	Params            []float64
+	Layout            features.Layout
 }
 
 // ConfigItem is one line of the configuration table.
@@ -682,24 +687,29 @@ const heatmapQuantile = 0.99
 
 // Heatmaps draws every class's weights: class c's are
 // Params[c*Features : (c+1)*Features], laid out row-major on a square
-// grid (28x28 for 784 features; ceil(sqrt(F)) columns otherwise).
+// grid (28x28 for 784 features; ceil(sqrt(F)) columns otherwise), or,
+// with a Layout of several channels (a feature map's output: scatter1's
+// 17 channels of 7 x 7), one cell per place (Height x Width), the sum
+// over the channels at that place.
 //
 // What is drawn is what the model learned to tell the classes apart:
 // softmax regression only depends on the differences between the classes'
 // weights (adding one vector to every class changes no prediction), so
 // the mean over the classes is subtracted from every class first; what
-// is left is the evidence for (red) and against (blue) each class. All
-// classes share one colour scale (the 99th percentile of the centred
-// |weights|), so a class the model knows little about looks faint rather
-// than being blown up to full colour. A model whose length does not match
-// the shape yields no heatmaps.
+// is left is the evidence for (red) and against (blue) each class. Summed
+// over the channels of a place (standardized features), a cell is how much
+// the class gains over the others when every feature at that place rises
+// by one standard deviation: where more ink or stroke counts for or
+// against the class. All classes share one colour scale (the 99th
+// percentile of the cells' |values|), so a class the model knows little
+// about looks faint rather than being blown up to full colour. A model
+// whose length does not match the shape yields no heatmaps.
 func Heatmaps(m ModelView) []Heatmap {
 	f, k := m.Features, m.Classes
 	if f < 1 || k < 1 || len(m.Params) < f*k {
 		return nil
 	}
 	centred := make([]float64, f*k)
-	var mags []float64
 	for i := range f {
 		mean, n := 0.0, 0
 		for c := range k {
@@ -717,20 +727,36 @@ func Heatmaps(m ModelView) []Heatmap {
 				v = 0
 			}
 			centred[c*f+i] = v
-			mags = append(mags, math.Abs(v))
 		}
+	}
+	n := f // cells per class
+	cols := int(math.Ceil(math.Sqrt(float64(f))))
+	rows := (f + cols - 1) / cols
+	vals := centred
+	if l := m.Layout; l.Channels > 1 && l.Size() == f {
+		n, cols, rows = l.Height*l.Width, l.Width, l.Height
+		vals = make([]float64, k*n)
+		for c := range k {
+			for ch := range l.Channels {
+				for i, v := range centred[c*f+ch*n : c*f+(ch+1)*n] {
+					vals[c*n+i] += v
+				}
+			}
+		}
+	}
+	mags := make([]float64, len(vals))
+	for i, v := range vals {
+		mags[i] = math.Abs(v)
 	}
 	slices.Sort(mags)
 	scale := mags[min(len(mags)-1, int(heatmapQuantile*float64(len(mags))))]
 	if scale == 0 {
 		scale = mags[len(mags)-1]
 	}
-	cols := int(math.Ceil(math.Sqrt(float64(f))))
-	rows := (f + cols - 1) / cols
 	out := make([]Heatmap, k)
 	for c := range k {
-		h := Heatmap{Class: c, Cols: cols, Rows: rows, Scale: scale, Cells: make([]Cell, f)}
-		for i, v := range centred[c*f : (c+1)*f] {
+		h := Heatmap{Class: c, Cols: cols, Rows: rows, Scale: scale, Cells: make([]Cell, n)}
+		for i, v := range vals[c*n : (c+1)*n] {
 			h.Cells[i] = Cell{X: i % cols, Y: i / cols, Fill: diverging(v, scale), Value: v}
 		}
 		out[c] = h

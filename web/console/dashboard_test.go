@@ -593,6 +593,15 @@ func TestDashboardClassroom(t *testing.T) {
 		!strings.Contains(page, `src="/static/pad.js"`) {
 		t.Error("draw-a-digit is missing or not wired to the relay's predictor")
 	}
+	// The pad loads the wasm module served here for a model over a feature
+	// map, only when this aggregator serves one.
+	if got := openTag(page, "try-box"); strings.Contains(got, `data-wasm="/blanket.wasm"`) != (d.WasmSHA256 != "") {
+		t.Errorf("wasm %q: try box %s", d.WasmSHA256, got)
+	}
+	d.WasmSHA256 = "ab12"
+	if got := openTag(renderDashboard(t, d), "try-box"); !strings.Contains(got, `data-wasm="/blanket.wasm"`) {
+		t.Errorf("with a wasm module: try box %s", got)
+	}
 	d.LastAbort, d.Chance = nil, ""
 	page = renderDashboard(t, d)
 	if !strings.Contains(openTag(page, "round-note"), "hidden") || strings.Contains(page, `id="chance-note"`) {

@@ -26,7 +26,7 @@ func (d DashboardData) IsImage() bool {
 	if d.Task == nil || d.Task.Def == nil {
 		return true
 	}
-	return d.Model.Features == 784 && d.Task.Def.Source == task.SourceBuiltin
+	return d.Task.Def.Inputs() == 784 && d.Task.Def.Source == task.SourceBuiltin // 784 pixels, whatever features a map makes of them
 }
 
 // NoAccuracy reports whether the task has no public test data, so the

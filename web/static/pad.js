@@ -2,7 +2,11 @@
 // mouse or the keyboard, read out as a 28x28 digit like MNIST's
 // (BlanketPad.attach), and "draw a digit, see the class model's guess" for
 // every .try-model on the page (the model from its data-predictor URL, the
-// relay's GET /api/predictor). The drawing never leaves the page.
+// relay's GET /api/predictor). A model over raw pixels (folded) is applied
+// here; a model over a feature map (scatter1) is applied by the wasm
+// module (blanket.setPredictor and blanket.predict: map, standardize,
+// logits), the page's own or, with data-wasm, loaded on the first drawing
+// that needs it. The drawing never leaves the page.
 (() => {
   "use strict";
   const N = 28;
@@ -157,11 +161,69 @@
     return z;
   }
 
+  // wasmAPI resolves to globalThis.blanket with predict, or null when this
+  // page cannot have it: src is the module's URL to load (once per page,
+  // with /static/wasm_exec.js); without one the page loads the module
+  // itself (the join page) and this waits for its blanket-ready event.
+  let wasmLoading = null, wasmModel = null;
+  function wasmAPI(src) {
+    const api = () => (globalThis.blanket && typeof globalThis.blanket.predict === "function" ? globalThis.blanket : null);
+    if (api()) return Promise.resolve(api());
+    if (wasmLoading) return wasmLoading;
+    const ready = (ms) => new Promise((resolve) => {
+      const done = () => resolve(api());
+      globalThis.addEventListener("blanket-ready", done, { once: true });
+      document.addEventListener("blanket-ready", done, { once: true });
+      setTimeout(done, ms);
+    });
+    if (!src) {
+      if (typeof Go !== "function") return Promise.resolve(null); // no wasm_exec.js: the page runs no module
+      wasmLoading = ready(60000);
+      return wasmLoading;
+    }
+    wasmLoading = (async () => {
+      if (typeof Go !== "function") {
+        await new Promise((resolve, reject) => {
+          const sc = document.createElement("script");
+          sc.src = "/static/wasm_exec.js";
+          sc.onload = resolve;
+          sc.onerror = reject;
+          document.head.append(sc);
+        });
+      }
+      const go = new Go();
+      const isReady = ready(60000);
+      let result;
+      try {
+        result = await WebAssembly.instantiateStreaming(fetch(src), go.importObject);
+      } catch {
+        const resp = await fetch(src);
+        if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+        result = await WebAssembly.instantiate(await resp.arrayBuffer(), go.importObject);
+      }
+      go.run(result.instance);
+      return api() || await isReady;
+    })().catch(() => null);
+    return wasmLoading;
+  }
+
+  // wasmGuess is the wasm module's {class, probabilities} for pixels x
+  // under model (handed to the module when it is not the one it has), or
+  // {error}.
+  function wasmGuess(api, model, x) {
+    if (wasmModel !== model) {
+      const r = api.setPredictor(model);
+      if (!r || !r.ok) return { error: (r && r.error) || "the model was refused" };
+      wasmModel = model;
+    }
+    return api.predict(x) || { error: "no guess" };
+  }
+
   // try wires one .try-model box.
   function tryModel(box) {
     const id = (s) => document.getElementById(`${box.dataset.prefix}-${s}`);
     const guess = id("guess"), bars = id("bars"), info = id("model"), url = box.dataset.predictor;
-    let model = null, version = "";
+    let model = null, version = "", api = null, apiState = "";
     for (let c = 0; c < 10; c++) {
       const li = document.createElement("li");
       li.innerHTML = `<span class="d">${c}</span><span class="bar"><span></span></span><span class="p">–</span>`;
@@ -179,9 +241,32 @@
         guess.textContent = "The class model is not loaded yet.";
         return;
       }
-      const p = probabilities(model, x);
-      let best = 0;
-      for (let c = 1; c < p.length; c++) if (p[c] > p[best]) best = c;
+      let p, best = 0;
+      if (model.folded === false) { // a feature map: the wasm module computes the guess
+        if (!api && globalThis.blanket && typeof globalThis.blanket.predict === "function") api = globalThis.blanket;
+        if (!api) {
+          if (apiState === "") {
+            apiState = "loading";
+            wasmAPI(box.dataset.wasm).then((a) => { api = a; apiState = a ? "ready" : "none"; show(); });
+          }
+          guess.dataset.value = "";
+          guess.textContent = apiState === "none"
+            ? "This page cannot compute the class model’s features: try it on the join page."
+            : "Loading the class model’s feature map…";
+          return;
+        }
+        const r = wasmGuess(api, model, x);
+        if (r.error) {
+          guess.dataset.value = "";
+          guess.textContent = "The class model cannot read this drawing right now.";
+          return;
+        }
+        p = r.probabilities;
+        best = r.class;
+      } else {
+        p = probabilities(model, x);
+        for (let c = 1; c < p.length; c++) if (p[c] > p[best]) best = c;
+      }
       guess.dataset.value = String(best);
       guess.dataset.confidence = String(p[best]);
       guess.textContent = model.rounds_ok > 0
@@ -204,6 +289,8 @@
         const v = `${m.round}.${m.rounds_ok}`;
         if (v !== version) {
           m.weights = Float32Array.from(m.weights);
+          m.bias = Float64Array.from(m.bias);
+          if (m.mean) { m.mean = Float64Array.from(m.mean); m.std = Float64Array.from(m.std); }
           model = m;
           version = v;
           info.dataset.round = String(m.round);

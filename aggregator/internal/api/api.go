@@ -107,6 +107,13 @@ type Status struct {
 	// per-round charge, or why there is none).
 	Audit  *liveaudit.Status `json:"audit,omitempty"`
 	Params checkpoint.Params `json:"params"`
+	// ServerOptimizer is the server's step of the current configuration's
+	// rounds, as announced with them (rounds.Machine.ServerStep): "sgd",
+	// or "momentum" (FedAvgM, β ServerMomentum; secure summation only), at
+	// learning rate ServerLR.
+	ServerOptimizer string  `json:"server_optimizer"`
+	ServerMomentum  float64 `json:"server_momentum,omitempty"`
+	ServerLR        float64 `json:"server_lr"`
 	// LastAbort is the latest round that ended without a model update
 	// because the relay aborted it or nothing arrived in time, when no
 	// round updated the model since (nil otherwise): why, in numbers and

@@ -156,7 +156,7 @@ func Choose(db *datastore.Store, t *task.Task, files map[string][]byte) error {
 	if err != nil {
 		return err
 	}
-	sets, err := st.Open("", "")
+	sets, err := taskdata.OpenFilesHoldout(st.Task, st.Files, "", "") // as main.go loads it
 	if err != nil {
 		return err
 	}

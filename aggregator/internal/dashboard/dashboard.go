@@ -24,6 +24,11 @@ type Settings struct {
 	ExpectedN int
 	Timeout   time.Duration
 	ServerLR  float64
+	// ServerOptimizer is the server's step of the rounds ("sgd", or
+	// "momentum": FedAvgM with β ServerMomentum), as announced with them
+	// (rounds.Machine.ServerStep); "" is sgd.
+	ServerOptimizer string
+	ServerMomentum  float64
 	// TargetEpsilon and TargetDelta are the ledger's target; Rounds the
 	// rounds to run (0: until the budget).
 	TargetEpsilon, TargetDelta float64
@@ -120,6 +125,7 @@ func ConfigItems(c Settings) []console.ConfigItem {
 		console.ConfigItem{Name: "quota (0: none)", Value: u(p.Quota)},
 		console.ConfigItem{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
 		console.ConfigItem{Name: "round timeout", Value: c.Timeout.String()},
+		console.ConfigItem{Name: "server optimiser", Value: ServerOptimizerWords(c.ServerOptimizer, c.ServerMomentum)},
 		console.ConfigItem{Name: "server learning rate", Value: g(c.ServerLR)},
 		console.ConfigItem{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta)},
 	)
@@ -127,6 +133,18 @@ func ConfigItems(c Settings) []console.ConfigItem {
 		items = append(items, console.ConfigItem{Name: "rounds to run", Value: strconv.Itoa(c.Rounds)})
 	}
 	return items
+}
+
+// ServerOptimizerWords names the server's step for the configuration
+// list: "sgd" ("" too), or "momentum (FedAvgM), β = 0.9".
+func ServerOptimizerWords(kind string, beta float64) string {
+	if kind == "" || kind == "sgd" {
+		return "sgd"
+	}
+	if kind == "momentum" {
+		return "momentum (FedAvgM), β = " + strconv.FormatFloat(beta, 'g', -1, 64)
+	}
+	return kind
 }
 
 // secaggConfigItems lists a secure-summation configuration as the
@@ -148,6 +166,7 @@ func secaggConfigItems(c Settings) []console.ConfigItem {
 		{Name: "quota (largest batch)", Value: u(p.Quota)},
 		{Name: "expected reports per round n", Value: strconv.Itoa(c.ExpectedN)},
 		{Name: "round timeout", Value: c.Timeout.String()},
+		{Name: "server optimiser", Value: ServerOptimizerWords(c.ServerOptimizer, c.ServerMomentum)},
 		{Name: "server learning rate", Value: g(c.ServerLR)},
 		{Name: "privacy target", Value: "ε = " + g(c.TargetEpsilon) + ", δ = " + g(c.TargetDelta) + " (replacing one volunteer's data)"},
 	}

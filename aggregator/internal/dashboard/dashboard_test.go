@@ -52,6 +52,23 @@ func TestConfigItems(t *testing.T) {
 	if !item(s, "each server's σ (grid units)=3.5") || item(s, "padding n_p") || !item(s, "rounds to run=20") {
 		t.Errorf("secagg items %q", s)
 	}
+	// The server's step: the optimiser right before the learning rate.
+	c.ServerOptimizer, c.ServerMomentum, c.ServerLR = "momentum", 0.9, 2
+	for _, set := range [][]string{names(c), names(topk())} {
+		i := 0
+		for i < len(set) && !strings.HasPrefix(set[i], "server optimiser=") {
+			i++
+		}
+		if i+1 >= len(set) || !strings.HasPrefix(set[i+1], "server learning rate=") {
+			t.Errorf("no server optimiser right before the learning rate: %q", set)
+		}
+	}
+	if s := names(c); !item(s, "server optimiser=momentum (FedAvgM), β = 0.9") || !item(s, "server learning rate=2") {
+		t.Errorf("secagg with momentum: %q", s)
+	}
+	if s := names(topk()); !item(s, "server optimiser=sgd") {
+		t.Errorf("ss-topk: %q", s)
+	}
 }
 
 // TestStateRoundsPending: the loop's state, the history's rows with their

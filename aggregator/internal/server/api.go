@@ -144,6 +144,8 @@ func (s *Server) Status() api.Status {
 			st.LastAbort = api.AbortView(r, int(s.Current().Params.MinBatch), s.cfg.Web.Simulated)
 		}
 	})
+	opt, lr := s.ServerStep(s.Current())
+	st.ServerOptimizer, st.ServerMomentum, st.ServerLR = opt.Kind, opt.Beta, lr
 	return st
 }
 

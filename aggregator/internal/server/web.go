@@ -196,49 +196,23 @@ func (s *Server) servePrivacy(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveHeatmap is GET /heatmaps/{class}.png: one class's heatmap of the
-// current model (console.Heatmaps) as a small PNG. The page asks for
-// ?v=ROUND.RESETS; when that is the current model's version the image
-// may be cached, since that version never changes.
+// current model, laid out by the task's feature map (console.ServeHeatmap).
 func (s *Server) serveHeatmap(w http.ResponseWriter, r *http.Request) {
-	name, ok := strings.CutSuffix(r.PathValue("file"), ".png")
-	class, err := strconv.Atoi(name)
-	if !ok || err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	var model []float64
+	var m console.ModelView
 	var version string
 	s.View(func(st *checkpoint.State, _ rounds.Control) {
-		model = slices.Clone(st.Model)
-		version = strconv.Itoa(st.Round) + "." + strconv.Itoa(len(st.ModelResets))
+		m.Params, version = slices.Clone(st.Model), strconv.Itoa(st.Round)+"."+strconv.Itoa(len(st.ModelResets))
 	})
-	sh := s.cfg.Test.Shape()
-	maps := console.Heatmaps(console.ModelView{Features: sh.Features, Classes: sh.Classes, Params: model})
-	if class < 0 || class >= len(maps) {
-		http.NotFound(w, r)
-		return
-	}
-	b, err := maps[class].PNG()
-	if err != nil {
-		http.Error(w, "heatmap failed", http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "image/png")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if r.URL.Query().Get("v") == version {
-		h.Set("Cache-Control", "public, max-age=3600")
-	} else {
-		h.Set("Cache-Control", "no-store")
-	}
-	w.Write(b)
+	m.Features, m.Classes = s.cfg.Test.Shape().Features, s.cfg.Test.Shape().Classes
+	console.ServeHeatmap(w, r, s.cfg.Task, m, version)
 }
 
 // settings is the current round configuration as the pages show it.
 func (s *Server) settings() dashboard.Settings {
 	rc := s.Current()
-	return dashboard.Settings{Params: rc.Params, ExpectedN: s.cfg.ExpectedN, Timeout: rc.Timeout, ServerLR: rc.ServerLR,
-		TargetEpsilon: s.cfg.TargetEpsilon, TargetDelta: s.cfg.TargetDelta, Rounds: s.cfg.Rounds}
+	opt, lr := s.ServerStep(rc)
+	return dashboard.Settings{Params: rc.Params, ExpectedN: s.cfg.ExpectedN, Timeout: rc.Timeout, ServerLR: lr, ServerOptimizer: opt.Kind,
+		ServerMomentum: opt.Beta, TargetEpsilon: s.cfg.TargetEpsilon, TargetDelta: s.cfg.TargetDelta, Rounds: s.cfg.Rounds}
 }
 
 // DashboardData collects what the dashboard shows.

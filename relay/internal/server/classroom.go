@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -84,53 +85,47 @@ type predictorCache struct {
 	gz      []byte // the same, gzipped
 }
 
-// Predictor is the JSON of GET /api/predictor: the aggregator's public
-// model after round Round folded with the standardizer the volunteers use
-// (GET /standardizer.bin), so that a page guesses the digit of a drawing x
-// (784 pixels in [0,1], as the join page makes them) with
-// argmax_c Σ_j Weights[c·Features+j]·x_j + Bias[c].
-type Predictor struct {
-	Round    int       `json:"round"`
-	RoundsOK int       `json:"rounds_ok"`
-	Accuracy *float64  `json:"accuracy"`
-	Features int       `json:"features"`
-	Classes  int       `json:"classes"`
-	Weights  []float32 `json:"weights"`
-	Bias     []float64 `json:"bias"`
-}
+// predictorStats is the standardization of the features t's model reads
+// (its feature map's outputs, or the pixels), fitted on the embedded
+// digits' public training part as the aggregator fits it (task.FitPrep:
+// with a feature map, the embedded statistics identified by the training
+// part's hash, so nothing is mapped here), one per map name.
+var predictorStats = struct {
+	mu sync.Mutex
+	z  map[string]*dataset.Standardizer
+}{z: map[string]*dataset.Standardizer{}}
 
-// sampleStandardizer is the standardizer of GET /standardizer.bin.
-var sampleStandardizer = sync.OnceValues(func() (*dataset.Standardizer, error) {
+// statsFor returns predictorStats of t (nil: the pixels, as before tasks
+// had feature maps) and its map's name.
+func statsFor(t *task.Task) (*dataset.Standardizer, string, error) {
+	name := "identity"
+	if t != nil && t.Recipe().FeatureMap != "" {
+		name = t.Recipe().FeatureMap
+	}
+	if t == nil {
+		t, _ = task.ImageTask(task.Recipe{FeatureMap: name})
+	}
+	if t == nil || t.Source != task.SourceBuiltin || t.Inputs() != web.Pixels {
+		return nil, "", errors.New("the task is not a drawing of a digit")
+	}
+	predictorStats.mu.Lock()
+	defer predictorStats.mu.Unlock()
+	if z := predictorStats.z[name]; z != nil {
+		return z, name, nil
+	}
 	train, _, err := sample.TrainTest()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return dataset.FitStandardizer(train)
-})
-
-// foldPredictor turns model parameters (logreg layout: C×F weights, then
-// C biases) over standardized inputs z_j = (x_j − Mean_j)/Std_j into
-// weights and biases over the raw pixels x: w'_cj = w_cj/Std_j and
-// b'_c = b_c − Σ_j w_cj·Mean_j/Std_j, the same logits.
-func foldPredictor(params []float64, features, classes int, z *dataset.Standardizer) ([]float32, []float64, error) {
-	if features < 1 || classes < 1 || len(params) != classes*features+classes || len(z.Mean) != features {
-		return nil, nil, fmt.Errorf("model of %d parameters for %d features, %d classes; standardizer of %d", len(params), features, classes, len(z.Mean))
+	p, err := t.FitPrep(train)
+	if err != nil {
+		return nil, "", err
 	}
-	w := make([]float32, classes*features)
-	b := make([]float64, classes)
-	for c := range classes {
-		bias := params[classes*features+c]
-		for j := range features {
-			v := params[c*features+j] / z.Std[j]
-			w[c*features+j] = float32(v)
-			bias -= v * z.Mean[j]
-		}
-		b[c] = bias
-	}
-	return w, b, nil
+	predictorStats.z[name] = p.Z
+	return p.Z, name, nil
 }
 
-// handlePredictor serves Predictor (any origin may read it: the model is
+// handlePredictor serves web.Predictor (any origin may read it: the model is
 // public after every round, and the teacher's dashboard shows it too).
 func (s *Server) handlePredictor(w http.ResponseWriter, r *http.Request) {
 	info := s.roundInfo(r.Context())
@@ -196,17 +191,20 @@ func (s *Server) predictor(ctx context.Context, info RoundInfo) (body, gz []byte
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&m); err != nil {
 		return nil, nil, "", fmt.Errorf("model: %w", err)
 	}
-	z, err := sampleStandardizer()
+	var t *task.Task // nil: an aggregator without /api/task, whose model reads the pixels
+	if b, err := s.taskJSON(ctx); err == nil {
+		t, _ = task.Parse(b)
+	}
+	z, name, err := statsFor(t)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("standardizer: %w", err)
 	}
-	wts, bias, err := foldPredictor(m.Params, m.Features, m.Classes, z)
+	p, err := web.NewPredictor(m.Params, m.Features, m.Classes, name, z)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	body, err = json.Marshal(Predictor{Round: m.Round, RoundsOK: info.RoundsOK, Accuracy: info.Accuracy,
-		Features: m.Features, Classes: m.Classes, Weights: wts, Bias: bias})
-	if err != nil {
+	p.Round, p.RoundsOK, p.Accuracy = m.Round, info.RoundsOK, info.Accuracy
+	if body, err = json.Marshal(p); err != nil {
 		return nil, nil, "", fmt.Errorf("predictor: %w", err)
 	}
 	var zb bytes.Buffer

@@ -5,16 +5,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"math"
-	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/blanket-fl/blanket/shared/dataset"
+	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/task"
 	"github.com/blanket-fl/blanket/web"
 )
@@ -72,112 +71,135 @@ func TestWebReceipt(t *testing.T) {
 	})
 }
 
-// TestFoldPredictor: the folded weights over raw pixels give the logits
-// the model gives the standardized pixels (random model, random images;
-// seeded).
-func TestFoldPredictor(t *testing.T) {
-	const f, c = 6, 3
-	rng := rand.New(rand.NewChaCha8([32]byte{9}))
-	z := &dataset.Standardizer{Mean: make([]float64, f), Std: make([]float64, f)}
-	for j := range f {
-		z.Mean[j], z.Std[j] = rng.Float64(), 0.1+rng.Float64()
-	}
-	params := make([]float64, c*f+c)
-	for i := range params {
-		params[i] = rng.NormFloat64()
-	}
-	w, b, err := foldPredictor(params, f, c, z)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 20 {
-		x := make([]float64, f)
-		for j := range x {
-			x[j] = rng.Float64()
-		}
-		for k := range c {
-			want, got := params[c*f+k], b[k]
-			for j := range f {
-				want += params[k*f+j] * (x[j] - z.Mean[j]) / z.Std[j]
-				got += float64(w[k*f+j]) * x[j]
-			}
-			if math.Abs(got-want) > 1e-5*(1+math.Abs(want)) {
-				t.Fatalf("class %d: folded logit %v, model %v", k, got, want)
-			}
-		}
-	}
-	if _, _, err := foldPredictor(params[1:], f, c, z); err == nil {
-		t.Error("a model of the wrong size was folded")
-	}
-}
-
-// predictorAgg serves /api/key, /api/status and /api/model.
+// predictorAgg serves /api/key, /api/status, /api/model (round 2, the
+// given features, every guess 3) and, when task is set, /api/task.
 type predictorAgg struct {
 	statusAgg
-	models int
+	features int
+	task     []byte
+	models   int
 }
 
 func (a *predictorAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/api/model" {
+	switch r.URL.Path {
+	case "/api/model":
 		a.mu.Lock()
 		a.models++
 		a.mu.Unlock()
-		params := make([]float64, 7850)
-		params[7840+3] = 1 // the bias of digit 3: every guess is 3
-		json.NewEncoder(w).Encode(map[string]any{"round": 2, "features": 784, "classes": 10, "params": params})
-		return
+		json.NewEncoder(w).Encode(map[string]any{"round": 2, "features": a.features, "classes": 10, "params": predictorParams(a.features)})
+	case "/api/task":
+		if a.task == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(a.task)
+	default:
+		a.statusAgg.ServeHTTP(w, r)
 	}
-	a.statusAgg.ServeHTTP(w, r)
 }
 
-// TestWebPredictor: GET /api/predictor is the aggregator's model folded
-// for raw pixels, readable from the dashboard's origin, fetched again
-// only when the model changes.
+// predictorParams is a model of f features whose every guess is 3 (the
+// bias of digit 3) and whose weights are distinct numbers.
+func predictorParams(f int) []float64 {
+	params := make([]float64, 10*f+10)
+	for i := range 10 * f {
+		params[i] = float64(i%97) / 1000
+	}
+	params[10*f+3] = 100
+	return params
+}
+
+// TestWebPredictor: GET /api/predictor is the aggregator's model, readable
+// from the dashboard's origin, fetched again only when the model changes:
+// for a model over the pixels (an aggregator without /api/task, or a task
+// without a feature map) folded into raw-pixel weights; for the digits
+// task (scatter1) the model's own parameters, not folded, with the map's
+// name and the public standardization of the mapped features the
+// aggregator evaluates with (task.FitPrep on the embedded training part).
 func TestWebPredictor(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		agg := &predictorAgg{statusAgg: statusAgg{keyAgg: keyAgg{key: pubKey(t, 1)},
-			status: `{"round": 2, "rounds_ok": 2, "accuracy": 0.5, "params": {"protocol": "secagg"}}`}}
-		w := newWebRelay(t, agg, nil, time.Minute)
-		defer w.close()
-		synctest.Wait()
-		var p Predictor
-		for range 3 {
-			resp, b := w.get("/api/predictor", nil)
-			if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
-				t.Fatalf("HTTP %d %s", resp.StatusCode, b)
-			}
-			if err := json.Unmarshal(b, &p); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(2 * time.Second)
-		}
-		if p.Round != 2 || p.RoundsOK != 2 || p.Features != 784 || p.Classes != 10 || len(p.Weights) != 7840 || len(p.Bias) != 10 {
-			t.Fatalf("predictor: round %d, ok %d, %dx%d, %d weights, %d biases", p.Round, p.RoundsOK, p.Features, p.Classes, len(p.Weights), len(p.Bias))
-		}
-		best := 0
-		for k := range p.Bias {
-			if p.Bias[k] > p.Bias[best] {
-				best = k
-			}
-		}
-		if best != 3 {
-			t.Errorf("the folded model guesses %d, want 3", best)
-		}
-		if agg.models != 1 {
-			t.Errorf("%d model fetches for an unchanged model, want 1", agg.models)
-		}
-		resp, _ := w.get("/api/predictor", nil)
-		if etag := resp.Header.Get("ETag"); etag == "" {
-			t.Error("no ETag")
-		} else if again, b := w.get("/api/predictor", map[string]string{"If-None-Match": etag}); again.StatusCode != http.StatusNotModified || len(b) != 0 {
-			t.Errorf("revalidating an unchanged model: HTTP %d, %d bytes", again.StatusCode, len(b))
-		}
-		_, b := w.get("/api/round", nil)
-		var info RoundInfo
-		if json.Unmarshal(b, &info) != nil || info.Protocol != "secagg" || info.Accuracy == nil || *info.Accuracy != 0.5 || info.RoundsOK != 2 {
-			t.Errorf("round info: %s", b)
-		}
-	})
+	digits, err := task.Digits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	train, _, err := sample.TrainTest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep, err := digits.FitPrep(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := json.Marshal(digits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		task     []byte
+		features int
+		folded   bool
+	}{{"no task", nil, 784, true}, {"digits", def, 833, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				agg := &predictorAgg{statusAgg: statusAgg{keyAgg: keyAgg{key: pubKey(t, 1)},
+					status: `{"round": 2, "rounds_ok": 2, "accuracy": 0.5, "params": {"protocol": "secagg"}}`}, features: c.features, task: c.task}
+				w := newWebRelay(t, agg, nil, time.Minute)
+				defer w.close()
+				synctest.Wait()
+				var p web.Predictor
+				for range 3 {
+					resp, b := w.get("/api/predictor", nil)
+					if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+						t.Fatalf("HTTP %d %s", resp.StatusCode, b)
+					}
+					if err := json.Unmarshal(b, &p); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(2 * time.Second)
+				}
+				f := c.features
+				if p.Round != 2 || p.RoundsOK != 2 || p.Features != f || p.Classes != 10 || p.Inputs != 784 || len(p.Weights) != 10*f || len(p.Bias) != 10 || p.Folded != c.folded {
+					t.Fatalf("predictor: round %d, ok %d, %d inputs, %dx%d, %d weights, %d biases, folded %v", p.Round, p.RoundsOK, p.Inputs, p.Features, p.Classes, len(p.Weights), len(p.Bias), p.Folded)
+				}
+				params := predictorParams(f)
+				if c.folded {
+					best := 0
+					for k := range p.Bias {
+						if p.Bias[k] > p.Bias[best] {
+							best = k
+						}
+					}
+					if best != 3 || p.FeatureMap != "identity" || p.Mean != nil {
+						t.Errorf("the folded model guesses %d (map %q, %d means), want 3", best, p.FeatureMap, len(p.Mean))
+					}
+				} else {
+					for i, v := range p.Weights {
+						if v != float32(params[i]) {
+							t.Fatalf("weight %d: %v, the model's %v", i, v, params[i])
+						}
+					}
+					if p.FeatureMap != "scatter1" || !slices.Equal(p.Bias, params[10*f:]) ||
+						!slices.Equal(p.Mean, prep.Z.Mean) || !slices.Equal(p.Std, prep.Z.Std) {
+						t.Errorf("map %q, bias %v, %d means, %d stds: not the model and the public standardization", p.FeatureMap, p.Bias, len(p.Mean), len(p.Std))
+					}
+				}
+				if agg.models != 1 {
+					t.Errorf("%d model fetches for an unchanged model, want 1", agg.models)
+				}
+				resp, _ := w.get("/api/predictor", nil)
+				if etag := resp.Header.Get("ETag"); etag == "" {
+					t.Error("no ETag")
+				} else if again, b := w.get("/api/predictor", map[string]string{"If-None-Match": etag}); again.StatusCode != http.StatusNotModified || len(b) != 0 {
+					t.Errorf("revalidating an unchanged model: HTTP %d, %d bytes", again.StatusCode, len(b))
+				}
+				_, b := w.get("/api/round", nil)
+				var info RoundInfo
+				if json.Unmarshal(b, &info) != nil || info.Protocol != "secagg" || info.Accuracy == nil || *info.Accuracy != 0.5 || info.RoundsOK != 2 {
+					t.Errorf("round info: %s", b)
+				}
+			})
+		})
+	}
 }
 
 // taskAgg serves /api/key, /api/status and /api/task (body; "" is 404).

@@ -54,6 +54,22 @@ type Sets struct {
 // then have Task.ModelFeatures features. A CSV file with any row the task refuses is an error (the
 // operator's public files must be clean); the error names the row.
 func Open(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
+	return open(t, dir, dataName, dataDir, true)
+}
+
+// OpenHoldout is Open for a program that only evaluates (the aggregator):
+// the same checks, the same Standardizer and Test, but Train is nil. The
+// training part is still read and checked, and it still fits (or, for the
+// built-in digits, only identifies by its hash: task.TrainDigest) the
+// public standardization, but it is not mapped: mapping is the cost (the
+// scattering of the 8,000 training digits is about 20 s of CPU), hashing
+// the raw bytes is not.
+func OpenHoldout(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
+	return open(t, dir, dataName, dataDir, false)
+}
+
+// open is Open, with the training part prepared only when withTrain.
+func open(t *task.Task, dir, dataName, dataDir string, withTrain bool) (*Sets, error) {
 	if t.Source == task.SourceBuiltin {
 		name := t.Dataset
 		if dataName != "" {
@@ -67,7 +83,7 @@ func Open(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
 			return nil, fmt.Errorf("taskdata: data set %q has %d features and %d classes, task %q declares %d and %d",
 				name, train.Features, train.Classes, t.Name, t.Inputs(), len(t.Label.Classes))
 		}
-		return prepare(t, train, test)
+		return prepare(t, train, test, withTrain)
 	}
 	train, err := ReadCSV(t, task.Path(dir, t.Simulation))
 	if err != nil {
@@ -77,19 +93,20 @@ func Open(t *task.Task, dir, dataName, dataDir string) (*Sets, error) {
 	if err != nil {
 		return nil, err
 	}
-	return prepare(t, train, test)
+	return prepare(t, train, test, withTrain)
 }
 
 // prepare applies t's preprocessing (task.Task.FitPrep: the training
 // section's feature map, then a built-in data set's public
-// standardization, fitted on train) to both parts (nil stays nil).
-func prepare(t *task.Task, train, test *dataset.Set) (*Sets, error) {
+// standardization, fitted on train) to test and, when withTrain, to train
+// (nil stays nil; without withTrain Train is nil).
+func prepare(t *task.Task, train, test *dataset.Set, withTrain bool) (*Sets, error) {
 	p, err := t.FitPrep(train)
 	if err != nil {
 		return nil, fmt.Errorf("taskdata: %w", err)
 	}
 	s := &Sets{Standardizer: p.Z}
-	if train != nil {
+	if train != nil && withTrain {
 		if s.Train, err = p.Apply(train); err != nil {
 			return nil, fmt.Errorf("taskdata: train: %w", err)
 		}
@@ -108,8 +125,21 @@ func prepare(t *task.Task, train, test *dataset.Set) (*Sets, error) {
 // aggregator/internal/classtask). The same checks as Open, the same
 // sets; a file t names that files lacks is an error (fs.ErrNotExist).
 func OpenFiles(t *task.Task, files map[string][]byte, dataName, dataDir string) (*Sets, error) {
+	return openFiles(t, files, dataName, dataDir, true)
+}
+
+// OpenFilesHoldout is OpenFiles without preparing the simulation rows
+// (Train is nil), as OpenHoldout is Open: they are still parsed and
+// checked.
+func OpenFilesHoldout(t *task.Task, files map[string][]byte, dataName, dataDir string) (*Sets, error) {
+	return openFiles(t, files, dataName, dataDir, false)
+}
+
+// openFiles is OpenFiles, with the simulation rows prepared only when
+// withTrain.
+func openFiles(t *task.Task, files map[string][]byte, dataName, dataDir string, withTrain bool) (*Sets, error) {
 	if t.Source == task.SourceBuiltin {
-		return Open(t, "", dataName, dataDir)
+		return open(t, "", dataName, dataDir, withTrain)
 	}
 	named := func(name string) (*dataset.Set, error) {
 		if name == "" {
@@ -129,7 +159,7 @@ func OpenFiles(t *task.Task, files map[string][]byte, dataName, dataDir string) 
 	if err != nil {
 		return nil, err
 	}
-	return prepare(t, train, test)
+	return prepare(t, train, test, withTrain)
 }
 
 // ReadCSV reads and encodes a public CSV file of t ("" gives nil): every

@@ -108,6 +108,16 @@ func TestDigitsAreMappedThenStandardized(t *testing.T) {
 		!slices.Equal(s.Test.X, wantTest.X) || !slices.Equal(s.Test.Y, wantTest.Y) {
 		t.Fatal("the digits task's data differ from scatter1 then the mapped public standardization")
 	}
+	// The aggregator's OpenHoldout: the same holdout and standardization,
+	// bit for bit, without the training part.
+	h, err := OpenHoldout(tk, dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Train != nil || !slices.Equal(h.Test.X, s.Test.X) || !slices.Equal(h.Test.Y, s.Test.Y) ||
+		!slices.Equal(h.Standardizer.Mean, s.Standardizer.Mean) || !slices.Equal(h.Standardizer.Std, s.Standardizer.Std) {
+		t.Fatal("OpenHoldout differs from Open's holdout and standardization")
+	}
 	ds, src, err := Holdout(tk, s)
 	if err != nil || src != AccuracyHoldout || ds.Len() != 2000 || ds.Shape() != (logreg.Shape{Features: 833, Classes: 10}) || tk.D() != 8340 {
 		t.Fatalf("holdout %d rows of %+v from %q (d %d): %v", ds.Len(), ds.Shape(), src, tk.D(), err)
@@ -220,5 +230,70 @@ func TestOpenFiles(t *testing.T) {
 	}
 	if s, err := OpenFiles(digits, nil, "", ""); err != nil || s.Test == nil || s.Test.Len() == 0 {
 		t.Errorf("the built-in digits from no files: %v", err)
+	}
+}
+
+// TestOpenHoldout: OpenHoldout and OpenFilesHoldout give Open's holdout
+// and standardization bit for bit and no training part, for a built-in
+// image task whose feature map (pool4) fits its standardization on the
+// mapped training part, and for a CSV task; a simulation file the task
+// refuses is still an error (the rows are checked, only not prepared).
+func TestOpenHoldout(t *testing.T) {
+	pool, err := task.Parse([]byte(strings.Replace(digitsDef(t), `"feature_map": "scatter1"`, `"feature_map": "pool4"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv, dir, err := task.Load("../../../tasks/breast-cancer/task.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, name := range []string{csv.Holdout, csv.Simulation} {
+		if files[name], err = os.ReadFile(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(name string, got, want *Sets) {
+		t.Helper()
+		if got.Train != nil {
+			t.Errorf("%s: the holdout-only sets have a training part", name)
+		}
+		if !slices.Equal(got.Test.X, want.Test.X) || !slices.Equal(got.Test.Y, want.Test.Y) || got.Test.Features != want.Test.Features {
+			t.Errorf("%s: the holdout differs from Open's", name)
+		}
+		if (got.Standardizer == nil) != (want.Standardizer == nil) ||
+			(got.Standardizer != nil && (!slices.Equal(got.Standardizer.Mean, want.Standardizer.Mean) || !slices.Equal(got.Standardizer.Std, want.Standardizer.Std))) {
+			t.Errorf("%s: the standardization differs from Open's", name)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		tk   *task.Task
+		dir  string
+	}{{"pool4 digits", pool, ""}, {"breast cancer", csv, dir}} {
+		want, err := Open(c.tk, c.dir, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := OpenHoldout(c.tk, c.dir, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(c.name, got, want)
+		if c.tk.Source != task.SourceBuiltin {
+			fromFiles, err := OpenFilesHoldout(c.tk, files, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(c.name+" from files", fromFiles, want)
+		} else if fromFiles, err := OpenFilesHoldout(c.tk, nil, "", ""); err != nil {
+			t.Fatal(err)
+		} else {
+			same(c.name+" from no files", fromFiles, want)
+		}
+	}
+	files[csv.Simulation] = []byte("not,a,row\n")
+	if _, err := OpenFilesHoldout(csv, files, "", ""); err == nil || !strings.Contains(err.Error(), csv.Simulation) {
+		t.Errorf("a simulation file the task refuses: %v", err)
 	}
 }

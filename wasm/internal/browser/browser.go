@@ -62,6 +62,7 @@ func install() *app {
 	obj.Set("onEvent", a.fn(a.onEvent))
 	obj.Set("drawings", a.fn(func([]js.Value) any { return a.countDrawings() }))
 	a.installTask(obj)
+	a.installPredict(obj) // predict_js.go
 	js.Global().Set("blanket", obj)
 	ready()
 	return a
