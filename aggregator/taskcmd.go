@@ -183,7 +183,13 @@ func taskPlan(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	d := tk.D()
-	ratio, err := sigmaOverSensitivity(d, *volunteers, *checkIn, r, eps, dlt)
+	// With count blocks the update's σ is calibrated to its share of ε
+	// (params.UpdateEpsilon, as the aggregator announces it).
+	ueps := params.UpdateEpsilon(wire.ProtocolSecAgg.String(), tk.CountsPlan(), eps)
+	if ueps != eps {
+		fmt.Fprintf(stdout, "the task's private counts (docs/tasks.md, \"Private counts\") cost %.3g of epsilon %g; the update's noise is calibrated to the other %.3g\n", eps-ueps, eps, ueps)
+	}
+	ratio, err := sigmaOverSensitivity(d, *volunteers, *checkIn, r, ueps, dlt)
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator: calibrating the noise:", err)
 		return 1
@@ -217,7 +223,7 @@ func taskPlan(args []string, stdout, stderr io.Writer) int {
 			int(math.Ceil(math.Sqrt(2*float64(d))*ratio/lim)))
 	}
 	if tk.Simulation != "" {
-		fmt.Fprintf(stdout, "to simulate the accuracy on the task's public rows: go run ./aggregator/lab simulate -protocols secagg -task %s -secagg-pop N -secagg-eps %g -secagg-rounds %d\n",
+		fmt.Fprintf(stdout, "the accuracy to expect, simulated on the task's public proxy rows: go run ./aggregator/lab plan -task %s -volunteers N -epsilon %g -rounds %d\n",
 			filepath.Join(dir, filepath.Base(fs.Arg(0))), eps, r)
 	}
 	return 0

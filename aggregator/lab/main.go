@@ -37,6 +37,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return experiment.Main(ctx, args[1:], stdout, stderr)
 	case "privacy":
 		return privacycli.Main(ctx, args[1:], stdout, stderr)
+	case "plan":
+		return experiment.Plan(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return 0
@@ -54,6 +56,8 @@ subcommands:
   simulate   train in-process with simulated users; print accuracy and the central
              epsilon of each protocol (FLAME, APES, shuffled check-in, secure summation
              with SumVec and PINE, equal-epsilon and poisoning tables)
+  plan       before recruiting: the accuracy a task's study can expect with N
+             volunteers at epsilon, simulated on its public proxy rows (3 seeds)
   privacy    print every applicable accountant's central (epsilon, delta) for a
              configuration or a paper preset, marking the tightest valid one`)
 }

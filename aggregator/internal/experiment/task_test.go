@@ -116,3 +116,37 @@ func TestRunnerAnyTask(t *testing.T) {
 		t.Errorf("100 volunteers with -secagg-replicate: exit %d: %s", code, errs)
 	}
 }
+
+// TestPlan: `lab plan` simulates a task's study on its proxy rows over
+// several seeds and prints the range of secure summation's accuracy and
+// the noise-free reference; with more volunteers than proxy rows it deals
+// rows to several volunteers and says so; a task without proxy rows is
+// refused with the reason.
+func TestPlan(t *testing.T) {
+	path := smallTask(t, 100)
+	var out, errs strings.Builder
+	if code := Plan(context.Background(), []string{"-task", path, "-volunteers", "40", "-seeds", "2", "-rounds", "2"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	for _, want := range []string{`task "tiny", 40 volunteers per round`, "2 seeds of the task's 100 public proxy rows", "secure summation: ", "noise-free (the same recipe without noise): "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "note:") {
+		t.Errorf("40 volunteers of 80 rows need no dealing:\n%s", out.String())
+	}
+	out.Reset()
+	errs.Reset()
+	if code := Plan(context.Background(), []string{"-task", path, "-volunteers", "200", "-seeds", "1", "-rounds", "2"}, &out, &errs); code != 0 {
+		t.Fatalf("200 volunteers: exit %d: %s", code, errs.String())
+	}
+	if !strings.Contains(out.String(), "200 volunteers but 80 proxy rows") {
+		t.Errorf("200 volunteers of 80 rows: no note:\n%s", out.String())
+	}
+	out.Reset()
+	errs.Reset()
+	if code := Plan(context.Background(), []string{"-task", "../../../tasks/class-survey/task.json"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "no public simulation rows") {
+		t.Errorf("survey: exit %d, %q", code, errs.String())
+	}
+}
