@@ -23,6 +23,12 @@ func (s *Server) readyHandler() http.Handler {
 // roundLog is s.log with the class (the code of the aggregator's key as
 // fetched: web.JoinCodeOf) and the round on every line.
 func (s *Server) roundLog(num uint64) *slog.Logger {
+	return s.log.With("class", s.classCode(), "round", num)
+}
+
+// classCode is the class's four-character code (the aggregator key's
+// fingerprint's start, web.JoinCodeOf), "" before the key is known.
+func (s *Server) classCode() string {
 	_, fp := s.currentKey()
-	return s.log.With("class", web.JoinCodeOf(fp), "round", num)
+	return web.JoinCodeOf(fp)
 }

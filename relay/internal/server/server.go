@@ -352,7 +352,7 @@ func New(cfg Config) (*Server, error) {
 	s.sender, s.m.Sender = sender, sender
 	s.sa = sumrelay.New(sumrelay.Config{Store: cfg.Outbox, Post: s.agg, Charge: s.anchor.Charge, Abort: s.abortRound,
 		Enqueue: s.sender.Enqueue, Metrics: s.m, Token: cfg.Token, Open: cfg.HelperKey.OpenHelperShare, Floor: cfg.Floor,
-		NewSource: cfg.NewSource, Logger: cfg.Logger})
+		NewSource: cfg.NewSource, Logger: cfg.Logger, Class: s.classCode})
 	last, interrupted, err := s.recover()
 	if err != nil {
 		return nil, err

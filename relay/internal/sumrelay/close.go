@@ -31,7 +31,7 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 	delete(rl.streams, c.Num)
 	rl.mu.Unlock()
 	if ob.Has(c.Num, outbox.Batch) || ob.Has(c.Num, outbox.Abort) || ob.Has(c.Num, outbox.SecAggClose) {
-		rl.cfg.Logger.Error("round already has a persisted outcome; not closing it again", "round", c.Num)
+		rl.roundLog(c.Num).Error("round already has a persisted outcome; not closing it again")
 		return
 	}
 	abort := func(reason uint8, why string) {
@@ -41,7 +41,7 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 		}
 	}
 	if st == nil {
-		rl.cfg.Logger.Error("secure-summation round without a stream", "round", c.Num)
+		rl.roundLog(c.Num).Error("secure-summation round without a stream")
 		abort(wire.AbortOverflow, "batch construction failed")
 		return
 	}
@@ -53,11 +53,11 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 	rep.DrainedAt = time.Now()
 	if st.unopened > 0 {
 		rl.cfg.Metrics.SecAggDrop(DropUnopened, st.unopened)
-		rl.cfg.Logger.Warn("reports dropped: their helper share does not open", "round", c.Num, "dropped", st.unopened)
+		rl.roundLog(c.Num).Warn("reports dropped: their helper share does not open", "dropped", st.unopened)
 	}
 	if st.late > 0 {
 		rl.cfg.Metrics.SecAggDrop(DropLate, st.late)
-		rl.cfg.Logger.Warn("reports dropped: not prepared within the drain bound after the close", "round", c.Num, "dropped", st.late)
+		rl.roundLog(c.Num).Warn("reports dropped: not prepared within the drain bound after the close", "dropped", st.late)
 	}
 	floorErr := error(nil)
 	if st.h != nil {
@@ -66,9 +66,9 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 	step := decide(c, st.Result(), floorErr, rl.cfg.Floor)
 	switch {
 	case step.setup:
-		rl.cfg.Logger.Error("cannot prepare the secure-summation round", "round", c.Num, "err", st.setupErr)
+		rl.roundLog(c.Num).Error("cannot prepare the secure-summation round", "err", st.setupErr)
 	case step.floor:
-		rl.cfg.Logger.Warn("secure-summation round refused by the relay's floor", "round", c.Num, "reason", step.why,
+		rl.roundLog(c.Num).Warn("secure-summation round refused by the relay's floor", "reason", step.why,
 			"reports", st.sent, "accepted", st.h.Accepted())
 	}
 	switch {
@@ -102,7 +102,7 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 		err = rl.putResume(c.Num, resumeClose{Close: frame, Aggregate: agg, Params: pj})
 	}
 	if err != nil {
-		rl.cfg.Logger.Error("cannot persist the secure-summation close", "round", c.Num, "err", err)
+		rl.roundLog(c.Num).Error("cannot persist the secure-summation close", "err", err)
 		abort(wire.AbortOverflow, "batch persistence failed")
 		return
 	}
@@ -110,7 +110,7 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 	ob.Remove(c.Num, outbox.OpenRound)
 	rep.Outcome = "pending"
 	rl.cfg.Metrics.SetLast(rep)
-	rl.cfg.Logger.Info("secure-summation round forwarded; closing it", "round", c.Num, "reports", st.sent, "chunks", st.chunks,
+	rl.roundLog(c.Num).Info("secure-summation round forwarded; closing it", "reports", st.sent, "chunks", st.chunks,
 		"accepted", st.h.Accepted())
 	rl.postClose(ctx, c.Num, rep, st.h, frame, c.Params)
 }
@@ -223,7 +223,7 @@ func (rl *Relay) postClose(ctx context.Context, num uint64, rep metrics.RoundRep
 		err = rl.cfg.Store.Put(num, outbox.SecAggAggregate, agg)
 	}
 	if err != nil {
-		rl.cfg.Logger.Error("no aggregate share released", "round", num, "err", err,
+		rl.roundLog(num).Error("no aggregate share released", "err", err,
 			"below_min_batch", errors.Is(err, helper.ErrBelowMinBatch), "count_mismatch", errors.Is(err, helper.ErrCountMismatch),
 			"too_many_rejected", errors.Is(err, helper.ErrTooManyRejected))
 		rl.noRelease(num, rep, noReleaseReason(err, params.MinBatch, rl.cfg.Floor))
@@ -232,7 +232,7 @@ func (rl *Relay) postClose(ctx context.Context, num uint64, rep metrics.RoundRep
 	}
 	rl.cfg.Metrics.SecAggShares.Add(1)
 	rl.cfg.Store.Remove(num, outbox.SecAggClose)
-	rl.cfg.Logger.Info("secure-summation aggregate share noised", "round", num, "aggregated", ch.Accepted, "bytes", len(agg))
+	rl.roundLog(num).Info("secure-summation aggregate share noised", "aggregated", ch.Accepted, "bytes", len(agg))
 	rl.postAggregate(ctx, num, rep, agg, int(ch.Accepted))
 }
 
@@ -275,7 +275,7 @@ func (rl *Relay) noRelease(num uint64, rep metrics.RoundReport, reason uint8) {
 		err = rl.cfg.Store.Put(num, outbox.Abort, b)
 	}
 	if err != nil {
-		rl.cfg.Logger.Error("cannot persist the no-release abort; the aggregator will wait out its grace", "round", num, "err", err)
+		rl.roundLog(num).Error("cannot persist the no-release abort; the aggregator will wait out its grace", "err", err)
 		return
 	}
 	rl.cfg.Enqueue(outbox.Entry{Round: num, Kind: outbox.Abort})
@@ -305,10 +305,10 @@ func (rl *Relay) Resume(ctx context.Context, e outbox.Entry) {
 	rep := metrics.RoundReport{Round: e.Round, Outcome: "pending"}
 	b, err := rl.cfg.Store.Get(e.Round, e.Kind)
 	if err != nil {
-		rl.cfg.Logger.Error("cannot read a persisted secure-summation step", "round", e.Round, "err", err)
+		rl.roundLog(e.Round).Error("cannot read a persisted secure-summation step", "err", err)
 		return
 	}
-	rl.cfg.Logger.Info("resuming a secure-summation round after a restart", "round", e.Round, "step", string(e.Kind))
+	rl.roundLog(e.Round).Info("resuming a secure-summation round after a restart", "step", string(e.Kind))
 	if e.Kind == outbox.SecAggAggregate {
 		if _, err := wire.ParseSecAggAggregate(b); err != nil {
 			rl.end(e.Round, rep, SecAggFailed, "persisted aggregate share unreadable")
@@ -328,7 +328,7 @@ func (rl *Relay) Resume(ctx context.Context, e outbox.Entry) {
 		h, err = rl.restoreHelper(e.Round, rc, int(cl.Reports))
 	}
 	if err != nil {
-		rl.cfg.Logger.Error("persisted secure-summation close does not restore", "round", e.Round, "err", err)
+		rl.roundLog(e.Round).Error("persisted secure-summation close does not restore", "err", err)
 		rl.end(e.Round, rep, SecAggFailed, "persisted close unreadable")
 		return
 	}
@@ -374,7 +374,7 @@ func (rl *Relay) restoreHelper(num uint64, rc resumeClose, reports int) (*helper
 func (rl *Relay) end(num uint64, rep metrics.RoundReport, outcome, why string) {
 	for _, k := range []outbox.Kind{outbox.OpenRound, outbox.SecAggClose, outbox.SecAggAggregate} {
 		if err := rl.cfg.Store.Remove(num, k); err != nil {
-			rl.cfg.Logger.Error("cannot remove the round's state", "round", num, "kind", string(k), "err", err)
+			rl.roundLog(num).Error("cannot remove the round's state", "kind", string(k), "err", err)
 		}
 	}
 	rl.cfg.Metrics.SecAggRound(outcome)
@@ -386,10 +386,10 @@ func (rl *Relay) end(num uint64, rep metrics.RoundReport, outcome, why string) {
 	rep.Outcome, rep.Reason, rep.EndedAt = outcome, why, time.Now()
 	rl.cfg.Metrics.SetLast(rep)
 	if outcome == SecAggForwarded {
-		rl.cfg.Logger.Info("secure-summation round done", "round", num, "outcome", outcome, "reports", rep.Reports)
+		rl.roundLog(num).Info("secure-summation round done", "outcome", outcome, "reports", rep.Reports)
 		return
 	}
-	rl.cfg.Logger.Warn("secure-summation round ended without an aggregate", "round", num, "outcome", outcome, "detail", why)
+	rl.roundLog(num).Warn("secure-summation round ended without an aggregate", "outcome", outcome, "detail", why)
 }
 
 // stopped handles a conversation cut without a definitive answer.
@@ -400,5 +400,5 @@ func (rl *Relay) stopped(num uint64, rep metrics.RoundReport, err error) {
 	}
 	// What is persisted stays: the next start aborts the round (open
 	// marker) or resumes it (close, aggregate share).
-	rl.cfg.Logger.Warn("relay stopped during a secure-summation round; the next start aborts or resumes it", "round", num)
+	rl.roundLog(num).Warn("relay stopped during a secure-summation round; the next start aborts or resumes it")
 }

@@ -553,7 +553,7 @@ func (rl *Relay) applyVerdicts(st *Stream, reply []byte, n int, receipts [][32]b
 	}
 	if err != nil {
 		// Not the error itself: it may quote the reports' nonces.
-		rl.cfg.Logger.Error("the aggregator's verdicts contradict the helper", "round", st.num,
+		rl.roundLog(st.num).Error("the aggregator's verdicts contradict the helper",
 			"protocol_violation", errors.Is(err, secagg.ErrProtocol))
 		return &endError{SecAggFailed, "helper verdicts failed"}
 	}

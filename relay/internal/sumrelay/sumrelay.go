@@ -132,6 +132,18 @@ type Config struct {
 	// (noise.Secure in production).
 	NewSource func() noise.Source
 	Logger    *slog.Logger
+	// Class, when set, names the class on every round's log line (the
+	// relay's four-character join code; nil: no class attribute).
+	Class func() string
+}
+
+// roundLog is the logger of round num's lines: the class and the round.
+func (rl *Relay) roundLog(num uint64) *slog.Logger {
+	l := rl.cfg.Logger
+	if rl.cfg.Class != nil {
+		l = l.With("class", rl.cfg.Class())
+	}
+	return l.With("round", num)
 }
 
 // Relay is the relay's secure-summation state: the open rounds' streams,
