@@ -474,7 +474,11 @@ func waitConsent(ctx context.Context, relay string, log *slog.Logger) ([32]byte,
 	}
 	u.Path, u.RawQuery, u.Fragment = "", "", ""
 	for {
-		h, v, err := FetchConsent(ctx, nil, u.String())
+		// Each attempt is bounded, so that a request the relay never
+		// answers is retried rather than waited on for ever.
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		h, v, err := FetchConsent(actx, nil, u.String())
+		cancel()
 		if err == nil {
 			log.Info("consent text agreed", "version", v)
 			return h, nil
