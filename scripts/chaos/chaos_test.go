@@ -169,6 +169,11 @@ func TestChaos(t *testing.T) {
 	wg.Go(func() { watch.Run(ctx, cl) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
+	// The volunteers map their digits before connecting (the digits
+	// task's feature map): the chaos starts once they are in.
+	if err := cl.WaitVolunteers(ctx, clients, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	waitOK(t, cl, 0, 3*roundTimeout, "first round")
 	recoverWithin := 2*roundTimeout + grace + warmup
 	for i := range kills {

@@ -13,7 +13,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -427,27 +426,9 @@ func (o options) workersOrDefault() int {
 // connected (or a minute passes), then presses Start with the operator
 // password, as the teacher would.
 func startWhenConnected(ctx context.Context, cl *localrun.Cluster, want int, password string) error {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		var info struct {
-			Volunteers int `json:"volunteers"`
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.RelayURL()+"/api/round", nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			json.NewDecoder(resp.Body).Decode(&info)
-			resp.Body.Close()
-			if info.Volunteers >= want {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+	// After a minute the class starts with whoever is connected.
+	if err := cl.WaitVolunteers(ctx, want, time.Minute); err != nil && ctx.Err() != nil {
+		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.AggregatorURL()+"/operator/start", nil)
 	if err != nil {

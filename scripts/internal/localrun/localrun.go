@@ -572,3 +572,40 @@ func freeAddr(host string) (string, error) {
 	defer l.Close()
 	return l.Addr().String(), nil
 }
+
+// WaitVolunteers polls the relay's GET /api/round until at least want
+// volunteers are connected, or timeout passes (an error saying how many
+// were). Volunteers that preprocess their data first (the digits'
+// feature map takes seconds for thousands of digits) connect later than
+// the servers are up: a test that counts rounds from the start waits for
+// them with this.
+func (c *Cluster) WaitVolunteers(ctx context.Context, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	have := 0
+	for {
+		var info struct {
+			Volunteers int `json:"volunteers"`
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.RelayURL()+"/api/round", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			if json.NewDecoder(resp.Body).Decode(&info) == nil {
+				have = info.Volunteers
+			}
+			resp.Body.Close()
+			if have >= want {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("localrun: %d of %d volunteers connected after %v", have, want, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
