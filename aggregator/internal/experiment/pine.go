@@ -148,7 +148,6 @@ func pineSum(ctx context.Context, w *world, p *pine.Pine, clip, sigma float64, n
 	if n == 0 {
 		return nil, errors.New("pine: no reports")
 	}
-	d := p.Config().Dimension
 	type report struct {
 		nonce                  [16]byte
 		public, leader, helper []byte
@@ -234,13 +233,25 @@ func pineSum(ctx context.Context, w *world, p *pine.Pine, clip, sigma float64, n
 	if accepted == 0 || helperAgg.Count() != accepted {
 		return nil, fmt.Errorf("pine: %d reports accepted by the leader, %d by the helper", accepted, helperAgg.Count())
 	}
+	return release(p, leaderAgg, helperAgg, sigma, noiseShares, hsrc, lsrc, accepted, rejected)
+}
+
+// release is the round's output from the two servers' aggregate shares:
+// each server adds its discrete Gaussian noise (σ per coordinate; the
+// helper draws from hsrc first, then the leader from lsrc; with
+// noiseShares 1 only the leader, the trusted-aggregator counterfactual),
+// and the shares are unsharded into the noisy sum and its mean over the
+// accepted reports (pineSum and pineSumFast share it, so that their noise
+// is drawn alike).
+func release(p *pine.Pine, leaderAgg, helperAgg *pine.AggShare, sigma float64, noiseShares int, hsrc, lsrc noise.Source, accepted int, rejected map[string]int) (*pineResult, error) {
+	d := p.Config().Dimension
 	shares := [2][]byte{}
 	for k, a := range []*pine.AggShare{leaderAgg, helperAgg} {
+		var err error
 		if shares[k], err = a.MarshalBinary(); err != nil {
 			return nil, err
 		}
 	}
-	// The helper draws first, then the leader.
 	for k, src := range []noise.Source{hsrc, lsrc} {
 		if sigma == 0 || (noiseShares == 1 && k == 0) {
 			continue
@@ -350,32 +361,5 @@ func pineSumFast(ctx context.Context, w *world, p *pine.Pine, clip, sigma float6
 			return nil, err
 		}
 	}
-	shares := [2][]byte{}
-	for k, a := range []*pine.AggShare{leaderAgg, helperAgg} {
-		if shares[k], err = a.MarshalBinary(); err != nil {
-			return nil, err
-		}
-	}
-	// The helper draws first, then the leader (as pineSum).
-	for k, src := range []noise.Source{hsrc, lsrc} {
-		if sigma == 0 || (noiseShares == 1 && k == 0) {
-			continue
-		}
-		z, err := secagg.DiscreteGaussianNoise(sigma, d, src)
-		if err != nil {
-			return nil, err
-		}
-		if err := addFieldNoise(shares[1-k], z); err != nil {
-			return nil, err
-		}
-	}
-	sum, err := p.Unshard(shares[0], shares[1])
-	if err != nil {
-		return nil, err
-	}
-	res := &pineResult{Sum: sum, Mean: make([]float64, d), Accepted: n, Rejected: map[string]int{}}
-	for j, v := range sum {
-		res.Mean[j] = v / float64(n)
-	}
-	return res, nil
+	return release(p, leaderAgg, helperAgg, sigma, noiseShares, hsrc, lsrc, n, map[string]int{})
 }
