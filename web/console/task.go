@@ -35,6 +35,35 @@ func (d DashboardData) NoAccuracy() bool {
 	return d.Task != nil && d.Task.AccuracySource == "none"
 }
 
+// PrivateSource says the study's accuracy is measured privately on the
+// volunteers' own rows (AccuracySource "volunteers_private", private
+// counts; docs/counts.md), not on public test data.
+func (d DashboardData) PrivateSource() bool {
+	return d.Task != nil && d.Task.AccuracySource == "volunteers_private"
+}
+
+// PrivateAccuracy is the headline accuracy of a study measured privately
+// on the volunteers' own rows (AccuracySource "volunteers_private"): the
+// latest round's estimate as a data value and its text, "noise only" while
+// the noise hides it, "not yet" before any round; ok false for any other
+// source.
+func (d DashboardData) PrivateAccuracy() (value, text string, ok bool) {
+	if !d.PrivateSource() {
+		return "", "", false
+	}
+	var a *CountAccuracy
+	if d.Counts != nil {
+		a = d.Counts.Latest()
+	}
+	switch {
+	case a == nil:
+		return "", "not yet (measured privately)", true
+	case a.Dominated:
+		return "", "noise only (measured privately)", true
+	}
+	return valueAttr(a.Estimate), pctOf(a.Estimate) + " (private, ±" + strconv.FormatFloat(50*(a.Hi-a.Lo), 'f', 1, 64) + " points)", true
+}
+
 // TaskTitle is the study's title ("" for the built-in digits, whose page
 // says digits everywhere).
 func (d DashboardData) TaskTitle() string {

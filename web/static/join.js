@@ -83,6 +83,9 @@
     if (study.def && study.def.source !== "builtin" && cls.accuracySource === "none") {
       acc.dataset.value = "";
       acc.textContent = "Accuracy cannot be shown: this study has no public test data, and your rows never leave your devices.";
+    } else if (cls.accuracySource === "volunteers_private") {
+      acc.dataset.value = "";
+      acc.textContent = "Measured privately on everyone's own rows: each volunteer's count is hidden in a noisy sum. The projector shows the estimate with its uncertainty.";
     } else if (cls.accuracy === null || cls.accuracy === undefined) {
       acc.dataset.value = "";
       acc.textContent = "No round has updated the model yet.";

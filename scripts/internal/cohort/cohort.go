@@ -66,6 +66,10 @@ type Config struct {
 	// task's simulation rows dealt by taskdata.Shares); Dataset, DataDir
 	// and PerUser are then unused.
 	Shares []logreg.Dataset
+	// Answers, if set, are each volunteer's survey answers (one list per
+	// client, task.Task.SurveyAnswers of its row: client.Config.Answers),
+	// for a form task whose rounds count them.
+	Answers [][]int
 	// Seed fixes the partition of the examples among volunteers.
 	Seed uint64
 	// SeededNoise derives each volunteer's randomness (coin, training,
@@ -268,6 +272,9 @@ func Run(ctx context.Context, cfg Config) ([]RoundSummary, error) {
 		}
 		if cfg.Personal != nil {
 			cc.PersonalFraction = cfg.Personal(i)
+		}
+		if i < len(cfg.Answers) {
+			cc.Answers = cfg.Answers[i]
 		}
 		clients[i], err = client.New(cc)
 		if err != nil {
