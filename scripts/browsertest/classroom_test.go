@@ -354,8 +354,11 @@ func TestClassroom(t *testing.T) {
 	if err := waitFor(ph, `document.getElementById("round-info").dataset.state === "paused"`, `document.getElementById("live").innerText`, 20*time.Second); err != nil {
 		t.Error(err)
 	}
-	if ok, err := eval[bool](ph, visible); err != nil || !ok {
-		t.Errorf("after Start the status is not on the phone's screen (%v)", err)
+	// The status comes into view once the round's state is known after
+	// Start (join.js scrolls it there: the consent text above may push it
+	// down while the data is prepared).
+	if err := waitFor(ph, visible, statusPlace, 10*time.Second); err != nil {
+		t.Errorf("after Start the status is not on the phone's screen: %v", err)
 	}
 	if err := ph.screenshot(filepath.Join(artifacts, "classroom-phone-paused.png")); err != nil {
 		t.Error(err)

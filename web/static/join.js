@@ -233,6 +233,7 @@
     for (const [re, text] of rules) if (re.test(e)) return text;
     return "Something went wrong. Press Start to try again; if it keeps happening, tell the teacher.";
   }
+  let shownAfterStart = false; // the status scrolled into view once after Start
   function setStatus(state, text, raw) {
     statusEl.dataset.state = state;
     statusEl.textContent = text;
@@ -277,6 +278,13 @@
     }
     infoEl.textContent = text;
     infoEl.dataset.state = state;
+    // Once after Start, when the round's state is first known: the page
+    // above the status (the consent text, the choices) may have moved it
+    // below a phone's screen while the data was prepared.
+    if (running && !shownAfterStart) {
+      shownAfterStart = true;
+      statusEl.scrollIntoView({ block: "nearest" });
+    }
     const p = phase();
     progressEl.hidden = cls.finished;
     if (cls.finished) {
@@ -571,6 +579,7 @@
     const shardSeed = crypto.getRandomValues(new Uint32Array(1))[0];
     setStatus("connecting", "Getting ready: preparing your data and connecting to the class server…");
     setRunning(true);
+    shownAfterStart = false;
     progressEl.value = 0;
     $("live").scrollIntoView({ block: "nearest" });
     const relay = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/ws`;
