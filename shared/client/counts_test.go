@@ -12,7 +12,6 @@ import (
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/roundspec"
-	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -93,39 +92,8 @@ func TestSecAggCountsReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vk, _ := secagg.DeriveVerifyKey([]byte("a relay-aggregator token"), 2)
-	leader, _ := secagg.NewLeader(r, vk)
-	helper, _ := secagg.NewHelper(r, vk)
-	pmsg, rej, err := helper.Prepare([][]byte{hs})
-	if err != nil || len(rej) != 0 {
-		t.Fatalf("helper prepare: %v %v", rej, err)
-	}
-	if rej, err := leader.Prepare([][]byte{ls}); err != nil || len(rej) != 0 {
-		t.Fatalf("leader prepare: %v %v", rej, err)
-	}
-	mmsg, rej, err := leader.Combine(pmsg)
-	if err != nil || len(rej) != 0 || leader.Accepted() != 1 {
-		t.Fatalf("combine: %v %v", rej, err)
-	}
-	if rej, err := helper.Finish(mmsg); err != nil || len(rej) != 0 {
-		t.Fatalf("finish: %v %v", rej, err)
-	}
-	hagg, _ := helper.AggregateShare()
-	if err := hagg.AddNoise(noise.NewSeeded(8)); err != nil {
-		t.Fatal(err)
-	}
-	amsg, err := hagg.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, _ := leader.AggregateShare()
-	if err := own.AddNoise(noise.NewSeeded(9)); err != nil {
-		t.Fatal(err)
-	}
-	res, err := leader.Unshard(own, amsg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := twoServers(t, r, ls, hs)
+
 	got := res.Counts.Counts
 	want := [][]float64{{float64(ev[0].Correct), 8}, {0, 0, 1, 0}}
 	for i := range want {

@@ -79,6 +79,45 @@ func TestSecAggReport(t *testing.T) {
 	if _, err := k.OpenLeaderShare(2, [32]byte{}, sh.Leader, -1); err == nil {
 		t.Fatal("the leader's share opened without the volunteer's consent hash")
 	}
+	res := twoServers(t, r, ls, hs)
+
+	// The sum is the clipped update (norm <= C) plus two servers' noise
+	// of sd sigma/Scale per coordinate: its norm is below C + 8 sd sqrt(2d)
+	// except with negligible probability (seeds fixed).
+	sp, _ := spec.SecAgg()
+	sd := sp.Sigma / sp.Scale
+	norm := 0.0
+	for _, v := range res.Mean {
+		norm += v * v
+	}
+	if res.Count != 1 || math.IsNaN(norm) || math.Sqrt(norm) > p.Clip+8*sd*math.Sqrt(2*float64(d)) {
+		t.Fatalf("unsharded count %d, mean norm %v (clip %v, noise sd %v)", res.Count, math.Sqrt(norm), p.Clip, sd)
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	eps, _, rounds := c.Privacy()
+	if rounds != 1 || !(eps > 0) || math.IsInf(eps, 0) {
+		t.Fatalf("own epsilon %v over %d rounds", eps, rounds)
+	}
+	sent := log.of(EventSent)
+	if len(sent) != 1 || sent[0].Messages != 1 || sent[0].FrameBytes != wire.SharesSize(lead, help) {
+		t.Fatalf("sent events %+v", sent)
+	}
+	// The round's cost on the device, phase by phase: training, the
+	// shard, the two seals, each measured (the accountant may take less
+	// than the clock's resolution).
+	if w := sent[0].Work; !(w.Train > 0 && w.Encode > 0 && w.Seal > 0 && w.Account >= 0) {
+		t.Fatalf("work %+v: a phase not measured", w)
+	}
+}
+
+// twoServers runs one report's opened shares (ls for the leader, hs for
+// the helper) through both servers of round r: prepare, combine, finish,
+// each server's noise (seeded 8 and 9) and the unshard; every step must
+// accept it.
+func twoServers(t *testing.T, r *secagg.Round, ls, hs []byte) *secagg.Result {
+	t.Helper()
 	vk, _ := secagg.DeriveVerifyKey([]byte("a relay-aggregator token"), 2)
 	leader, err := secagg.NewLeader(r, vk)
 	if err != nil {
@@ -115,33 +154,5 @@ func TestSecAggReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The sum is the clipped update (norm <= C) plus two servers' noise
-	// of sd sigma/Scale per coordinate: its norm is below C + 8 sd sqrt(2d)
-	// except with negligible probability (seeds fixed).
-	sp, _ := spec.SecAgg()
-	sd := sp.Sigma / sp.Scale
-	norm := 0.0
-	for _, v := range res.Mean {
-		norm += v * v
-	}
-	if res.Count != 1 || math.IsNaN(norm) || math.Sqrt(norm) > p.Clip+8*sd*math.Sqrt(2*float64(d)) {
-		t.Fatalf("unsharded count %d, mean norm %v (clip %v, noise sd %v)", res.Count, math.Sqrt(norm), p.Clip, sd)
-	}
-	if err := stop(); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	eps, _, rounds := c.Privacy()
-	if rounds != 1 || !(eps > 0) || math.IsInf(eps, 0) {
-		t.Fatalf("own epsilon %v over %d rounds", eps, rounds)
-	}
-	sent := log.of(EventSent)
-	if len(sent) != 1 || sent[0].Messages != 1 || sent[0].FrameBytes != wire.SharesSize(lead, help) {
-		t.Fatalf("sent events %+v", sent)
-	}
-	// The round's cost on the device, phase by phase: training, the
-	// shard, the two seals, each measured (the accountant may take less
-	// than the clock's resolution).
-	if w := sent[0].Work; !(w.Train > 0 && w.Encode > 0 && w.Seal > 0 && w.Account >= 0) {
-		t.Fatalf("work %+v: a phase not measured", w)
-	}
+	return res
 }
