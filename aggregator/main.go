@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,8 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
+	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
 	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/flagfile"
 	"github.com/blanket-fl/blanket/shared/ledger"
@@ -91,7 +94,7 @@ func usage(w io.Writer) {
        aggregator audit [flags]
        aggregator task check FILE [FILE...]
        aggregator task plan [-volunteers N] [-epsilon E] [-rounds R] FILE
-       aggregator export-ledger -state DIR > ledger.jsonl
+       aggregator export-ledger -state DIR | -store postgres://... > ledger.jsonl
 
   [serve]    run the aggregator service: announce rounds to the relay, receive,
              account, decrypt and aggregate batches, serve the JSON API
@@ -101,8 +104,8 @@ func usage(w io.Writer) {
              files it names (holdout, simulation); exit status 1 if any
   task plan  before recruiting: the noise over the largest signal of a round at
              each crowd size, from the task's d and the privacy budget alone
-  export-ledger  write the privacy ledger held in a state directory's datastore in its
-             file format (one hash-chained JSON line per round: shared/ledger), for
+  export-ledger  write the privacy ledger held in a state directory's datastore, or in
+             a PostgreSQL store (-store, -store-schema), in its file format (one hash-chained JSON line per round: shared/ledger), for
              an auditor; read-only, safe while the aggregator runs
 
 research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
@@ -113,12 +116,30 @@ research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
 func exportLedger(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("export-ledger", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	state := fs.String("state", "", "the aggregator's state directory (required)")
-	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: aggregator export-ledger -state DIR > ledger.jsonl")
+	state := fs.String("state", "", "the aggregator's state directory (its embedded store)")
+	var store serverstore.Config
+	fs.StringVar(&store.URL, "store", "", "the aggregator's PostgreSQL store, postgres://... (instead of -state)")
+	fs.StringVar(&store.Schema, "store-schema", serverstore.AggregatorSchema, "its schema (with -store)")
+	if err := fs.Parse(args); err != nil || (*state == "") == (store.URL == "") || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: aggregator export-ledger -state DIR > ledger.jsonl\n       aggregator export-ledger -store postgres://... [-store-schema S] > ledger.jsonl")
 		return 2
 	}
-	if _, err := ledger.ExportDir(*state, stdout); err != nil {
+	var err error
+	if store.URL != "" {
+		// A read-only snapshot, beside the running aggregator (no lock).
+		store.Dir = "-"
+		if err = store.Validate(); err == nil {
+			var st map[string]map[string][]byte
+			if st, err = pgstore.ReadBuckets(context.Background(), store.URL, store.Schema, ledger.ExportBuckets); err == nil {
+				_, err = ledger.ExportState(st, stdout)
+			}
+		}
+	} else if loc, rerr := os.ReadFile(filepath.Join(*state, datastore.LocationFile)); rerr == nil {
+		err = fmt.Errorf("%s keeps its state in PostgreSQL (%s): give -store and -store-schema", *state, strings.TrimSpace(string(loc)))
+	} else {
+		_, err = ledger.ExportDir(*state, stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "aggregator: export-ledger:", err)
 		return 1
 	}

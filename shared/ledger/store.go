@@ -231,12 +231,27 @@ func ExportDir(dir string, w io.Writer) (peer wire.Head, err error) {
 	if err != nil {
 		return wire.Head{}, err
 	}
+	peer, err = ExportState(state, w)
+	if err != nil {
+		return wire.Head{}, fmt.Errorf("%s: %w", dir, err)
+	}
+	return peer, nil
+}
+
+// ExportBuckets are the datastore buckets ExportState reads.
+var ExportBuckets = []string{BucketRecords, BucketPeer}
+
+// ExportState is ExportDir on buckets already read (bucket, key, value;
+// at least ExportBuckets), as a PostgreSQL store's read-only snapshot
+// gives them (pgstore.ReadBuckets): the ledger in the file format on w,
+// checked as OpenStore checks the records, and the peer head.
+func ExportState(state map[string]map[string][]byte, w io.Writer) (peer wire.Head, err error) {
 	var buf bytes.Buffer
 	if err := exportRecords(mapReader(state), &buf); err != nil {
 		return wire.Head{}, err
 	}
 	if _, err := replay(bytes.NewReader(buf.Bytes())); err != nil {
-		return wire.Head{}, fmt.Errorf("%s: %w", dir, err)
+		return wire.Head{}, err
 	}
 	if b, ok := state[BucketPeer][PeerKey]; ok {
 		if peer, err = parsePeer(b); err != nil {
