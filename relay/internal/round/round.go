@@ -173,6 +173,10 @@ type Round struct {
 	absent    uint32    // invited, left before checking in
 	real      []wire.BatchMessage
 	shares    []SharesReport
+	// Edges (edge.go): the edges that opened the round and have not closed
+	// it, and the population of those that did.
+	edgesOpen int
+	edgePop   uint32
 }
 
 // CheckInWindow is the fraction of a round (from its opening to its
@@ -183,10 +187,14 @@ const CheckInWindow = 0.2
 // completeLocked reports whether every expected report is in (see
 // "Closing a round").
 func (r *Round) completeLocked(now time.Time) bool {
+	if r.edgesOpen > 0 {
+		return false // an edge's volunteers are still at work (edge.go)
+	}
+	pop := r.Population + r.edgePop
 	if r.reports+r.failed < r.checkedIn {
 		return false // a volunteer who checked in is still at work
 	}
-	if r.reports == 0 && r.reports+r.failed+r.absent >= r.Population {
+	if r.reports == 0 && r.reports+r.failed+r.absent >= pop {
 		// Nobody was connected, or all left: nothing can come, but the
 		// round waits for the check-in window, so that empty rounds
 		// follow each other at most that often.
@@ -201,7 +209,7 @@ func (r *Round) completeLocked(now time.Time) bool {
 	}
 	// Every invited participant accounted for, or everyone who checked
 	// in has reported once the check-in window is over.
-	return r.reports+r.failed+r.absent >= r.Population || !now.Before(r.CheckInBy)
+	return r.reports+r.failed+r.absent >= pop || !now.Before(r.CheckInBy)
 }
 
 // pollEvery is how often Tick asks to be called after the check-in window:
@@ -499,6 +507,12 @@ func (m *Machine) Tick(r *Round, now time.Time) *Closed {
 // volunteers' work is thrown away. While reports still arrive, the round
 // waits past it, up to its cap.
 const (
+	// EdgeWait is how long past the deadline a round waits at least for
+	// the edges that opened it and have not closed it (edge.go): an edge
+	// closes its own round by the same rules and sends its counts at once;
+	// the round waits for one still open while reports arrive, and closes
+	// without its counts ("stalled") once none came for the stall time.
+	EdgeWait = 5 * time.Second
 	// WaitFor is the share of the volunteers who checked in (and can still
 	// report) whose reports end the wait at the deadline.
 	WaitFor = roundspec.CloseWaitFor
@@ -518,6 +532,14 @@ func (r *Round) pastDeadlineLocked(now time.Time) string {
 	switch {
 	case !now.Before(r.Cap):
 		return "cap"
+	case r.edgesOpen > 0:
+		// An edge closes its own round by these rules and sends its
+		// counts; one still open is waited for while reports arrive, and
+		// given up (gone) once none came for the stall time and EdgeWait.
+		if now.Sub(r.Deadline) >= EdgeWait && now.Sub(r.lastAt) >= max(StallMin, time.Duration(StallShare*float64(r.Deadline.Sub(r.Opened)))) {
+			return "stalled"
+		}
+		return ""
 	case r.reports >= expected || float64(r.reports) >= WaitFor*float64(expected):
 		return "deadline"
 	case now.Sub(r.lastAt) >= max(StallMin, time.Duration(StallShare*float64(r.Deadline.Sub(r.Opened)))):
@@ -543,7 +565,7 @@ func (m *Machine) closeLocked(r *Round, why string) *Closed {
 	if m.open == r {
 		m.open, m.lastNum = nil, r.Num
 	}
-	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, At: m.now(), Population: r.Population,
+	c := &Closed{Num: r.Num, Params: r.Params, HPKEPub: r.HPKEPub, Why: why, At: m.now(), Population: r.Population + r.edgePop,
 		CheckedIn: r.checkedIn, Failed: r.failed, Reports: r.reports, Real: r.real, SecAgg: r.SecAgg, Shares: r.shares,
 		Floor: m.floor}
 	r.real, r.shares = nil, nil
