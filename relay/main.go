@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blanket-fl/blanket/relay/internal/edge"
 	"github.com/blanket-fl/blanket/relay/internal/metrics"
 	"github.com/blanket-fl/blanket/relay/internal/relaystore"
 	"github.com/blanket-fl/blanket/relay/internal/server"
@@ -76,6 +77,8 @@ func loadWasm(fs *flag.FlagSet, path string, log *slog.Logger) (*web.WasmModule,
 func run(args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8081", "listen address")
+	edgeOf := fs.String("edge-of", "", "run as an edge of the relay at this URL (its internal address, or the relays' load balancer): hold volunteers' websockets and hand their secure-summation reports to it; no state, no keys (docs/deploy.md, \"Relay edges\")")
+	edgeName := fs.String("edge-name", "", "this edge's name in the owning relay's logs (default: the listen address)")
 	agg := fs.String("aggregator", "http://127.0.0.1:8080", "aggregator base URL")
 	token := fs.String("token", "", "bearer token shared with the aggregator")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token (instead of -token)")
@@ -129,6 +132,13 @@ func run(args []string) error {
 		return fmt.Errorf("-target-epsilon %v must be positive and -target-delta %v in (0, 1)", *targetEps, *targetDelta)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *edgeOf != "" {
+		name := *edgeName
+		if name == "" {
+			name = *listen
+		}
+		return runEdge(edge.Config{Owner: *edgeOf, Token: tok, Name: name, Logger: log, Origins: allowed}, *listen)
+	}
 	wasm, err := loadWasm(fs, *wasmPath, log)
 	if err != nil {
 		return err
@@ -255,4 +265,35 @@ func run(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// runEdge serves an edge relay (relay/internal/edge) on listen until
+// SIGINT or SIGTERM.
+func runEdge(cfg edge.Config, listen string) error {
+	e, err := edge.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hs := &http.Server{Addr: listen, Handler: e.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	runDone := make(chan error, 1)
+	go func() { runDone <- e.Run(ctx) }()
+	serveErr := make(chan error, 1)
+	go func() {
+		cfg.Logger.Info("edge relay listening", "addr", listen, "owner", cfg.Owner)
+		serveErr <- hs.ListenAndServe()
+	}()
+	select {
+	case err := <-serveErr:
+		stop()
+		<-runDone
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	<-runDone
+	return err
 }

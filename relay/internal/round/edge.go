@@ -76,7 +76,7 @@ func (m *Machine) EdgeShares(num uint64, b []byte) Verdict {
 	if err != nil {
 		return Verdict{Reason: ReasonMalformed, Status: wire.AckMalformed, Round: num, End: EndMalformed}
 	}
-	if r.closed {
+	if r.closed || r.full {
 		return Verdict{Reason: ReasonTooLate, Status: wire.AckTooLate, Round: num}
 	}
 	pair := sharesPair(sh.Leader, sh.Helper)
@@ -115,6 +115,9 @@ func (m *Machine) EdgeClosed(num uint64, c EdgeCounts) *Closed {
 	r.checkedIn += c.CheckedIn
 	r.failed += c.Failed
 	r.absent += c.Absent
+	if r.full && r.edgesOpen == 0 {
+		return m.closeLocked(r, "quota")
+	}
 	if r.completeLocked(m.now()) {
 		return m.closeLocked(r, "complete")
 	}

@@ -40,13 +40,45 @@ func TestEdgeSharesRules(t *testing.T) {
 		t.Fatal("an accepted edge report is neither streamed nor kept")
 	}
 	v = m.EdgeShares(1, s.frame(t, 1, r, nil, nil)) // the third report: the quota
-	cl := v.Closed
-	if cl == nil || cl.Why != "quota" || cl.Reports != 3 || len(cl.Shares) != 3 {
-		t.Fatalf("closed %+v, want the quota of 3 edge reports", cl)
+	if v.Accepted != Shares || v.Closed != nil {
+		t.Fatalf("the quota's report: %+v, want accepted, the round waiting for the edge's counts", v)
 	}
+	// Full: no report more.
 	expect(t, m.EdgeShares(1, s.frame(t, 1, r, nil, nil)), Rejected, ReasonTooLate, wire.AckTooLate, Keep)
+	cl := m.EdgeClosed(1, EdgeCounts{Population: 9, CheckedIn: 4, Failed: 1, Absent: 5})
+	if cl == nil || cl.Why != "quota" || cl.Reports != 3 || len(cl.Shares) != 3 || cl.Population != 1+9 || cl.CheckedIn != 1+4 {
+		t.Fatalf("closed %+v, want the quota of 3 edge reports with the edge's population and check-ins", cl)
+	}
 	if m.EdgeClosed(1, EdgeCounts{Population: 9}) != nil {
 		t.Fatal("an edge's counts closed a round already closed")
+	}
+
+	// Full with an edge that never sends its counts: closed EdgeWait later.
+	now := t0.Add(time.Hour)
+	m.now = func() time.Time { return now }
+	a2 := &wire.Announcement{Round: 2, Deadline: now.Add(time.Minute), Params: p, Model: make([]float64, p.D), RelayPub: [32]byte{5}}
+	ab, err := a2.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := m.Open(a2, ab, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.EdgeOpened(2); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		expect(t, m.EdgeShares(2, s.frame(t, 2, r2, nil, nil)), Shares, "", 0, Keep)
+	}
+	if next := m.NextTick(r2, now); !next.Equal(now.Add(EdgeWait)) {
+		t.Fatalf("next tick %v after the quota, want EdgeWait later", next.Sub(now))
+	}
+	if c := m.Tick(r2, now.Add(EdgeWait-time.Millisecond)); c != nil {
+		t.Fatalf("closed (%q) before EdgeWait", c.Why)
+	}
+	if c := m.Tick(r2, now.Add(EdgeWait)); c == nil || c.Why != "quota" || c.Reports != 3 {
+		t.Fatalf("full past EdgeWait: %+v, want closed at the quota", c)
 	}
 }
 

@@ -177,6 +177,11 @@ type Round struct {
 	// it, and the population of those that did.
 	edgesOpen int
 	edgePop   uint32
+	// full: the quota was reached while edges had the round open; it
+	// closes ("quota") once they sent their counts, or EdgeWait after
+	// fullAt, and takes no report meanwhile.
+	full   bool
+	fullAt time.Time
 }
 
 // CheckInWindow is the fraction of a round (from its opening to its
@@ -465,6 +470,9 @@ func (m *Machine) NextTick(r *Round, now time.Time) time.Time {
 	if r.closed {
 		return time.Time{}
 	}
+	if r.full {
+		return r.fullAt.Add(EdgeWait)
+	}
 	if now.Before(r.CheckInBy) {
 		return r.CheckInBy
 	}
@@ -490,6 +498,11 @@ func (m *Machine) Tick(r *Round, now time.Time) *Closed {
 	defer m.mu.Unlock()
 	switch {
 	case r.closed:
+		return nil
+	case r.full:
+		if r.edgesOpen == 0 || now.Sub(r.fullAt) >= EdgeWait {
+			return m.closeLocked(r, "quota")
+		}
 		return nil
 	case !now.Before(r.Deadline):
 		if why := r.pastDeadlineLocked(now); why != "" {
@@ -726,6 +739,10 @@ func (m *Machine) report(p *Participant, b []byte, num uint64) Verdict {
 // completed the round.
 func (m *Machine) afterReportLocked(r *Round) *Closed {
 	if q := r.Params.Quota; q > 0 && r.reports >= q {
+		if r.edgesOpen > 0 { // the edges' counts first (edge.go)
+			r.full, r.fullAt = true, m.now()
+			return nil
+		}
 		return m.closeLocked(r, "quota")
 	}
 	if r.completeLocked(m.now()) {
@@ -757,7 +774,7 @@ func (m *Machine) sharesFrame(p *Participant, b []byte, num uint64) Verdict {
 	if err != nil {
 		return m.rejectLocked(p, Verdict{Reason: ReasonMalformed, Status: wire.AckMalformed, Round: num, End: EndMalformed})
 	}
-	if r.closed {
+	if r.closed || r.full {
 		return Verdict{Reason: ReasonTooLate, Status: wire.AckTooLate, Round: num}
 	}
 	if p.round != r.Num {

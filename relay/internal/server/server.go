@@ -62,6 +62,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/acklog"
 	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"github.com/blanket-fl/blanket/relay/internal/anchor"
+	"github.com/blanket-fl/blanket/relay/internal/edge"
 	"github.com/blanket-fl/blanket/relay/internal/helperkey"
 	"github.com/blanket-fl/blanket/relay/internal/intake"
 	"github.com/blanket-fl/blanket/relay/internal/metrics"
@@ -286,7 +287,8 @@ type Server struct {
 	stopping context.Context
 	stop     context.CancelFunc
 
-	sa *sumrelay.Relay // secure summation's streams and steps
+	sa    *sumrelay.Relay // secure summation's streams and steps
+	edges *edge.Owner     // the relay's edges' routes (relay/internal/edge)
 	// shuffleRound is the open shuffle round whose frames are logged
 	// (acklog); connSeq numbers connections.
 	shuffleRound, connSeq atomic.Uint64
@@ -358,6 +360,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.rounds = round.New(last)
+	s.edges = edge.NewOwner(edge.OwnerConfig{Rounds: s.rounds, Closed: s.closed, Authorized: s.authorized, Logger: cfg.Logger,
+		Verdict: func(v round.Verdict) { // an edge's frame: counted and streamed as one of this relay's own
+			s.m.Received.Add(1)
+			if v.Accepted != round.Shares {
+				s.m.Reject(v.Reason)
+				return
+			}
+			s.m.AcceptedShares.Add(1)
+			s.sa.Report(v.Round, v.Shares)
+		}})
 	s.rounds.SetStreamShares(true) // secure summation's reports go to their stream as they arrive (secagg.go)
 	s.rounds.SetMinBatchFloor(uint32(cfg.Floor.MinBatch))
 	if interrupted {
@@ -647,6 +659,7 @@ func (s *Server) handleRounds(w http.ResponseWriter, r *http.Request) {
 	// summation has no dummies.
 	if rd.SecAgg != nil {
 		s.sa.OpenStream(rd) // each report prepared and forwarded as it arrives
+		s.edges.Opened(rd)  // and offered to the edges
 	}
 	if rd.SecAgg == nil {
 		s.shuffleRound.Store(rd.Num)

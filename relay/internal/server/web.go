@@ -174,6 +174,9 @@ func (s *Server) mux() *http.ServeMux {
 	for _, r := range s.routes() {
 		mux.Handle(r.pattern, r.handler)
 	}
+	for pattern, h := range s.edges.Routes() {
+		mux.Handle(pattern, h)
+	}
 	return mux
 }
 

@@ -1,0 +1,496 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/blanket-fl/blanket/relay/internal/intake"
+	"github.com/blanket-fl/blanket/relay/internal/round"
+	"github.com/blanket-fl/blanket/shared/wire"
+)
+
+// Config configures an Edge. Zero durations take the relay's defaults.
+type Config struct {
+	Owner  string // the owning relay's base URL (its internal address, or the relays' load balancer)
+	Token  string // the relay's bearer token
+	Name   string // this edge's name in the owner's logs
+	Logger *slog.Logger
+	HTTP   *http.Client
+	// Origins lists extra allowed websocket origins, as the relay's.
+	Origins []string
+	// PingInterval (20 s), PongWait (60 s), FrameTimeout (10 s),
+	// WriteWait (10 s), UploadRate (32 KiB/s) and LargeFrames (16) bound
+	// connections as the relay's do (relay/internal/server.Config).
+	PingInterval, PongWait, FrameTimeout, WriteWait time.Duration
+	UploadRate, LargeFrames                         int
+}
+
+// Edge is an edge relay: Handler serves /ws itself and passes every other
+// request to the owner; Run follows the owner's rounds.
+type Edge struct {
+	cfg    Config
+	owner  *url.URL
+	proxy  *httputil.ReverseProxy
+	up     websocket.Upgrader
+	rounds *round.Machine
+	frames *intake.Budget
+	log    *slog.Logger
+
+	mu    sync.Mutex // guards conns, open, and stopping
+	conns map[*conn]struct{}
+	open  *edgeRound
+	stop  context.Context
+
+	// Counters (GET /healthz's companion, /api/edge): every volunteer
+	// frame received is counted once, accepted or rejected.
+	received, accepted, rejected, forwardFailed atomic.Uint64
+}
+
+// edgeRound is a round this edge opened: the frames in flight to the
+// owner, and the reports the owner accepted from it.
+type edgeRound struct {
+	rd       *round.Round
+	inFlight sync.WaitGroup
+	accepted atomic.Uint32
+	timer    *time.Timer
+}
+
+type conn struct {
+	ws  *websocket.Conn
+	p   *round.Participant
+	wmu sync.Mutex
+	mid bool
+}
+
+// New returns an edge for cfg.
+func New(cfg Config) (*Edge, error) {
+	u, err := url.Parse(cfg.Owner)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("edge: owner URL %q must be http(s)://host[:port]", cfg.Owner)
+	}
+	if cfg.Token == "" || cfg.Logger == nil {
+		return nil, errors.New("edge: a token and a logger are required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.PingInterval, 20*time.Second)
+	def(&cfg.PongWait, 60*time.Second)
+	def(&cfg.FrameTimeout, 10*time.Second)
+	def(&cfg.WriteWait, 10*time.Second)
+	if cfg.UploadRate <= 0 {
+		cfg.UploadRate = 32 << 10
+	}
+	if cfg.LargeFrames <= 0 {
+		cfg.LargeFrames = 16
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{}
+	}
+	e := &Edge{cfg: cfg, owner: u, log: cfg.Logger.With("edge", cfg.Name), rounds: round.New(0),
+		conns: make(map[*conn]struct{}), stop: context.Background()}
+	e.rounds.SetStreamShares(true)
+	if e.frames, err = intake.NewBudget(cfg.LargeFrames); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	e.proxy = httputil.NewSingleHostReverseProxy(u)
+	e.up = websocket.Upgrader{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 512, WriteBufferSize: 512,
+		WriteBufferPool: &sync.Pool{}, CheckOrigin: e.checkOrigin}
+	return e, nil
+}
+
+// Handler serves the volunteers' websockets and the edge's health; every
+// other route (the join page, the module, the receipts...) is the
+// owner's, passed through.
+func (e *Edge) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ws", e.handleWS)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /api/edge", e.handleCounts)
+	mux.Handle("/", e.proxy)
+	return mux
+}
+
+// handleCounts is GET /api/edge: the edge's connections and frame counts.
+func (e *Edge) handleCounts(w http.ResponseWriter, _ *http.Request) {
+	e.mu.Lock()
+	n := len(e.conns)
+	e.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"connections": n, "received": e.received.Load(), "accepted": e.accepted.Load(),
+		"rejected": e.rejected.Load(), "forward_failed": e.forwardFailed.Load()})
+}
+
+func (e *Edge) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err == nil && strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, o := range e.cfg.Origins {
+		if strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// Run follows the owner's rounds and pings the connections until ctx
+// ends, then closes every connection (1001).
+func (e *Edge) Run(ctx context.Context) error {
+	e.mu.Lock()
+	e.stop = ctx
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { e.follow(ctx) })
+	wg.Go(func() { e.pinger(ctx) })
+	<-ctx.Done()
+	e.rounds.Halt()
+	e.mu.Lock()
+	conns := make([]*conn, 0, len(e.conns))
+	for c := range e.conns {
+		conns = append(conns, c)
+	}
+	e.mu.Unlock()
+	for _, c := range conns {
+		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "edge shutting down"), time.Now().Add(time.Second))
+		c.ws.Close()
+	}
+	wg.Wait()
+	return nil
+}
+
+// post sends a request to the owner with the token; ok is a 2xx answer.
+func (e *Edge) post(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
+	u := *e.owner
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.cfg.Token)
+	req.Header.Set("Blanket-Edge", e.cfg.Name)
+	return e.cfg.HTTP.Do(req)
+}
+
+// follow polls the owner for its rounds and opens each for this edge's
+// connections.
+func (e *Edge) follow(ctx context.Context) {
+	var after uint64
+	backoff := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, PollWait+10*time.Second)
+		resp, err := e.post(pctx, http.MethodGet, RoundPath, url.Values{"after": {strconv.FormatUint(after, 10)}}, nil)
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(io.LimitReader(resp.Body, int64(wire.MaxAnnouncementSize)+1))
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+				err = fmt.Errorf("owner answered %s", resp.Status)
+			}
+		}
+		cancel()
+		if err != nil {
+			e.log.Warn("cannot reach the owning relay; retrying", "err", err, "retry", backoff)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 250 * time.Millisecond
+		if resp.StatusCode == http.StatusNoContent {
+			continue
+		}
+		a, err := wire.ParseAnnouncement(body, wire.DefaultLimits())
+		if err != nil {
+			e.log.Error("the owner's announcement does not parse", "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		after = a.Round
+		e.openRound(ctx, a, body)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// openRound opens round a here once the owner has counted this edge in.
+func (e *Edge) openRound(ctx context.Context, a *wire.Announcement, body []byte) {
+	now := time.Now()
+	if err := e.rounds.CanOpen(a, now); err != nil {
+		e.log.Warn("cannot open the owner's round", "round", a.Round, "err", err)
+		return
+	}
+	resp, err := e.post(ctx, http.MethodPost, OpenedPath, url.Values{"round": {strconv.FormatUint(a.Round, 10)}}, nil)
+	if err != nil {
+		e.log.Warn("cannot tell the owner this edge opens the round", "round", a.Round, "err", err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e.log.Info("the owner's round is no longer open", "round", a.Round, "status", resp.Status)
+		return
+	}
+	e.mu.Lock()
+	rd, err := e.rounds.Open(a, body, now)
+	if err != nil {
+		e.mu.Unlock()
+		e.log.Warn("cannot open the owner's round", "round", a.Round, "err", err)
+		e.sendCounts(ctx, a.Round, round.EdgeCounts{})
+		return
+	}
+	er := &edgeRound{rd: rd}
+	e.open = er
+	targets := make([]*conn, 0, len(e.conns))
+	for c := range e.conns {
+		targets = append(targets, c)
+	}
+	er.timer = time.AfterFunc(time.Until(e.rounds.NextTick(rd, now)), func() { e.tick(er) })
+	e.mu.Unlock()
+	e.log.Info("round opened", "round", rd.Num, "population", rd.Population, "deadline", rd.Deadline)
+	for _, c := range targets {
+		if err := e.write(c, rd.Ann); err != nil {
+			c.ws.Close()
+		}
+	}
+}
+
+func (e *Edge) tick(er *edgeRound) {
+	now := time.Now()
+	if c := e.rounds.Tick(er.rd, now); c != nil {
+		e.closed(c)
+		return
+	}
+	if next := e.rounds.NextTick(er.rd, now); !next.IsZero() {
+		er.timer.Reset(time.Until(next))
+	}
+}
+
+// closed sends the owner this edge's counts of round c once its frames in
+// flight are answered.
+func (e *Edge) closed(c *round.Closed) {
+	if c == nil {
+		return
+	}
+	e.mu.Lock()
+	er := e.open
+	ctx := e.stop
+	e.mu.Unlock()
+	if er == nil || er.rd.Num != c.Num {
+		return
+	}
+	er.timer.Stop()
+	go func() {
+		er.inFlight.Wait()
+		acc := er.accepted.Load()
+		counts := round.EdgeCounts{Population: c.Population, CheckedIn: c.CheckedIn,
+			Failed: c.CheckedIn - min(acc, c.CheckedIn), Absent: c.Population - min(c.CheckedIn, c.Population)}
+		e.log.Info("round closed", "round", c.Num, "why", c.Why, "population", c.Population, "checked_in", c.CheckedIn, "reports", acc)
+		e.sendCounts(ctx, c.Num, counts)
+	}()
+}
+
+// sendCounts posts counts, retrying for a while (the owner's round waits
+// for them at most round.EdgeWait past its deadline, then goes on).
+func (e *Edge) sendCounts(ctx context.Context, num uint64, c round.EdgeCounts) {
+	body, _ := json.Marshal(c)
+	for i := 0; i < 5 && ctx.Err() == nil; i++ {
+		resp, err := e.post(ctx, http.MethodPost, ClosedPath, url.Values{"round": {strconv.FormatUint(num, 10)}}, body)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+	e.log.Warn("could not send the round's counts to the owner", "round", num)
+}
+
+func (e *Edge) write(c *conn, b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.ws.SetWriteDeadline(time.Now().Add(e.cfg.WriteWait))
+	return c.ws.WriteMessage(websocket.BinaryMessage, b)
+}
+
+func (e *Edge) pinger(ctx context.Context) {
+	t := time.NewTicker(e.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		conns := make([]*conn, 0, len(e.conns))
+		for c := range e.conns {
+			conns = append(conns, c)
+		}
+		e.mu.Unlock()
+		for _, c := range conns {
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(e.cfg.WriteWait)); err != nil {
+				c.ws.Close()
+			}
+		}
+	}
+}
+
+func (e *Edge) handleWS(w http.ResponseWriter, r *http.Request) {
+	ws, err := e.up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	c := &conn{ws: ws}
+	e.mu.Lock()
+	e.conns[c] = struct{}{}
+	c.p = e.rounds.Join()
+	e.mu.Unlock()
+	go func() {
+		defer func() {
+			ws.Close()
+			e.mu.Lock()
+			delete(e.conns, c)
+			e.rounds.Leave(c.p)
+			e.mu.Unlock()
+		}()
+		e.readPump(c)
+	}()
+}
+
+// readPump reads a connection's frames, as the relay's does.
+func (e *Edge) readPump(c *conn) {
+	ws := c.ws
+	ws.SetPongHandler(func(string) error {
+		if !c.mid {
+			ws.SetReadDeadline(time.Now().Add(e.cfg.PongWait))
+		}
+		return nil
+	})
+	for {
+		limit := int64(e.rounds.ReadLimit())
+		ws.SetReadLimit(limit)
+		ws.SetReadDeadline(time.Now().Add(e.cfg.PongWait))
+		c.mid = false
+		mt, rd, err := ws.NextReader()
+		if err != nil {
+			return
+		}
+		c.mid = true
+		timeout := e.cfg.FrameTimeout + time.Duration(limit)*time.Second/time.Duration(e.cfg.UploadRate)
+		ws.SetReadDeadline(time.Now().Add(timeout))
+		e.received.Add(1)
+		if mt != websocket.BinaryMessage {
+			e.rejected.Add(1)
+			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "binary frames only"), time.Now().Add(e.cfg.WriteWait))
+			return
+		}
+		e.mu.Lock()
+		stop := e.stop
+		e.mu.Unlock()
+		b, slot, err := intake.ReadFrame(stop, rd, int(limit), e.frames, func() { ws.SetReadDeadline(time.Now().Add(timeout)) })
+		if err != nil {
+			e.rejected.Add(1)
+			return
+		}
+		ok := e.handleFrame(c, b)
+		slot.Release()
+		if !ok {
+			return
+		}
+	}
+}
+
+// handleFrame judges a frame with the edge's machine, hands an accepted
+// Shares frame to the owner (whose verdict then answers it), and acks.
+func (e *Edge) handleFrame(c *conn, b []byte) bool {
+	v := e.rounds.Frame(c.p, b)
+	if v.Accepted == round.Shares {
+		v = e.forward(v, b)
+	}
+	if v.Accepted == round.Rejected {
+		e.rejected.Add(1)
+	} else {
+		e.accepted.Add(1)
+	}
+	e.closed(v.Closed)
+	ab, err := (&wire.Ack{Round: v.Round, Status: v.Status, Received: v.Received}).MarshalBinary()
+	if err == nil {
+		if err := e.write(c, ab); err != nil {
+			return false
+		}
+	}
+	switch v.End {
+	case round.EndMalformed:
+		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInvalidFramePayloadData, v.Reason), time.Now().Add(e.cfg.WriteWait))
+		return false
+	case round.EndPolicy:
+		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, v.Reason), time.Now().Add(e.cfg.WriteWait))
+		return false
+	}
+	return true
+}
+
+// forward hands an accepted Shares frame to the owner and returns the
+// verdict the volunteer gets: the owner's (a replay seen at another edge,
+// the quota reached, the round closed there), or too late if the owner
+// cannot be reached.
+func (e *Edge) forward(v round.Verdict, b []byte) round.Verdict {
+	e.mu.Lock()
+	er, ctx := e.open, e.stop
+	e.mu.Unlock()
+	if er == nil || er.rd.Num != v.Round {
+		return round.Verdict{Reason: round.ReasonTooLate, Status: wire.AckTooLate, Round: v.Round, Closed: v.Closed}
+	}
+	er.inFlight.Add(1)
+	defer er.inFlight.Done()
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var ans Answer
+	resp, err := e.post(fctx, http.MethodPost, SharesPath, url.Values{"round": {strconv.FormatUint(v.Round, 10)}}, b)
+	if err == nil {
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<10)).Decode(&ans)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("owner answered %s", resp.Status)
+		}
+	}
+	if err != nil {
+		e.forwardFailed.Add(1)
+		e.log.Warn("cannot hand a report to the owner", "round", v.Round, "err", err)
+		return round.Verdict{Reason: round.ReasonTooLate, Status: wire.AckTooLate, Round: v.Round, Closed: v.Closed}
+	}
+	if !ans.Accepted {
+		return round.Verdict{Reason: ans.Reason, Status: ans.Status, Round: v.Round, End: round.End(ans.End), Closed: v.Closed}
+	}
+	er.accepted.Add(1)
+	return v
+}
