@@ -191,6 +191,9 @@ func (e *Edge) post(ctx context.Context, method, path string, q url.Values, body
 	}
 	req.Header.Set("Authorization", "Bearer "+e.cfg.Token)
 	req.Header.Set("Blanket-Edge", e.cfg.Name)
+	e.mu.Lock()
+	req.Header.Set(ConnsHeader, strconv.Itoa(len(e.conns)))
+	e.mu.Unlock()
 	return e.cfg.HTTP.Do(req)
 }
 

@@ -53,7 +53,7 @@ const (
 )
 
 // PollWait is how long GET /v1/edge/round waits for a round.
-var PollWait = 20 * time.Second
+var PollWait = 5 * time.Second
 
 // Answer is the owner's verdict on a frame an edge handed over
 // (POST /v1/edge/shares).
@@ -82,11 +82,37 @@ type OwnerConfig struct {
 type Owner struct {
 	cfg OwnerConfig
 
-	mu      sync.Mutex // guards ann, num and wake
+	mu      sync.Mutex // guards ann, num, wake, maxBody and seen
 	ann     []byte     // the open secure-summation round's announcement (nil: none)
 	num     uint64
 	wake    chan struct{} // closed when a round opens
 	maxBody int64         // the largest frame an edge may hand over (0: no round yet)
+	seen    map[string]edgeSeen
+}
+
+// edgeSeen is an edge's last poll: when, and its connections then.
+type edgeSeen struct {
+	at    time.Time
+	conns int
+}
+
+// ConnsHeader carries an edge's count of connections on its polls.
+const ConnsHeader = "Blanket-Edge-Connections"
+
+// Connections is the volunteers connected to the edges that polled in the
+// last 2 × PollWait (the relay adds them to its own on /api/round).
+func (o *Owner) Connections() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for name, e := range o.seen {
+		if time.Since(e.at) > 2*PollWait {
+			delete(o.seen, name)
+			continue
+		}
+		n += e.conns
+	}
+	return n
 }
 
 // NewOwner returns the owner side of a relay.
@@ -140,6 +166,14 @@ func (o *Owner) handleRound(w http.ResponseWriter, r *http.Request) {
 	after, ok := roundParam(w, r, "after")
 	if !ok {
 		return
+	}
+	if n, err := strconv.Atoi(r.Header.Get(ConnsHeader)); err == nil && n >= 0 {
+		o.mu.Lock()
+		if o.seen == nil {
+			o.seen = make(map[string]edgeSeen)
+		}
+		o.seen[r.Header.Get("Blanket-Edge")] = edgeSeen{at: time.Now(), conns: n}
+		o.mu.Unlock()
 	}
 	t := time.NewTimer(PollWait)
 	defer t.Stop()

@@ -235,7 +235,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 // the aggregator, shows the relay's volunteer count.
 func (s *Server) handleRound(w http.ResponseWriter, r *http.Request) {
 	info := s.roundInfo(r.Context())
-	info.Volunteers = s.Metrics().Connections
+	info.Volunteers = s.Metrics().Connections + int64(s.edges.Connections()) // the edges' too (relay/internal/edge)
 	info.Now = time.Now().UTC()
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
