@@ -22,6 +22,13 @@
 //
 //	go run ./scripts/benchscale -n 1000 -store postgres
 //
+// With -edges K the volunteers connect to K edge relays (relay -edge-of,
+// relay/internal/edge) instead, n/K each, which hand their reports to the
+// relay; the table adds the edges' CPU per report (all of them) and the
+// largest one's peak memory.
+//
+//	go run ./scripts/benchscale -n 10000 -edges 2 -store postgres
+//
 // It asserts nothing (speed is measured, never tested); it exits non-zero
 // only when a round does not complete.
 package main
@@ -34,8 +41,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -77,6 +86,8 @@ type row struct {
 	wal                             *walStats                // PostgreSQL's over the two rounds (nil: the log)
 	dropped                         float64                  // the relay's secagg.dropped, summed
 	load                            string
+	edges                           int   // edge relays (-edges): their CPU is cpu["edges"]
+	edgeHWM                         int64 // the largest edge's peak memory
 }
 
 // storeCost is what a party's datastore wrote over the measured rounds.
@@ -93,6 +104,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	dir := fs.String("dir", "", "where to build and keep state (default: a temporary directory, removed)")
 	store := fs.String("store", "log", "the servers' store: log (the datastore in their state directories) or postgres")
 	dsn := fs.String("pg-dsn", "", "with -store postgres: the server to use (default: a throwaway cluster, started and removed)")
+	edges := fs.Int("edges", 0, "edge relays (relay -edge-of) holding the volunteers' websockets, the volunteers dealt among them; 0: every volunteer on the relay itself")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,7 +145,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var rows []row
 	for _, n := range sizes {
 		fmt.Fprintf(out, "n = %d: running two full rounds (load average %s)...\n", n, loadAvg())
-		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers, pg)
+		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers, *edges, pg)
 		if err != nil {
 			return fmt.Errorf("n = %d: %w", n, err)
 		}
@@ -186,8 +198,8 @@ type roundRec struct {
 
 var verbose = new(bool)
 
-func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers int, pg *pgBench) (row, error) {
-	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}}
+func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers, edges int, pg *pgBench) (row, error) {
+	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}, edges: edges}
 	sh, err := shares(n)
 	if err != nil {
 		return r, err
@@ -215,17 +227,47 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 		cancel()
 		return r, err
 	}
-	var wg sync.WaitGroup
-	cohortErr := make(chan error, 1)
-	wg.Go(func() {
-		_, err := cohort.Run(cctx, cohort.Config{Clients: n, Shares: sh, Relay: cl.WebSocketURL(), Key: key, SeededNoise: true,
-			Seed: 3, PerUser: 1, Workers: workers, Logger: slog.New(slog.DiscardHandler)})
-		if err == nil {
-			err = errors.New("ended")
+	// The volunteers' relays: the relay itself, or edges dealt an equal
+	// part of the crowd each.
+	urls := []string{cl.WebSocketURL()}
+	var edgeProcs []*exec.Cmd
+	if edges > 0 {
+		if urls, edgeProcs, err = startEdges(ctx, bins, dir, cl.RelayURL(), edges); err != nil {
+			cancel()
+			return r, err
 		}
-		cohortErr <- err
-	})
+		defer func() {
+			for _, e := range edgeProcs {
+				e.Process.Kill()
+				e.Wait()
+			}
+		}()
+	}
+	if workers <= 0 {
+		workers = cohort.DefaultWorkers()
+	}
+	var wg sync.WaitGroup
+	cohortErr := make(chan error, len(urls))
+	for i, u := range urls {
+		lo, hi := i*n/len(urls), (i+1)*n/len(urls)
+		wg.Go(func() {
+			_, err := cohort.Run(cctx, cohort.Config{Clients: hi - lo, Shares: sh[lo:hi], Relay: u, Key: key, SeededNoise: true,
+				Seed: 3 + uint64(i), PerUser: 1, Workers: max(1, workers/len(urls)), Logger: slog.New(slog.DiscardHandler)})
+			if err == nil {
+				err = errors.New("ended")
+			}
+			cohortErr <- err
+		})
+	}
 	defer func() { cancel(); wg.Wait() }()
+	edgeCPU := func() time.Duration {
+		var d time.Duration
+		for _, e := range edgeProcs {
+			d += procCPU(strconv.Itoa(e.Process.Pid))
+		}
+		return d
+	}
+	edgeBefore := edgeCPU()
 
 	// The store's counters before the first full round, to subtract
 	// what connecting and announcing wrote.
@@ -262,7 +304,12 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 		}
 		if len(full) == 0 {
 			before, cpuBefore, walBefore = storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
+			edgeBefore = edgeCPU()
 		}
+	}
+	r.cpu["edges"] = edgeCPU() - edgeBefore
+	for _, e := range edgeProcs {
+		r.edgeHWM = max(r.edgeHWM, procmem.OfPID(e.Process.Pid, procmem.Peak))
 	}
 	after, cpuAfter, walAfter := storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
 	for k, v := range cpuAfter {
@@ -450,7 +497,7 @@ func hwm(bin string) int64 {
 func printTable(out io.Writer, rows []row) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tPostgreSQL CPU ms/report\tWAL B/report\tWAL fsyncs/report\tload average\t")
+	fmt.Fprintln(tw, "n\tedges\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tPostgreSQL CPU ms/report\tWAL B/report\tWAL fsyncs/report\tedges: CPU ms/report, peak MiB each\tload average\t")
 	for _, r := range rows {
 		var rc []string
 		for i := range r.reports {
@@ -475,12 +522,16 @@ func printTable(out io.Writer, rows []row) {
 		if r.wal != nil {
 			walB, walS = fmt.Sprintf("%.0f", float64(r.wal.bytes)/rep), fmt.Sprintf("%.3f", float64(r.wal.syncs)/rep)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t%s\t%s\t%s\t\n", r.n, strings.Join(rc, ", "),
+		edgeCol := "-"
+		if r.edges > 0 {
+			edgeCol = fmt.Sprintf("%.2f, %d", ms("edges"), r.edgeHWM>>20)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t%s\t%s\t%s\t%s\t\n", r.n, r.edges, strings.Join(rc, ", "),
 			r.dropped, durations(r.roundWall), durations(r.fromFirst), durations(r.closeLeft), ms("relay"), ms("aggregator"), ms("volunteers"),
 			r.relayHWM>>20, r.aggHWM>>20,
 			per("relay", bytes, "%.0f"), per("aggregator", bytes, "%.0f"),
 			per("relay", fsyncs, "%.3f"), per("aggregator", fsyncs, "%.3f"),
-			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), pgCPU, walB, walS, r.load)
+			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), pgCPU, walB, walS, edgeCol, r.load)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -541,4 +592,53 @@ func (pg *pgBench) wal(ctx context.Context) *walStats {
 	}
 	w.bytes = int64(b)
 	return &w
+}
+
+// startEdges starts k edge relays of the relay at owner (relay -edge-of,
+// from a copy of the relay's binary, so that the relay's own process is
+// told apart) and returns their websocket URLs.
+func startEdges(ctx context.Context, bins localrun.Binaries, dir, owner string, k int) ([]string, []*exec.Cmd, error) {
+	bin := bins.Relay + "-edge"
+	if _, err := os.Stat(bin); err != nil {
+		b, err := os.ReadFile(bins.Relay)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			return nil, nil, err
+		}
+	}
+	var urls []string
+	var cmds []*exec.Cmd
+	fail := func(err error) ([]string, []*exec.Cmd, error) {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+		return nil, nil, err
+	}
+	for i := range k {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fail(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		cmd := exec.CommandContext(ctx, bin, "-edge-of", owner, "-listen", addr, "-token-file", filepath.Join(dir, "token"), "-edge-name", fmt.Sprintf("edge-%d", i+1))
+		if err := cmd.Start(); err != nil {
+			return fail(err)
+		}
+		cmds = append(cmds, cmd)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				resp.Body.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				return fail(fmt.Errorf("edge %d does not answer /healthz", i+1))
+			}
+		}
+		urls = append(urls, "ws://"+addr+"/ws")
+	}
+	return urls, cmds, nil
 }

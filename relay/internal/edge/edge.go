@@ -56,9 +56,21 @@ type Edge struct {
 	open  *edgeRound
 	stop  context.Context
 
-	// Counters (GET /healthz's companion, /api/edge): every volunteer
-	// frame received is counted once, accepted or rejected.
-	received, accepted, rejected, forwardFailed atomic.Uint64
+	// Counters (GET /api/edge): every volunteer frame received is counted
+	// once, accepted or rejected with its reason.
+	received, accepted, forwardFailed atomic.Uint64
+	rmu                               sync.Mutex // guards rejected
+	rejected                          map[string]uint64
+}
+
+// reject counts a rejected frame by reason.
+func (e *Edge) reject(reason string) {
+	e.rmu.Lock()
+	if e.rejected == nil {
+		e.rejected = make(map[string]uint64)
+	}
+	e.rejected[reason]++
+	e.rmu.Unlock()
 }
 
 // edgeRound is a round this edge opened: the frames in flight to the
@@ -134,8 +146,14 @@ func (e *Edge) handleCounts(w http.ResponseWriter, _ *http.Request) {
 	n := len(e.conns)
 	e.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	e.rmu.Lock()
+	rej := make(map[string]uint64, len(e.rejected))
+	for k, v := range e.rejected {
+		rej[k] = v
+	}
+	e.rmu.Unlock()
 	json.NewEncoder(w).Encode(map[string]any{"connections": n, "received": e.received.Load(), "accepted": e.accepted.Load(),
-		"rejected": e.rejected.Load(), "forward_failed": e.forwardFailed.Load()})
+		"rejected": rej, "forward_failed": e.forwardFailed.Load()})
 }
 
 func (e *Edge) checkOrigin(r *http.Request) bool {
@@ -412,7 +430,7 @@ func (e *Edge) readPump(c *conn) {
 		ws.SetReadDeadline(time.Now().Add(timeout))
 		e.received.Add(1)
 		if mt != websocket.BinaryMessage {
-			e.rejected.Add(1)
+			e.reject("text")
 			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "binary frames only"), time.Now().Add(e.cfg.WriteWait))
 			return
 		}
@@ -421,7 +439,7 @@ func (e *Edge) readPump(c *conn) {
 		e.mu.Unlock()
 		b, slot, err := intake.ReadFrame(stop, rd, int(limit), e.frames, func() { ws.SetReadDeadline(time.Now().Add(timeout)) })
 		if err != nil {
-			e.rejected.Add(1)
+			e.reject("oversized_or_cut")
 			return
 		}
 		ok := e.handleFrame(c, b)
@@ -440,7 +458,7 @@ func (e *Edge) handleFrame(c *conn, b []byte) bool {
 		v = e.forward(v, b)
 	}
 	if v.Accepted == round.Rejected {
-		e.rejected.Add(1)
+		e.reject(v.Reason)
 	} else {
 		e.accepted.Add(1)
 	}

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -206,6 +207,19 @@ func TestEdgeHandsReportsToTheOwner(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the owner's round did not close on the edge's counts")
 		}
+	}
+	var counts struct {
+		Received, Accepted uint64
+		Rejected           map[string]uint64
+	}
+	resp, err = http.Get(es.URL + "/api/edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&counts)
+	resp.Body.Close()
+	if counts.Received != 4 || counts.Accepted != 3 || counts.Rejected[round.ReasonReplay] != 1 || len(counts.Rejected) != 1 {
+		t.Fatalf("edge counts %+v: want 4 frames received, 3 accepted (2 check-ins, 1 report), 1 rejected as a replay", counts)
 	}
 	c := ow.closed[0]
 	if c.Why != "complete" || c.Reports != 2 || c.Population != 2 || c.CheckedIn != 2 {
