@@ -264,6 +264,15 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // openRound opens round a here once the owner has counted this edge in.
 func (e *Edge) openRound(ctx context.Context, a *wire.Announcement, body []byte) {
+	// A round still open here that the owner has moved past (it restarted,
+	// or a standby took over, and aborted it) ends now, so that its
+	// volunteers take part in the new one.
+	e.mu.Lock()
+	old := e.open
+	e.mu.Unlock()
+	if old != nil && old.rd.Num < a.Round {
+		e.closed(e.rounds.Close(old.rd, "superseded"))
+	}
 	now := time.Now()
 	if err := e.rounds.CanOpen(a, now); err != nil {
 		e.log.Warn("cannot open the owner's round", "round", a.Round, "err", err)

@@ -239,3 +239,42 @@ func TestEdgeHandsReportsToTheOwner(t *testing.T) {
 		t.Fatalf("the owner counted %d accepted and %d replays from the edge, want 1 and 1", acc, rej)
 	}
 }
+
+// TestEdgeFollowsAnOwnerThatMovedOn: the owner gives up a round the edge
+// still has open (a restart, a standby's takeover) and announces the next
+// one: the edge ends its round and opens the new one for its volunteers
+// at once, rather than at the old round's deadline.
+func TestEdgeFollowsAnOwnerThatMovedOn(t *testing.T) {
+	defer func(d time.Duration) { PollWait = d }(PollWait)
+	PollWait = 200 * time.Millisecond
+	ow := newOwner(t)
+	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := httptest.NewServer(e.Handler())
+	defer es.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	v := dial(t, es.URL)
+	for deadline := time.Now().Add(30 * time.Second); ow.o.Connections() < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the edge's volunteer is not counted at the owner")
+		}
+	}
+	r1 := ow.open(t, 1)
+	if got := v.read(t); string(got) != string(r1.Ann) {
+		t.Fatal("round 1's announcement did not reach the edge's volunteer")
+	}
+	ow.m.Close(r1, "relay restart") // the owner gives round 1 up
+	r2 := ow.open(t, 2)
+	if got := v.read(t); string(got) != string(r2.Ann) {
+		t.Fatal("round 2's announcement did not reach the edge's volunteer while round 1 was open at the edge")
+	}
+	ci, _ := (&wire.CheckIn{Round: 2}).MarshalBinary()
+	if ack := v.ack(t, ci); ack.Status != wire.AckAccepted {
+		t.Fatalf("check-in to round 2 at the edge: %+v", ack)
+	}
+}
