@@ -443,6 +443,10 @@ func TestReplicasFailover(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+	if _, rs := replicaRounds(context.Background(), d.AggregatorURL()); len(rs) > 0 {
+		r := rs[len(rs)-1]
+		d.Record("", fmt.Sprintf("volunteers stopped; last round %d %s (n=%d)", r.Round, r.Status, r.N))
+	}
 	// The end state is read once the volunteers are gone: a round
 	// completing meanwhile moves the heads.
 	time.Sleep(time.Second)
