@@ -246,6 +246,23 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := store.Validate(); err != nil {
 		return fail(2, "%v", err)
 	}
+	// A hot standby (-standby) waits here, not listening, until the
+	// aggregator that owns the schema is gone; a store lost for good
+	// (another aggregator took the schema, or a commit of unknown outcome)
+	// stops this one, for its supervisor to start it again
+	// (docs/deploy.md).
+	turn, err := serverstore.AwaitTurn(ctx, store, log)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	defer turn.Release()
+	lost := make(chan error, 1)
+	store.OnLost = func(err error) {
+		select {
+		case lost <- err:
+		default:
+		}
+	}
 	tk, test, accSource, own, err := startTaskIn(store, *taskFile, *data, *dataDir, set["data"], log)
 	if err != nil {
 		return fail(1, "%v", err)
@@ -308,9 +325,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(runCtx) }()
 
+	turn.Release() // the store is open: the next standby may line up
 	code := 0
 	select {
 	case <-ctx.Done():
+	case err := <-lost:
+		log.Error("the store is lost; stopping (a supervisor starts the aggregator again on the durable state, or a standby takes over)", "err", err)
+		code = 1
 	case err := <-serveErr:
 		log.Error("http server stopped", "err", err)
 		code = 1
@@ -322,6 +343,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Info("no further rounds; serving the API until interrupted")
 			select {
 			case <-ctx.Done():
+			case err := <-lost:
+				log.Error("the store is lost; stopping", "err", err)
+				code = 1
 			case err := <-serveErr:
 				log.Error("http server stopped", "err", err)
 				code = 1

@@ -138,7 +138,25 @@ func run(args []string) error {
 	// ledger and the aggregator's head); a state
 	// directory of the former format is imported on the first start.
 	store.Dir = *state
-	st, err := relaystore.OpenIn(context.Background(), store, &datastore.Options{Logger: log})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// A hot standby (-standby) waits here, not listening, until the
+	// relay that owns the schema is gone; a store lost for good (another
+	// relay took the schema, or a commit of unknown outcome) stops this
+	// one, for its supervisor to start it again (docs/deploy.md).
+	turn, err := serverstore.AwaitTurn(ctx, store, log)
+	if err != nil {
+		return err
+	}
+	defer turn.Release()
+	lost := make(chan error, 1)
+	store.OnLost = func(err error) {
+		select {
+		case lost <- err:
+		default:
+		}
+	}
+	st, err := relaystore.OpenIn(ctx, store, &datastore.Options{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -180,8 +198,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// Ledgers that anchor each other (docs/threat-model.md): a noise
 	// ledger behind the head the aggregator holds is refused here; an
 	// aggregator that cannot be asked leaves the ledger suspended until
@@ -215,18 +231,26 @@ func run(args []string) error {
 		log.Info("relay listening", "addr", *listen, "aggregator", *agg, "state", *state)
 		serveErr <- hs.ListenAndServe()
 	}()
+	turn.Release() // the store is open: the next standby may line up
+	var lostErr error
 	select {
 	case err := <-serveErr:
 		stop()
 		<-runDone
 		return err
 	case <-ctx.Done():
+	case lostErr = <-lost:
+		log.Error("the store is lost; stopping (a supervisor starts the relay again on the durable state, or a standby takes over)", "err", lostErr)
+		stop()
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = hs.Shutdown(sctx) // stops accepting; websocket connections are closed by Run
 	<-runDone
+	if lostErr != nil {
+		return fmt.Errorf("store lost: %w", lostErr)
+	}
 	if err != nil {
 		return err
 	}

@@ -248,19 +248,24 @@ func (e *engine) writer(ctx context.Context) error {
 		w.Close(ctx)
 		return fmt.Errorf("pgstore: reconnecting: %w", err)
 	}
-	if !got {
-		// Another store, or this one's former session that the server
-		// has not ended yet: nothing is written until it is released.
-		w.Close(ctx)
-		return fmt.Errorf("pgstore: reconnecting: schema %s: its advisory lock is held by another session", e.schema)
-	}
 	var epoch int64
 	if err := w.QueryRow(ctx, e.readEpoch).Scan(&epoch); err != nil {
 		w.Close(ctx)
 		return fmt.Errorf("pgstore: reconnecting: %w", err)
 	}
+	if !got && epoch == e.epoch {
+		// This one's former session that the server has not ended yet (or
+		// a store about to open the schema, whose epoch is not written
+		// yet): nothing is written until it is released.
+		w.Close(ctx)
+		return fmt.Errorf("pgstore: reconnecting: schema %s: its advisory lock is held by another session", e.schema)
+	}
 	if epoch != e.epoch {
-		w.Exec(ctx, "SELECT pg_advisory_unlock($1)", e.owner)
+		// Another store opened the schema (a standby took over, whether
+		// it still holds the lock or not): this one is fenced for good.
+		if got {
+			w.Exec(ctx, "SELECT pg_advisory_unlock($1)", e.owner)
+		}
 		w.Close(ctx)
 		e.fenced = fmt.Errorf("pgstore: %w: schema %s was opened by another store (owner epoch %d, this one's %d) while this one was disconnected; it writes no more", datastore.ErrLocked, e.schema, epoch, e.epoch)
 		e.log.Error("pgstore: another store took the schema", "err", e.fenced)

@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -52,13 +53,38 @@ type Config struct {
 	// ConnectTimeout bounds the connection and the wait for the
 	// schema's lock at Open (0: 30 s).
 	ConnectTimeout time.Duration
+	// Standby (-standby, PostgreSQL only) makes the server a hot standby:
+	// AwaitTurn waits until the schema's owner has been gone for
+	// StandbyGrace (-standby-grace; 0: DefaultStandbyGrace) before the
+	// server opens its store (pgstore.AwaitTurn).
+	Standby      bool
+	StandbyGrace time.Duration
+	// OnLost, if set, is called once (from another goroutine) when a
+	// PostgreSQL store opened by Open is lost for good: another store took
+	// the schema (an error wrapping datastore.ErrLocked) or a commit's
+	// outcome is unknown (datastore.ErrNotDurable). The server should then
+	// stop, so that its supervisor starts it again on the durable state,
+	// or as a standby. A watchdog checks the store every WatchEvery,
+	// which also takes the owner lock back at once after the database
+	// restarted (before a standby's grace ends).
+	OnLost func(error)
 }
+
+// DefaultStandbyGrace is how long a standby waits, the owner's lock free,
+// before it takes over: longer than WatchEvery, so that an owner whose
+// session ended with a PostgreSQL restart takes its lock back first.
+const DefaultStandbyGrace = 3 * time.Second
+
+// WatchEvery is how often the watchdog of Config.OnLost checks a store.
+var WatchEvery = time.Second
 
 // AddFlags defines -store and -store-schema on fs, into c; defaultSchema
 // is the party's (RelaySchema or AggregatorSchema).
 func AddFlags(fs *flag.FlagSet, c *Config, defaultSchema string) {
 	fs.StringVar(&c.URL, "store", "", "where the state is: empty for the datastore in -state (store.log), or a PostgreSQL URL, postgres://USER@HOST:PORT/DB?sslmode=... (the password from PGPASSWORD or ~/.pgpass, not the URL)")
 	fs.StringVar(&c.Schema, "store-schema", defaultSchema, "the PostgreSQL schema of this server's state (with -store postgres://...): one per server, never shared")
+	fs.BoolVar(&c.Standby, "standby", false, "with -store postgres://...: run as a hot standby of the server that owns -store-schema: wait, without listening, until it has been gone for -standby-grace, then take over its state (docs/deploy.md)")
+	fs.DurationVar(&c.StandbyGrace, "standby-grace", DefaultStandbyGrace, "with -standby: how long the owner's lock must stay free before this standby takes over")
 }
 
 // Postgres reports whether the store is PostgreSQL.
@@ -70,7 +96,13 @@ func (c Config) Validate() error {
 		return errors.New("serverstore: empty state directory")
 	}
 	if c.URL == "" {
+		if c.Standby {
+			return errors.New("serverstore: -standby needs a PostgreSQL -store (a standby takes over the schema its owner leaves)")
+		}
 		return nil
+	}
+	if c.StandbyGrace < 0 {
+		return errors.New("serverstore: -standby-grace must not be negative")
 	}
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
@@ -137,6 +169,9 @@ func Open(ctx context.Context, c Config, opt *datastore.Options) (*datastore.Sto
 		return nil, fmt.Errorf("serverstore: %s: %w", c, err)
 	}
 	want := "schema " + c.Schema
+	if c.OnLost != nil {
+		go watch(s, c.OnLost)
+	}
 	if recorded != nil {
 		if !strings.Contains("\n"+string(recorded), "\n"+want+"\n") {
 			s.Close()
@@ -150,4 +185,51 @@ func Open(ctx context.Context, c Config, opt *datastore.Options) (*datastore.Sto
 		}
 	}
 	return s, nil
+}
+
+// AwaitTurn returns at once for a server that is not a standby (a Turn
+// that Release ignores). A standby (c.Standby) waits there until it may
+// take over the schema (pgstore.AwaitTurn), or ctx ends; it then opens
+// its stores and releases the Turn.
+func AwaitTurn(ctx context.Context, c Config, log *slog.Logger) (*pgstore.Turn, error) {
+	if !c.Standby {
+		return nil, nil
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	grace := c.StandbyGrace
+	if grace <= 0 {
+		grace = DefaultStandbyGrace
+	}
+	if log != nil {
+		log.Info("standby: waiting for the owner of the state to be gone (not listening meanwhile)", "store", c.String())
+	}
+	t, err := pgstore.AwaitTurn(ctx, c.URL, c.Schema, grace, log)
+	if err != nil {
+		return nil, fmt.Errorf("serverstore: standby: %w", err)
+	}
+	return t, nil
+}
+
+// errWatch is what the watchdog's probe returns to roll back.
+var errWatch = errors.New("serverstore: watchdog probe")
+
+// watch checks db every WatchEvery with a transaction that writes nothing
+// (as readiness.Store) until db is closed, and calls lost once if it is
+// lost for good (see Config.OnLost).
+func watch(db *datastore.Store, lost func(error)) {
+	t := time.NewTicker(WatchEvery)
+	defer t.Stop()
+	for range t.C {
+		err := db.Update(func(*datastore.Tx) error { return errWatch })
+		switch {
+		case errors.Is(err, errWatch):
+		case errors.Is(err, datastore.ErrClosed):
+			return
+		case errors.Is(err, datastore.ErrLocked), errors.Is(err, datastore.ErrNotDurable):
+			lost(err)
+			return
+		}
+	}
 }
