@@ -235,10 +235,9 @@ func TestReplicasFailover(t *testing.T) {
 		roundTimeout = 15 * time.Second
 		grace        = 20 * time.Second
 		warmup       = 5 * time.Second // the relay's default -warmup
-		standbyGrace = 3 * time.Second // the servers' default -standby-grace
+		standbyGrace = 3 * time.Second // -standby-grace (the servers' default)
 	)
-	noStandby := os.Getenv("BLANKET_REPLICAS_NO_STANDBY") == "1"
-	if !noStandby && (!hasFlag(bins.Relay, "standby") || !hasFlag(bins.Aggregator, "standby", "serve")) {
+	if !hasFlag(bins.Relay, "standby") || !hasFlag(bins.Aggregator, "standby", "serve") {
 		t.Fatal("the relay or the aggregator has no -standby flag: hot standby is what this test checks")
 	}
 	start := time.Now()
@@ -271,14 +270,14 @@ func TestReplicasFailover(t *testing.T) {
 	wl := &watchLog{logs: logs}
 	n := strconv.Itoa(clients)
 	aggArgs := []string{"-protocol", "secagg", "-sigma", "23000", "-expected-n", n, "-quota", n, "-min-batch", "10", "-epsilon", "1e9",
-		"-check-in", "1", "-round-timeout", roundTimeout.String(), "-batch-grace", grace.String()}
+		"-check-in", "1", "-round-timeout", roundTimeout.String(), "-batch-grace", grace.String(), "-standby-grace", standbyGrace.String()}
 	d, err := replicas.Start(context.Background(), replicas.Config{Bins: bins, Dir: t.TempDir(), HAProxy: haproxy,
 		Store: pg.DSN, RelaySchema: relaySchema, AggregatorSchema: aggSchema,
 		AggregatorArgs: aggArgs,
 		// What the relay must agree on with the aggregator (as
 		// localrun's relayAgreed passes it).
-		RelayArgs: []string{"-target-epsilon", "1e9", "-min-batch", "10"},
-		NoStandby: noStandby, Log: wl})
+		RelayArgs: []string{"-target-epsilon", "1e9", "-min-batch", "10", "-standby-grace", standbyGrace.String()},
+		Log:       wl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +430,7 @@ func TestReplicasFailover(t *testing.T) {
 		for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			all := true
 			for _, r := range d.Replicas {
-				all = all && (r.Running() || noStandby && strings.HasSuffix(r.Name, "-b"))
+				all = all && r.Running()
 			}
 			if all {
 				break
@@ -485,7 +484,7 @@ func TestReplicasFailover(t *testing.T) {
 			}
 		}
 		t.Logf("fault %d: began listening after it: relay %v, aggregator %v; first ok round after it: %d", i+1, began[replicas.Relay], began[replicas.Aggregator], w.firstOK)
-		if w.killed != nil && !noStandby {
+		if w.killed != nil {
 			p := w.killed.Party
 			if len(began[p]) != 1 || began[p][0] == w.killed.Name {
 				t.Errorf("fault %d (%s killed): %s takeovers %v, want exactly one, by the other replica", i+1, w.killed.Name, p, began[p])
@@ -527,7 +526,7 @@ func TestReplicasFailover(t *testing.T) {
 			continue
 		}
 		for _, r := range d.Party(p) {
-			if r != a && !noStandby && !r.Running() {
+			if r != a && !r.Running() {
 				t.Errorf("%s's standby %s does not run at the end", p, r.Name)
 			}
 		}

@@ -65,10 +65,6 @@ type Config struct {
 	// AggregatorArgs and RelayArgs are extra flags for every replica of
 	// the party (protocol, timeouts, -standby-grace...).
 	AggregatorArgs, RelayArgs []string
-	// NoStandby starts replica A of each party alone and restarts it, as
-	// an active server, when it exits (for servers without -standby);
-	// replica B is never started.
-	NoStandby bool
 	// Log receives every process's output as whole lines, each prefixed
 	// with the process's name ("relay-a| ", "haproxy| ").
 	Log io.Writer
@@ -179,10 +175,8 @@ func Start(ctx context.Context, cfg Config) (*Deployment, error) {
 			return nil, err
 		}
 	}
-	if !cfg.NoStandby {
-		d.Replicas[1].supervise(true)
-		d.Replicas[3].supervise(true)
-	}
+	d.Replicas[1].supervise(true)
+	d.Replicas[3].supervise(true)
 	ok = true
 	return d, nil
 }
@@ -304,8 +298,8 @@ func (r *Replica) args(standby bool) []string {
 }
 
 // supervise starts r (as a standby if standby) and keeps it running:
-// whenever it exits, it is started again a second later, as a standby
-// (or, with NoStandby, as an active server), until the deployment stops.
+// whenever it exits, it is started again a second later, as a standby,
+// until the deployment stops.
 func (r *Replica) supervise(standby bool) {
 	d := r.d
 	d.wg.Go(func() {
@@ -348,7 +342,7 @@ func (r *Replica) supervise(standby bool) {
 			} else {
 				d.Record(r.Name, fmt.Sprintf("exited on its own (%v); its last output:\n%s", err, r.tail))
 			}
-			standby = !d.cfg.NoStandby
+			standby = true
 			select {
 			case <-d.ctx.Done():
 				return
