@@ -348,6 +348,20 @@ func TestReplicasFailover(t *testing.T) {
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
+	// The volunteers map their digits before connecting (the digits
+	// task's feature map): the faults start once they are in.
+	for end := time.Now().Add(5 * time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		var info struct {
+			Volunteers int `json:"volunteers"`
+		}
+		if getJSON(ctx, d.RelayURL()+"/api/round", &info) == nil && info.Volunteers >= clients {
+			d.Record("", fmt.Sprintf("%d volunteers connected", info.Volunteers))
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d volunteers connected after 5m", info.Volunteers, clients)
+		}
+	}
 	waitReplicasOK(t, d, 0, 4*roundTimeout, "first round")
 	// A fault's deadline: the round it hit times out, the batch grace,
 	// the takeover (standby grace, a process start, HAProxy's checks),
@@ -480,6 +494,7 @@ func TestReplicasFailover(t *testing.T) {
 			for _, r := range d.Replicas {
 				if r.Name == e.Replica {
 					began[r.Party] = append(began[r.Party], r.Name)
+					t.Logf("fault %d: takeover: %s began listening %.2f s after the fault", i+1, r.Name, e.At.Sub(w.at).Seconds())
 				}
 			}
 		}

@@ -421,16 +421,25 @@ func (d *Deployment) Active(p Party) (*Replica, int) {
 	return a, n
 }
 
-// monitor polls every replica's own /healthz every 100 ms and records
-// when each began and stopped listening.
+// monitor looks every 100 ms whether each replica listens on its port
+// and records when each began and stopped listening. Listening is a TCP
+// connection the kernel accepts (a standby has no socket: refused), not
+// an HTTP answer, which a server starved of CPU may give late: a dial
+// that neither connects nor is refused within a second leaves the state
+// as it was.
 func (d *Deployment) monitor() {
-	hc := &http.Client{Timeout: 500 * time.Millisecond}
 	for d.ctx.Err() == nil {
 		for _, r := range d.Replicas {
-			up := false
-			if resp, err := hc.Get("http://" + r.Addr + "/healthz"); err == nil {
-				up = resp.StatusCode == http.StatusOK
-				resp.Body.Close()
+			c, err := net.DialTimeout("tcp", r.Addr, time.Second)
+			var up bool
+			switch {
+			case err == nil:
+				c.Close()
+				up = true
+			case errors.Is(err, syscall.ECONNREFUSED):
+				up = false
+			default:
+				continue
 			}
 			r.mu.Lock()
 			changed := up != r.listening
