@@ -11,8 +11,9 @@
 // A supervisor per replica plays the part of systemd's Restart=always: a
 // replica that exits, killed by the test or on its own (an active server
 // whose store is lost for good exits non-zero), is started again after a
-// second, as a standby. A monitor polls every replica's own /healthz and
-// records when each began and stopped listening: the takeovers.
+// second, as a standby. A monitor looks every 100 ms whether each replica
+// listens on its port and records when each began and stopped: the
+// takeovers.
 package replicas
 
 import (
@@ -310,6 +311,12 @@ func (r *Replica) supervise(standby bool) {
 			}
 			cmd := exec.Command(bin, r.args(standby)...)
 			r.mu.Lock()
+			// Under r.mu: Stop cancels, then looks at r.cmd under r.mu, so
+			// no process starts that Stop does not see.
+			if d.ctx.Err() != nil {
+				r.mu.Unlock()
+				return
+			}
 			r.tail = &tail{max: 8 << 10}
 			w := io.MultiWriter(r.tail, &lineWriter{d: d, prefix: r.Name + "| "})
 			cmd.Stdout, cmd.Stderr = w, w
@@ -365,8 +372,8 @@ func (r *Replica) Kill() error {
 	return r.cmd.Process.Signal(syscall.SIGKILL)
 }
 
-// Listening reports whether r answered its own /healthz at the monitor's
-// last poll; Starts how many times it was started.
+// Listening reports whether r listened on its port at the monitor's last
+// look; Starts how many times it was started.
 func (r *Replica) Listening() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
