@@ -210,7 +210,8 @@ func acceptedShares(base string) float64 {
 // the active relay (SIGKILL), then the active aggregator, then restarts
 // PostgreSQL (pg_ctl restart -m fast); a killed replica is started again
 // as a standby by its supervisor, so each party always has two. After
-// each fault a later round must complete ok, and at the end: no charged
+// each fault a round must complete ok, and a round numbered after the one
+// the fault hit (begun by the servers active after it), and at the end: no charged
 // round lost, none recorded twice, every ok round holds the reports the
 // relay acknowledged, ε never decreased (on /api/status and per round),
 // the ledgers' anchors hold (each party holds the other's current head,
@@ -382,7 +383,9 @@ func TestReplicasFailover(t *testing.T) {
 		at      time.Time
 		killed  *replicas.Replica
 		actives map[replicas.Party]*replicas.Replica
-		firstOK int
+		round   int // the round being collected at the fault
+		firstOK int // the first round ok after it
+		freshOK int // the first round after round ok
 	}
 	var windows []window
 	for i, f := range faults {
@@ -415,8 +418,18 @@ func TestReplicasFailover(t *testing.T) {
 			}
 			w.actives[p] = a
 		}
+		// The round being collected: a round after it must complete too
+		// (one begun by the new active, not only the one it resumed).
+		var st struct {
+			Round     int `json:"round"`      // the last finished
+			OpenRound int `json:"open_round"` // the announced round awaiting its batch
+		}
+		if err := getJSON(context.Background(), d.AggregatorURL()+"/api/status", &st); err != nil {
+			t.Fatalf("fault %d: %v", i+1, err)
+		}
+		w.round = max(st.OpenRound, st.Round+1)
 		w.at = time.Now()
-		d.Record("", fmt.Sprintf("fault %d: %s (ok rounds so far %d)", i+1, f.name, before))
+		d.Record("", fmt.Sprintf("fault %d: %s, in round %d (ok rounds so far %d)", i+1, f.name, w.round, before))
 		if f.kill {
 			w.killed = w.actives[f.party]
 			err = w.killed.Kill()
@@ -439,6 +452,7 @@ func TestReplicasFailover(t *testing.T) {
 				}
 			}
 		}
+		windows[len(windows)-1].freshOK = waitRoundAfter(t, d, w.round, recoverWithin, fmt.Sprintf("after fault %d (%s)", i+1, f.name))
 		// Two processes per party again (the killed one restarted as a
 		// standby) before the next fault.
 		for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -498,7 +512,8 @@ func TestReplicasFailover(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("fault %d: began listening after it: relay %v, aggregator %v; first ok round after it: %d", i+1, began[replicas.Relay], began[replicas.Aggregator], w.firstOK)
+		t.Logf("fault %d (in round %d): began listening after it: relay %v, aggregator %v; first ok round after it: %d; first later round ok: %d",
+			i+1, w.round, began[replicas.Relay], began[replicas.Aggregator], w.firstOK, w.freshOK)
 		if w.killed != nil {
 			p := w.killed.Party
 			if len(began[p]) != 1 || began[p][0] == w.killed.Name {
@@ -611,6 +626,25 @@ func waitReplicasOK(t *testing.T, d *replicas.Deployment, before int, within tim
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: no round completed within %v (ok rounds %d): %+v", what, within, before, rs)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitRoundAfter waits until a round numbered above round is ok and
+// returns its number, or fails.
+func waitRoundAfter(t *testing.T, d *replicas.Deployment, round int, within time.Duration, what string) int {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		_, rs := replicaRounds(context.Background(), d.AggregatorURL())
+		for _, r := range rs {
+			if r.Round > round && r.Status == "ok" {
+				return r.Round
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no round after round %d completed within %v: %+v", what, round, within, rs)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
