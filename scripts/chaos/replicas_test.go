@@ -208,8 +208,10 @@ func acceptedShares(base string) float64 {
 //
 // Mid-round (once the relay has accepted reports of a round), it kills
 // the active relay (SIGKILL), then the active aggregator, then restarts
-// PostgreSQL (pg_ctl restart -m fast); a killed replica is started again
-// as a standby by its supervisor, so each party always has two. After
+// PostgreSQL (pg_ctl restart -m fast), then kills both actives at once;
+// a killed replica is started again as a standby by its supervisor, so
+// each party always has two (and the last fault's takeovers are by the
+// replicas killed first). After
 // each fault a round must complete ok, and a round numbered after the one
 // the fault hit (begun by the servers active after it), and at the end: no charged
 // round lost, none recorded twice, every ok round holds the reports the
@@ -370,18 +372,20 @@ func TestReplicasFailover(t *testing.T) {
 	recoverWithin := 3*roundTimeout + grace + warmup + standbyGrace + 10*time.Second
 
 	type fault struct {
-		name  string
-		party replicas.Party // the party killed (for kills)
-		kill  bool
+		name string
+		kill []replicas.Party // the parties whose active is killed (none: PostgreSQL restarts)
 	}
 	faults := []fault{
-		{"SIGKILL the active relay", replicas.Relay, true},
-		{"SIGKILL the active aggregator", replicas.Aggregator, true},
-		{"restart PostgreSQL (pg_ctl restart -m fast)", 0, false},
+		{"SIGKILL the active relay", []replicas.Party{replicas.Relay}},
+		{"SIGKILL the active aggregator", []replicas.Party{replicas.Aggregator}},
+		{"restart PostgreSQL (pg_ctl restart -m fast)", nil},
+		// Both at once, each taken over by the replica killed before
+		// (restarted as a standby), neither knowing the other's.
+		{"SIGKILL both actives at once", []replicas.Party{replicas.Relay, replicas.Aggregator}},
 	}
 	type window struct {
 		at      time.Time
-		killed  *replicas.Replica
+		killed  map[replicas.Party]*replicas.Replica
 		actives map[replicas.Party]*replicas.Replica
 		round   int // the round being collected at the fault
 		firstOK int // the first round ok after it
@@ -389,7 +393,7 @@ func TestReplicasFailover(t *testing.T) {
 	}
 	var windows []window
 	for i, f := range faults {
-		if !f.kill && !pg.Owned() {
+		if f.kill == nil && !pg.Owned() {
 			t.Logf("fault %d (%s) not made: the server of BLANKET_PG_DSN is not the test's to restart", i+1, f.name)
 			continue
 		}
@@ -410,7 +414,7 @@ func TestReplicasFailover(t *testing.T) {
 				t.Fatalf("fault %d (%s): no report was accepted within %v", i+1, f.name, 2*recoverWithin)
 			}
 		}
-		w := window{actives: map[replicas.Party]*replicas.Replica{}}
+		w := window{actives: map[replicas.Party]*replicas.Replica{}, killed: map[replicas.Party]*replicas.Replica{}}
 		for _, p := range []replicas.Party{replicas.Relay, replicas.Aggregator} {
 			a, k := d.Active(p)
 			if k != 1 {
@@ -430,15 +434,17 @@ func TestReplicasFailover(t *testing.T) {
 		w.round = max(st.OpenRound, st.Round+1)
 		w.at = time.Now()
 		d.Record("", fmt.Sprintf("fault %d: %s, in round %d (ok rounds so far %d)", i+1, f.name, w.round, before))
-		if f.kill {
-			w.killed = w.actives[f.party]
-			err = w.killed.Kill()
-		} else {
-			err = pg.Restart()
-			d.Record("", "PostgreSQL restarted")
+		for _, p := range f.kill {
+			w.killed[p] = w.actives[p]
+			if err := w.killed[p].Kill(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err != nil {
-			t.Fatal(err)
+		if f.kill == nil {
+			if err := pg.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			d.Record("", "PostgreSQL restarted")
 		}
 		windows = append(windows, w)
 		waitReplicasOK(t, d, before, recoverWithin, fmt.Sprintf("after fault %d (%s)", i+1, f.name))
@@ -514,17 +520,13 @@ func TestReplicasFailover(t *testing.T) {
 		}
 		t.Logf("fault %d (in round %d): began listening after it: relay %v, aggregator %v; first ok round after it: %d; first later round ok: %d",
 			i+1, w.round, began[replicas.Relay], began[replicas.Aggregator], w.firstOK, w.freshOK)
-		if w.killed != nil {
-			p := w.killed.Party
-			if len(began[p]) != 1 || began[p][0] == w.killed.Name {
-				t.Errorf("fault %d (%s killed): %s takeovers %v, want exactly one, by the other replica", i+1, w.killed.Name, p, began[p])
-			}
-			other := replicas.Relay
-			if p == replicas.Relay {
-				other = replicas.Aggregator
-			}
-			if len(began[other]) != 0 {
-				t.Errorf("fault %d (%s killed): the %s changed hands too: %v", i+1, w.killed.Name, other, began[other])
+		for _, p := range []replicas.Party{replicas.Relay, replicas.Aggregator} {
+			k, killed := w.killed[p]
+			switch {
+			case killed && (len(began[p]) != 1 || began[p][0] == k.Name):
+				t.Errorf("fault %d (%s killed): %s takeovers %v, want exactly one, by the other replica", i+1, k.Name, p, began[p])
+			case !killed && len(w.killed) > 0 && len(began[p]) != 0:
+				t.Errorf("fault %d: the %s, not killed, changed hands: %v", i+1, p, began[p])
 			}
 		}
 		for p, names := range began {
