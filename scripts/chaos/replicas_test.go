@@ -350,6 +350,18 @@ func TestReplicasFailover(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	// guard fails the test at once when two replicas of a party listen
+	// (every wait below calls it): nothing after would mean much.
+	guard := func() {
+		t.Helper()
+		ovMu.Lock()
+		defer ovMu.Unlock()
+		for p, k := range overlaps {
+			if k > 0 {
+				t.Fatalf("both %s replicas listen at once (see the timeline)", p)
+			}
+		}
+	}
 
 	// The volunteers map their digits before connecting (the digits
 	// task's feature map): the faults start once they are in.
@@ -357,6 +369,7 @@ func TestReplicasFailover(t *testing.T) {
 		var info struct {
 			Volunteers int `json:"volunteers"`
 		}
+		guard()
 		if getJSON(ctx, d.RelayURL()+"/api/round", &info) == nil && info.Volunteers >= clients {
 			d.Record("", fmt.Sprintf("%d volunteers connected", info.Volunteers))
 			break
@@ -365,7 +378,7 @@ func TestReplicasFailover(t *testing.T) {
 			t.Fatalf("%d of %d volunteers connected after 5m", info.Volunteers, clients)
 		}
 	}
-	waitReplicasOK(t, d, 0, 4*roundTimeout, "first round")
+	waitReplicasOK(t, d, guard, 0, 4*roundTimeout, "first round")
 	// A fault's deadline: the round it hit times out, the batch grace,
 	// the takeover (standby grace, a process start, HAProxy's checks),
 	// the relay's warm-up, and a whole round after that.
@@ -405,6 +418,7 @@ func TestReplicasFailover(t *testing.T) {
 		// report of the round being collected.
 		base := acceptedShares(d.RelayURL())
 		for end := time.Now().Add(2 * recoverWithin); ; time.Sleep(20 * time.Millisecond) {
+			guard()
 			if n := acceptedShares(d.RelayURL()); base >= 0 && n > base {
 				break
 			} else if base < 0 {
@@ -447,7 +461,7 @@ func TestReplicasFailover(t *testing.T) {
 			d.Record("", "PostgreSQL restarted")
 		}
 		windows = append(windows, w)
-		waitReplicasOK(t, d, before, recoverWithin, fmt.Sprintf("after fault %d (%s)", i+1, f.name))
+		waitReplicasOK(t, d, guard, before, recoverWithin, fmt.Sprintf("after fault %d (%s)", i+1, f.name))
 		_, rs := replicaRounds(context.Background(), d.AggregatorURL())
 		for _, r := range rs {
 			if r.Status == "ok" {
@@ -458,7 +472,7 @@ func TestReplicasFailover(t *testing.T) {
 				}
 			}
 		}
-		windows[len(windows)-1].freshOK = waitRoundAfter(t, d, w.round, recoverWithin, fmt.Sprintf("after fault %d (%s)", i+1, f.name))
+		windows[len(windows)-1].freshOK = waitRoundAfter(t, d, guard, w.round, recoverWithin, fmt.Sprintf("after fault %d (%s)", i+1, f.name))
 		// Two processes per party again (the killed one restarted as a
 		// standby) before the next fault.
 		for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -617,11 +631,13 @@ func TestReplicasFailover(t *testing.T) {
 	}
 }
 
-// waitReplicasOK waits until more than before rounds are ok, or fails.
-func waitReplicasOK(t *testing.T, d *replicas.Deployment, before int, within time.Duration, what string) {
+// waitReplicasOK waits until more than before rounds are ok, or fails
+// (as guard may).
+func waitReplicasOK(t *testing.T, d *replicas.Deployment, guard func(), before int, within time.Duration, what string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
+		guard()
 		n, rs := replicaRounds(context.Background(), d.AggregatorURL())
 		if n > before {
 			return
@@ -634,11 +650,12 @@ func waitReplicasOK(t *testing.T, d *replicas.Deployment, before int, within tim
 }
 
 // waitRoundAfter waits until a round numbered above round is ok and
-// returns its number, or fails.
-func waitRoundAfter(t *testing.T, d *replicas.Deployment, round int, within time.Duration, what string) int {
+// returns its number, or fails (as guard may).
+func waitRoundAfter(t *testing.T, d *replicas.Deployment, guard func(), round int, within time.Duration, what string) int {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
+		guard()
 		_, rs := replicaRounds(context.Background(), d.AggregatorURL())
 		for _, r := range rs {
 			if r.Round > round && r.Status == "ok" {
