@@ -225,9 +225,9 @@ func acceptedShares(base string) float64 {
 // standby.
 //
 // It prints the timeline: starts, kills, takeovers (when a standby began
-// listening), rounds ok. About a minute besides the build: 57-64 s
-// measured on 2 shared cores at load average 2.7-5.5 (nice -n 10 go test
-// -count=1 -run TestReplicasFailover -v ./scripts/chaos/).
+// listening), rounds ok. About a minute besides the build: 58 s and 61 s
+// in two runs on 2 shared cores at load averages 2.7 and 5.5 (nice -n 10
+// go test -count=1 -run TestReplicasFailover -v ./scripts/chaos/).
 func TestReplicasFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos tier: real binaries, PostgreSQL and HAProxy")
