@@ -17,7 +17,10 @@
 // grace (secagg_test.go; 83 s measured on 2 quiet cores, build included),
 // and fails on any charged round lost. TestSecAggLoad (skipped
 // unless BLANKET_SECAGG_LOAD is set) measures peak RSS and close-to-model
-// time (load_test.go).
+// time (load_test.go). TestReplicasFailover (replicas_test.go) runs two
+// replicas of each party on PostgreSQL (one a hot standby) and two edge
+// relays behind HAProxy, and kills an edge, each active server, both at
+// once, and restarts PostgreSQL, mid-round.
 package chaos
 
 import (

@@ -43,11 +43,18 @@ type Party int
 const (
 	Relay Party = iota
 	Aggregator
+	// Edge is an edge relay (relay -edge-of, relay/internal/edge): it
+	// holds volunteers' websockets for the active relay, reached through
+	// the relay's frontend; it is restarted as an edge, never a standby.
+	Edge
 )
 
 func (p Party) String() string {
-	if p == Relay {
+	switch p {
+	case Relay:
 		return "relay"
+	case Edge:
+		return "edge"
 	}
 	return "aggregator"
 }
@@ -71,6 +78,10 @@ type Config struct {
 	Log io.Writer
 	// HAProxy is the haproxy executable (default: "haproxy" on PATH).
 	HAProxy string
+	// Edges is the number of edge relays (edge-1, ...): the relay's
+	// frontend sends the volunteers' websockets (/ws) to them, and
+	// everything else to the relay's replicas (0: /ws to the relay's too).
+	Edges int
 }
 
 // Event is one line of the deployment's timeline.
@@ -140,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Deployment, error) {
 	}
 	// Six loopback ports: two frontends, four replicas. Held open
 	// together so that no two are the same.
-	addrs, err := freeAddrs(6)
+	addrs, err := freeAddrs(6 + cfg.Edges)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +166,10 @@ func Start(ctx context.Context, cfg Config) (*Deployment, error) {
 			return nil, fmt.Errorf("replicas: %w", err)
 		}
 		d.Replicas = append(d.Replicas, r)
+	}
+	for i := range cfg.Edges {
+		name := fmt.Sprintf("edge-%d", i+1)
+		d.Replicas = append(d.Replicas, &Replica{Name: name, Party: Edge, Addr: addrs[6+i], d: d})
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	if err := d.startProxy(); err != nil {
@@ -178,6 +193,9 @@ func Start(ctx context.Context, cfg Config) (*Deployment, error) {
 	}
 	d.Replicas[1].supervise(true)
 	d.Replicas[3].supervise(true)
+	for _, r := range d.Party(Edge) {
+		r.supervise(false)
+	}
 	ok = true
 	return d, nil
 }
@@ -227,6 +245,14 @@ defaults
 		party      Party
 	}{{"relay", d.relayFE, Relay}, {"aggregator", d.aggFE, Aggregator}} {
 		fmt.Fprintf(&b, "\nfrontend %s\n\tbind %s\n\tdefault_backend %s_replicas\n", fe.name, fe.addr, fe.name)
+		if fe.party == Relay && d.cfg.Edges > 0 {
+			// The volunteers' websockets go to the edges (docs/deploy.md).
+			b.WriteString("\tuse_backend relay_edges if { path /ws }\n")
+			b.WriteString("\nbackend relay_edges\n\tbalance leastconn\n\toption httpchk GET /healthz\n\thttp-check expect status 200\n\tdefault-server inter 300ms fall 2 rise 1\n")
+			for _, r := range d.Party(Edge) {
+				fmt.Fprintf(&b, "\tserver %s %s check\n", r.Name, r.Addr)
+			}
+		}
 		fmt.Fprintf(&b, "\nbackend %s_replicas\n\toption httpchk GET /healthz\n\thttp-check expect status 200\n\tdefault-server inter 300ms fall 2 rise 1\n", fe.name)
 		for _, r := range d.Replicas {
 			if r.Party == fe.party {
@@ -278,6 +304,11 @@ func (d *Deployment) startProxy() error {
 func (r *Replica) args(standby bool) []string {
 	d := r.d
 	var args []string
+	if r.Party == Edge {
+		// No state and no store: the relay's token, the owner behind the
+		// relay's frontend.
+		return []string{"-edge-of", d.RelayURL(), "-listen", r.Addr, "-token-file", d.tokenFile(), "-edge-name", r.Name}
+	}
 	if r.Party == Relay {
 		args = []string{"-listen", r.Addr, "-aggregator", d.AggregatorURL(), "-wasm", d.cfg.Bins.Wasm}
 		if d.cfg.RelaySchema != "" {
@@ -306,6 +337,9 @@ func (r *Replica) supervise(standby bool) {
 	d.wg.Go(func() {
 		for d.ctx.Err() == nil {
 			bin := d.cfg.Bins.Relay
+			if r.Party == Edge {
+				standby = false
+			}
 			if r.Party == Aggregator {
 				bin = d.cfg.Bins.Aggregator
 			}
