@@ -272,6 +272,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// (another aggregator took the schema, or a commit of unknown outcome)
 	// stops this one, for its supervisor to start it again
 	// (docs/deploy.md).
+	// A standby loads -task's task and maps its holdout while it waits, so
+	// that a takeover does not wait for them (a class's own task, in the
+	// store, is read after the takeover and replaces it).
+	var pre chan preloaded
+	if store.Standby {
+		pre = make(chan preloaded, 1)
+		go func() {
+			var p preloaded
+			p.tk, p.test, p.src, p.err = loadTask(nil, *taskFile, *data, *dataDir, set["data"])
+			pre <- p
+		}()
+	}
 	turn, err := serverstore.AwaitTurn(ctx, store, log)
 	if err != nil {
 		return fail(1, "%v", err)
@@ -284,7 +296,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		default:
 		}
 	}
-	tk, test, accSource, own, err := startTaskIn(store, *taskFile, *data, *dataDir, set["data"], log)
+	tk, test, accSource, own, err := startTaskPre(store, *taskFile, *data, *dataDir, set["data"], pre, log)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -394,8 +406,23 @@ func startTask(stateDir, taskPath, data, dataDir string, dataSet bool, log *slog
 	return startTaskIn(serverstore.Config{Dir: stateDir}, taskPath, data, dataDir, dataSet, log)
 }
 
+// preloaded is -task's task and holdout, loaded by a standby while it
+// waits (loadTask).
+type preloaded struct {
+	tk   *task.Task
+	test logreg.Dataset
+	src  string
+	err  error
+}
+
 // startTaskIn is startTask on the store the -store flags say.
 func startTaskIn(store serverstore.Config, taskPath, data, dataDir string, dataSet bool, log *slog.Logger) (tk *task.Task, test logreg.Dataset, src string, own bool, err error) {
+	return startTaskPre(store, taskPath, data, dataDir, dataSet, nil, log)
+}
+
+// startTaskPre is startTaskIn with -task's task perhaps loaded already
+// (pre, nil: not), used unless the class has its own.
+func startTaskPre(store serverstore.Config, taskPath, data, dataDir string, dataSet bool, pre <-chan preloaded, log *slog.Logger) (tk *task.Task, test logreg.Dataset, src string, own bool, err error) {
 	st, err := classtask.AtStartIn(context.Background(), store, log)
 	if err != nil {
 		return nil, logreg.Dataset{}, "", false, err
@@ -406,6 +433,10 @@ func startTaskIn(store serverstore.Config, taskPath, data, dataDir string, dataS
 		}
 		tk, test, src, err = loadTask(st, "", data, dataDir, dataSet)
 		return tk, test, src, true, err
+	}
+	if pre != nil {
+		p := <-pre
+		return p.tk, p.test, p.src, false, p.err
 	}
 	tk, test, src, err = loadTask(nil, taskPath, data, dataDir, dataSet)
 	return tk, test, src, false, err
