@@ -77,9 +77,42 @@ func (e *Edge) reject(reason string) {
 // owner, and the reports the owner accepted from it.
 type edgeRound struct {
 	rd       *round.Round
-	inFlight sync.WaitGroup
 	accepted atomic.Uint32
 	timer    *time.Timer
+
+	mu       sync.Mutex // guards inFlight and closing
+	idle     *sync.Cond // signalled when inFlight falls to 0
+	inFlight int        // frames posted to the owner, not yet answered
+	closing  bool       // the round closed here: no frame is posted any more
+}
+
+// begin counts a frame posted to the owner, unless the round is closing.
+func (er *edgeRound) begin() bool {
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	if er.closing {
+		return false
+	}
+	er.inFlight++
+	return true
+}
+
+func (er *edgeRound) end() {
+	er.mu.Lock()
+	if er.inFlight--; er.inFlight == 0 {
+		er.idle.Broadcast()
+	}
+	er.mu.Unlock()
+}
+
+// drain marks the round closing and waits for the frames in flight.
+func (er *edgeRound) drain() {
+	er.mu.Lock()
+	er.closing = true
+	for er.inFlight > 0 {
+		er.idle.Wait()
+	}
+	er.mu.Unlock()
 }
 
 type conn struct {
@@ -221,7 +254,7 @@ func (e *Edge) follow(ctx context.Context) {
 	var after uint64
 	backoff := 250 * time.Millisecond
 	for ctx.Err() == nil {
-		pctx, cancel := context.WithTimeout(ctx, PollWait+10*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, 2*PollWait+10*time.Second) // the owner's wait, generously
 		resp, err := e.post(pctx, http.MethodGet, RoundPath, url.Values{"after": {strconv.FormatUint(after, 10)}}, nil)
 		var body []byte
 		if err == nil {
@@ -297,6 +330,7 @@ func (e *Edge) openRound(ctx context.Context, a *wire.Announcement, body []byte)
 		return
 	}
 	er := &edgeRound{rd: rd}
+	er.idle = sync.NewCond(&er.mu)
 	e.open = er
 	targets := make([]*conn, 0, len(e.conns))
 	for c := range e.conns {
@@ -338,7 +372,7 @@ func (e *Edge) closed(c *round.Closed) {
 	}
 	er.timer.Stop()
 	go func() {
-		er.inFlight.Wait()
+		er.drain()
 		acc := er.accepted.Load()
 		counts := round.EdgeCounts{Population: c.Population, CheckedIn: c.CheckedIn,
 			Failed: c.CheckedIn - min(acc, c.CheckedIn), Absent: c.Population - min(c.CheckedIn, c.Population)}
@@ -497,11 +531,10 @@ func (e *Edge) forward(v round.Verdict, b []byte) round.Verdict {
 	e.mu.Lock()
 	er, ctx := e.open, e.stop
 	e.mu.Unlock()
-	if er == nil || er.rd.Num != v.Round {
+	if er == nil || er.rd.Num != v.Round || !er.begin() {
 		return round.Verdict{Reason: round.ReasonTooLate, Status: wire.AckTooLate, Round: v.Round, Closed: v.Closed}
 	}
-	er.inFlight.Add(1)
-	defer er.inFlight.Done()
+	defer er.end()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var ans Answer

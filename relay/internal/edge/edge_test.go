@@ -33,7 +33,7 @@ func newOwner(t *testing.T) *owner {
 	t.Helper()
 	ow := &owner{m: round.New(0)}
 	ow.m.SetStreamShares(true)
-	ow.o = NewOwner(OwnerConfig{Rounds: ow.m, Logger: slog.New(slog.DiscardHandler),
+	ow.o = NewOwner(OwnerConfig{Rounds: ow.m, Logger: slog.New(slog.DiscardHandler), PollWait: 200 * time.Millisecond,
 		Authorized: func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer tok" },
 		Verdict: func(v round.Verdict) {
 			ow.mu.Lock()
@@ -131,8 +131,6 @@ func (v *volunteer) ack(t *testing.T, frame []byte) *wire.Ack {
 // then closes counting the edge's population. Other routes are the
 // owner's; the owner's routes refuse a wrong token.
 func TestEdgeHandsReportsToTheOwner(t *testing.T) {
-	defer func(d time.Duration) { PollWait = d }(PollWait)
-	PollWait = 200 * time.Millisecond
 	ow := newOwner(t)
 	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -245,8 +243,6 @@ func TestEdgeHandsReportsToTheOwner(t *testing.T) {
 // one: the edge ends its round and opens the new one for its volunteers
 // at once, rather than at the old round's deadline.
 func TestEdgeFollowsAnOwnerThatMovedOn(t *testing.T) {
-	defer func(d time.Duration) { PollWait = d }(PollWait)
-	PollWait = 200 * time.Millisecond
 	ow := newOwner(t)
 	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

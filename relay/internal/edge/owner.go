@@ -52,8 +52,9 @@ const (
 	ClosedPath = "/v1/edge/closed"
 )
 
-// PollWait is how long GET /v1/edge/round waits for a round.
-var PollWait = 5 * time.Second
+// PollWait is how long GET /v1/edge/round waits for a round by default
+// (OwnerConfig.PollWait): an edge's connections are counted at each poll.
+const PollWait = 5 * time.Second
 
 // Answer is the owner's verdict on a frame an edge handed over
 // (POST /v1/edge/shares).
@@ -76,6 +77,8 @@ type OwnerConfig struct {
 	Closed     func(*round.Closed)
 	Authorized func(*http.Request) bool
 	Logger     *slog.Logger
+	// PollWait is how long GET /v1/edge/round waits (0: PollWait).
+	PollWait time.Duration
 }
 
 // Owner serves the edges of a relay.
@@ -100,13 +103,13 @@ type edgeSeen struct {
 const ConnsHeader = "Blanket-Edge-Connections"
 
 // Connections is the volunteers connected to the edges that polled in the
-// last 2 × PollWait (the relay adds them to its own on /api/round).
+// last 2 × OwnerConfig.PollWait (the relay adds them to its own on /api/round).
 func (o *Owner) Connections() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
 	for name, e := range o.seen {
-		if time.Since(e.at) > 2*PollWait {
+		if time.Since(e.at) > 2*o.cfg.PollWait {
 			delete(o.seen, name)
 			continue
 		}
@@ -117,6 +120,9 @@ func (o *Owner) Connections() int {
 
 // NewOwner returns the owner side of a relay.
 func NewOwner(cfg OwnerConfig) *Owner {
+	if cfg.PollWait <= 0 {
+		cfg.PollWait = PollWait
+	}
 	return &Owner{cfg: cfg, wake: make(chan struct{})}
 }
 
@@ -175,7 +181,7 @@ func (o *Owner) handleRound(w http.ResponseWriter, r *http.Request) {
 		o.seen[r.Header.Get("Blanket-Edge")] = edgeSeen{at: time.Now(), conns: n}
 		o.mu.Unlock()
 	}
-	t := time.NewTimer(PollWait)
+	t := time.NewTimer(o.cfg.PollWait)
 	defer t.Stop()
 	for {
 		o.mu.Lock()
