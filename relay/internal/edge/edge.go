@@ -21,6 +21,7 @@ import (
 
 	"github.com/blanket-fl/blanket/relay/internal/intake"
 	"github.com/blanket-fl/blanket/relay/internal/round"
+	"github.com/blanket-fl/blanket/relay/internal/wsconn"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -116,10 +117,8 @@ func (er *edgeRound) drain() {
 }
 
 type conn struct {
-	ws  *websocket.Conn
-	p   *round.Participant
-	wmu sync.Mutex
-	mid bool
+	*wsconn.Conn
+	p *round.Participant
 }
 
 // New returns an edge for cfg.
@@ -189,22 +188,7 @@ func (e *Edge) handleCounts(w http.ResponseWriter, _ *http.Request) {
 		"rejected": rej, "forward_failed": e.forwardFailed.Load()})
 }
 
-func (e *Edge) checkOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err == nil && strings.EqualFold(u.Host, r.Host) {
-		return true
-	}
-	for _, o := range e.cfg.Origins {
-		if strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
-			return true
-		}
-	}
-	return false
-}
+func (e *Edge) checkOrigin(r *http.Request) bool { return wsconn.OriginAllowed(r, e.cfg.Origins) }
 
 // Run follows the owner's rounds and pings the connections until ctx
 // ends, then closes every connection (1001).
@@ -224,8 +208,8 @@ func (e *Edge) Run(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 	for _, c := range conns {
-		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "edge shutting down"), time.Now().Add(time.Second))
-		c.ws.Close()
+		c.CloseWith(websocket.CloseGoingAway, "edge shutting down", time.Second)
+		c.WS.Close()
 	}
 	wg.Wait()
 	return nil
@@ -340,8 +324,8 @@ func (e *Edge) openRound(ctx context.Context, a *wire.Announcement, body []byte)
 	e.mu.Unlock()
 	e.log.Info("round opened", "round", rd.Num, "population", rd.Population, "deadline", rd.Deadline)
 	for _, c := range targets {
-		if err := e.write(c, rd.Ann); err != nil {
-			c.ws.Close()
+		if err := c.Write(rd.Ann, e.cfg.WriteWait); err != nil {
+			c.WS.Close()
 		}
 	}
 }
@@ -398,34 +382,16 @@ func (e *Edge) sendCounts(ctx context.Context, num uint64, c round.EdgeCounts) {
 	e.log.Warn("could not send the round's counts to the owner", "round", num)
 }
 
-func (e *Edge) write(c *conn, b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.ws.SetWriteDeadline(time.Now().Add(e.cfg.WriteWait))
-	return c.ws.WriteMessage(websocket.BinaryMessage, b)
-}
-
 func (e *Edge) pinger(ctx context.Context) {
-	t := time.NewTicker(e.cfg.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wsconn.Ping(ctx, e.cfg.PingInterval, e.cfg.WriteWait, func() []*wsconn.Conn {
 		e.mu.Lock()
-		conns := make([]*conn, 0, len(e.conns))
+		defer e.mu.Unlock()
+		conns := make([]*wsconn.Conn, 0, len(e.conns))
 		for c := range e.conns {
-			conns = append(conns, c)
+			conns = append(conns, c.Conn)
 		}
-		e.mu.Unlock()
-		for _, c := range conns {
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(e.cfg.WriteWait)); err != nil {
-				c.ws.Close()
-			}
-		}
-	}
+		return conns
+	})
 }
 
 func (e *Edge) handleWS(w http.ResponseWriter, r *http.Request) {
@@ -433,7 +399,7 @@ func (e *Edge) handleWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &conn{ws: ws}
+	c := &conn{Conn: &wsconn.Conn{WS: ws}}
 	e.mu.Lock()
 	e.conns[c] = struct{}{}
 	c.p = e.rounds.Join()
@@ -452,45 +418,27 @@ func (e *Edge) handleWS(w http.ResponseWriter, r *http.Request) {
 
 // readPump reads a connection's frames, as the relay's does.
 func (e *Edge) readPump(c *conn) {
-	ws := c.ws
-	ws.SetPongHandler(func(string) error {
-		if !c.mid {
-			ws.SetReadDeadline(time.Now().Add(e.cfg.PongWait))
-		}
-		return nil
-	})
-	for {
-		limit := int64(e.rounds.ReadLimit())
-		ws.SetReadLimit(limit)
-		ws.SetReadDeadline(time.Now().Add(e.cfg.PongWait))
-		c.mid = false
-		mt, rd, err := ws.NextReader()
-		if err != nil {
-			return
-		}
-		c.mid = true
-		timeout := e.cfg.FrameTimeout + time.Duration(limit)*time.Second/time.Duration(e.cfg.UploadRate)
-		ws.SetReadDeadline(time.Now().Add(timeout))
-		e.received.Add(1)
-		if mt != websocket.BinaryMessage {
+	e.mu.Lock()
+	stop := e.stop
+	e.mu.Unlock()
+	wsconn.Read(c.Conn, wsconn.Reader{
+		Limits: wsconn.Limits{PongWait: e.cfg.PongWait, FrameTimeout: e.cfg.FrameTimeout, WriteWait: e.cfg.WriteWait, UploadRate: e.cfg.UploadRate},
+		Limit:  e.rounds.ReadLimit, Budget: e.frames, Stop: stop,
+		Frame: func(b []byte) bool {
+			e.received.Add(1)
+			return e.handleFrame(c, b)
+		},
+		Text: func() {
+			e.received.Add(1)
 			e.reject("text")
-			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "binary frames only"), time.Now().Add(e.cfg.WriteWait))
-			return
-		}
-		e.mu.Lock()
-		stop := e.stop
-		e.mu.Unlock()
-		b, slot, err := intake.ReadFrame(stop, rd, int(limit), e.frames, func() { ws.SetReadDeadline(time.Now().Add(timeout)) })
-		if err != nil {
-			e.reject("oversized_or_cut")
-			return
-		}
-		ok := e.handleFrame(c, b)
-		slot.Release()
-		if !ok {
-			return
-		}
-	}
+		},
+		Failed: func(err error) {
+			if wsconn.Oversized(err) {
+				e.received.Add(1)
+				e.reject("oversized")
+			}
+		},
+	})
 }
 
 // handleFrame judges a frame with the edge's machine, hands an accepted
@@ -506,21 +454,7 @@ func (e *Edge) handleFrame(c *conn, b []byte) bool {
 		e.accepted.Add(1)
 	}
 	e.closed(v.Closed)
-	ab, err := (&wire.Ack{Round: v.Round, Status: v.Status, Received: v.Received}).MarshalBinary()
-	if err == nil {
-		if err := e.write(c, ab); err != nil {
-			return false
-		}
-	}
-	switch v.End {
-	case round.EndMalformed:
-		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseInvalidFramePayloadData, v.Reason), time.Now().Add(e.cfg.WriteWait))
-		return false
-	case round.EndPolicy:
-		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, v.Reason), time.Now().Add(e.cfg.WriteWait))
-		return false
-	}
-	return true
+	return wsconn.Answer(c.Conn, v, e.cfg.WriteWait)
 }
 
 // forward hands an accepted Shares frame to the owner and returns the

@@ -49,10 +49,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +68,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/relay/internal/shuffler"
 	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
+	"github.com/blanket-fl/blanket/relay/internal/wsconn"
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/noise"
@@ -299,11 +298,9 @@ type Server struct {
 
 // client is one websocket connection.
 type client struct {
-	id  uint64 // its frames' records (acklog)
-	ws  *websocket.Conn
-	p   *round.Participant
-	wmu sync.Mutex // serializes data writes (acks, announcements)
-	mid bool       // reading a frame; touched only by the read goroutine
+	id uint64 // its frames' records (acklog)
+	*wsconn.Conn
+	p *round.Participant
 }
 
 // announcementLimit bounds POST /v1/rounds bodies.
@@ -509,8 +506,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "relay shutting down"), time.Now().Add(time.Second))
-		c.ws.Close()
+		c.CloseWith(websocket.CloseGoingAway, "relay shutting down", time.Second)
+		c.WS.Close()
 	}
 	wg.Wait()
 	s.wg.Wait()
@@ -526,18 +523,8 @@ func (s *Server) Metrics() Snapshot {
 }
 
 func (s *Server) checkOrigin(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true // native client
-	}
-	u, err := url.Parse(origin)
-	if err == nil && strings.EqualFold(u.Host, r.Host) {
+	if wsconn.OriginAllowed(r, s.cfg.Origins) {
 		return true
-	}
-	for _, o := range s.cfg.Origins {
-		if strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
-			return true
-		}
 	}
 	s.m.OriginRejected.Add(1)
 	return false
@@ -751,8 +738,8 @@ func (s *Server) broadcast(rd *round.Round, targets []*client) {
 	for range min(writers, len(targets)) {
 		wg.Go(func() {
 			for c := range ch {
-				if err := s.write(c, rd.Ann); err != nil {
-					c.ws.Close()
+				if err := c.Write(rd.Ann, s.cfg.WriteWait); err != nil {
+					c.WS.Close()
 				}
 			}
 		})
@@ -764,34 +751,16 @@ func (s *Server) broadcast(rd *round.Round, targets []*client) {
 	wg.Wait()
 }
 
-func (s *Server) write(c *client, b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.ws.SetWriteDeadline(time.Now().Add(s.cfg.WriteWait))
-	return c.ws.WriteMessage(websocket.BinaryMessage, b)
-}
-
 func (s *Server) pinger(ctx context.Context) {
-	t := time.NewTicker(s.cfg.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wsconn.Ping(ctx, s.cfg.PingInterval, s.cfg.WriteWait, func() []*wsconn.Conn {
 		s.mu.Lock()
-		conns := make([]*client, 0, len(s.conns))
+		defer s.mu.Unlock()
+		conns := make([]*wsconn.Conn, 0, len(s.conns))
 		for c := range s.conns {
-			conns = append(conns, c)
+			conns = append(conns, c.Conn)
 		}
-		s.mu.Unlock()
-		for _, c := range conns {
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.cfg.WriteWait)); err != nil {
-				c.ws.Close()
-			}
-		}
-	}
+		return conns
+	})
 }
 
 // tickRound closes rd at its deadline or once every expected report is
@@ -842,7 +811,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader answered
 	}
-	c := &client{ws: ws, id: s.connSeq.Add(1)}
+	c := &client{Conn: &wsconn.Conn{WS: ws}, id: s.connSeq.Add(1)}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -877,67 +846,30 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 // of the HTTP handler's, which returns): it reads frames, answers them, and
 // returns when the connection must end.
 func (s *Server) readPump(c *client) {
-	ws := c.ws
-	ws.SetPongHandler(func(string) error {
-		if !c.mid {
-			ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
-		}
-		return nil
-	})
-	for {
-		limit := int64(s.rounds.ReadLimit())
-		ws.SetReadLimit(limit)
-		ws.SetReadDeadline(time.Now().Add(s.cfg.PongWait))
-		c.mid = false
-		mt, rd, err := ws.NextReader()
-		if err != nil {
-			s.readFailed(err)
-			return
-		}
-		c.mid = true
-		ws.SetReadDeadline(time.Now().Add(s.frameTimeout(limit)))
-		if mt != websocket.BinaryMessage {
+	wsconn.Read(c.Conn, wsconn.Reader{
+		Limits: wsconn.Limits{PongWait: s.cfg.PongWait, FrameTimeout: s.cfg.FrameTimeout, WriteWait: s.cfg.WriteWait, UploadRate: s.cfg.UploadRate},
+		Limit:  s.rounds.ReadLimit, Budget: s.frames, Stop: s.stopping,
+		Frame: func(b []byte) bool {
+			s.m.Received.Add(1)
+			return s.handleFrame(c, b)
+		},
+		Text: func() {
 			s.m.Received.Add(1)
 			s.m.Reject(ReasonText)
-			s.closeWith(c, websocket.CloseUnsupportedData, "binary frames only")
-			return
-		}
-		b, slot, err := intake.ReadFrame(s.stopping, rd, int(limit), s.frames, func() {
-			ws.SetReadDeadline(time.Now().Add(s.frameTimeout(limit))) // from when the relay reads it
-		})
-		if err != nil {
-			s.readFailed(err) // a frame cut short is not a received frame
-			return
-		}
-		s.m.Received.Add(1)
-		ok := s.handleFrame(c, b)
-		slot.Release() // the stream has the frame, or it was answered
-		if !ok {
-			return
-		}
-	}
-}
-
-// frameTimeout is how long a client has to deliver a frame of at most
-// limit bytes once it started it.
-func (s *Server) frameTimeout(limit int64) time.Duration {
-	return s.cfg.FrameTimeout + time.Duration(limit)*time.Second/time.Duration(s.cfg.UploadRate)
+		},
+		Failed: s.readFailed,
+	})
 }
 
 // readFailed counts why a connection's read ended.
 func (s *Server) readFailed(err error) {
-	var ne net.Error
 	switch {
-	case errors.Is(err, websocket.ErrReadLimit), errors.Is(err, intake.ErrTooLarge):
+	case wsconn.Oversized(err):
 		s.m.Received.Add(1)
 		s.m.Reject(ReasonOversized)
-	case errors.As(err, &ne) && ne.Timeout():
+	case wsconn.Timeout(err):
 		s.m.Timeouts.Add(1)
 	}
-}
-
-func (s *Server) closeWith(c *client, code int, text string) {
-	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(s.cfg.WriteWait))
 }
 
 // handleFrame has the round machine judge one complete binary frame,
@@ -967,22 +899,7 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 	if !logged {
 		return false // no ack: the relay could not keep the frame durably
 	}
-	ack := wire.Ack{Round: v.Round, Status: v.Status, Received: v.Received}
-	ab, err := ack.MarshalBinary()
-	if err == nil {
-		if err := s.write(c, ab); err != nil {
-			return false
-		}
-	}
-	switch v.End {
-	case round.EndMalformed:
-		s.closeWith(c, websocket.CloseInvalidFramePayloadData, v.Reason)
-		return false
-	case round.EndPolicy:
-		s.closeWith(c, websocket.ClosePolicyViolation, v.Reason)
-		return false
-	}
-	return true
+	return wsconn.Answer(c.Conn, v, s.cfg.WriteWait)
 }
 
 // logFrame keeps an accepted check-in or Report frame of the open shuffle
