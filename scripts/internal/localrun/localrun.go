@@ -471,7 +471,7 @@ func aggregatorKey(dir string) ([]byte, error) {
 
 func (c *Cluster) launch(ctx context.Context, bin string, args []string, health string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, args...)
-	tail := &tailWriter{max: 4 << 10}
+	tail := NewTail(4 << 10)
 	cmd.Stdout = c.opts.Stdout
 	cmd.Stderr = tail
 	if c.opts.Stderr != nil {

@@ -34,7 +34,7 @@ func TestLaunchQuotesOutputOnFailure(t *testing.T) {
 }
 
 func TestTailWriter(t *testing.T) {
-	w := &tailWriter{max: 16}
+	w := NewTail(16)
 	if w.String() != "(no output)" {
 		t.Errorf("empty: %q", w.String())
 	}

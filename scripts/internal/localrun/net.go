@@ -9,15 +9,15 @@ import (
 	"sync"
 )
 
-// tailWriter keeps the last max bytes written to it (a process's stderr,
-// to quote when it exits during start).
-type tailWriter struct {
+// Tail keeps the last max bytes written to it (a process's output, to
+// quote when it exits): NewTail.
+type Tail struct {
 	mu  sync.Mutex
 	max int
 	buf []byte
 }
 
-func (t *tailWriter) Write(p []byte) (int, error) {
+func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
@@ -27,8 +27,11 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// NewTail returns a Tail of max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
 // String is the kept output from its first whole line, or "(no output)".
-func (t *tailWriter) String() string {
+func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := t.buf

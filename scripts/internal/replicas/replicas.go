@@ -106,7 +106,7 @@ type Replica struct {
 	killed    bool
 	starts    int
 	listening bool
-	tail      *tail
+	tail      *localrun.Tail
 }
 
 // Deployment is the running HAProxy and the four replicas.
@@ -116,7 +116,7 @@ type Deployment struct {
 	relayFE  string
 	aggFE    string
 	proxy    *exec.Cmd
-	proxyOut *tail
+	proxyOut *localrun.Tail
 	proxyEnd chan error
 	Replicas []*Replica // relay-a, relay-b, aggregator-a, aggregator-b
 
@@ -269,7 +269,7 @@ func (d *Deployment) startProxy() error {
 		return fmt.Errorf("replicas: %w", err)
 	}
 	cmd := exec.Command(d.cfg.HAProxy, "-db", "-f", cfgPath)
-	d.proxyOut = &tail{max: 4 << 10}
+	d.proxyOut = localrun.NewTail(4 << 10)
 	w := io.MultiWriter(d.proxyOut, &lineWriter{d: d, prefix: "haproxy| "})
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
@@ -351,7 +351,7 @@ func (r *Replica) supervise(standby bool) {
 				r.mu.Unlock()
 				return
 			}
-			r.tail = &tail{max: 8 << 10}
+			r.tail = localrun.NewTail(8 << 10)
 			w := io.MultiWriter(r.tail, &lineWriter{d: d, prefix: r.Name + "| "})
 			cmd.Stdout, cmd.Stderr = w, w
 			r.killed = false
@@ -622,33 +622,6 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.partial = w.partial[i+1:]
 	}
 	return len(p), nil
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimRight(string(t.buf), "\n")
-	if s == "" {
-		return "(no output)"
-	}
-	return s
 }
 
 // ErrNoHAProxy is returned by Check when haproxy is not on PATH.
