@@ -371,10 +371,20 @@ func (rl *Relay) restoreHelper(num uint64, rc resumeClose, reports int) (*helper
 
 // end records how a secure-summation round ended and removes its
 // persisted state: nothing more is owed for it.
+//
+// Privacy: the removals stop at the first that fails, so that the close is
+// never left without the aggregate share beside it (the order removes the
+// close first). A lone close is resumed at the next start (Resume) and
+// would be noised again: a second, differently noised share of a sum whose
+// first share was sent would let the aggregator average the relay's noise
+// down (docs/secagg.md, "Crash safety"). What remains after a failure is
+// the close with the share (the share is resent byte for byte, the close
+// deleted: outbox.Recover), the share alone, or the open marker with them.
 func (rl *Relay) end(num uint64, rep metrics.RoundReport, outcome, why string) {
 	for _, k := range []outbox.Kind{outbox.OpenRound, outbox.SecAggClose, outbox.SecAggAggregate} {
 		if err := rl.cfg.Store.Remove(num, k); err != nil {
-			rl.roundLog(num).Error("cannot remove the round's state", "kind", string(k), "err", err)
+			rl.roundLog(num).Error("cannot remove the round's state; the rest stays for the next start", "kind", string(k), "err", err)
+			break
 		}
 	}
 	rl.cfg.Metrics.SecAggRound(outcome)

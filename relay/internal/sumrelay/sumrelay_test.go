@@ -36,9 +36,10 @@ const testToken = "sumrelay-test-token-0123456789"
 // memStore is an outbox.Store in memory; failPut makes Put of a kind fail
 // (a write or fsync error: nothing is stored).
 type memStore struct {
-	mu      sync.Mutex
-	m       map[outbox.Entry][]byte
-	failPut map[outbox.Kind]bool
+	mu         sync.Mutex
+	m          map[outbox.Entry][]byte
+	failPut    map[outbox.Kind]bool
+	failRemove map[outbox.Kind]bool // Remove of a kind fails (the database went away)
 }
 
 func newMemStore() *memStore { return &memStore{m: make(map[outbox.Entry][]byte)} }
@@ -71,6 +72,9 @@ func (s *memStore) Has(r uint64, k outbox.Kind) bool {
 func (s *memStore) Remove(r uint64, k outbox.Kind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failRemove[k] {
+		return fmt.Errorf("mem: removing round %d %s: %w", r, k, errors.New("connection refused"))
+	}
 	delete(s.m, outbox.Entry{Round: r, Kind: k})
 	return nil
 }
@@ -113,10 +117,12 @@ type leader struct {
 	seqs    []uint32
 	leaders [][]byte // every chunk's leader shares, in order
 	closes  [][]byte
-	sr      *secagg.Round
-	eng     secagg.Engine
-	agg     *secagg.Aggregate
-	result  *secagg.Result
+	// aggregates are the aggregate shares posted, in order.
+	aggregates [][]byte
+	sr         *secagg.Round
+	eng        secagg.Engine
+	agg        *secagg.Aggregate
+	result     *secagg.Result
 }
 
 func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, limit int64,
@@ -201,6 +207,13 @@ func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, l
 		a.closes = append(a.closes, bytes.Clone(body))
 		reply, _ = (&wire.SecAggCharged{Round: cl.Round, Status: wire.BatchStatusOK, Accepted: uint32(a.agg.Count())}).MarshalBinary()
 	case AggregatePath:
+		for _, prev := range a.aggregates {
+			if bytes.Equal(prev, body) { // the identical share again: applied already
+				a.aggregates = append(a.aggregates, bytes.Clone(body))
+				return outbox.Duplicate, nil, "HTTP 208", nil
+			}
+		}
+		a.aggregates = append(a.aggregates, bytes.Clone(body))
 		ag, err := wire.ParseSecAggAggregate(body)
 		if err != nil {
 			a.t.Fatal(err)
@@ -432,6 +445,44 @@ func TestNothingSentThatIsNotDurable(t *testing.T) {
 			t.Errorf("rounds %v, want one failed", s.SecAgg.Rounds)
 		}
 	})
+}
+
+// TestFailedRemovalNeverLeavesALoneClose: the round's share was sent and
+// applied, then the removal of its state fails part way (PostgreSQL
+// restarting): whichever removal fails, the close is never left without
+// the share, so a restart resends the identical share and never noises the
+// sum a second time (one release, one share posted, in every case).
+func TestFailedRemovalNeverLeavesALoneClose(t *testing.T) {
+	for _, failing := range []outbox.Kind{outbox.OpenRound, outbox.SecAggClose, outbox.SecAggAggregate} {
+		t.Run(string(failing), func(t *testing.T) {
+			f := newFixture(t)
+			f.store.Put(1, outbox.OpenRound, nil)
+			f.store.failRemove = map[outbox.Kind]bool{failing: true}
+			f.openRound(1, 3)
+			f.rl.Close(t.Context(), f.closed(1, 3))
+			if f.store.Has(1, outbox.SecAggClose) && !f.store.Has(1, outbox.SecAggAggregate) {
+				t.Fatal("the close is left without its aggregate share")
+			}
+			sent := f.agg.aggregates
+			f.store.failRemove = nil
+			ents, _ := f.store.List()
+			plan := outbox.Recover(ents)
+			for _, num := range plan.Released {
+				f.store.Remove(num, outbox.SecAggClose)
+			}
+			f.rl = f.newRelay()
+			f.rl.Start(t.Context(), plan.Resume)
+			f.rl.Wait()
+			if !slices.Equal(f.charged, []int{3}) {
+				t.Errorf("charged %v after the restart, want one release of 3", f.charged)
+			}
+			for _, b := range f.agg.aggregates[len(sent):] {
+				if !bytes.Equal(b, sent[len(sent)-1]) {
+					t.Fatal("after the restart a share other than the one sent was posted: the sum noised twice")
+				}
+			}
+		})
+	}
 }
 
 // TestResumeAfterRestart: the relay is killed while its close is at the
