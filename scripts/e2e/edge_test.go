@@ -73,12 +73,11 @@ func TestSecAggThroughEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{}, 2)
-	for i, c := range []cohort.Config{
+	for _, c := range []cohort.Config{
 		{Relay: "ws://" + edgeAddr + "/ws", Clients: atEdge, Seed: 3},
 		{Relay: cl.WebSocketURL(), Clients: atOwner, Seed: 4},
 	} {
 		c.Key, c.PerUser, c.Dataset, c.SeededNoise, c.Logger = key, 8000/(atEdge+atOwner), sample.Name, true, slog.New(slog.DiscardHandler)
-		_ = i
 		go func() { cohort.Run(ctx, c); done <- struct{}{} }()
 	}
 	t.Cleanup(func() { cancel(); <-done; <-done })

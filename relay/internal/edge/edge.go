@@ -201,16 +201,7 @@ func (e *Edge) Run(ctx context.Context) error {
 	wg.Go(func() { e.pinger(ctx) })
 	<-ctx.Done()
 	e.rounds.Halt()
-	e.mu.Lock()
-	conns := make([]*conn, 0, len(e.conns))
-	for c := range e.conns {
-		conns = append(conns, c)
-	}
-	e.mu.Unlock()
-	for _, c := range conns {
-		c.CloseWith(websocket.CloseGoingAway, "edge shutting down", time.Second)
-		c.WS.Close()
-	}
+	wsconn.GoingAway(e.wsConns(), "edge shutting down")
 	wg.Wait()
 	return nil
 }
@@ -383,15 +374,18 @@ func (e *Edge) sendCounts(ctx context.Context, num uint64, c round.EdgeCounts) {
 }
 
 func (e *Edge) pinger(ctx context.Context) {
-	wsconn.Ping(ctx, e.cfg.PingInterval, e.cfg.WriteWait, func() []*wsconn.Conn {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		conns := make([]*wsconn.Conn, 0, len(e.conns))
-		for c := range e.conns {
-			conns = append(conns, c.Conn)
-		}
-		return conns
-	})
+	wsconn.Ping(ctx, e.cfg.PingInterval, e.cfg.WriteWait, e.wsConns)
+}
+
+// wsConns returns the open connections.
+func (e *Edge) wsConns() []*wsconn.Conn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	conns := make([]*wsconn.Conn, 0, len(e.conns))
+	for c := range e.conns {
+		conns = append(conns, c.Conn)
+	}
+	return conns
 }
 
 func (e *Edge) handleWS(w http.ResponseWriter, r *http.Request) {

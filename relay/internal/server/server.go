@@ -500,15 +500,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	conns := make([]*client, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
+	conns := s.wsConnsLocked()
 	s.mu.Unlock()
-	for _, c := range conns {
-		c.CloseWith(websocket.CloseGoingAway, "relay shutting down", time.Second)
-		c.WS.Close()
-	}
+	wsconn.GoingAway(conns, "relay shutting down")
 	wg.Wait()
 	s.wg.Wait()
 	s.sa.Wait()
@@ -755,12 +749,17 @@ func (s *Server) pinger(ctx context.Context) {
 	wsconn.Ping(ctx, s.cfg.PingInterval, s.cfg.WriteWait, func() []*wsconn.Conn {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		conns := make([]*wsconn.Conn, 0, len(s.conns))
-		for c := range s.conns {
-			conns = append(conns, c.Conn)
-		}
-		return conns
+		return s.wsConnsLocked()
 	})
+}
+
+// wsConnsLocked returns the open connections. The caller holds s.mu.
+func (s *Server) wsConnsLocked() []*wsconn.Conn {
+	conns := make([]*wsconn.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c.Conn)
+	}
+	return conns
 }
 
 // tickRound closes rd at its deadline or once every expected report is

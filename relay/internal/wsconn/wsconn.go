@@ -151,6 +151,15 @@ func Answer(c *Conn, v round.Verdict, wait time.Duration) bool {
 	return true
 }
 
+// GoingAway closes every connection of conns (1001, text): the server
+// stops.
+func GoingAway(conns []*Conn, text string) {
+	for _, c := range conns {
+		c.CloseWith(websocket.CloseGoingAway, text, time.Second)
+		c.WS.Close()
+	}
+}
+
 // Ping pings the connections conns returns every interval until ctx
 // ends; one that cannot take a ping within wait is closed.
 func Ping(ctx context.Context, interval, wait time.Duration, conns func() []*Conn) {
