@@ -244,6 +244,24 @@ func (a *Aggregate) Add(o Out) error {
 // Count is the number of reports folded.
 func (a *Aggregate) Count() int { return a.n }
 
+// Merge adds b, a running sum of the same spec over other reports, into
+// a; b is unchanged. Neither may be noised.
+func (a *Aggregate) Merge(b *Aggregate) error {
+	if a.noised || b == nil || b.noised {
+		return errors.New("counts: merging a noised aggregate")
+	}
+	if b.s != a.s || len(b.agg) != len(a.agg) {
+		return errors.New("counts: merging an aggregate of another spec")
+	}
+	for i := range a.agg {
+		if err := a.agg[i].Merge(b.agg[i]); err != nil {
+			return fmt.Errorf("counts: block %d: %w", i, err)
+		}
+	}
+	a.n += b.n
+	return nil
+}
+
 // AddNoise adds to every coordinate of block i one draw of the discrete
 // Gaussian N_Z(0, sigmas[i]²) (fixed-point units; secagg's sampler,
 // Canonne-Kamath-Steinke 2020 Algorithm 3), once per server, with

@@ -235,6 +235,20 @@ func (a *AggShare) Add(o OutShare) error {
 // Count is the number of output shares added.
 func (a *AggShare) Count() int { return a.n }
 
+// Merge adds another aggregate share of the same length into a (the sum
+// of two disjoint sets of output shares: a partial aggregate prepared
+// elsewhere); b is unchanged.
+func (a *AggShare) Merge(b *AggShare) error {
+	if b == nil || len(b.sum) != len(a.sum) {
+		return errors.New("pine: merging an aggregate share of another length")
+	}
+	for i := range a.sum {
+		a.sum[i].AddAssign(&b.sum[i])
+	}
+	a.n += b.n
+	return nil
+}
+
 // MarshalBinary encodes the aggregate share (encode_vec).
 func (a *AggShare) MarshalBinary() ([]byte, error) { return appendVec(nil, a.sum), nil }
 

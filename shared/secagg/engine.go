@@ -134,6 +134,32 @@ func (a *Aggregate) Fold(out OutShare) error {
 // Count returns the number of output shares folded.
 func (a *Aggregate) Count() int { return a.count }
 
+// Merge adds b, a running aggregate of the same round over other reports
+// (a partial aggregate prepared by another replica of the same server),
+// into a, as if its output shares had been folded here; b is unchanged.
+// It refuses once either was released, or past MaxReports.
+func (a *Aggregate) Merge(b *Aggregate) error {
+	if a.released || b == nil || b.released {
+		return fmt.Errorf("secagg: merge after an aggregate share was released: %w", ErrProtocol)
+	}
+	if b.r.ID() != a.r.ID() || (a.cagg == nil) != (b.cagg == nil) {
+		return fmt.Errorf("secagg: merging an aggregate of another round: %w", ErrProtocol)
+	}
+	if a.count+b.count > a.r.p.MaxReports {
+		return fmt.Errorf("secagg: merge: more than %d reports: %w", a.r.p.MaxReports, ErrProtocol)
+	}
+	if err := a.pagg.Merge(b.pagg); err != nil {
+		return fmt.Errorf("secagg: merge: %w", err)
+	}
+	if a.cagg != nil {
+		if err := a.cagg.Merge(b.cagg); err != nil {
+			return fmt.Errorf("secagg: merge: %w", err)
+		}
+	}
+	a.count += b.count
+	return nil
+}
+
 // Share hands out the aggregate share exactly once (a second noised copy
 // of the same sum would let its receiver average the two noises away);
 // the caller adds its noise (AggregateShare.AddNoise) before it leaves
