@@ -32,13 +32,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/audit"
 	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
+	"github.com/blanket-fl/blanket/aggregator/internal/prepjob"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/datastore"
@@ -74,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return taskMain(args[1:], stdout, stderr)
 	case "export-ledger":
 		return exportLedger(args[1:], stdout, stderr)
+	case "prep-worker":
+		return prepWorker(ctx, args[1:], stderr)
 	case "help":
 		usage(stdout)
 		return 0
@@ -95,6 +100,7 @@ func usage(w io.Writer) {
        aggregator task check FILE [FILE...]
        aggregator task plan [-volunteers N] [-epsilon E] [-rounds R] FILE
        aggregator export-ledger -state DIR | -store postgres://... > ledger.jsonl
+       aggregator prep-worker -store postgres://... [-store-schema S] [-workers N]
 
   [serve]    run the aggregator service: announce rounds to the relay, receive,
              account, decrypt and aggregate batches, serve the JSON API
@@ -107,8 +113,48 @@ func usage(w io.Writer) {
   export-ledger  write the privacy ledger held in a state directory's datastore, or in
              a PostgreSQL store (-store, -store-schema), in its file format (one hash-chained JSON line per round: shared/ledger), for
              an auditor; read-only, safe while the aggregator runs
+  prep-worker  a replica that only prepares secure summation's chunks, leased from
+             the PostgreSQL schema of an aggregator run with -prep-jobs
 
 research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
+}
+
+// prepWorker is `aggregator prep-worker`: prepjob.Serve until a signal.
+func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aggregator prep-worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var store serverstore.Config
+	fs.StringVar(&store.URL, "store", "", "the aggregator's PostgreSQL store, postgres://...")
+	fs.StringVar(&store.Schema, "store-schema", serverstore.AggregatorSchema, "its schema")
+	workers := fs.Int("workers", 0, "goroutines per chunk (0: GOMAXPROCS)")
+	lease := fs.Duration("prep-lease", prepjob.DefaultLease, "how long a chunk's job is held before another replica may take it over")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil || store.URL == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: aggregator prep-worker -store postgres://... [-store-schema S] [-workers N] [-prep-lease D]")
+		return 2
+	}
+	store.Dir = "-"
+	if err := store.Validate(); err != nil {
+		fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "aggregator prep-worker: -log-level: %v\n", err)
+		return 2
+	}
+	w := *workers
+	if w == 0 {
+		w = runtime.GOMAXPROCS(0)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	n, err := prepjob.Serve(ctx, store.URL, store.Schema, w, *lease, log)
+	log.Info("stopped", "jobs", n)
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // exportLedger is `aggregator export-ledger -state DIR`: the ledger in
@@ -197,6 +243,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", sample.Name, "the digits task's data set: "+strings.Join(sample.Names(), ", "))
 	dataDir := fs.String("data-dir", "", "data directory for on-disk data sets")
 	workers := fs.Int("workers", 0, "decryption goroutines (0: GOMAXPROCS)")
+	prepJobs := fs.Bool("prep-jobs", false, "with -store: spread secure summation's chunk preparation over the aggregator's replicas as jobs leased through PostgreSQL (this aggregator, a -standby while it waits, and any aggregator prep-worker; docs/deploy.md)")
+	prepLease := fs.Duration("prep-lease", prepjob.DefaultLease, "with -prep-jobs: how long a replica holds a chunk's job before another may take it over")
 	auditTrials := fs.Int("audit-trials", 0, "audit each announced configuration in the background with this many trials per hypothesis (>= 10; about 50-100 is useful for the shuffle protocols, one core for minutes at d = 7850; secure summation always runs 200,000 cheap trials) and show the audited lower bound on epsilon next to the charge (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	joinURL := fs.String("join-url", server.DefaultJoinURL, "the relay's public URL for volunteers (dashboard and operator QR code)")
@@ -284,7 +332,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			pre <- p
 		}()
 	}
+	// A standby with -prep-jobs prepares the owner's chunks while it
+	// waits; the job under way is completed before it takes over.
+	var prepping sync.WaitGroup
+	pctx, stopPrep := context.WithCancel(ctx)
+	if store.Standby && *prepJobs {
+		prepping.Go(func() {
+			n, err := prepjob.Serve(pctx, store.URL, store.Schema, *workers, *prepLease, log)
+			log.Info("the standby stopped preparing chunks", "jobs", n, "err", err)
+		})
+	}
 	turn, err := serverstore.AwaitTurn(ctx, store, log)
+	stopPrep()
+	prepping.Wait()
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -329,6 +389,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(2, "%v", err)
 	}
 	srv, err := server.New(server.Config{
+		PrepJobs: *prepJobs, PrepLease: *prepLease,
 		Params: rp, RelayURL: *relay, Anchor: *anchor, Token: tok, StateDir: *stateDir, Store: store, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
 		ExpectedN: *expected, ServerLR: lr, Test: test, Task: tk, Workers: *workers, AuditTrials: *auditTrials, Logger: log,

@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/prepjob"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/envelope"
@@ -150,6 +152,8 @@ type rig struct {
 	session bool
 	// optimizer is the server optimiser (zero value: sgd).
 	optimizer Optimizer
+	// prepApart is Options.PrepareApart (nil: none).
+	prepApart func(context.Context, prepjob.Round, [][]byte, []byte) ([]byte, error)
 }
 
 // oneEach charges every release ε = 1 (the tests count releases).
@@ -242,7 +246,7 @@ func (r *rig) open() {
 	}
 	m, err := Open(Options{Key: r.key, Ledger: l, Acct: acct, Store: r.store, Round: rc, Test: testSet(t), Token: testToken,
 		Workers: 2, BatchGrace: 10 * time.Second, ExpectedN: 4, TargetEpsilon: 100, TargetDelta: 1e-5,
-		Noise: noise.NewSeeded(99), Optimizer: r.optimizer}, *st)
+		Noise: noise.NewSeeded(99), Optimizer: r.optimizer, PrepareApart: r.prepApart}, *st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,7 @@
 package rounds
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/accounting"
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
+	"github.com/blanket-fl/blanket/aggregator/internal/prepjob"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/logreg"
@@ -138,6 +140,13 @@ type Options struct {
 	// production value, draws from noise.Secure().
 	Noise noise.Source
 	Hooks Hooks
+	// PrepareApart, if set, prepares each secure-summation chunk apart
+	// from the round's running state before it is folded
+	// (prepjob.Offload.Prepare: the aggregator's replicas lease the
+	// chunks as jobs); the machine folds the result in the relay's order
+	// (analysis.SecAggLeader.FoldPrepared) and prepares the chunk itself
+	// when it failed or a nonce was accepted before (stream.go).
+	PrepareApart func(ctx context.Context, r prepjob.Round, sealed [][]byte, prep []byte) ([]byte, error)
 }
 
 // Hooks are the server's reactions to the machine's changes (each may be

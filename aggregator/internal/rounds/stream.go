@@ -8,6 +8,7 @@ package rounds
 // group leaves; the relay's close charges the round.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
 	"github.com/blanket-fl/blanket/aggregator/internal/checkpoint"
 	"github.com/blanket-fl/blanket/aggregator/internal/outcome"
+	"github.com/blanket-fl/blanket/aggregator/internal/prepjob"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/privacy"
 	"github.com/blanket-fl/blanket/shared/secagg"
@@ -258,6 +260,68 @@ type chunkFlow struct {
 	ahead    map[chunkKey]int // chunks waiting for predecessors
 	wait     time.Duration    // chunkWaitBound (tests shorten it)
 	linger   time.Duration    // groupLinger (tests: < 0, none)
+	// apart and here count the chunks folded from a result prepared
+	// apart (Options.PrepareApart) and those prepared by the intake.
+	apart, here atomic.Int64
+}
+
+// apartChunk is a chunk's result prepared apart (prepareApart).
+type apartChunk struct {
+	round int
+	seq   uint32
+	res   []byte
+}
+
+// ChunksPrepared returns how many secure-summation chunks were folded
+// from results prepared apart (Options.PrepareApart), and how many were
+// prepared here.
+func (m *Machine) ChunksPrepared() (apart, here int64) {
+	return m.flow.apart.Load(), m.flow.here.Load()
+}
+
+// prepareApart prepares the chunk in frame with Options.PrepareApart,
+// without procMu, if it is a chunk of the open secure-summation round
+// that is neither answered nor folded yet; nil otherwise, or if that
+// failed (the intake then prepares it itself).
+func (m *Machine) prepareApart(frame []byte, dig string) *apartChunk {
+	t, round, err := wire.PeekRound(frame)
+	if err != nil || t != wire.TypeSecAggChunk || round < 1 {
+		return nil
+	}
+	r := int(round)
+	m.procMu.Lock()
+	if c := m.sa.collect; c != nil && c.round == r {
+		if _, ok := c.answered[dig]; ok {
+			m.procMu.Unlock()
+			return nil
+		}
+		if g := c.group; g != nil {
+			if _, ok := g.replies[dig]; ok {
+				m.procMu.Unlock()
+				return nil
+			}
+		}
+	}
+	rc, _, _, ok := m.secaggOpenRound(round, "chunk")
+	var ch *wire.SecAggChunk
+	if ok {
+		ch, err = wire.ParseSecAggChunk(frame, rc.Proto.LeaderSealed, int(rc.Params.Quota))
+	}
+	if c := m.sa.collect; !ok || err != nil || (c != nil && c.round == r && ch.Seq < c.next) {
+		m.procMu.Unlock()
+		return nil
+	}
+	pr := prepjob.Round{Round: round, Params: rc.Params, Consent: m.opt.Consent}
+	m.procMu.Unlock()
+	if pr.VerifyKey, err = secagg.DeriveVerifyKey([]byte(m.opt.Token), round); err != nil {
+		return nil
+	}
+	res, err := m.opt.PrepareApart(context.Background(), pr, ch.Leader, ch.Prep)
+	if err != nil {
+		m.log.Warn("a secagg chunk was not prepared apart; preparing it here", "round", r, "seq", ch.Seq, "err", err)
+		return nil
+	}
+	return &apartChunk{round: r, seq: ch.Seq, res: res}
 }
 
 type chunkKey struct {
@@ -438,8 +502,12 @@ func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, outc
 func (m *Machine) SecAggChunkIntake(frame []byte) (outcome.SecAggAnswer, error) {
 	dig := digestOf(frame)
 	m.flow.arrivals.Add(1)
+	var apart *apartChunk
+	if m.opt.PrepareApart != nil {
+		apart = m.prepareApart(frame, dig)
+	}
 	m.procMu.Lock()
-	a, g, err := m.chunkIntake(frame, dig)
+	a, g, err := m.chunkIntake(frame, dig, apart)
 	m.flow.arrivals.Add(-1)
 	m.settle()
 	m.procMu.Unlock()
@@ -456,7 +524,7 @@ func (m *Machine) SecAggChunkIntake(frame []byte) (outcome.SecAggAnswer, error) 
 // chunkIntake is SecAggChunkIntake under procMu (released while the
 // chunk waits for a predecessor). A non-nil group holds the answer until
 // its checkpoint.
-func (m *Machine) chunkIntake(frame []byte, dig string) (outcome.SecAggAnswer, *chunkGroup, error) {
+func (m *Machine) chunkIntake(frame []byte, dig string, apart *apartChunk) (outcome.SecAggAnswer, *chunkGroup, error) {
 	t, round, err := wire.PeekRound(frame)
 	if err != nil || t != wire.TypeSecAggChunk || round < 1 {
 		return outcome.SecAggAnswer{Answer: outcome.Answer{Outcome: outcome.Invalid, Detail: "not a secagg chunk frame"}}, nil, nil
@@ -553,7 +621,11 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (outcome.SecAggAnswer, *
 			a, err := fc.closeInvalid(m, fmt.Sprintf("more than the quota of %d reports", rc.Params.Quota))
 			return a, nil, err
 		}
-		msg, err := c.leader.PrepareChunk(ch.Leader, ch.Prep, m.workers())
+		msg, err := m.foldApart(c, ch, apart)
+		if msg == nil && err == nil {
+			m.flow.here.Add(1)
+			msg, err = c.leader.PrepareChunk(ch.Leader, ch.Prep, m.workers())
+		}
 		if err != nil {
 			a, err := fc.closeInvalid(m, "the relay's prepare shares do not combine: "+err.Error())
 			return a, nil, err
@@ -582,6 +654,31 @@ func (m *Machine) chunkIntake(frame []byte, dig string) (outcome.SecAggAnswer, *
 		a, _, _ := ans(outcome.Accepted, reply, "")
 		return a, g, nil
 	}
+}
+
+// foldApart folds the chunk's result prepared apart, if there is one for
+// it: it returns its 'M' message, or nil (and no error) when the intake
+// should prepare the chunk itself (no result, one that does not parse, or
+// a nonce accepted before: ErrNonceSeen, nothing folded). The caller
+// holds procMu.
+func (m *Machine) foldApart(c *secaggCollect, ch *wire.SecAggChunk, apart *apartChunk) ([]byte, error) {
+	if apart == nil || apart.round != c.round || apart.seq != ch.Seq {
+		return nil, nil
+	}
+	cp, err := c.leader.ParseChunkPrep(apart.res)
+	if err != nil || cp.Reports() != len(ch.Leader) {
+		m.log.Warn("a secagg chunk's result prepared apart does not parse; preparing it here", "round", c.round, "seq", ch.Seq, "err", err)
+		return nil, nil
+	}
+	msg, err := c.leader.FoldPrepared(cp)
+	if errors.Is(err, analysis.ErrNonceSeen) {
+		m.log.Warn("a secagg chunk repeats a nonce accepted before; preparing it here", "round", c.round, "seq", ch.Seq)
+		return nil, nil
+	}
+	if err == nil {
+		m.flow.apart.Add(1)
+	}
+	return msg, err
 }
 
 func (m *Machine) chunkWait() time.Duration {

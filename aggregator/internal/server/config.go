@@ -105,6 +105,13 @@ type Config struct {
 	// (shared/datastore/serverstore) instead of StateDir, which then
 	// keeps only the former files imported once; Store.Dir is StateDir.
 	Store serverstore.Config
+	// PrepJobs (-prep-jobs; PostgreSQL only) spreads the preparation of
+	// secure summation's chunks over the aggregator's replicas: each chunk
+	// becomes a job in the schema that every replica leases (package
+	// prepjob), this server included while it waits. PrepLease is a job's
+	// lease (0: prepjob.DefaultLease).
+	PrepJobs  bool
+	PrepLease time.Duration
 
 	// storeFS, if set (tests only), is the datastore's file system (to
 	// inject a failing write or fsync: of a charge too, the ledger being
@@ -174,6 +181,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.ServerLR == 0 {
 		cfg.ServerLR = 1
+	}
+	if cfg.PrepJobs && cfg.Store.URL == "" {
+		return cfg, errors.New("server: -prep-jobs needs the PostgreSQL store (-store): the replicas share the jobs through it")
 	}
 	if cfg.Workers < 0 {
 		return cfg, fmt.Errorf("server: workers must be >= 0, got %d", cfg.Workers)

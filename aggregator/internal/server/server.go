@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -39,9 +40,11 @@ import (
 	"github.com/blanket-fl/blanket/aggregator/internal/events"
 	"github.com/blanket-fl/blanket/aggregator/internal/liveaudit"
 	"github.com/blanket-fl/blanket/aggregator/internal/operator"
+	"github.com/blanket-fl/blanket/aggregator/internal/prepjob"
 	"github.com/blanket-fl/blanket/aggregator/internal/rounds"
 	"github.com/blanket-fl/blanket/aggregator/internal/sealkey"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
 	"github.com/blanket-fl/blanket/shared/envelope"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/web"
@@ -93,6 +96,9 @@ type Server struct {
 	peer *ledger.Peer // the relay's noise-ledger head (anchor.go)
 
 	db *datastore.Store // the state directory's datastore (rounds.DBStore)
+	// jobs is the queue of chunk preparations (Config.PrepJobs; nil
+	// otherwise).
+	jobs *pgstore.Jobs
 }
 
 // New validates cfg, creates the state directory, loads or creates the
@@ -175,15 +181,30 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.ledger = l
+	var prepareApart func(context.Context, prepjob.Round, [][]byte, []byte) ([]byte, error)
+	if c.PrepJobs {
+		if s.jobs, err = pgstore.OpenJobs(context.Background(), c.Store.URL, c.Store.Schema, c.Logger); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		w := &prepjob.Worker{Jobs: s.jobs, Prep: prepjob.NewPreparer(key), Workers: c.Workers, Lease: c.PrepLease, Log: c.Logger}
+		if w.Workers == 0 {
+			w.Workers = runtime.GOMAXPROCS(0)
+		}
+		prepareApart = (&prepjob.Offload{W: w}).Prepare
+	}
 	// Resumes a charged secure-summation round awaiting its aggregate
 	// share, reconciles the checkpoint with the ledger, and resumes the
 	// open round's chunks.
 	s.Machine, err = rounds.Open(rounds.Options{Key: key, Ledger: l, Acct: s.acct, Store: store, Round: rc, Test: c.Test, Optimizer: rounds.OptimizerOf(c.Task, c.Params), Consent: rounds.ConsentOf(c.Task),
 		Token: c.Token, Workers: c.Workers, BatchGrace: c.BatchGrace, ExpectedN: c.ExpectedN, Rounds: c.Rounds,
 		TargetEpsilon: c.TargetEpsilon, TargetDelta: c.TargetDelta, Paused: c.Web.StartPaused, Logger: c.Logger,
-		Noise: c.secaggNoise, Hooks: rounds.Hooks{PublishChange: s.publishChange, PublishStatus: s.publishStatus,
+		Noise: c.secaggNoise, PrepareApart: prepareApart, Hooks: rounds.Hooks{PublishChange: s.publishChange, PublishStatus: s.publishStatus,
 			RoundOpened: s.watchAudit, ProtocolChanged: s.live.mark}}, *ck)
 	if err != nil {
+		if s.jobs != nil {
+			s.jobs.Close()
+		}
 		l.Close()
 		return nil, err
 	}
@@ -204,5 +225,8 @@ func (s *Server) PublicKey() envelope.PublicKey { return s.pub }
 // stopped.
 func (s *Server) Close() error {
 	s.audit.Close()
+	if s.jobs != nil {
+		s.jobs.Close()
+	}
 	return errors.Join(s.ledger.Close(), s.db.Close())
 }
