@@ -245,6 +245,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "decryption goroutines (0: GOMAXPROCS)")
 	prepJobs := fs.Bool("prep-jobs", false, "with -store: spread secure summation's chunk preparation over the aggregator's replicas as jobs leased through PostgreSQL (this aggregator, a -standby while it waits, and any aggregator prep-worker; docs/deploy.md)")
 	prepLease := fs.Duration("prep-lease", prepjob.DefaultLease, "with -prep-jobs: how long a replica holds a chunk's job before another may take it over")
+	prepHelpAfter := fs.Duration("prep-help-after", 0, "with -prep-jobs: how long this aggregator leaves its chunks to the other replicas before preparing them itself (0: it prepares beside them at once)")
 	auditTrials := fs.Int("audit-trials", 0, "audit each announced configuration in the background with this many trials per hypothesis (>= 10; about 50-100 is useful for the shuffle protocols, one core for minutes at d = 7850; secure summation always runs 200,000 cheap trials) and show the audited lower bound on epsilon next to the charge (0: off)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	joinURL := fs.String("join-url", server.DefaultJoinURL, "the relay's public URL for volunteers (dashboard and operator QR code)")
@@ -389,7 +390,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(2, "%v", err)
 	}
 	srv, err := server.New(server.Config{
-		PrepJobs: *prepJobs, PrepLease: *prepLease,
+		PrepJobs: *prepJobs, PrepLease: *prepLease, PrepHelpAfter: *prepHelpAfter,
 		Params: rp, RelayURL: *relay, Anchor: *anchor, Token: tok, StateDir: *stateDir, Store: store, Rounds: *rounds,
 		RoundTimeout: *roundTimeout, BatchGrace: *grace, TargetEpsilon: *epsilon, TargetDelta: *delta,
 		ExpectedN: *expected, ServerLR: lr, Test: test, Task: tk, Workers: *workers, AuditTrials: *auditTrials, Logger: log,

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,10 @@ var anchorLines = regexp.MustCompile(`state rollback detected|ledger head went b
 var (
 	checkedLine   = regexp.MustCompile(`^((?:relay|aggregator)-[ab])\| .*(?:noise ledger checked against the aggregator's copy of its head|ledger checked against the head the relay holds)`)
 	uncheckedLine = regexp.MustCompile(`^(aggregator-[ab])\| .*cannot check the ledger against the relay yet`)
+	// preparedLine is an aggregator standby's line when it takes over: the
+	// chunks' jobs it prepared for the active one while it waited
+	// (-prep-jobs).
+	preparedLine = regexp.MustCompile(`^(aggregator-[ab])\| .*the standby stopped preparing chunks.* jobs=(\d+)`)
 )
 
 // watchLog passes the servers' lines to invariant.Logs (the relay's
@@ -134,6 +139,7 @@ type watchLog struct {
 	anchor    []string
 	checked   map[string][]time.Time
 	unchecked map[string][]time.Time
+	prepared  []int // jobs each standby that took over had prepared
 }
 
 func (w *watchLog) Write(p []byte) (int, error) {
@@ -152,6 +158,10 @@ func (w *watchLog) Write(p []byte) (int, error) {
 		}
 		if m := uncheckedLine.FindStringSubmatch(l); m != nil {
 			w.unchecked[m[1]] = append(w.unchecked[m[1]], time.Now())
+		}
+		if m := preparedLine.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[2])
+			w.prepared = append(w.prepared, n)
 		}
 	}
 	return len(p), nil
@@ -282,7 +292,10 @@ func TestReplicasFailover(t *testing.T) {
 	wl := &watchLog{logs: logs}
 	n := strconv.Itoa(clients)
 	aggArgs := []string{"-protocol", "secagg", "-sigma", "23000", "-expected-n", n, "-quota", n, "-min-batch", "10", "-epsilon", "1e9",
-		"-check-in", "1", "-round-timeout", roundTimeout.String(), "-batch-grace", grace.String(), "-standby-grace", standbyGrace.String()}
+		"-check-in", "1", "-round-timeout", roundTimeout.String(), "-batch-grace", grace.String(), "-standby-grace", standbyGrace.String(),
+		// The standby prepares the active one's chunks while it waits
+		// (leased jobs), which leaves them to it for a second.
+		"-prep-jobs", "-prep-lease", "3s", "-prep-help-after", "1s"}
 	d, err := replicas.Start(context.Background(), replicas.Config{Bins: bins, Dir: t.TempDir(), HAProxy: haproxy, Edges: 2,
 		Store: pg.DSN, RelaySchema: relaySchema, AggregatorSchema: aggSchema,
 		AggregatorArgs: aggArgs,
@@ -575,6 +588,15 @@ func TestReplicasFailover(t *testing.T) {
 			}
 		}
 	}
+	// The aggregator's standby prepared the active one's chunks while it
+	// waited (-prep-jobs): the one that took over says how many.
+	wl.mu.Lock()
+	prepared := slices.Clone(wl.prepared)
+	wl.mu.Unlock()
+	if len(prepared) == 0 || slices.Max(prepared) == 0 {
+		t.Errorf("no aggregator standby that took over had prepared a chunk while it waited (jobs %v)", prepared)
+	}
+	t.Logf("chunks' jobs prepared by each aggregator standby before it took over: %v", prepared)
 	ovMu.Lock()
 	for p, k := range overlaps {
 		if k > 0 {

@@ -109,9 +109,11 @@ type Config struct {
 	// secure summation's chunks over the aggregator's replicas: each chunk
 	// becomes a job in the schema that every replica leases (package
 	// prepjob), this server included while it waits. PrepLease is a job's
-	// lease (0: prepjob.DefaultLease).
-	PrepJobs  bool
-	PrepLease time.Duration
+	// lease (0: prepjob.DefaultLease); PrepHelpAfter how long this
+	// server leaves its chunks' jobs to the other replicas before it
+	// prepares them itself (prepjob.Offload.HelpAfter).
+	PrepJobs                 bool
+	PrepLease, PrepHelpAfter time.Duration
 
 	// storeFS, if set (tests only), is the datastore's file system (to
 	// inject a failing write or fsync: of a charge too, the ledger being

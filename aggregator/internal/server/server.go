@@ -191,7 +191,7 @@ func New(cfg Config) (*Server, error) {
 		if w.Workers == 0 {
 			w.Workers = runtime.GOMAXPROCS(0)
 		}
-		prepareApart = (&prepjob.Offload{W: w}).Prepare
+		prepareApart = (&prepjob.Offload{W: w, HelpAfter: c.PrepHelpAfter}).Prepare
 	}
 	// Resumes a charged secure-summation round awaiting its aggregate
 	// share, reconciles the checkpoint with the ledger, and resumes the
