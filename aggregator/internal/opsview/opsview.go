@@ -28,6 +28,10 @@ type Source struct {
 	Status func() api.Status
 	Rounds func() []checkpoint.RoundRecord
 	Store  func() datastore.Stats
+	// Chunks is how many secure-summation chunks were folded from results
+	// prepared apart by the replicas (-prep-jobs) and prepared here, and
+	// how many jobs this replica completed.
+	Chunks func() (apart, here, jobs int64)
 }
 
 // Prefix starts the name of every aggregator series.
@@ -65,8 +69,10 @@ var (
 	dWritten     = newDesc("datastore_written_bytes_total", "Bytes written to the datastore's log and snapshots.", prometheus.CounterValue)
 	dCompactions = newDesc("datastore_compactions_total", "Rewrites of the datastore's log.", prometheus.CounterValue)
 	dLogSize     = newDesc("datastore_log_size_bytes", "The datastore log's current size.", prometheus.GaugeValue)
+	dChunks      = newDesc("secagg_chunks_total", "Secure-summation chunks folded, by where they were prepared (apart: by a replica leasing the job, -prep-jobs; here: by the intake).", prometheus.CounterValue, "prepared")
+	dJobs        = newDesc("prep_jobs_completed_total", "Chunks' preparation jobs this replica completed (-prep-jobs).", prometheus.CounterValue)
 	all          = []desc{dRounds, dLastRound, dOpenRound, dDeadline, dWaiting, dEpsSpent, dEpsTarget, dDeltaTarget,
-		dRunning, dPaused, dNewClass, dResets, dRejected, dCommits, dFsyncs, dWritten, dCompactions, dLogSize}
+		dRunning, dPaused, dNewClass, dResets, dRejected, dCommits, dFsyncs, dWritten, dCompactions, dLogSize, dChunks, dJobs}
 )
 
 type collector struct{ src Source }
@@ -127,6 +133,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	emit(dWritten, float64(ds.BytesWritten))
 	emit(dCompactions, float64(ds.Compactions))
 	emit(dLogSize, float64(ds.LogSize))
+	var apart, here, jobs int64
+	if c.src.Chunks != nil {
+		apart, here, jobs = c.src.Chunks()
+	}
+	emit(dChunks, float64(apart), "apart")
+	emit(dChunks, float64(here), "here")
+	emit(dJobs, float64(jobs))
 }
 
 // Registry returns a registry of the aggregator's series and the Go

@@ -33,7 +33,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/anchor", s.handleAnchor) // anchor.go
 	// GET /metrics (Prometheus), /api/metrics and /readyz: the datastore
 	// writable, the ledger not suspended (anchor.go), the task loaded.
-	opsview.Register(mux, opsview.Source{Status: s.Status, Rounds: s.Rounds, Store: s.db.Stats}, readiness.Store(s.db),
+	opsview.Register(mux, opsview.Source{Status: s.Status, Rounds: s.Rounds, Store: s.db.Stats, Chunks: s.chunks}, readiness.Store(s.db),
 		readiness.Ledger("privacy ledger", s.ledger),
 		readiness.Fact("task", "no task loaded", func(context.Context) bool { return s.cfg.Task != nil }))
 	return mux

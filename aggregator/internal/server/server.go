@@ -99,6 +99,7 @@ type Server struct {
 	// jobs is the queue of chunk preparations (Config.PrepJobs; nil
 	// otherwise).
 	jobs *pgstore.Jobs
+	prep *prepjob.Worker
 }
 
 // New validates cfg, creates the state directory, loads or creates the
@@ -191,6 +192,7 @@ func New(cfg Config) (*Server, error) {
 		if w.Workers == 0 {
 			w.Workers = runtime.GOMAXPROCS(0)
 		}
+		s.prep = w
 		prepareApart = (&prepjob.Offload{W: w, HelpAfter: c.PrepHelpAfter}).Prepare
 	}
 	// Resumes a charged secure-summation round awaiting its aggregate
@@ -220,6 +222,15 @@ func (s *Server) Fingerprint() string { return s.fp }
 
 // PublicKey returns the aggregator's public key.
 func (s *Server) PublicKey() envelope.PublicKey { return s.pub }
+
+// chunks is opsview.Source.Chunks.
+func (s *Server) chunks() (apart, here, jobs int64) {
+	apart, here = s.ChunksPrepared()
+	if s.prep != nil {
+		jobs = s.prep.Done()
+	}
+	return apart, here, jobs
+}
 
 // Close closes the ledger. Call it after Run returned and the HTTP server
 // stopped.
