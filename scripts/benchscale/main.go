@@ -29,6 +29,14 @@
 //
 //	go run ./scripts/benchscale -n 10000 -edges 2 -store postgres
 //
+// With -prep-workers K (and -store postgres) the aggregator runs
+// -prep-jobs: its chunks are prepared as jobs leased by K `aggregator
+// prep-worker` processes, and by itself while it waits
+// (aggregator/internal/prepjob); the table adds the workers' CPU per
+// report (all of them) and the share of chunks prepared apart.
+//
+//	go run ./scripts/benchscale -n 1000 -store postgres -prep-workers 1
+//
 // It asserts nothing (speed is measured, never tested); it exits non-zero
 // only when a round does not complete.
 package main
@@ -88,6 +96,8 @@ type row struct {
 	load                            string
 	edges                           int   // edge relays (-edges): their CPU is cpu["edges"]
 	edgeHWM                         int64 // the largest edge's peak memory
+	prepWorkers                     int   // -prep-workers: their CPU is cpu["prep"]
+	apart, here                     float64
 }
 
 // storeCost is what a party's datastore wrote over the measured rounds.
@@ -105,8 +115,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	store := fs.String("store", "log", "the servers' store: log (the datastore in their state directories) or postgres")
 	dsn := fs.String("pg-dsn", "", "with -store postgres: the server to use (default: a throwaway cluster, started and removed)")
 	edges := fs.Int("edges", 0, "edge relays (relay -edge-of) holding the volunteers' websockets, the volunteers dealt among them; 0: every volunteer on the relay itself")
+	prepWorkers := fs.Int("prep-workers", 0, "with -store postgres: the aggregator runs -prep-jobs with this many aggregator prep-worker processes beside it")
+	helpAfter := fs.Duration("prep-help-after", 0, "with -prep-workers: the aggregator's -prep-help-after")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *prepWorkers > 0 && *store != "postgres" {
+		return errors.New("-prep-workers needs -store postgres")
 	}
 	var pg *pgBench
 	switch *store {
@@ -145,7 +160,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var rows []row
 	for _, n := range sizes {
 		fmt.Fprintf(out, "n = %d: running two full rounds (load average %s)...\n", n, loadAvg())
-		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers, *edges, pg)
+		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers, *edges, *prepWorkers, *helpAfter, pg)
 		if err != nil {
 			return fmt.Errorf("n = %d: %w", n, err)
 		}
@@ -198,8 +213,8 @@ type roundRec struct {
 
 var verbose = new(bool)
 
-func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers, edges int, pg *pgBench) (row, error) {
-	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}, edges: edges}
+func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers, edges, prepWorkers int, helpAfter time.Duration, pg *pgBench) (row, error) {
+	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}, edges: edges, prepWorkers: prepWorkers}
 	sh, err := shares(n)
 	if err != nil {
 		return r, err
@@ -214,6 +229,9 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	if pg != nil {
 		// A schema per party and crowd size: each row starts afresh.
 		aggArgs = append(aggArgs, "-store", pg.dsn, "-store-schema", fmt.Sprintf("bench_aggregator_%d", n))
+		if prepWorkers > 0 {
+			aggArgs = append(aggArgs, "-prep-jobs", "-prep-help-after", helpAfter.String())
+		}
 		relayArgs = []string{"-store", pg.dsn, "-store-schema", fmt.Sprintf("bench_relay_%d", n)}
 	}
 	cl, err := localrun.Start(ctx, bins, localrun.Options{Dir: dir, AggregatorArgs: aggArgs, RelayArgs: relayArgs})
@@ -243,6 +261,19 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 			}
 		}()
 	}
+	var preps []*exec.Cmd
+	if prepWorkers > 0 {
+		if preps, err = startPrepWorkers(ctx, bins, pg.dsn, fmt.Sprintf("bench_aggregator_%d", n), prepWorkers); err != nil {
+			cancel()
+			return r, err
+		}
+		defer func() {
+			for _, p := range preps {
+				p.Process.Kill()
+				p.Wait()
+			}
+		}()
+	}
 	if workers <= 0 {
 		workers = cohort.DefaultWorkers()
 	}
@@ -267,7 +298,15 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 		}
 		return d
 	}
-	edgeBefore := edgeCPU()
+	prepCPU := func() time.Duration {
+		var d time.Duration
+		for _, p := range preps {
+			d += procCPU(strconv.Itoa(p.Process.Pid))
+		}
+		return d
+	}
+	edgeBefore, prepBefore := edgeCPU(), prepCPU()
+	apartBefore, hereBefore := chunkCounts(ctx, cl)
 
 	// The store's counters before the first full round, to subtract
 	// what connecting and announcing wrote.
@@ -304,10 +343,14 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 		}
 		if len(full) == 0 {
 			before, cpuBefore, walBefore = storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
-			edgeBefore = edgeCPU()
+			edgeBefore, prepBefore = edgeCPU(), prepCPU()
+			apartBefore, hereBefore = chunkCounts(ctx, cl)
 		}
 	}
 	r.cpu["edges"] = edgeCPU() - edgeBefore
+	r.cpu["prep"] = prepCPU() - prepBefore
+	apartAfter, hereAfter := chunkCounts(ctx, cl)
+	r.apart, r.here = apartAfter-apartBefore, hereAfter-hereBefore
 	for _, e := range edgeProcs {
 		r.edgeHWM = max(r.edgeHWM, procmem.OfPID(e.Process.Pid, procmem.Peak))
 	}
@@ -497,7 +540,7 @@ func hwm(bin string) int64 {
 func printTable(out io.Writer, rows []row) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\tedges\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tPostgreSQL CPU ms/report\tWAL B/report\tWAL fsyncs/report\tedges: CPU ms/report, peak MiB each\tload average\t")
+	fmt.Fprintln(tw, "n\tedges\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tPostgreSQL CPU ms/report\tWAL B/report\tWAL fsyncs/report\tedges: CPU ms/report, peak MiB each\tprep workers: CPU ms/report, chunks apart\tload average\t")
 	for _, r := range rows {
 		var rc []string
 		for i := range r.reports {
@@ -526,12 +569,16 @@ func printTable(out io.Writer, rows []row) {
 		if r.edges > 0 {
 			edgeCol = fmt.Sprintf("%.2f, %d", ms("edges"), r.edgeHWM>>20)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t%s\t%s\t%s\t%s\t\n", r.n, r.edges, strings.Join(rc, ", "),
+		prepCol := "-"
+		if r.prepWorkers > 0 {
+			prepCol = fmt.Sprintf("%d: %.2f, %.0f%%", r.prepWorkers, ms("prep"), 100*r.apart/max(r.apart+r.here, 1))
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.n, r.edges, strings.Join(rc, ", "),
 			r.dropped, durations(r.roundWall), durations(r.fromFirst), durations(r.closeLeft), ms("relay"), ms("aggregator"), ms("volunteers"),
 			r.relayHWM>>20, r.aggHWM>>20,
 			per("relay", bytes, "%.0f"), per("aggregator", bytes, "%.0f"),
 			per("relay", fsyncs, "%.3f"), per("aggregator", fsyncs, "%.3f"),
-			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), pgCPU, walB, walS, edgeCol, r.load)
+			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), pgCPU, walB, walS, edgeCol, prepCol, r.load)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -641,4 +688,59 @@ func startEdges(ctx context.Context, bins localrun.Binaries, dir, owner string, 
 		urls = append(urls, "ws://"+addr+"/ws")
 	}
 	return urls, cmds, nil
+}
+
+// startPrepWorkers starts k `aggregator prep-worker` processes on the
+// aggregator's schema, from a copy of its binary (so that the
+// aggregator's own process is found by its path).
+func startPrepWorkers(ctx context.Context, bins localrun.Binaries, dsn, schema string, k int) ([]*exec.Cmd, error) {
+	bin := bins.Aggregator + "-prep"
+	if _, err := os.Stat(bin); err != nil {
+		b, err := os.ReadFile(bins.Aggregator)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	var cmds []*exec.Cmd
+	for range k {
+		cmd := exec.CommandContext(ctx, bin, "prep-worker", "-store", dsn, "-store-schema", schema, "-log-level", "warn")
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			for _, c := range cmds {
+				c.Process.Kill()
+				c.Wait()
+			}
+			return nil, err
+		}
+		cmds = append(cmds, cmd)
+	}
+	return cmds, nil
+}
+
+// chunkCounts reads the aggregator's secagg_chunks_total (prepared apart
+// and here) from its GET /metrics.
+func chunkCounts(ctx context.Context, cl *localrun.Cluster) (apart, here float64) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.AggregatorURL()+"/metrics", nil)
+	if err != nil {
+		return 0, 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		var v float64
+		if _, err := fmt.Sscanf(l, `blanket_aggregator_secagg_chunks_total{prepared="apart"} %g`, &v); err == nil {
+			apart = v
+		}
+		if _, err := fmt.Sscanf(l, `blanket_aggregator_secagg_chunks_total{prepared="here"} %g`, &v); err == nil {
+			here = v
+		}
+	}
+	return apart, here
 }

@@ -122,7 +122,11 @@ func OpenJobs(ctx context.Context, dsn, schema string, log *slog.Logger) (*Jobs,
 	create := fmt.Sprintf("BEGIN; SELECT pg_advisory_xact_lock(%d); CREATE SCHEMA IF NOT EXISTS %s; "+
 		"CREATE UNLOGGED TABLE IF NOT EXISTS %s (id bigserial PRIMARY KEY, kind text NOT NULL, round bigint NOT NULL, "+
 		"payload bytea, token bigint, expires timestamptz, attempts int NOT NULL DEFAULT 0, done boolean NOT NULL DEFAULT false, "+
-		"result bytea); COMMIT", key, pgx.Identifier{schema}.Sanitize(), t)
+		"result bytea); "+
+		// Sealed shares and partial sums do not compress: stored out of
+		// line as they are, PostgreSQL does not try (pglz) at each insert.
+		"ALTER TABLE %s ALTER COLUMN payload SET STORAGE EXTERNAL, ALTER COLUMN result SET STORAGE EXTERNAL; COMMIT",
+		key, pgx.Identifier{schema}.Sanitize(), t, t)
 	if _, err := j.pool.Exec(ctx, create); err != nil {
 		j.pool.Close()
 		return nil, fmt.Errorf("pgstore: creating the jobs of %s: %w", schema, err)
