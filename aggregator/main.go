@@ -316,6 +316,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := store.Validate(); err != nil {
 		return fail(2, "%v", err)
 	}
+	if *prepJobs && store.URL == "" {
+		return fail(2, "-prep-jobs needs the PostgreSQL store (-store): the replicas share the jobs through it")
+	}
 	// A hot standby (-standby) waits here, not listening, until the
 	// aggregator that owns the schema is gone; a store lost for good
 	// (another aggregator took the schema, or a commit of unknown outcome)

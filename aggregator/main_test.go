@@ -80,6 +80,9 @@ func TestDispatch(t *testing.T) {
 		{[]string{"serve", "extra"}, 2, "unexpected arguments"},
 		{[]string{"-log-level", "loud"}, 2, "-log-level"},
 		{[]string{"-token", "0123456789abcdef", "-token-file", "x"}, 2, "not both"},
+		{[]string{"prep-worker"}, 2, "usage: aggregator prep-worker -store postgres://"},
+		{[]string{"prep-worker", "-store", "mysql://x"}, 2, "postgres"},
+		{[]string{"-prep-jobs", "-state", filepath.Join(dir, "state")}, 2, "-prep-jobs needs the PostgreSQL store"},
 		// -config: an unknown key is refused with its line; the file's
 		// flags apply unless the command line gives them.
 		{[]string{"-config", unknown}, 2, unknown + `:3: unknown key "round_timeout"`},
