@@ -245,13 +245,18 @@ func (a *Aggregate) Add(o Out) error {
 func (a *Aggregate) Count() int { return a.n }
 
 // Merge adds b, a running sum of the same spec over other reports, into
-// a; b is unchanged. Neither may be noised.
+// a; b is unchanged. Neither may be noised. On error a is unchanged.
 func (a *Aggregate) Merge(b *Aggregate) error {
 	if a.noised || b == nil || b.noised {
 		return errors.New("counts: merging a noised aggregate")
 	}
 	if b.s != a.s || len(b.agg) != len(a.agg) {
 		return errors.New("counts: merging an aggregate of another spec")
+	}
+	for i := range a.agg { // all checked first: on error a is unchanged
+		if a.agg[i].Len() != b.agg[i].Len() {
+			return fmt.Errorf("counts: block %d: merging an aggregate of another length", i)
+		}
 	}
 	for i := range a.agg {
 		if err := a.agg[i].Merge(b.agg[i]); err != nil {

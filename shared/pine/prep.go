@@ -235,9 +235,12 @@ func (a *AggShare) Add(o OutShare) error {
 // Count is the number of output shares added.
 func (a *AggShare) Count() int { return a.n }
 
+// Len is the aggregate share's length (the dimension).
+func (a *AggShare) Len() int { return len(a.sum) }
+
 // Merge adds another aggregate share of the same length into a (the sum
 // of two disjoint sets of output shares: a partial aggregate prepared
-// elsewhere); b is unchanged.
+// elsewhere); b is unchanged. On error a is unchanged.
 func (a *AggShare) Merge(b *AggShare) error {
 	if b == nil || len(b.sum) != len(a.sum) {
 		return errors.New("pine: merging an aggregate share of another length")

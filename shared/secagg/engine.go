@@ -137,7 +137,8 @@ func (a *Aggregate) Count() int { return a.count }
 // Merge adds b, a running aggregate of the same round over other reports
 // (a partial aggregate prepared by another replica of the same server),
 // into a, as if its output shares had been folded here; b is unchanged.
-// It refuses once either was released, or past MaxReports.
+// It refuses once either was released, or past MaxReports; on error a is
+// unchanged.
 func (a *Aggregate) Merge(b *Aggregate) error {
 	if a.released || b == nil || b.released {
 		return fmt.Errorf("secagg: merge after an aggregate share was released: %w", ErrProtocol)
@@ -148,13 +149,19 @@ func (a *Aggregate) Merge(b *Aggregate) error {
 	if a.count+b.count > a.r.p.MaxReports {
 		return fmt.Errorf("secagg: merge: more than %d reports: %w", a.r.p.MaxReports, ErrProtocol)
 	}
-	if err := a.pagg.Merge(b.pagg); err != nil {
-		return fmt.Errorf("secagg: merge: %w", err)
+	if a.pagg.Len() != b.pagg.Len() {
+		return fmt.Errorf("secagg: merging an aggregate of another dimension: %w", ErrProtocol)
 	}
+	// The count blocks first: their Merge checks everything before it
+	// adds, and the sum's cannot fail after the check above, so that on
+	// error a is unchanged.
 	if a.cagg != nil {
 		if err := a.cagg.Merge(b.cagg); err != nil {
 			return fmt.Errorf("secagg: merge: %w", err)
 		}
+	}
+	if err := a.pagg.Merge(b.pagg); err != nil {
+		return fmt.Errorf("secagg: merge: %w", err)
 	}
 	a.count += b.count
 	return nil

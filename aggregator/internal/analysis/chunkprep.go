@@ -17,12 +17,16 @@ import (
 //	PrepareApart: opens and prepares the chunk's reports, applies the
 //	              replay rule within the chunk, and sums the accepted
 //	              output shares into a partial aggregate (ChunkPrep).
-//	FoldPrepared: the leader checks that no accepted nonce of the chunk
-//	              was accepted earlier in the round and adds the partial
-//	              aggregate and the counts; if one was (a replay across
-//	              chunks, which the relay should have stopped), it
-//	              returns ErrNonceSeen and the caller prepares the chunk
-//	              with PrepareChunk, whose per-report fold rejects it.
+//	FoldPrepared: the leader checks the result against the chunk (its
+//	              verdicts name the reports of the helper's 'P' message,
+//	              in order; no nonce accepted twice in it) and that no
+//	              accepted nonce of the chunk was accepted earlier in the
+//	              round, then adds the partial aggregate and the counts.
+//	              Otherwise it changes nothing and returns an error: a
+//	              replay across chunks, which the relay should have
+//	              stopped, is ErrNonceSeen. The caller then prepares the
+//	              chunk with PrepareChunk, whose per-report fold rejects
+//	              the replay.
 //
 // The verdicts and the running aggregate are exactly those of
 // PrepareChunk on the same chunk (TestPrepareApartMatchesPrepareChunk),
@@ -32,7 +36,7 @@ import (
 
 // ErrNonceSeen: a chunk prepared apart accepts a report whose nonce the
 // round accepted before; nothing of it was folded.
-var ErrNonceSeen = errors.New("a report's nonce was accepted earlier in the round")
+var ErrNonceSeen = errors.New("analysis: a report's nonce was accepted earlier in the round")
 
 // ChunkPrep is one chunk prepared apart (PrepareApart): the 'M' message,
 // the count of shares that did not open and the partial aggregate of the
@@ -102,19 +106,37 @@ func (l *SecAggLeader) PrepareApart(sealed [][]byte, prep []byte, workers int) (
 }
 
 // FoldPrepared folds a chunk prepared apart into the running state, as
-// PrepareChunk would have folded it, and returns its 'M' message. If an
-// accepted report of the chunk holds a nonce the round accepted before,
-// it folds nothing and returns ErrNonceSeen.
-func (l *SecAggLeader) FoldPrepared(cp *ChunkPrep) ([]byte, error) {
+// PrepareChunk would have folded it, and returns its 'M' message; prep is
+// the chunk's 'P' message from the relay. A result that does not match
+// the chunk (another count or order of nonces, a nonce accepted twice in
+// it, a partial sum of another count) is an error, and an accepted
+// report whose nonce the round accepted before is ErrNonceSeen; either
+// way nothing is folded.
+func (l *SecAggLeader) FoldPrepared(cp *ChunkPrep, prep []byte) ([]byte, error) {
 	if l.state != secAggCollecting {
 		return nil, fmt.Errorf("analysis: chunk folded after the round closed: %w", secagg.ErrProtocol)
 	}
+	entries, err := l.r.ParsePrep(prep)
+	if err != nil {
+		return nil, fmt.Errorf("analysis: the helper's prep shares: %w", err)
+	}
+	if len(entries) != len(cp.entries) {
+		return nil, fmt.Errorf("analysis: a prepared chunk of %d reports for %d: %w", len(cp.entries), len(entries), secagg.ErrProtocol)
+	}
 	accepted := 0
-	for _, m := range cp.entries {
+	inChunk := make(map[[16]byte]struct{})
+	for i, m := range cp.entries {
+		if m.Nonce != entries[i].Nonce {
+			return nil, fmt.Errorf("analysis: a prepared chunk's report %d is another report: %w", i, secagg.ErrProtocol)
+		}
 		if m.Reason != secagg.Accepted {
 			continue
 		}
 		accepted++
+		if _, dup := inChunk[m.Nonce]; dup {
+			return nil, fmt.Errorf("analysis: a prepared chunk accepts a nonce twice: %w", secagg.ErrProtocol)
+		}
+		inChunk[m.Nonce] = struct{}{}
 		if _, dup := l.nonces[m.Nonce]; dup {
 			return nil, ErrNonceSeen
 		}

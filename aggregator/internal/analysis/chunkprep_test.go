@@ -55,7 +55,7 @@ func TestPrepareApartMatchesPrepareChunk(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := got.Reports()
-		m2, err := got.FoldPrepared(cp)
+		m2, err := got.FoldPrepared(cp, p)
 		if errors.Is(err, ErrNonceSeen) {
 			if got.Reports() != before {
 				t.Fatal("a refused prepared chunk changed the counts")
@@ -88,5 +88,20 @@ func TestPrepareApartMatchesPrepareChunk(t *testing.T) {
 	}
 	if _, err := got.ParseChunkPrep([]byte{0, 0, 0, 9, 1}); err == nil {
 		t.Fatal("a truncated prepared chunk parsed")
+	}
+	// A result for other reports (the first chunk's, against the second
+	// chunk's 'P' message) is refused, and folds nothing.
+	p1, _ := r.MarshalPrep(es[:4])
+	p2, _ := r.MarshalPrep(es[4:8])
+	fresh := saLeader(t, key, r)
+	apart, err := saLeader(t, key, r).PrepareApart(ss[:4], p1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.FoldPrepared(apart, p2); err == nil || errors.Is(err, ErrNonceSeen) || fresh.Reports() != 0 {
+		t.Fatalf("a result for other reports: %v, %d reports folded", err, fresh.Reports())
+	}
+	if _, err := fresh.FoldPrepared(apart, p1); err != nil || fresh.Accepted() != 3 {
+		t.Fatalf("the result for its own reports: %v, %d accepted", err, fresh.Accepted())
 	}
 }

@@ -16,8 +16,12 @@
 //   - any number of `aggregator prep-worker` processes.
 //
 // Each step is a function apart from HTTP and storage: Encode and
-// Execute are pure (bytes in, bytes out); Worker and Offload move them
-// through the queue. A job holds sealed leader shares and its result an
+// Preparer.Execute take bytes and give bytes (Execute keeps the last
+// round's leader, to build it once per round); Worker and Offload move
+// them through the queue. A job names the format's version and the
+// fingerprint of the key it is for: a replica of another version, or
+// with another key (a schema made afresh), fails the job instead of
+// preparing it wrong, and the owner prepares the chunk itself. A job holds sealed leader shares and its result an
 // un-noised leader share of a partial sum: both are kept in the schema
 // that holds the key that opens them, and nothing of a partial sum leaves
 // the aggregator's party (the owner folds it into the running aggregate,
@@ -31,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,9 +66,15 @@ type Round struct {
 	VerifyKey []byte
 }
 
+// Version is the jobs' format (header, result).
+const Version = 1
+
 // header is Round as encoded (wire.Params holds its count blocks
-// encoded).
+// encoded), with the format's version and the fingerprint of the key the
+// leader shares are sealed to.
 type header struct {
+	Version   int               `json:"v"`
+	Key       string            `json:"key"`
 	Round     uint64            `json:"round"`
 	Params    wire.Params       `json:"params"`
 	Counts    []wire.CountBlock `json:"counts,omitempty"`
@@ -71,11 +82,11 @@ type header struct {
 	VerifyKey []byte            `json:"vk"`
 }
 
-// Encode is the job of one chunk: the header's length (4) | the header
-// (JSON) | the reports' count (4) | each sealed leader share, its length
-// (4) first | the helper's 'P' message.
-func Encode(r Round, sealed [][]byte, prep []byte) ([]byte, error) {
-	h := header{Round: r.Round, Params: r.Params, Counts: r.Params.Counts.Blocks(), Consent: r.Consent, VerifyKey: r.VerifyKey}
+// Encode is the job of one chunk for the key of fingerprint key: the
+// header's length (4) | the header (JSON) | the reports' count (4) | each
+// sealed leader share, its length (4) first | the helper's 'P' message.
+func Encode(key string, r Round, sealed [][]byte, prep []byte) ([]byte, error) {
+	h := header{Version: Version, Key: key, Round: r.Round, Params: r.Params, Counts: r.Params.Counts.Blocks(), Consent: r.Consent, VerifyKey: r.VerifyKey}
 	h.Params.Counts = wire.CountList{}
 	hb, err := json.Marshal(h)
 	if err != nil {
@@ -118,6 +129,10 @@ func decode(b []byte) (hb []byte, h header, sealed [][]byte, prep []byte, err er
 		err = fmt.Errorf("prepjob: job header: %w", err)
 		return
 	}
+	if h.Version != Version {
+		err = fmt.Errorf("prepjob: a job of format %d, this replica reads %d", h.Version, Version)
+		return
+	}
 	h.Params.Counts = wire.NewCountList(h.Counts...)
 	if len(b) < 4 {
 		err = errTruncated
@@ -143,6 +158,7 @@ func decode(b []byte) (hb []byte, h header, sealed [][]byte, prep []byte, err er
 // round, not per chunk). Safe for concurrent use.
 type Preparer struct {
 	key *sealkey.PrivateKey
+	fp  string // its fingerprint
 
 	// mu guards last and lastHeader: the leader of the last round seen.
 	mu         sync.Mutex
@@ -151,7 +167,9 @@ type Preparer struct {
 }
 
 // NewPreparer returns a Preparer opening leader shares with key.
-func NewPreparer(key *sealkey.PrivateKey) *Preparer { return &Preparer{key: key} }
+func NewPreparer(key *sealkey.PrivateKey) *Preparer {
+	return &Preparer{key: key, fp: key.Public().Fingerprint()}
+}
 
 // leader returns a leader of the job's round, fresh or the last one (only
 // its key, round and engine are used: PrepareApart changes no state).
@@ -187,6 +205,9 @@ func (p *Preparer) Execute(job []byte, workers int) ([]byte, error) {
 	hb, h, sealed, prep, err := decode(job)
 	if err != nil {
 		return nil, err
+	}
+	if h.Key != p.fp {
+		return nil, fmt.Errorf("prepjob: a job for key %s, this replica holds %s", h.Key, p.fp)
 	}
 	l, err := p.leader(hb, h)
 	if err != nil {
@@ -224,9 +245,10 @@ func (w *Worker) lease() time.Duration {
 	return DefaultLease
 }
 
-// One executes the leased job l and completes it: its result is stored
-// even when ctx ends meanwhile (bounded by the lease), so that work done
-// is not lost to a replica stopping (a standby taking over).
+// One executes the leased job l and completes it, with a context of its
+// own: work done is not lost to a replica stopping (a standby taking
+// over), nor to a job that ran past its lease and was not taken over
+// (the token decides, whatever the clocks say).
 func (w *Worker) One(l *pgstore.Lease) {
 	res, err := w.Prep.Execute(l.Payload, max(w.Workers, 1))
 	if err != nil {
@@ -240,7 +262,7 @@ func (w *Worker) One(l *pgstore.Lease) {
 	} else {
 		res = append([]byte{resultOK}, res...)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), l.Expires)
+	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
 	defer cancel()
 	if err := w.Jobs.Complete(ctx, l, res); err != nil {
 		w.lost.Add(1)
@@ -253,6 +275,9 @@ func (w *Worker) One(l *pgstore.Lease) {
 		w.Log.Info("prepjob: completed a job whose lease another replica let expire", "job", l.ID, "round", l.Round, "attempt", l.Attempt)
 	}
 }
+
+// completeTimeout bounds storing a result.
+const completeTimeout = 10 * time.Second
 
 // A job's result starts with one of these.
 const (
@@ -292,13 +317,13 @@ type Offload struct {
 // caller then prepares the chunk itself.
 func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []byte) ([]byte, error) {
 	w := o.W
-	job, err := Encode(r, sealed, prep)
+	job, err := Encode(w.Prep.fp, r, sealed, prep)
 	if err != nil {
 		return nil, err
 	}
 	if o.round.Swap(r.Round) != r.Round {
-		if err := w.Jobs.RemoveOtherRounds(ctx, Kind, int64(r.Round)); err != nil {
-			w.Log.Warn("prepjob: removing other rounds' jobs", "err", err)
+		if err := w.Jobs.RemoveEarlierRounds(ctx, Kind, int64(r.Round)); err != nil {
+			w.Log.Warn("prepjob: removing earlier rounds' jobs", "err", err)
 		}
 	}
 	id, err := w.Jobs.Enqueue(ctx, Kind, int64(r.Round), job)
@@ -306,17 +331,17 @@ func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []
 		return nil, err
 	}
 	defer func() {
-		w.Jobs.Forget(id)
+		w.Jobs.Forget(id.ID)
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := w.Jobs.Remove(rctx, id); err != nil {
-			w.Log.Warn("prepjob: removing a job", "job", id, "err", err)
+			w.Log.Warn("prepjob: removing a job", "job", id.ID, "err", err)
 		}
 	}()
 	start := time.Now()
 	bound := start.Add(2*w.lease() + 30*time.Second)
 	for {
-		done := w.Jobs.Done(id)
+		done := w.Jobs.Done(id.ID)
 		res, ok, err := w.Jobs.Result(ctx, id)
 		if err != nil {
 			return nil, err
@@ -326,12 +351,12 @@ func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []
 			case len(res) > 0 && res[0] == resultOK:
 				return res[1:], nil
 			case len(res) > 0 && res[0] == resultFailed:
-				return nil, fmt.Errorf("prepjob: job %d of round %d: %s", id, r.Round, res[1:])
+				return nil, fmt.Errorf("prepjob: job %d of round %d: %s", id.ID, r.Round, res[1:])
 			}
-			return nil, fmt.Errorf("prepjob: job %d of round %d: a result of an unknown kind", id, r.Round)
+			return nil, fmt.Errorf("prepjob: job %d of round %d: a result of an unknown kind", id.ID, r.Round)
 		}
 		if time.Now().After(bound) {
-			return nil, fmt.Errorf("prepjob: job %d of round %d not done in twice the lease and 30 s", id, r.Round)
+			return nil, fmt.Errorf("prepjob: job %d of round %d not done in twice the lease and 30 s", id.ID, r.Round)
 		}
 		if time.Since(start) >= o.HelpAfter {
 			l, err := w.Jobs.Lease(ctx, Kind, w.lease())
@@ -356,8 +381,12 @@ func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []
 // Serve is a replica that only prepares: it waits for the aggregator's
 // key in schema (the owner stores it at its first start), then leases and
 // executes jobs until ctx ends (`aggregator prep-worker`, and a standby
-// while it waits). It returns the jobs it completed.
+// while it waits), on workers goroutines per job (0: GOMAXPROCS). It
+// returns the jobs it completed.
 func Serve(ctx context.Context, dsn, schema string, workers int, lease time.Duration, log *slog.Logger) (int64, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	var key *sealkey.PrivateKey
 	for {
 		st, err := pgstore.ReadBuckets(ctx, dsn, schema, []string{sealkey.BucketKeys})

@@ -621,8 +621,9 @@ func (m *Machine) chunkIntake(frame []byte, dig string, apart *apartChunk) (outc
 			a, err := fc.closeInvalid(m, fmt.Sprintf("more than the quota of %d reports", rc.Params.Quota))
 			return a, nil, err
 		}
-		msg, err := m.foldApart(c, ch, apart)
-		if msg == nil && err == nil {
+		msg := m.foldApart(c, ch, apart)
+		var err error
+		if msg == nil {
 			m.flow.here.Add(1)
 			msg, err = c.leader.PrepareChunk(ch.Leader, ch.Prep, m.workers())
 		}
@@ -657,28 +658,29 @@ func (m *Machine) chunkIntake(frame []byte, dig string, apart *apartChunk) (outc
 }
 
 // foldApart folds the chunk's result prepared apart, if there is one for
-// it: it returns its 'M' message, or nil (and no error) when the intake
-// should prepare the chunk itself (no result, one that does not parse, or
-// a nonce accepted before: ErrNonceSeen, nothing folded). The caller
+// it: it returns its 'M' message, or nil when the intake should prepare
+// the chunk itself: no result, one that does not parse or does not match
+// the chunk (a replica of another version, say), or a nonce accepted
+// before (ErrNonceSeen); FoldPrepared folds nothing then. The caller
 // holds procMu.
-func (m *Machine) foldApart(c *secaggCollect, ch *wire.SecAggChunk, apart *apartChunk) ([]byte, error) {
+func (m *Machine) foldApart(c *secaggCollect, ch *wire.SecAggChunk, apart *apartChunk) []byte {
 	if apart == nil || apart.round != c.round || apart.seq != ch.Seq {
-		return nil, nil
+		return nil
 	}
 	cp, err := c.leader.ParseChunkPrep(apart.res)
-	if err != nil || cp.Reports() != len(ch.Leader) {
-		m.log.Warn("a secagg chunk's result prepared apart does not parse; preparing it here", "round", c.round, "seq", ch.Seq, "err", err)
-		return nil, nil
+	if err == nil {
+		var msg []byte
+		if msg, err = c.leader.FoldPrepared(cp, ch.Prep); err == nil {
+			m.flow.apart.Add(1)
+			return msg
+		}
 	}
-	msg, err := c.leader.FoldPrepared(cp)
 	if errors.Is(err, analysis.ErrNonceSeen) {
 		m.log.Warn("a secagg chunk repeats a nonce accepted before; preparing it here", "round", c.round, "seq", ch.Seq)
-		return nil, nil
+	} else {
+		m.log.Warn("a secagg chunk's result prepared apart does not fit it; preparing it here", "round", c.round, "seq", ch.Seq, "err", err)
 	}
-	if err == nil {
-		m.flow.apart.Add(1)
-	}
-	return msg, err
+	return nil
 }
 
 func (m *Machine) chunkWait() time.Duration {

@@ -100,6 +100,9 @@ type Server struct {
 	// otherwise).
 	jobs *pgstore.Jobs
 	prep *prepjob.Worker
+	// stopPrep ends the chunks' waits for their jobs (Close): they are
+	// prepared here then.
+	stopPrep context.CancelFunc
 }
 
 // New validates cfg, creates the state directory, loads or creates the
@@ -193,7 +196,12 @@ func New(cfg Config) (*Server, error) {
 			w.Workers = runtime.GOMAXPROCS(0)
 		}
 		s.prep = w
-		prepareApart = (&prepjob.Offload{W: w, HelpAfter: c.PrepHelpAfter}).Prepare
+		off := &prepjob.Offload{W: w, HelpAfter: c.PrepHelpAfter}
+		var pctx context.Context
+		pctx, s.stopPrep = context.WithCancel(context.Background())
+		prepareApart = func(_ context.Context, r prepjob.Round, sealed [][]byte, prep []byte) ([]byte, error) {
+			return off.Prepare(pctx, r, sealed, prep)
+		}
 	}
 	// Resumes a charged secure-summation round awaiting its aggregate
 	// share, reconciles the checkpoint with the ledger, and resumes the
@@ -205,6 +213,7 @@ func New(cfg Config) (*Server, error) {
 			RoundOpened: s.watchAudit, ProtocolChanged: s.live.mark}}, *ck)
 	if err != nil {
 		if s.jobs != nil {
+			s.stopPrep()
 			s.jobs.Close()
 		}
 		l.Close()
@@ -237,6 +246,7 @@ func (s *Server) chunks() (apart, here, jobs int64) {
 func (s *Server) Close() error {
 	s.audit.Close()
 	if s.jobs != nil {
+		s.stopPrep()
 		s.jobs.Close()
 	}
 	return errors.Join(s.ledger.Close(), s.db.Close())

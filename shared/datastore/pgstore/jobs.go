@@ -25,8 +25,8 @@ const JobsTable = "jobs"
 // party (the Janus pattern): a replica Enqueues a job, any replica Leases
 // it with one UPDATE ... FOR UPDATE SKIP LOCKED statement (a fresh random
 // token, an expiry, an attempt count) and Completes it with its result,
-// which only the holder of the current lease can do; the enqueuer Waits
-// for the result and Removes the row.
+// which only the holder of the current lease can do; the enqueuer reads
+// the Result (woken by Done) and Removes the row.
 //
 // Exactly once: a job is leased by at most one replica at a time (the
 // row is locked while the statement chooses it, skipped by the others,
@@ -39,9 +39,12 @@ const JobsTable = "jobs"
 // The table is UNLOGGED: a job is work a replica can do again, not state
 // (the state its result enters is written by the owner through the Store,
 // durably), so its bytes (a chunk of reports) cost no WAL; after a crash
-// of PostgreSQL the table is empty, Wait returns ErrJobGone and the
-// enqueuer does the work itself. Completion and new jobs are announced
-// with NOTIFY; waiters also poll, so a lost notification costs at most
+// of PostgreSQL the table is empty, Result returns ErrJobGone and the
+// enqueuer does the work itself. The id sequence of an unlogged table
+// restarts too after a crash, so a job is named by its id and a random
+// tag (Ticket): a waiter from before the crash never reads, nor removes,
+// the job that reuses its id. Completion and new jobs are announced with
+// NOTIFY; waiters also poll, so a lost notification costs at most
 // PollEvery.
 type Jobs struct {
 	pool   *pgxpool.Pool
@@ -51,11 +54,13 @@ type Jobs struct {
 	// The statements, with the schema's table in them.
 	enqueue, lease, complete, result, remove, removeRounds string
 
-	// mu guards newJob and done: channels closed when a job was
-	// enqueued, and when the job of that id was completed.
+	// mu guards newJob, done and warned: channels closed when a job was
+	// enqueued, and when the job of that id was completed; when Next last
+	// logged a failure.
 	mu     sync.Mutex
 	newJob chan struct{}
 	done   map[int64]chan struct{}
+	warned time.Time
 
 	stop   context.CancelFunc
 	listen sync.WaitGroup
@@ -67,6 +72,12 @@ var PollEvery = 250 * time.Millisecond
 // ErrLeaseLost: the lease expired and another replica took the job over,
 // or the job was completed or removed; the result was not stored.
 var ErrLeaseLost = errors.New("pgstore: the job's lease was lost")
+
+// Ticket names an enqueued job: its id and its random tag.
+type Ticket struct {
+	ID  int64
+	tag int64
+}
 
 // ErrJobGone: the job is no longer in the queue (removed, or lost with an
 // unlogged table at a crash of PostgreSQL).
@@ -100,33 +111,35 @@ func OpenJobs(ctx context.Context, dsn, schema string, log *slog.Logger) (*Jobs,
 	j := &Jobs{log: log, schema: schema, newJob: make(chan struct{}), done: make(map[int64]chan struct{})}
 	h := fnv.New64a()
 	h.Write([]byte("blanket-jobs:" + schema))
-	key := int64(h.Sum64())
-	j.ch = fmt.Sprintf("blanket_jobs_%x", uint64(key))
+	j.ch = fmt.Sprintf("blanket_jobs_%x", h.Sum64())
 	t := pgx.Identifier{schema, JobsTable}.Sanitize()
-	j.enqueue = "WITH i AS (INSERT INTO " + t + " (kind, round, payload) VALUES ($1, $2, $3) RETURNING id) " +
+	j.enqueue = "WITH i AS (INSERT INTO " + t + " (kind, round, payload, tag) VALUES ($1, $2, $3, $4) RETURNING id) " +
 		"SELECT id, pg_notify('" + j.ch + "', 'n') FROM i"
 	j.lease = "UPDATE " + t + " SET token = $2, expires = clock_timestamp() + make_interval(secs => $3), attempts = attempts + 1 " +
 		"WHERE id = (SELECT id FROM " + t + " WHERE kind = $1 AND NOT done AND (token IS NULL OR expires < clock_timestamp()) " +
 		"ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, round, attempts, payload, expires"
 	j.complete = "WITH u AS (UPDATE " + t + " SET done = true, result = $3, payload = NULL, token = NULL " +
 		"WHERE id = $1 AND token = $2 AND NOT done RETURNING id) SELECT id, pg_notify('" + j.ch + "', 'd' || id) FROM u"
-	j.result = "SELECT done, result FROM " + t + " WHERE id = $1"
-	j.remove = "DELETE FROM " + t + " WHERE id = ANY($1)"
-	j.removeRounds = "DELETE FROM " + t + " WHERE kind = $1 AND round <> $2"
+	j.result = "SELECT done, result FROM " + t + " WHERE id = $1 AND tag = $2"
+	j.remove = "DELETE FROM " + t + " WHERE id = $1 AND tag = $2"
+	j.removeRounds = "DELETE FROM " + t + " WHERE kind = $1 AND round < $2"
 
 	if j.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	// Created under a lock of their own: replicas starting at once do not
-	// race on CREATE ... IF NOT EXISTS.
+	// Created under the schema's lock (that of pgstore.Open and of every
+	// Update): replicas and the owner starting at once do not race on
+	// CREATE ... IF NOT EXISTS. Sealed shares and partial sums do not
+	// compress: stored out of line as they are (STORAGE EXTERNAL),
+	// PostgreSQL does not try (pglz) at each insert; altered once, when
+	// the table is made (an ALTER locks the table).
 	create := fmt.Sprintf("BEGIN; SELECT pg_advisory_xact_lock(%d); CREATE SCHEMA IF NOT EXISTS %s; "+
-		"CREATE UNLOGGED TABLE IF NOT EXISTS %s (id bigserial PRIMARY KEY, kind text NOT NULL, round bigint NOT NULL, "+
+		"DO $$ BEGIN IF to_regclass('%s') IS NULL THEN "+
+		"CREATE UNLOGGED TABLE %s (id bigserial PRIMARY KEY, tag bigint NOT NULL, kind text NOT NULL, round bigint NOT NULL, "+
 		"payload bytea, token bigint, expires timestamptz, attempts int NOT NULL DEFAULT 0, done boolean NOT NULL DEFAULT false, "+
 		"result bytea); "+
-		// Sealed shares and partial sums do not compress: stored out of
-		// line as they are, PostgreSQL does not try (pglz) at each insert.
-		"ALTER TABLE %s ALTER COLUMN payload SET STORAGE EXTERNAL, ALTER COLUMN result SET STORAGE EXTERNAL; COMMIT",
-		key, pgx.Identifier{schema}.Sanitize(), t, t)
+		"ALTER TABLE %s ALTER COLUMN payload SET STORAGE EXTERNAL, ALTER COLUMN result SET STORAGE EXTERNAL; "+
+		"END IF; END $$; COMMIT", LockKey(schema), pgx.Identifier{schema}.Sanitize(), t, t, t)
 	if _, err := j.pool.Exec(ctx, create); err != nil {
 		j.pool.Close()
 		return nil, fmt.Errorf("pgstore: creating the jobs of %s: %w", schema, err)
@@ -185,22 +198,26 @@ func (j *Jobs) wake(payload string) {
 	}
 }
 
-// Enqueue adds a job of kind for round with payload and returns its id.
-func (j *Jobs) Enqueue(ctx context.Context, kind string, round int64, payload []byte) (int64, error) {
-	var id int64
+// Enqueue adds a job of kind for round with payload.
+func (j *Jobs) Enqueue(ctx context.Context, kind string, round int64, payload []byte) (Ticket, error) {
+	t := Ticket{tag: randomInt64()}
 	var ignored string
-	if err := j.pool.QueryRow(ctx, j.enqueue, kind, round, payload).Scan(&id, &ignored); err != nil {
-		return 0, fmt.Errorf("pgstore: enqueuing a job: %w", err)
+	if err := j.pool.QueryRow(ctx, j.enqueue, kind, round, payload, t.tag).Scan(&t.ID, &ignored); err != nil {
+		return Ticket{}, fmt.Errorf("pgstore: enqueuing a job: %w", err)
 	}
-	return id, nil
+	return t, nil
+}
+
+func randomInt64() int64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return int64(binary.BigEndian.Uint64(b[:]))
 }
 
 // Lease leases the oldest job of kind that is neither done nor leased (or
 // whose lease expired) for d, or returns nil if there is none.
 func (j *Jobs) Lease(ctx context.Context, kind string, d time.Duration) (*Lease, error) {
-	var tb [8]byte
-	rand.Read(tb[:])
-	l := &Lease{Kind: kind, token: int64(binary.BigEndian.Uint64(tb[:]))}
+	l := &Lease{Kind: kind, token: randomInt64()}
 	err := j.pool.QueryRow(ctx, j.lease, kind, l.token, d.Seconds()).Scan(&l.ID, &l.Round, &l.Attempt, &l.Payload, &l.Expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -222,7 +239,12 @@ func (j *Jobs) Next(ctx context.Context, kind string, d time.Duration) (*Lease, 
 			return l, err
 		}
 		if err != nil {
-			j.log.Warn("pgstore: leasing a job", "err", err)
+			j.mu.Lock()
+			if time.Since(j.warned) > 30*time.Second {
+				j.warned = time.Now()
+				j.log.Warn("pgstore: leasing a job", "err", err)
+			}
+			j.mu.Unlock()
 		}
 		select {
 		case <-woken:
@@ -241,7 +263,7 @@ func (j *Jobs) Complete(ctx context.Context, l *Lease, result []byte) error {
 	var ignored string
 	err := j.pool.QueryRow(ctx, j.complete, l.ID, l.token, result).Scan(&id, &ignored)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("job %d, attempt %d: %w", l.ID, l.Attempt, ErrLeaseLost)
+		return fmt.Errorf("pgstore: job %d, attempt %d: %w", l.ID, l.Attempt, ErrLeaseLost)
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: completing job %d: %w", l.ID, err)
@@ -249,17 +271,17 @@ func (j *Jobs) Complete(ctx context.Context, l *Lease, result []byte) error {
 	return nil
 }
 
-// Result returns the result of job id and whether it is done, or
+// Result returns the result of job t and whether it is done, or
 // ErrJobGone.
-func (j *Jobs) Result(ctx context.Context, id int64) ([]byte, bool, error) {
+func (j *Jobs) Result(ctx context.Context, t Ticket) ([]byte, bool, error) {
 	var done bool
 	var res []byte
-	err := j.pool.QueryRow(ctx, j.result, id).Scan(&done, &res)
+	err := j.pool.QueryRow(ctx, j.result, t.ID, t.tag).Scan(&done, &res)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("job %d: %w", id, ErrJobGone)
+		return nil, false, fmt.Errorf("pgstore: job %d: %w", t.ID, ErrJobGone)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("pgstore: job %d: %w", id, err)
+		return nil, false, fmt.Errorf("pgstore: job %d: %w", t.ID, err)
 	}
 	return res, done, nil
 }
@@ -291,17 +313,17 @@ func (j *Jobs) Forget(id int64) {
 	delete(j.done, id)
 }
 
-// Remove deletes jobs (done or not).
-func (j *Jobs) Remove(ctx context.Context, ids ...int64) error {
-	if _, err := j.pool.Exec(ctx, j.remove, ids); err != nil {
-		return fmt.Errorf("pgstore: removing jobs: %w", err)
+// Remove deletes job t (done or not).
+func (j *Jobs) Remove(ctx context.Context, t Ticket) error {
+	if _, err := j.pool.Exec(ctx, j.remove, t.ID, t.tag); err != nil {
+		return fmt.Errorf("pgstore: removing job %d: %w", t.ID, err)
 	}
 	return nil
 }
 
-// RemoveOtherRounds deletes the jobs of kind of every round but round
+// RemoveEarlierRounds deletes the jobs of kind of the rounds before round
 // (those of a closed round, or enqueued by a replica that died).
-func (j *Jobs) RemoveOtherRounds(ctx context.Context, kind string, round int64) error {
+func (j *Jobs) RemoveEarlierRounds(ctx context.Context, kind string, round int64) error {
 	if _, err := j.pool.Exec(ctx, j.removeRounds, kind, round); err != nil {
 		return fmt.Errorf("pgstore: removing jobs: %w", err)
 	}

@@ -30,10 +30,11 @@ func TestLeaseTakenOverOnce(t *testing.T) {
 	schema := c.Schema(t)
 	ctx := context.Background()
 	a, b := openJobs(t, c, schema), openJobs(t, c, schema) // two replicas
-	id, err := a.Enqueue(ctx, "k", 3, []byte("chunk"))
+	tk, err := a.Enqueue(ctx, "k", 3, []byte("chunk"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := tk.ID
 	first, err := b.Lease(ctx, "k", 300*time.Millisecond)
 	if err != nil || first == nil || first.ID != id || first.Attempt != 1 || string(first.Payload) != "chunk" || first.Round != 3 {
 		t.Fatalf("lease: %+v, %v", first, err)
@@ -84,24 +85,27 @@ func TestLeaseTakenOverOnce(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the completion was not announced")
 	}
-	res, ok, err := a.Result(ctx, id)
+	res, ok, err := a.Result(ctx, tk)
 	if err != nil || !ok || string(res) != "sum" {
 		t.Fatalf("result %q %v %v", res, ok, err)
 	}
 	if l, err := b.Lease(ctx, "k", time.Minute); l != nil || err != nil {
 		t.Fatalf("a done job leased: %+v, %v", l, err)
 	}
-	if err := a.Remove(ctx, id); err != nil {
+	if _, _, err := a.Result(ctx, Ticket{ID: id, tag: tk.tag + 1}); !errors.Is(err, ErrJobGone) {
+		t.Fatalf("a job read with another tag (its id reused after a crash): %v", err)
+	}
+	if err := a.Remove(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.Result(ctx, id); !errors.Is(err, ErrJobGone) {
+	if _, _, err := a.Result(ctx, tk); !errors.Is(err, ErrJobGone) {
 		t.Fatalf("a removed job: %v", err)
 	}
 }
 
 // TestJobsEachLeasedOnce: 40 jobs, enqueued while four workers on two
 // replicas wait for them (Next): each is leased and completed exactly
-// once; RemoveOtherRounds keeps only the given round's.
+// once; RemoveEarlierRounds keeps only the given round's.
 func TestJobsEachLeasedOnce(t *testing.T) {
 	c := pgtest.Get(t)
 	schema := c.Schema(t)
@@ -131,13 +135,13 @@ func TestJobsEachLeasedOnce(t *testing.T) {
 			}
 		})
 	}
-	var ids []int64
+	var ids []Ticket
 	for i := range 40 {
-		id, err := a.Enqueue(ctx, "k", int64(1+i%2), []byte{byte(i)})
+		tk, err := a.Enqueue(ctx, "k", int64(1+i%2), []byte{byte(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
+		ids = append(ids, tk)
 	}
 	for i, id := range ids {
 		deadline := time.Now().Add(time.Minute)
@@ -156,7 +160,7 @@ func TestJobsEachLeasedOnce(t *testing.T) {
 				t.Fatalf("job %d not done in a minute", i)
 			}
 			select {
-			case <-b.Done(id):
+			case <-b.Done(id.ID):
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
@@ -164,11 +168,11 @@ func TestJobsEachLeasedOnce(t *testing.T) {
 	cancel()
 	wg.Wait()
 	for _, id := range ids {
-		if count[id] != 1 {
-			t.Errorf("job %d leased %d times", id, count[id])
+		if count[id.ID] != 1 {
+			t.Errorf("job %d leased %d times", id.ID, count[id.ID])
 		}
 	}
-	if err := a.RemoveOtherRounds(context.Background(), "k", 2); err != nil {
+	if err := a.RemoveEarlierRounds(context.Background(), "k", 2); err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
