@@ -40,6 +40,7 @@ import (
 
 	"github.com/blanket-fl/blanket/aggregator/internal/audit"
 	"github.com/blanket-fl/blanket/aggregator/internal/classtask"
+	"github.com/blanket-fl/blanket/aggregator/internal/opsview"
 	"github.com/blanket-fl/blanket/aggregator/internal/params"
 	"github.com/blanket-fl/blanket/aggregator/internal/prepjob"
 	"github.com/blanket-fl/blanket/aggregator/internal/server"
@@ -129,8 +130,9 @@ func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "goroutines per chunk (0: GOMAXPROCS)")
 	lease := fs.Duration("prep-lease", prepjob.DefaultLease, "how long a chunk's job is held before another replica may take it over")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	listen := fs.String("listen", "", "serve GET /metrics (Prometheus) and /healthz at this address (empty: none)")
 	if err := fs.Parse(args); err != nil || store.URL == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: aggregator prep-worker -store postgres://... [-store-schema S] [-workers N] [-prep-lease D]")
+		fmt.Fprintln(stderr, "usage: aggregator prep-worker -store postgres://... [-store-schema S] [-workers N] [-prep-lease D] [-listen ADDR]")
 		return 2
 	}
 	store.Dir = "-"
@@ -148,8 +150,21 @@ func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		w = runtime.GOMAXPROCS(0)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	n, err := prepjob.Serve(ctx, store.URL, store.Schema, w, *lease, log)
-	log.Info("stopped", "jobs", n)
+	pw := &prepjob.Worker{Workers: w, Lease: *lease, Log: log}
+	if *listen != "" {
+		mux := http.NewServeMux()
+		opsview.RegisterWorker(mux, opsview.WorkerSource{Done: pw.Done, Failed: pw.Failed, Lost: pw.Lost})
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)
+			return 1
+		}
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ln)
+		defer hs.Close()
+	}
+	err := prepjob.Serve(ctx, store.URL, store.Schema, pw)
+	log.Info("stopped", "jobs", pw.Done(), "failed", pw.Failed(), "lost", pw.Lost())
 	if err != nil && ctx.Err() == nil {
 		fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)
 		return 1
@@ -342,8 +357,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pctx, stopPrep := context.WithCancel(ctx)
 	if store.Standby && *prepJobs {
 		prepping.Go(func() {
-			n, err := prepjob.Serve(pctx, store.URL, store.Schema, *workers, *prepLease, log)
-			log.Info("the standby stopped preparing chunks", "jobs", n, "err", err)
+			pw := &prepjob.Worker{Workers: *workers, Lease: *prepLease, Log: log}
+			err := prepjob.Serve(pctx, store.URL, store.Schema, pw)
+			log.Info("the standby stopped preparing chunks", "jobs", pw.Done(), "failed", pw.Failed(), "err", err)
 		})
 	}
 	turn, err := serverstore.AwaitTurn(ctx, store, log)

@@ -231,8 +231,16 @@ type Worker struct {
 	done, takenOver, lost, failed atomic.Int64
 }
 
-// Done is the number of jobs this worker completed.
+// Done is the number of jobs this worker prepared and completed.
 func (w *Worker) Done() int64 { return w.done.Load() }
+
+// Failed is the number of jobs this worker could not prepare (it stored
+// why: the owner prepares them), Lost the number whose result it could not
+// store (its lease was taken over, or PostgreSQL failed).
+func (w *Worker) Failed() int64 { return w.failed.Load() }
+
+// Lost: see Failed.
+func (w *Worker) Lost() int64 { return w.lost.Load() }
 
 // TakenOver is the number of jobs this worker completed on a lease it
 // took over (another replica's expired: attempt 2 or more).
@@ -256,7 +264,6 @@ func (w *Worker) One(l *pgstore.Lease) {
 		// message that does not parse, a round that does not build): its
 		// result says why, and the enqueuer prepares the chunk itself,
 		// which closes the round if the relay's bytes are at fault.
-		w.failed.Add(1)
 		w.Log.Warn("prepjob: a job does not execute", "job", l.ID, "round", l.Round, "err", err)
 		res = append([]byte{resultFailed}, err.Error()...)
 	} else {
@@ -267,6 +274,10 @@ func (w *Worker) One(l *pgstore.Lease) {
 	if err := w.Jobs.Complete(ctx, l, res); err != nil {
 		w.lost.Add(1)
 		w.Log.Warn("prepjob: a job's result was not stored", "job", l.ID, "round", l.Round, "attempt", l.Attempt, "err", err)
+		return
+	}
+	if res[0] == resultFailed {
+		w.failed.Add(1)
 		return
 	}
 	w.done.Add(1)
@@ -381,40 +392,41 @@ func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []
 // Serve is a replica that only prepares: it waits for the aggregator's
 // key in schema (the owner stores it at its first start), then leases and
 // executes jobs until ctx ends (`aggregator prep-worker`, and a standby
-// while it waits), on workers goroutines per job (0: GOMAXPROCS). It
-// returns the jobs it completed.
-func Serve(ctx context.Context, dsn, schema string, workers int, lease time.Duration, log *slog.Logger) (int64, error) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+// while it waits) with w's Workers goroutines per job (0: GOMAXPROCS),
+// Lease and Log; it sets w's Jobs and Prep.
+func Serve(ctx context.Context, dsn, schema string, w *Worker) error {
+	if w.Workers <= 0 {
+		w.Workers = runtime.GOMAXPROCS(0)
 	}
+	log := w.Log
 	var key *sealkey.PrivateKey
 	for {
 		st, err := pgstore.ReadBuckets(ctx, dsn, schema, []string{sealkey.BucketKeys})
 		if err == nil {
 			if raw, ok := st[sealkey.BucketKeys][sealkey.KeyName]; ok {
 				if key, err = sealkey.UnmarshalPrivateKey(raw); err != nil {
-					return 0, fmt.Errorf("prepjob: the stored key: %w", err)
+					return fmt.Errorf("prepjob: the stored key: %w", err)
 				}
 				break
 			}
 		} else if ctx.Err() != nil {
-			return 0, ctx.Err()
+			return ctx.Err()
 		} else {
 			log.Debug("prepjob: reading the key", "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}
 	jobs, err := pgstore.OpenJobs(ctx, dsn, schema, log)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer jobs.Close()
-	w := &Worker{Jobs: jobs, Prep: NewPreparer(key), Workers: workers, Lease: lease, Log: log}
+	w.Jobs, w.Prep = jobs, NewPreparer(key)
 	log.Info("preparing secure-summation chunks for the aggregator's replicas", "schema", schema, "fingerprint", key.Public().Fingerprint())
 	w.Run(ctx)
-	return w.Done(), nil
+	return nil
 }
