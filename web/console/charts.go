@@ -99,6 +99,21 @@ type AuditView struct {
 	// audit's variance test flags a relay adding σ/k at least half the
 	// time (audit.NoiseTest.Factor); 0 when not run.
 	NoiseFactor float64
+	// NoiseFlagged says the variance test found the relay's noise below
+	// the announced σ (NoiseRatio: the measured variance over the
+	// announced one; NoiseAlpha: the test's false-alarm probability).
+	NoiseFlagged           bool
+	NoiseRatio, NoiseAlpha float64
+}
+
+// noiseOnly says the warning is the variance test's alone (the attack's
+// bound is below the charge).
+func (a AuditView) noiseOnly() bool { return a.Exceeds && a.NoiseFlagged && a.Lower <= a.Charged }
+
+// noiseWarning is the variance test's alarm in words.
+func (a AuditView) noiseWarning() string {
+	return fmt.Sprintf("Audit warning: the relay's noise, drawn through its own code, has %.2f%% less variance than the announced σ², which an honest relay shows with probability below %.2g. Stop the run and report it.",
+		100*(1-a.NoiseRatio), a.NoiseAlpha)
 }
 
 // limit says what a finished audit could have caught: without it "found
@@ -116,6 +131,9 @@ func (a AuditView) limit() string {
 
 // Short is a finished audit in a few words for the projected page.
 func (a AuditView) Short() string {
+	if a.noiseOnly() {
+		return a.noiseWarning()
+	}
 	if a.Exceeds {
 		return fmt.Sprintf("Audit warning: an attack shows ε ≥ %s per round, above the %s charged. Stop and report it.", fmtEps(a.Lower), fmtEps(a.Charged))
 	}
@@ -129,6 +147,9 @@ func (a AuditView) Short() string {
 func (a AuditView) Text() string {
 	switch a.State {
 	case "done":
+		if a.noiseOnly() {
+			return a.noiseWarning()
+		}
 		if a.Exceeds {
 			return fmt.Sprintf("Audit warning: an attack on this configuration shows ε ≥ %s for one round, above the %s the ledger charges per round (%.0f%% confidence, %d trials). Stop the run and report it.",
 				fmtEps(a.Lower), fmtEps(a.Charged), 100*a.Confidence, a.Trials)

@@ -551,6 +551,13 @@ func TestDashboardAudit(t *testing.T) {
 	if !strings.Contains(leak, `class="hint warn"`) || !strings.Contains(leak, `<p id="audit-summary" class="words warn">Audit warning`) {
 		t.Errorf("an audited bound above the charge is not a warning")
 	}
+	// The variance test's alarm says what it measured, not an ε.
+	noisy := render(AuditView{State: "done", Lower: 0.7, Charged: 1.6, Confidence: 0.95, Trials: 200000, Exceeds: true,
+		NoiseFlagged: true, NoiseRatio: 0.9, NoiseAlpha: 1e-6})
+	if !strings.Contains(noisy, `class="words warn">Audit warning: the relay&#39;s noise, drawn through its own code, has 10.00% less variance than the announced σ², which an honest relay shows with probability below 1e-06.`) ||
+		strings.Contains(noisy, "above the 1.6 charged") {
+		t.Errorf("the variance test's alarm is not said as such")
+	}
 	if off := render(AuditView{State: "off"}); strings.Contains(off, `id="audit"`) || strings.Contains(off, `id="audit-summary"`) {
 		t.Errorf("an audit that is off is shown")
 	}

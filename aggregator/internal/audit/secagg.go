@@ -85,6 +85,9 @@ type SecAggOptions struct {
 	// Alpha is the one-sided error of each Clopper-Pearson bound (default
 	// 1e-3); Delta the δ of the bound and the charge (default 1e-5).
 	Alpha, Delta float64
+	// NoiseAlpha is the variance test's false-alarm probability (0:
+	// Alpha).
+	NoiseAlpha float64
 	// Seed seeds every random choice.
 	Seed uint64
 	// NoiseSigma, if positive, is the σ the servers actually add (tests:
@@ -110,6 +113,12 @@ func (o SecAggOptions) withDefaults() (SecAggOptions, error) {
 	}
 	if o.Delta == 0 {
 		o.Delta = 1e-5
+	}
+	if o.NoiseAlpha == 0 {
+		o.NoiseAlpha = o.Alpha
+	}
+	if !(o.NoiseAlpha > 0 && o.NoiseAlpha < 0.5) {
+		return o, fmt.Errorf("audit: invalid secagg options %+v", o)
 	}
 	if o.Volunteers < 1 || o.Trials < 10 || o.Rounds < 1 || !(o.Alpha > 0 && o.Alpha < 0.5) || !(o.Delta > 0 && o.Delta < 1) || o.NoiseSigma < 0 {
 		return o, fmt.Errorf("audit: invalid secagg options %+v", o)
@@ -156,13 +165,13 @@ type SecAggResult struct {
 // trials, and ε_lower = ln((TPR_lo − δ)/FPR_hi) with one-sided
 // Clopper-Pearson bounds at Alpha each on the evaluation trials. On the
 // same 4·Trials·Rounds noise draws it runs the variance test (NoiseTest,
-// noiseVarianceTest) against the spec's σ at level Alpha.
+// noiseVarianceTest) against the spec's σ at level NoiseAlpha.
 //
 // Guarantee: if the release the ledger credits is (ε, δ)-DP for
 // replace-one with ε = Charged, EpsLower exceeds Charged with probability
 // at most 2·Alpha (Kairouz et al. 2015's hypothesis-testing
 // characterization); if the servers add the spec's σ, Noise.Flagged is
-// true with probability at most Alpha (up to the normal approximation,
+// true with probability at most NoiseAlpha (up to the normal approximation,
 // see noiseVarianceTest). With NoiseSigma set the mechanism audited is
 // not the spec's, and EpsLower is a lower bound on that mechanism's ε.
 func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (SecAggResult, error) {
@@ -262,7 +271,7 @@ func RunSecAgg(ctx context.Context, spec *roundspec.Spec, opts SecAggOptions) (S
 	res.Detectable, _ = Detectable(opts.Trials, opts.Alpha, opts.Delta, res.Charged)
 	// The variance test holds the servers to the σ the spec announces
 	// (and the ledger charges), whatever NoiseSigma they used.
-	if res.Noise, err = noiseVarianceTest(m2, p.Sigma, res.Servers, opts.Alpha); err != nil {
+	if res.Noise, err = noiseVarianceTest(m2, p.Sigma, res.Servers, opts.NoiseAlpha); err != nil {
 		return SecAggResult{}, err
 	}
 	return res, nil

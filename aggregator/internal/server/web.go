@@ -265,6 +265,7 @@ func auditView(st *liveaudit.Status) console.AuditView {
 	if b := st.Bound; b != nil {
 		v.Lower, v.Charged, v.Confidence, v.Trials, v.Attack = b.Lower, b.Charged, b.Confidence, b.Trials, b.Attack
 		v.Caught, v.NoiseFactor = b.DetectableFactor, b.Noise.Factor
+		v.NoiseFlagged, v.NoiseRatio, v.NoiseAlpha = b.Noise.Flagged, b.Noise.Ratio, b.Noise.Alpha
 	}
 	return v
 }
