@@ -178,8 +178,8 @@ func TestLogsCarryTheClass(t *testing.T) {
 		if rec["class"] != class {
 			t.Errorf("%q: class %v, want %q", rec["msg"], rec["class"], class)
 		}
-		if rec["msg"] == "round announced" {
-			announced = rec["round"] == 1.0
+		if rec["msg"] == "round announced" && rec["round"] == 1.0 { // round 2 may be announced before the stop
+			announced = true
 		}
 	}
 	if !announced {
