@@ -32,7 +32,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -145,12 +144,8 @@ func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aggregator prep-worker: -log-level: %v\n", err)
 		return 2
 	}
-	w := *workers
-	if w == 0 {
-		w = runtime.GOMAXPROCS(0)
-	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	pw := &prepjob.Worker{Workers: w, Lease: *lease, Log: log}
+	pw := &prepjob.Worker{Workers: *workers, Lease: *lease, Log: log}
 	if *listen != "" {
 		mux := http.NewServeMux()
 		opsview.RegisterWorker(mux, opsview.WorkerSource{Done: pw.Done, Failed: pw.Failed, Lost: pw.Lost})

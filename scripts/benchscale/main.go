@@ -49,7 +49,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -248,18 +247,21 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	// The volunteers' relays: the relay itself, or edges dealt an equal
 	// part of the crowd each.
 	urls := []string{cl.WebSocketURL()}
-	var edgeProcs []*exec.Cmd
+	var edgeProcs []*localrun.Edge
 	if edges > 0 {
-		if urls, edgeProcs, err = startEdges(ctx, bins, dir, cl.RelayURL(), edges); err != nil {
+		if edgeProcs, err = startEdges(ctx, bins, cl, edges); err != nil {
 			cancel()
 			return r, err
 		}
 		defer func() {
 			for _, e := range edgeProcs {
-				e.Process.Kill()
-				e.Wait()
+				e.Kill()
 			}
 		}()
+		urls = urls[:0]
+		for _, e := range edgeProcs {
+			urls = append(urls, e.WebSocketURL())
+		}
 	}
 	var preps []*exec.Cmd
 	if prepWorkers > 0 {
@@ -294,7 +296,7 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	edgeCPU := func() time.Duration {
 		var d time.Duration
 		for _, e := range edgeProcs {
-			d += procCPU(strconv.Itoa(e.Process.Pid))
+			d += procCPU(strconv.Itoa(e.PID()))
 		}
 		return d
 	}
@@ -352,7 +354,7 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	apartAfter, hereAfter := chunkCounts(ctx, cl)
 	r.apart, r.here = apartAfter-apartBefore, hereAfter-hereBefore
 	for _, e := range edgeProcs {
-		r.edgeHWM = max(r.edgeHWM, procmem.OfPID(e.Process.Pid, procmem.Peak))
+		r.edgeHWM = max(r.edgeHWM, procmem.OfPID(e.PID(), procmem.Peak))
 	}
 	after, cpuAfter, walAfter := storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
 	for k, v := range cpuAfter {
@@ -641,68 +643,49 @@ func (pg *pgBench) wal(ctx context.Context) *walStats {
 	return &w
 }
 
-// startEdges starts k edge relays of the relay at owner (relay -edge-of,
-// from a copy of the relay's binary, so that the relay's own process is
-// told apart) and returns their websocket URLs.
-func startEdges(ctx context.Context, bins localrun.Binaries, dir, owner string, k int) ([]string, []*exec.Cmd, error) {
-	bin := bins.Relay + "-edge"
-	if _, err := os.Stat(bin); err != nil {
-		b, err := os.ReadFile(bins.Relay)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := os.WriteFile(bin, b, 0o755); err != nil {
-			return nil, nil, err
-		}
+// startEdges starts k edge relays of the cluster's relay (relay
+// -edge-of, from a copy of the relay's binary, so that the relay's own
+// process is told apart).
+func startEdges(ctx context.Context, bins localrun.Binaries, cl *localrun.Cluster, k int) ([]*localrun.Edge, error) {
+	bin, err := binaryCopy(bins.Relay, "-edge")
+	if err != nil {
+		return nil, err
 	}
-	var urls []string
-	var cmds []*exec.Cmd
-	fail := func(err error) ([]string, []*exec.Cmd, error) {
-		for _, c := range cmds {
-			c.Process.Kill()
-			c.Wait()
-		}
-		return nil, nil, err
-	}
+	var edges []*localrun.Edge
 	for i := range k {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		e, err := cl.StartEdge(ctx, bin, "", fmt.Sprintf("edge-%d", i+1))
 		if err != nil {
-			return fail(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		cmd := exec.CommandContext(ctx, bin, "-edge-of", owner, "-listen", addr, "-token-file", filepath.Join(dir, "token"), "-edge-name", fmt.Sprintf("edge-%d", i+1))
-		if err := cmd.Start(); err != nil {
-			return fail(err)
-		}
-		cmds = append(cmds, cmd)
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-				resp.Body.Close()
-				break
+			for _, e := range edges {
+				e.Kill()
 			}
-			if time.Now().After(deadline) {
-				return fail(fmt.Errorf("edge %d does not answer /healthz", i+1))
-			}
+			return nil, err
 		}
-		urls = append(urls, "ws://"+addr+"/ws")
+		edges = append(edges, e)
 	}
-	return urls, cmds, nil
+	return edges, nil
+}
+
+// binaryCopy returns bin+suffix, a copy of bin made once: a process
+// started from it is told apart from bin's by its path (procmem.PIDOf).
+func binaryCopy(bin, suffix string) (string, error) {
+	out := bin + suffix
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	return out, os.WriteFile(out, b, 0o755)
 }
 
 // startPrepWorkers starts k `aggregator prep-worker` processes on the
 // aggregator's schema, from a copy of its binary (so that the
 // aggregator's own process is found by its path).
 func startPrepWorkers(ctx context.Context, bins localrun.Binaries, dsn, schema string, k int) ([]*exec.Cmd, error) {
-	bin := bins.Aggregator + "-prep"
-	if _, err := os.Stat(bin); err != nil {
-		b, err := os.ReadFile(bins.Aggregator)
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(bin, b, 0o755); err != nil {
-			return nil, err
-		}
+	bin, err := binaryCopy(bins.Aggregator, "-prep")
+	if err != nil {
+		return nil, err
 	}
 	var cmds []*exec.Cmd
 	for range k {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -48,19 +46,12 @@ func TestVolunteerThroughEdge(t *testing.T) {
 		t.Fatalf("%v (logs: %s)", err, logPath)
 	}
 	t.Cleanup(func() { cl.Stop() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	edge, err := cl.StartEdge(ctx, bins.Relay, "", "edge-phone")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (logs: %s)", err, logPath)
 	}
-	edgeAddr := ln.Addr().String()
-	ln.Close()
-	edge := exec.Command(bins.Relay, "-edge-of", cl.RelayURL(), "-listen", edgeAddr, "-token-file", filepath.Join(dir, "token"), "-edge-name", "edge-phone")
-	edge.Stdout, edge.Stderr = logs, logs
-	if err := edge.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { edge.Process.Kill(); edge.Wait() })
-	edgeURL := "http://" + edgeAddr
+	t.Cleanup(func() { edge.Kill() })
+	edgeURL := edge.URL()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(edgeURL + "/api/key"); err == nil {
 			resp.Body.Close()

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -42,30 +39,16 @@ func TestSecAggThroughEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Stop() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	edgeAddr := ln.Addr().String()
-	ln.Close()
-	startEdge := func() *exec.Cmd {
-		cmd := exec.Command(bins.Relay, "-edge-of", cl.RelayURL(), "-listen", edgeAddr, "-token-file", filepath.Join(dir, "token"), "-edge-name", "edge-1")
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
+	startEdge := func(addr string) *localrun.Edge {
+		e, err := cl.StartEdge(context.Background(), bins.Relay, addr, "edge-1")
+		if err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(scaled(30 * time.Second)); ; time.Sleep(50 * time.Millisecond) {
-			if resp, err := http.Get("http://" + edgeAddr + "/healthz"); err == nil {
-				resp.Body.Close()
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the edge does not answer /healthz")
-			}
-		}
+		return e
 	}
-	edge := startEdge()
-	t.Cleanup(func() { edge.Process.Kill(); edge.Wait() })
+	edge := startEdge("")
+	edgeAddr := edge.Addr
+	t.Cleanup(func() { edge.Kill() })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	key, err := cohort.FetchKey(ctx, nil, cl.AggregatorURL(), "")
@@ -74,7 +57,7 @@ func TestSecAggThroughEdges(t *testing.T) {
 	}
 	done := make(chan struct{}, 2)
 	for _, c := range []cohort.Config{
-		{Relay: "ws://" + edgeAddr + "/ws", Clients: atEdge, Seed: 3},
+		{Relay: edge.WebSocketURL(), Clients: atEdge, Seed: 3},
 		{Relay: cl.WebSocketURL(), Clients: atOwner, Seed: 4},
 	} {
 		c.Key, c.PerUser, c.Dataset, c.SeededNoise, c.Logger = key, 8000/(atEdge+atOwner), sample.Name, true, slog.New(slog.DiscardHandler)
@@ -86,7 +69,7 @@ func TestSecAggThroughEdges(t *testing.T) {
 			Connections int    `json:"connections"`
 			Accepted    uint64 `json:"accepted"`
 		}
-		resp, err := http.Get("http://" + edgeAddr + "/api/edge")
+		resp, err := http.Get(edge.URL() + "/api/edge")
 		if err != nil {
 			return -1
 		}
@@ -113,9 +96,8 @@ func TestSecAggThroughEdges(t *testing.T) {
 	}
 
 	// The edge is killed and comes back: its volunteers reconnect.
-	edge.Process.Kill()
-	edge.Wait()
-	edge = startEdge()
+	edge.Kill()
+	edge = startEdge(edgeAddr)
 	waitConns()
 	before, _ = cl.Rounds(ctx)
 	rs = waitOK(t, cl, len(ok(before))+1, 4*time.Minute)

@@ -224,7 +224,7 @@ func (p *Preparer) Execute(job []byte, workers int) ([]byte, error) {
 type Worker struct {
 	Jobs    *pgstore.Jobs
 	Prep    *Preparer
-	Workers int           // goroutines per job (0: 1)
+	Workers int           // goroutines per job (0: GOMAXPROCS)
 	Lease   time.Duration // 0: DefaultLease
 	Log     *slog.Logger
 
@@ -258,7 +258,11 @@ func (w *Worker) lease() time.Duration {
 // over), nor to a job that ran past its lease and was not taken over
 // (the token decides, whatever the clocks say).
 func (w *Worker) One(l *pgstore.Lease) {
-	res, err := w.Prep.Execute(l.Payload, max(w.Workers, 1))
+	n := w.Workers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	res, err := w.Prep.Execute(l.Payload, n)
 	if err != nil {
 		// A job that does not execute here will not anywhere (a 'P'
 		// message that does not parse, a round that does not build): its
@@ -392,12 +396,9 @@ func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []
 // Serve is a replica that only prepares: it waits for the aggregator's
 // key in schema (the owner stores it at its first start), then leases and
 // executes jobs until ctx ends (`aggregator prep-worker`, and a standby
-// while it waits) with w's Workers goroutines per job (0: GOMAXPROCS),
-// Lease and Log; it sets w's Jobs and Prep.
+// while it waits) with w's Workers, Lease and Log; it sets w's Jobs and
+// Prep.
 func Serve(ctx context.Context, dsn, schema string, w *Worker) error {
-	if w.Workers <= 0 {
-		w.Workers = runtime.GOMAXPROCS(0)
-	}
 	log := w.Log
 	var key *sealkey.PrivateKey
 	for {

@@ -265,10 +265,12 @@ type chunkFlow struct {
 	apart, here atomic.Int64
 }
 
-// apartChunk is a chunk's result prepared apart (prepareApart).
+// apartChunk is a chunk's result prepared apart (prepareApart), with the
+// chunk as parsed then (the open round's parameters do not change while
+// it is open).
 type apartChunk struct {
 	round int
-	seq   uint32
+	ch    *wire.SecAggChunk
 	res   []byte
 }
 
@@ -321,7 +323,7 @@ func (m *Machine) prepareApart(frame []byte, dig string) *apartChunk {
 		m.log.Warn("a secagg chunk was not prepared apart; preparing it here", "round", r, "seq", ch.Seq, "err", err)
 		return nil
 	}
-	return &apartChunk{round: r, seq: ch.Seq, res: res}
+	return &apartChunk{round: r, ch: ch, res: res}
 }
 
 type chunkKey struct {
@@ -554,6 +556,9 @@ func (m *Machine) chunkIntake(frame []byte, dig string, apart *apartChunk) (outc
 		if !ok {
 			return ans(in, nil, detail)
 		}
+		if ch == nil && apart != nil && apart.round == r {
+			ch = apart.ch
+		}
 		if ch == nil {
 			if ch, err = wire.ParseSecAggChunk(frame, rc.Proto.LeaderSealed, int(rc.Params.Quota)); err != nil {
 				return ans(outcome.Invalid, nil, "malformed secagg chunk: "+err.Error())
@@ -664,7 +669,7 @@ func (m *Machine) chunkIntake(frame []byte, dig string, apart *apartChunk) (outc
 // before (ErrNonceSeen); FoldPrepared folds nothing then. The caller
 // holds procMu.
 func (m *Machine) foldApart(c *secaggCollect, ch *wire.SecAggChunk, apart *apartChunk) []byte {
-	if apart == nil || apart.round != c.round || apart.seq != ch.Seq {
+	if apart == nil || apart.round != c.round || apart.ch != ch {
 		return nil
 	}
 	cp, err := c.leader.ParseChunkPrep(apart.res)

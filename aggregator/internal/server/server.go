@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -192,9 +191,6 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		w := &prepjob.Worker{Jobs: s.jobs, Prep: prepjob.NewPreparer(key), Workers: c.Workers, Lease: c.PrepLease, Log: c.Logger}
-		if w.Workers == 0 {
-			w.Workers = runtime.GOMAXPROCS(0)
-		}
 		s.prep = w
 		off := &prepjob.Offload{W: w, HelpAfter: c.PrepHelpAfter}
 		var pctx context.Context
