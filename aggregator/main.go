@@ -145,7 +145,7 @@ func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	pw := &prepjob.Worker{Workers: *workers, Lease: *lease, Log: log}
+	pw := prepjob.NewWorker(nil, nil, *workers, *lease, log)
 	if *listen != "" {
 		mux := http.NewServeMux()
 		opsview.RegisterWorker(mux, opsview.WorkerSource{Done: pw.Done, Failed: pw.Failed, Lost: pw.Lost})
@@ -352,7 +352,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pctx, stopPrep := context.WithCancel(ctx)
 	if store.Standby && *prepJobs {
 		prepping.Go(func() {
-			pw := &prepjob.Worker{Workers: *workers, Lease: *prepLease, Log: log}
+			pw := prepjob.NewWorker(nil, nil, *workers, *prepLease, log)
 			err := prepjob.Serve(pctx, store.URL, store.Schema, pw)
 			log.Info("the standby stopped preparing chunks", "jobs", pw.Done(), "failed", pw.Failed(), "err", err)
 		})

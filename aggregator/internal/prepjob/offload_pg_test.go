@@ -41,9 +41,10 @@ func TestOffloadFailedJobPostgres(t *testing.T) {
 	key, _ := sealkey.DeriveKey([32]byte{1})
 	stale, _ := sealkey.DeriveKey([32]byte{2})
 	quiet := slog.New(slog.DiscardHandler)
-	replica := &Worker{Jobs: open(), Prep: NewPreparer(stale), Lease: time.Minute, Log: quiet}
+	replica := NewWorker(open(), NewPreparer(stale), 0, time.Minute, quiet)
 	go replica.Run(ctx)
-	owner := &Offload{W: &Worker{Jobs: open(), Prep: NewPreparer(key), Lease: time.Minute, Log: quiet}, HelpAfter: time.Hour}
+	prep := NewPreparer(key)
+	owner := &Offload{JobOffload: pgstore.JobOffload{W: NewWorker(open(), prep, 0, time.Minute, quiet), HelpAfter: time.Hour}, Prep: prep}
 	p := wire.Params{Protocol: wire.ProtocolSecAgg, Randomizer: wire.RandomizerDiscreteGaussian, D: 8, K: 1, L: 1, Width: 1,
 		MinBatch: 3, Quota: 8, Clip: 1, CheckInP: 0.5, Sigma: 2}
 	start := time.Now()

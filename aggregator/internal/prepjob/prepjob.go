@@ -35,9 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/blanket-fl/blanket/aggregator/internal/analysis"
@@ -52,9 +50,8 @@ import (
 const Kind = "secagg-prep"
 
 // DefaultLease is how long a replica holds a job before another may take
-// it over: a chunk (at most the relay's chunk size, 8 reports by default)
-// is prepared in well under a second even on a busy machine.
-const DefaultLease = 10 * time.Second
+// it over (pgstore.DefaultJobLease).
+const DefaultLease = pgstore.DefaultJobLease
 
 // Round is what a replica needs besides the key to prepare a chunk of a
 // round: the round, its announced parameters, the consent hash its leader
@@ -220,185 +217,41 @@ func (p *Preparer) Execute(job []byte, workers int) ([]byte, error) {
 	return cp.MarshalBinary()
 }
 
-// Worker leases jobs from a queue and executes them.
-type Worker struct {
-	Jobs    *pgstore.Jobs
-	Prep    *Preparer
-	Workers int           // goroutines per job (0: GOMAXPROCS)
-	Lease   time.Duration // 0: DefaultLease
-	Log     *slog.Logger
-
-	done, takenOver, lost, failed atomic.Int64
-}
-
-// Done is the number of jobs this worker prepared and completed.
-func (w *Worker) Done() int64 { return w.done.Load() }
-
-// Failed is the number of jobs this worker could not prepare (it stored
-// why: the owner prepares them), Lost the number whose result it could not
-// store (its lease was taken over, or PostgreSQL failed).
-func (w *Worker) Failed() int64 { return w.failed.Load() }
-
-// Lost: see Failed.
-func (w *Worker) Lost() int64 { return w.lost.Load() }
-
-// TakenOver is the number of jobs this worker completed on a lease it
-// took over (another replica's expired: attempt 2 or more).
-func (w *Worker) TakenOver() int64 { return w.takenOver.Load() }
-
-func (w *Worker) lease() time.Duration {
-	if w.Lease > 0 {
-		return w.Lease
+// NewWorker returns the worker that leases this kind's jobs from jobs and
+// prepares them with p (pgstore.JobWorker; Serve fills in Jobs and Exec).
+func NewWorker(jobs *pgstore.Jobs, p *Preparer, workers int, lease time.Duration, log *slog.Logger) *pgstore.JobWorker {
+	w := &pgstore.JobWorker{Jobs: jobs, Kind: Kind, Workers: workers, Lease: lease, Log: log}
+	if p != nil {
+		w.Exec = p
 	}
-	return DefaultLease
-}
-
-// One executes the leased job l and completes it, with a context of its
-// own: work done is not lost to a replica stopping (a standby taking
-// over), nor to a job that ran past its lease and was not taken over
-// (the token decides, whatever the clocks say).
-func (w *Worker) One(l *pgstore.Lease) {
-	n := w.Workers
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
-	}
-	res, err := w.Prep.Execute(l.Payload, n)
-	if err != nil {
-		// A job that does not execute here will not anywhere (a 'P'
-		// message that does not parse, a round that does not build): its
-		// result says why, and the enqueuer prepares the chunk itself,
-		// which closes the round if the relay's bytes are at fault.
-		w.Log.Warn("prepjob: a job does not execute", "job", l.ID, "round", l.Round, "err", err)
-		res = append([]byte{resultFailed}, err.Error()...)
-	} else {
-		res = append([]byte{resultOK}, res...)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
-	defer cancel()
-	if err := w.Jobs.Complete(ctx, l, res); err != nil {
-		w.lost.Add(1)
-		w.Log.Warn("prepjob: a job's result was not stored", "job", l.ID, "round", l.Round, "attempt", l.Attempt, "err", err)
-		return
-	}
-	if res[0] == resultFailed {
-		w.failed.Add(1)
-		return
-	}
-	w.done.Add(1)
-	if l.Attempt > 1 {
-		w.takenOver.Add(1)
-		w.Log.Info("prepjob: completed a job whose lease another replica let expire", "job", l.ID, "round", l.Round, "attempt", l.Attempt)
-	}
-}
-
-// completeTimeout bounds storing a result.
-const completeTimeout = 10 * time.Second
-
-// A job's result starts with one of these.
-const (
-	resultOK     byte = 0 // then analysis.ChunkPrep.MarshalBinary
-	resultFailed byte = 1 // then why (text)
-)
-
-// Run leases and executes jobs until ctx ends.
-func (w *Worker) Run(ctx context.Context) {
-	for {
-		l, err := w.Jobs.Next(ctx, Kind, w.lease())
-		if err != nil {
-			return
-		}
-		w.One(l)
-	}
+	return w
 }
 
 // Offload is the owner's side: Prepare enqueues a chunk and waits for its
-// result, executing jobs itself meanwhile.
+// result, preparing jobs itself meanwhile (pgstore.JobOffload).
 type Offload struct {
-	W *Worker
-	// HelpAfter is how long Prepare leaves the jobs to the other replicas
-	// before it leases them itself (0: at once; more keeps the owner's CPU
-	// for its intake while other replicas keep up).
-	HelpAfter time.Duration
-	// round is the last round Prepare enqueued a job of: at the next, the
-	// jobs of every other round (left by a replica that died) are removed.
-	round atomic.Uint64
+	pgstore.JobOffload
+	Prep *Preparer
 }
 
 // Prepare enqueues the chunk as a job and returns its result once a
-// replica (this one included: while it waits it leases jobs, its own or
-// others', and executes them) has prepared it. It returns an error if the
-// queue fails, the job is lost (a crash of PostgreSQL empties the
-// unlogged table) or no result came within twice the lease and 30 s: the
-// caller then prepares the chunk itself.
+// replica (this one included) has prepared it; an error (the queue
+// failed, the job was lost with PostgreSQL, it failed, or it timed out)
+// means the caller prepares the chunk itself (pgstore.JobOffload.Do).
 func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []byte) ([]byte, error) {
-	w := o.W
-	job, err := Encode(w.Prep.fp, r, sealed, prep)
+	job, err := Encode(o.Prep.fp, r, sealed, prep)
 	if err != nil {
 		return nil, err
 	}
-	if o.round.Swap(r.Round) != r.Round {
-		if err := w.Jobs.RemoveEarlierRounds(ctx, Kind, int64(r.Round)); err != nil {
-			w.Log.Warn("prepjob: removing earlier rounds' jobs", "err", err)
-		}
-	}
-	id, err := w.Jobs.Enqueue(ctx, Kind, int64(r.Round), job)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		w.Jobs.Forget(id.ID)
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := w.Jobs.Remove(rctx, id); err != nil {
-			w.Log.Warn("prepjob: removing a job", "job", id.ID, "err", err)
-		}
-	}()
-	start := time.Now()
-	bound := start.Add(2*w.lease() + 30*time.Second)
-	for {
-		done := w.Jobs.Done(id.ID)
-		res, ok, err := w.Jobs.Result(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			switch {
-			case len(res) > 0 && res[0] == resultOK:
-				return res[1:], nil
-			case len(res) > 0 && res[0] == resultFailed:
-				return nil, fmt.Errorf("prepjob: job %d of round %d: %s", id.ID, r.Round, res[1:])
-			}
-			return nil, fmt.Errorf("prepjob: job %d of round %d: a result of an unknown kind", id.ID, r.Round)
-		}
-		if time.Now().After(bound) {
-			return nil, fmt.Errorf("prepjob: job %d of round %d not done in twice the lease and 30 s", id.ID, r.Round)
-		}
-		if time.Since(start) >= o.HelpAfter {
-			l, err := w.Jobs.Lease(ctx, Kind, w.lease())
-			if err != nil {
-				return nil, err
-			}
-			if l != nil {
-				w.One(l)
-				continue
-			}
-		}
-		select {
-		case <-done:
-		case <-w.Jobs.NewJob():
-		case <-time.After(pgstore.PollEvery):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	return o.Do(ctx, r.Round, job)
 }
 
 // Serve is a replica that only prepares: it waits for the aggregator's
 // key in schema (the owner stores it at its first start), then leases and
 // executes jobs until ctx ends (`aggregator prep-worker`, and a standby
-// while it waits) with w's Workers, Lease and Log; it sets w's Jobs and
-// Prep.
-func Serve(ctx context.Context, dsn, schema string, w *Worker) error {
+// while it waits) with w's Workers, Lease and Log (NewWorker(nil, nil,
+// ...)); it sets w's Jobs and Exec.
+func Serve(ctx context.Context, dsn, schema string, w *pgstore.JobWorker) error {
 	log := w.Log
 	var key *sealkey.PrivateKey
 	for {
@@ -426,7 +279,7 @@ func Serve(ctx context.Context, dsn, schema string, w *Worker) error {
 		return err
 	}
 	defer jobs.Close()
-	w.Jobs, w.Prep = jobs, NewPreparer(key)
+	w.Jobs, w.Exec, w.Kind = jobs, NewPreparer(key), Kind
 	log.Info("preparing secure-summation chunks for the aggregator's replicas", "schema", schema, "fingerprint", key.Public().Fingerprint())
 	w.Run(ctx)
 	return nil

@@ -37,9 +37,10 @@ func TestChunksPreparedByReplicasPostgres(t *testing.T) {
 	}
 	const lease = 300 * time.Millisecond
 	key, h := rigKeys(t)
-	owner := &prepjob.Worker{Jobs: openJobs(), Prep: prepjob.NewPreparer(key), Workers: 2, Lease: lease, Log: slog.New(slog.DiscardHandler)}
+	prep := prepjob.NewPreparer(key)
+	owner := prepjob.NewWorker(openJobs(), prep, 2, lease, slog.New(slog.DiscardHandler))
 	r := &rig{t: t, dir: t.TempDir(), key: key, helper: h, store: &memStore{}, params: secaggParams(),
-		prepApart: (&prepjob.Offload{W: owner, HelpAfter: time.Second}).Prepare}
+		prepApart: (&prepjob.Offload{JobOffload: pgstore.JobOffload{W: owner, HelpAfter: time.Second}, Prep: prep}).Prepare}
 	r.open()
 
 	dead := openJobs()
@@ -51,7 +52,7 @@ func TestChunksPreparedByReplicasPostgres(t *testing.T) {
 		}
 		died <- l.ID // and never completes it
 	}()
-	live := &prepjob.Worker{Jobs: openJobs(), Prep: prepjob.NewPreparer(key), Workers: 1, Lease: lease, Log: slog.New(slog.DiscardHandler)}
+	live := prepjob.NewWorker(openJobs(), prepjob.NewPreparer(key), 1, lease, slog.New(slog.DiscardHandler))
 	round := r.announce()
 	reps := r.reports(round, 6)
 	hs := r.helperSide(round)

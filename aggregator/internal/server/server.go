@@ -98,7 +98,7 @@ type Server struct {
 	// jobs is the queue of chunk preparations (Config.PrepJobs; nil
 	// otherwise).
 	jobs *pgstore.Jobs
-	prep *prepjob.Worker
+	prep *pgstore.JobWorker
 	// stopPrep ends the chunks' waits for their jobs (Close): they are
 	// prepared here then.
 	stopPrep context.CancelFunc
@@ -190,9 +190,10 @@ func New(cfg Config) (*Server, error) {
 			l.Close()
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		w := &prepjob.Worker{Jobs: s.jobs, Prep: prepjob.NewPreparer(key), Workers: c.Workers, Lease: c.PrepLease, Log: c.Logger}
+		prep := prepjob.NewPreparer(key)
+		w := prepjob.NewWorker(s.jobs, prep, c.Workers, c.PrepLease, c.Logger)
 		s.prep = w
-		off := &prepjob.Offload{W: w, HelpAfter: c.PrepHelpAfter}
+		off := &prepjob.Offload{JobOffload: pgstore.JobOffload{W: w, HelpAfter: c.PrepHelpAfter}, Prep: prep}
 		var pctx context.Context
 		pctx, s.stopPrep = context.WithCancel(context.Background())
 		prepareApart = func(_ context.Context, r prepjob.Round, sealed [][]byte, prep []byte) ([]byte, error) {
