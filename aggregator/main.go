@@ -148,7 +148,7 @@ func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
 	pw := prepjob.NewWorker(nil, nil, *workers, *lease, log)
 	if *listen != "" {
 		mux := http.NewServeMux()
-		opsview.RegisterWorker(mux, opsview.WorkerSource{Done: pw.Done, Failed: pw.Failed, Lost: pw.Lost})
+		pgstore.WorkerOps(mux, opsview.Prefix, pw)
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
 			fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)

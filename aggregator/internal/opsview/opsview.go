@@ -150,37 +150,6 @@ func Registry(src Source) *prometheus.Registry {
 	return r
 }
 
-// WorkerSource is where an `aggregator prep-worker`'s series are read.
-type WorkerSource struct {
-	Done, Failed, Lost func() int64
-}
-
-var (
-	dWorkerJobs = prometheus.NewDesc(Prefix+"prep_jobs_total", "Chunks' preparation jobs this prep-worker leased, by result (ok: prepared and stored; failed: could not be prepared here, why stored; lost: the result not stored, the lease taken over or PostgreSQL failing).", []string{"result"}, nil)
-)
-
-type workerCollector struct{ src WorkerSource }
-
-func (c workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- dWorkerJobs }
-
-func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, x := range []struct {
-		result string
-		n      func() int64
-	}{{"ok", c.src.Done}, {"failed", c.src.Failed}, {"lost", c.src.Lost}} {
-		ch <- prometheus.MustNewConstMetric(dWorkerJobs, prometheus.CounterValue, float64(x.n()), x.result)
-	}
-}
-
-// RegisterWorker adds GET /metrics (the prep-worker's jobs, the Go
-// runtime's and the process's series) and GET /healthz to mux.
-func RegisterWorker(mux *http.ServeMux, src WorkerSource) {
-	r := prometheus.NewRegistry()
-	r.MustRegister(workerCollector{src}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(r, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-}
-
 // Register adds GET /metrics, GET /api/metrics and GET /readyz (ready:
 // the server's conditions) to mux.
 func Register(mux *http.ServeMux, src Source, ready ...readiness.Check) {

@@ -1,4 +1,4 @@
-package opsview
+package pgstore
 
 import (
 	"net/http"
@@ -9,12 +9,15 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// TestWorkerSeries: a prep-worker's GET /metrics is the Prometheus text
+// TestWorkerOps: a prep-worker's GET /metrics is the Prometheus text
 // format with its jobs by result, read at scrape time; /healthz answers.
-func TestWorkerSeries(t *testing.T) {
-	done := int64(3)
+func TestWorkerOps(t *testing.T) {
+	w := &JobWorker{}
+	w.done.Store(3)
+	w.failed.Store(1)
+	w.lost.Store(2)
 	mux := http.NewServeMux()
-	RegisterWorker(mux, WorkerSource{Done: func() int64 { return done }, Failed: func() int64 { return 1 }, Lost: func() int64 { return 2 }})
+	WorkerOps(mux, "blanket_test_", w)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	scrape := func() map[string]float64 {
@@ -28,7 +31,7 @@ func TestWorkerSeries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := fams[Prefix+"prep_jobs_total"]
+		f := fams["blanket_test_prep_jobs_total"]
 		if f == nil || fams["go_goroutines"] == nil {
 			t.Fatalf("families %v", fams)
 		}
@@ -41,7 +44,7 @@ func TestWorkerSeries(t *testing.T) {
 	if got := scrape(); got["ok"] != 3 || got["failed"] != 1 || got["lost"] != 2 || len(got) != 3 {
 		t.Fatalf("jobs %v", got)
 	}
-	done = 5
+	w.done.Store(5)
 	if got := scrape(); got["ok"] != 5 {
 		t.Fatalf("not read at scrape time: %v", got)
 	}
