@@ -20,23 +20,29 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/edge"
 	"github.com/blanket-fl/blanket/relay/internal/metrics"
+	"github.com/blanket-fl/blanket/relay/internal/prepjob"
 	"github.com/blanket-fl/blanket/relay/internal/relaystore"
 	"github.com/blanket-fl/blanket/relay/internal/server"
+	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
 	"github.com/blanket-fl/blanket/shared/datastore"
+	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
 	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/flagfile"
 	"github.com/blanket-fl/blanket/shared/ledger"
 	"github.com/blanket-fl/blanket/shared/readiness"
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/web"
 )
 
@@ -75,6 +81,9 @@ func loadWasm(fs *flag.FlagSet, path string, log *slog.Logger) (*web.WasmModule,
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "prep-worker" {
+		return prepWorker(args[1:])
+	}
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8081", "listen address")
 	edgeOf := fs.String("edge-of", "", "run as an edge of the relay at this URL (its internal address, or the relays' load balancer): hold volunteers' websockets and hand their secure-summation reports to it; no state, no keys (docs/deploy.md, \"Relay edges\")")
@@ -94,6 +103,9 @@ func run(args []string) error {
 	minBatch := fs.Int("min-batch", 3, "the relay's own minimum batch: a round with fewer complete (shuffle) or accepted (secure summation) reports is aborted whatever the aggregator announces (set it to the task's; no announcement lowers it)")
 	maxRejected := fs.Float64("max-rejected-share", roundspec.DefaultMaxRejectedShare, "secure summation: the relay releases nothing for a round in which more than this share of the reports failed the aggregator's verification (honest reports fail with probability about 2^-101)")
 	opsListen := fs.String("ops-listen", "", "operator-only listen address (e.g. 127.0.0.1:9101) serving GET /metrics with the Go runtime and process series besides the relay's own; keep it off the public network: memory and CPU follow the relay's work, dummies included (docs/deploy.md). Empty: none")
+	prepJobs := fs.Bool("prep-jobs", false, "with -store: spread the helper's preparation of secure summation's reports over the relay's replicas as jobs leased through PostgreSQL (this relay, a -standby while it waits, and any relay prep-worker; docs/deploy.md)")
+	prepLease := fs.Duration("prep-lease", prepjob.DefaultLease, "with -prep-jobs: how long a replica holds a batch's job before another may take it over")
+	prepHelpAfter := fs.Duration("prep-help-after", 0, "with -prep-jobs: how long this relay leaves its batches to the other replicas before preparing them itself (0: it prepares beside them at once)")
 	fs.String("config", "", "configuration file: one `name = value` per line, the names being these flags' (docs/deploy.md); flags on the command line win")
 	if err := flagfile.Parse(fs, args, "config"); err != nil {
 		return err
@@ -148,13 +160,29 @@ func run(args []string) error {
 	// ledger and the aggregator's head); a state
 	// directory of the former format is imported on the first start.
 	store.Dir = *state
+	if *prepJobs && store.URL == "" {
+		return errors.New("-prep-jobs needs the PostgreSQL store (-store): the replicas share the jobs through it")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A standby with -prep-jobs prepares the owner's reports while it
+	// waits; the job under way is completed before it takes over.
+	var prepping sync.WaitGroup
+	pctx, stopPrep := context.WithCancel(ctx)
+	if store.Standby && *prepJobs {
+		prepping.Go(func() {
+			pw := prepjob.NewWorker(nil, nil, 0, *prepLease, log)
+			err := prepjob.Serve(pctx, store.URL, store.Schema, pw)
+			log.Info("the standby stopped preparing reports", "jobs", pw.Done(), "failed", pw.Failed(), "err", err)
+		})
+	}
 	// A hot standby (-standby) waits here, not listening, until the
 	// relay that owns the schema is gone; a store lost for good (another
 	// relay took the schema, or a commit of unknown outcome) stops this
 	// one, for its supervisor to start it again (docs/deploy.md).
 	turn, err := serverstore.AwaitTurn(ctx, store, log)
+	stopPrep()
+	prepping.Wait()
 	if err != nil {
 		return err
 	}
@@ -185,21 +213,36 @@ func run(args []string) error {
 		return err
 	}
 	defer nl.Close()
+	var prepareApart func(context.Context, sumrelay.Apart, [][]byte) ([]*secagg.Prep, error)
+	if *prepJobs {
+		jobs, err := pgstore.OpenJobs(ctx, store.URL, store.Schema, log)
+		if err != nil {
+			return err
+		}
+		defer jobs.Close()
+		prep := prepjob.NewPreparer(hk)
+		off := &prepjob.Offload{JobOffload: pgstore.JobOffload{W: prepjob.NewWorker(jobs, prep, 0, *prepLease, log), HelpAfter: *prepHelpAfter}, Prep: prep}
+		prepareApart = func(ctx context.Context, r sumrelay.Apart, sealed [][]byte) ([]*secagg.Prep, error) {
+			return off.Prepare(ctx, prepjob.Round{Round: r.Num, Params: r.Params, VerifyKey: r.VerifyKey}, r.Round, sealed)
+		}
+		log.Info("the helper's preparation is spread over the relay's replicas (-prep-jobs)", "helper_key", prepjob.Fingerprint(hk))
+	}
 	srv, err := server.New(server.Config{
-		NoiseLedger: nl,
-		HelperKey:   hk,
-		Aggregator:  *agg,
-		Token:       tok,
-		Outbox:      st,
-		StoreStats:  st.DB().Stats,
-		Ready:       []readiness.Check{readiness.Store(st.DB()), readiness.Ledger("noise ledger", nl)},
-		Reports:     st,
-		Origins:     allowed,
-		Logger:      log,
-		Wasm:        wasm,
-		KeyRefresh:  *keyRefresh,
-		Warmup:      *warmup,
-		Floor:       floor,
+		PrepareApart: prepareApart,
+		NoiseLedger:  nl,
+		HelperKey:    hk,
+		Aggregator:   *agg,
+		Token:        tok,
+		Outbox:       st,
+		StoreStats:   st.DB().Stats,
+		Ready:        []readiness.Check{readiness.Store(st.DB()), readiness.Ledger("noise ledger", nl)},
+		Reports:      st,
+		Origins:      allowed,
+		Logger:       log,
+		Wasm:         wasm,
+		KeyRefresh:   *keyRefresh,
+		Warmup:       *warmup,
+		Floor:        floor,
 		// The target the relay agreed to: an announcement with another is
 		// refused (both ledgers compose at one δ).
 		TargetEpsilon: *targetEps,
@@ -296,4 +339,51 @@ func runEdge(cfg edge.Config, listen string) error {
 	err = hs.Shutdown(sctx)
 	<-runDone
 	return err
+}
+
+// prepWorker is `relay prep-worker`: prepjob.Serve until a signal.
+func prepWorker(args []string) error {
+	fs := flag.NewFlagSet("relay prep-worker", flag.ContinueOnError)
+	var store serverstore.Config
+	fs.StringVar(&store.URL, "store", "", "the relay's PostgreSQL store, postgres://...")
+	fs.StringVar(&store.Schema, "store-schema", serverstore.RelaySchema, "its schema")
+	workers := fs.Int("workers", 0, "goroutines per batch (0: GOMAXPROCS)")
+	lease := fs.Duration("prep-lease", prepjob.DefaultLease, "how long a batch's job is held before another replica may take it over")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	listen := fs.String("listen", "", "serve GET /metrics (Prometheus) and /healthz at this address (empty: none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if store.URL == "" || fs.NArg() != 0 {
+		return errors.New("usage: relay prep-worker -store postgres://... [-store-schema S] [-workers N] [-prep-lease D] [-listen ADDR]")
+	}
+	store.Dir = "-"
+	if err := store.Validate(); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	pw := prepjob.NewWorker(nil, nil, *workers, *lease, log)
+	if *listen != "" {
+		mux := http.NewServeMux()
+		pgstore.WorkerOps(mux, metrics.Prefix, pw)
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(ln)
+		defer hs.Close()
+	}
+	err := prepjob.Serve(ctx, store.URL, store.Schema, pw)
+	log.Info("stopped", "jobs", pw.Done(), "failed", pw.Failed(), "lost", pw.Lost())
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }

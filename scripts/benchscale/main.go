@@ -37,6 +37,14 @@
 //
 //	go run ./scripts/benchscale -n 1000 -store postgres -prep-workers 1
 //
+// With -relay-prep-workers K (and -store postgres) the relay runs
+// -prep-jobs: the helper's preparation of its reports is done as jobs
+// leased by K `relay prep-worker` processes, and by itself while it waits
+// (relay/internal/prepjob); the table adds their CPU per report and the
+// share of reports prepared apart.
+//
+//	go run ./scripts/benchscale -n 1000 -store postgres -relay-prep-workers 1
+//
 // It asserts nothing (speed is measured, never tested); it exits non-zero
 // only when a round does not complete.
 package main
@@ -97,6 +105,8 @@ type row struct {
 	edgeHWM                         int64 // the largest edge's peak memory
 	prepWorkers                     int   // -prep-workers: their CPU is cpu["prep"]
 	apart, here                     float64
+	relayPrep                       int // -relay-prep-workers: their CPU is cpu["relayprep"]
+	relayApart, relayHere           float64
 }
 
 // storeCost is what a party's datastore wrote over the measured rounds.
@@ -116,11 +126,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	edges := fs.Int("edges", 0, "edge relays (relay -edge-of) holding the volunteers' websockets, the volunteers dealt among them; 0: every volunteer on the relay itself")
 	prepWorkers := fs.Int("prep-workers", 0, "with -store postgres: the aggregator runs -prep-jobs with this many aggregator prep-worker processes beside it")
 	helpAfter := fs.Duration("prep-help-after", 0, "with -prep-workers: the aggregator's -prep-help-after")
+	var rp relayPrep
+	fs.IntVar(&rp.workers, "relay-prep-workers", 0, "with -store postgres: the relay runs -prep-jobs with this many relay prep-worker processes beside it")
+	fs.DurationVar(&rp.helpAfter, "relay-prep-help-after", 0, "with -relay-prep-workers: the relay's -prep-help-after")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *prepWorkers > 0 && *store != "postgres" {
-		return errors.New("-prep-workers needs -store postgres")
+	if (*prepWorkers > 0 || rp.workers > 0) && *store != "postgres" {
+		return errors.New("-prep-workers and -relay-prep-workers need -store postgres")
 	}
 	var pg *pgBench
 	switch *store {
@@ -159,7 +172,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var rows []row
 	for _, n := range sizes {
 		fmt.Fprintf(out, "n = %d: running two full rounds (load average %s)...\n", n, loadAvg())
-		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers, *edges, *prepWorkers, *helpAfter, pg)
+		r, err := measure(ctx, bins, filepath.Join(root, fmt.Sprint(n)), n, *workers, *edges, *prepWorkers, *helpAfter, rp, pg)
 		if err != nil {
 			return fmt.Errorf("n = %d: %w", n, err)
 		}
@@ -212,8 +225,14 @@ type roundRec struct {
 
 var verbose = new(bool)
 
-func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers, edges, prepWorkers int, helpAfter time.Duration, pg *pgBench) (row, error) {
-	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}, edges: edges, prepWorkers: prepWorkers}
+// relayPrep is -relay-prep-workers and -relay-prep-help-after.
+type relayPrep struct {
+	workers   int
+	helpAfter time.Duration
+}
+
+func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers, edges, prepWorkers int, helpAfter time.Duration, rp relayPrep, pg *pgBench) (row, error) {
+	r := row{n: n, store: map[string]storeCost{}, restart: map[string]time.Duration{}, cpu: map[string]time.Duration{}, edges: edges, prepWorkers: prepWorkers, relayPrep: rp.workers}
 	sh, err := shares(n)
 	if err != nil {
 		return r, err
@@ -232,6 +251,9 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 			aggArgs = append(aggArgs, "-prep-jobs", "-prep-help-after", helpAfter.String())
 		}
 		relayArgs = []string{"-store", pg.dsn, "-store-schema", fmt.Sprintf("bench_relay_%d", n)}
+		if rp.workers > 0 {
+			relayArgs = append(relayArgs, "-prep-jobs", "-prep-help-after", rp.helpAfter.String())
+		}
 	}
 	cl, err := localrun.Start(ctx, bins, localrun.Options{Dir: dir, AggregatorArgs: aggArgs, RelayArgs: relayArgs})
 	if err != nil {
@@ -265,12 +287,25 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 	}
 	var preps []*exec.Cmd
 	if prepWorkers > 0 {
-		if preps, err = startPrepWorkers(ctx, bins, pg.dsn, fmt.Sprintf("bench_aggregator_%d", n), prepWorkers); err != nil {
+		if preps, err = startPrepWorkers(ctx, bins.Aggregator, pg.dsn, fmt.Sprintf("bench_aggregator_%d", n), prepWorkers); err != nil {
 			cancel()
 			return r, err
 		}
 		defer func() {
 			for _, p := range preps {
+				p.Process.Kill()
+				p.Wait()
+			}
+		}()
+	}
+	var relayPreps []*exec.Cmd
+	if rp.workers > 0 {
+		if relayPreps, err = startPrepWorkers(ctx, bins.Relay, pg.dsn, fmt.Sprintf("bench_relay_%d", n), rp.workers); err != nil {
+			cancel()
+			return r, err
+		}
+		defer func() {
+			for _, p := range relayPreps {
 				p.Process.Kill()
 				p.Wait()
 			}
@@ -300,15 +335,18 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 		}
 		return d
 	}
-	prepCPU := func() time.Duration {
+	cmdsCPU := func(cmds []*exec.Cmd) time.Duration {
 		var d time.Duration
-		for _, p := range preps {
+		for _, p := range cmds {
 			d += procCPU(strconv.Itoa(p.Process.Pid))
 		}
 		return d
 	}
-	edgeBefore, prepBefore := edgeCPU(), prepCPU()
+	prepCPU := func() time.Duration { return cmdsCPU(preps) }
+	relayPrepCPU := func() time.Duration { return cmdsCPU(relayPreps) }
+	edgeBefore, prepBefore, relayPrepBefore := edgeCPU(), prepCPU(), relayPrepCPU()
 	apartBefore, hereBefore := chunkCounts(ctx, cl)
+	relayApartBefore, relayHereBefore := relayPrepared(ctx, cl)
 
 	// The store's counters before the first full round, to subtract
 	// what connecting and announcing wrote.
@@ -345,14 +383,18 @@ func measure(ctx context.Context, bins localrun.Binaries, dir string, n, workers
 		}
 		if len(full) == 0 {
 			before, cpuBefore, walBefore = storeStats(ctx, cl), pg.cpuTimes(bins), pg.wal(ctx)
-			edgeBefore, prepBefore = edgeCPU(), prepCPU()
+			edgeBefore, prepBefore, relayPrepBefore = edgeCPU(), prepCPU(), relayPrepCPU()
 			apartBefore, hereBefore = chunkCounts(ctx, cl)
+			relayApartBefore, relayHereBefore = relayPrepared(ctx, cl)
 		}
 	}
 	r.cpu["edges"] = edgeCPU() - edgeBefore
 	r.cpu["prep"] = prepCPU() - prepBefore
+	r.cpu["relayprep"] = relayPrepCPU() - relayPrepBefore
 	apartAfter, hereAfter := chunkCounts(ctx, cl)
 	r.apart, r.here = apartAfter-apartBefore, hereAfter-hereBefore
+	relayApartAfter, relayHereAfter := relayPrepared(ctx, cl)
+	r.relayApart, r.relayHere = relayApartAfter-relayApartBefore, relayHereAfter-relayHereBefore
 	for _, e := range edgeProcs {
 		r.edgeHWM = max(r.edgeHWM, procmem.OfPID(e.PID(), procmem.Peak))
 	}
@@ -542,7 +584,7 @@ func hwm(bin string) int64 {
 func printTable(out io.Writer, rows []row) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "n\tedges\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tPostgreSQL CPU ms/report\tWAL B/report\tWAL fsyncs/report\tedges: CPU ms/report, peak MiB each\tprep workers: CPU ms/report, chunks apart\tload average\t")
+	fmt.Fprintln(tw, "n\tedges\treports / checked in\tdropped\tannounce→model\tfirst report→model\trelay close→model\tCPU ms/report relay/agg/volunteers\tpeak MiB relay/agg\tstore B/report relay/agg\tfsyncs/report relay/agg\trestart s relay/agg\tPostgreSQL CPU ms/report\tWAL B/report\tWAL fsyncs/report\tedges: CPU ms/report, peak MiB each\tprep workers: CPU ms/report, chunks apart\trelay prep workers: CPU ms/report, reports apart\tload average\t")
 	for _, r := range rows {
 		var rc []string
 		for i := range r.reports {
@@ -575,12 +617,16 @@ func printTable(out io.Writer, rows []row) {
 		if r.prepWorkers > 0 {
 			prepCol = fmt.Sprintf("%d: %.2f, %.0f%%", r.prepWorkers, ms("prep"), 100*r.apart/max(r.apart+r.here, 1))
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.n, r.edges, strings.Join(rc, ", "),
+		relayPrepCol := "-"
+		if r.relayPrep > 0 {
+			relayPrepCol = fmt.Sprintf("%d: %.2f, %.0f%%", r.relayPrep, ms("relayprep"), 100*r.relayApart/max(r.relayApart+r.relayHere, 1))
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%v\t%v\t%v\t%.2f/%.2f/%.2f\t%d/%d\t%s/%s\t%s/%s\t%.2f/%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.n, r.edges, strings.Join(rc, ", "),
 			r.dropped, durations(r.roundWall), durations(r.fromFirst), durations(r.closeLeft), ms("relay"), ms("aggregator"), ms("volunteers"),
 			r.relayHWM>>20, r.aggHWM>>20,
 			per("relay", bytes, "%.0f"), per("aggregator", bytes, "%.0f"),
 			per("relay", fsyncs, "%.3f"), per("aggregator", fsyncs, "%.3f"),
-			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), pgCPU, walB, walS, edgeCol, prepCol, r.load)
+			r.restart["relay"].Seconds(), r.restart["aggregator"].Seconds(), pgCPU, walB, walS, edgeCol, prepCol, relayPrepCol, r.load)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -682,8 +728,8 @@ func binaryCopy(bin, suffix string) (string, error) {
 // startPrepWorkers starts k `aggregator prep-worker` processes on the
 // aggregator's schema, from a copy of its binary (so that the
 // aggregator's own process is found by its path).
-func startPrepWorkers(ctx context.Context, bins localrun.Binaries, dsn, schema string, k int) ([]*exec.Cmd, error) {
-	bin, err := binaryCopy(bins.Aggregator, "-prep")
+func startPrepWorkers(ctx context.Context, server, dsn, schema string, k int) ([]*exec.Cmd, error) {
+	bin, err := binaryCopy(server, "-prep")
 	if err != nil {
 		return nil, err
 	}
@@ -701,6 +747,20 @@ func startPrepWorkers(ctx context.Context, bins localrun.Binaries, dsn, schema s
 		cmds = append(cmds, cmd)
 	}
 	return cmds, nil
+}
+
+// relayPrepared reads the relay's reports prepared apart and here (its
+// /api/metrics: secagg.prepared).
+func relayPrepared(ctx context.Context, cl *localrun.Cluster) (apart, here float64) {
+	var m struct {
+		SecAgg struct {
+			Prepared map[string]float64 `json:"prepared"`
+		} `json:"secagg"`
+	}
+	if err := cl.GetJSONFrom(ctx, cl.RelayURL(), "/api/metrics", &m); err != nil {
+		return 0, 0
+	}
+	return m.SecAgg.Prepared["apart"], m.SecAgg.Prepared["here"]
 }
 
 // chunkCounts reads the aggregator's secagg_chunks_total (prepared apart

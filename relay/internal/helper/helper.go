@@ -93,6 +93,12 @@ func (h *Helper) Prepare(sealed []byte) (p Prepared, ok bool) {
 	return Prepared{h.eng.PrepInit(pt)}, true
 }
 
+// PreparedApart is a report another replica of the relay opened and
+// prepared (relay/internal/prepjob: the same open and PrepInit as
+// Prepare, the preparation carried as bytes and parsed by
+// secagg.Round.ParseHelperPrep), to Add like one Prepare returned.
+func PreparedApart(p secagg.Prep) Prepared { return Prepared{p} }
+
 // Add appends a prepared report in the order its leader share goes to the
 // aggregator and returns its 'P' entry. Duplicate nonces are decided on
 // accepted reports only (Verdicts): a report that merely copies a share

@@ -39,6 +39,9 @@ type Metrics struct {
 	SecAggCloses, SecAggShares atomic.Uint64
 	SecAggAttempts             atomic.Uint64
 	SecAggFailures             atomic.Uint64
+	// SecAggApart and SecAggHere count the reports the helper prepared on
+	// the relay's replicas (-prep-jobs: relay/internal/prepjob) and here.
+	SecAggApart, SecAggHere atomic.Uint64
 
 	mu             sync.Mutex
 	recent         []RoundReport     // the last recentRounds closed rounds, oldest first
@@ -202,6 +205,10 @@ type SecAggStats struct {
 	// without a definitive answer.
 	Attempts uint64 `json:"attempts"`
 	Failures uint64 `json:"failures"`
+	// Prepared counts the reports the helper prepared (its share opened
+	// or not), by where: apart (a replica leased the job: -prep-jobs) or
+	// here.
+	Prepared map[string]uint64 `json:"prepared"`
 }
 
 // Snapshot returns the current counters.
@@ -233,7 +240,8 @@ func (m *Metrics) Snapshot() Snapshot {
 	}
 	s.SecAgg = SecAggStats{Aggregated: m.SecAggAggregated.Load(), Closes: m.SecAggCloses.Load(), Shares: m.SecAggShares.Load(),
 		Attempts: m.SecAggAttempts.Load(),
-		Failures: m.SecAggFailures.Load()}
+		Failures: m.SecAggFailures.Load(),
+		Prepared: map[string]uint64{"apart": m.SecAggApart.Load(), "here": m.SecAggHere.Load()}}
 	m.mu.Lock()
 	if len(m.recent) > 0 {
 		l := m.recent[len(m.recent)-1]

@@ -41,7 +41,9 @@ const (
 	BucketKeys = "relay/keys"
 )
 
-const helperKeyName = "helper"
+// HelperKeyName is the helper key's name in BucketKeys (a relay
+// prep-worker reads it there: relay/internal/prepjob).
+const HelperKeyName = "helper"
 
 // ImportedSuffix is appended to the name of every file imported from a
 // state directory in the former format.
@@ -133,10 +135,10 @@ func (s *Store) importOld(dir string, opt *datastore.Options) error {
 	}
 	err = s.db.Update(func(tx *datastore.Tx) error {
 		if key != nil {
-			if old, ok := tx.Get(BucketKeys, helperKeyName); ok && !bytes.Equal(old, key) {
+			if old, ok := tx.Get(BucketKeys, HelperKeyName); ok && !bytes.Equal(old, key) {
 				return fmt.Errorf("relaystore: %s differs from the helper key already in the store; refusing to replace it", helperkey.File)
 			}
-			tx.Put(BucketKeys, helperKeyName, key)
+			tx.Put(BucketKeys, HelperKeyName, key)
 		}
 		for _, r := range records {
 			tx.Put(BucketOutbox, r.name, r.data)
@@ -174,7 +176,7 @@ func (s *Store) importOld(dir string, opt *datastore.Options) error {
 func (s *Store) HelperKey() (key *helperkey.Key, created bool, err error) {
 	var raw []byte
 	err = s.db.View(func(tx *datastore.ReadTx) error {
-		if b, ok := tx.Get(BucketKeys, helperKeyName); ok {
+		if b, ok := tx.Get(BucketKeys, HelperKeyName); ok {
 			raw = bytes.Clone(b)
 		}
 		return nil
@@ -198,11 +200,11 @@ func (s *Store) HelperKey() (key *helperkey.Key, created bool, err error) {
 	}
 	var stored []byte
 	err = s.db.Update(func(tx *datastore.Tx) error {
-		if b, ok := tx.Get(BucketKeys, helperKeyName); ok { // another caller stored one first
+		if b, ok := tx.Get(BucketKeys, HelperKeyName); ok { // another caller stored one first
 			stored = bytes.Clone(b)
 			return nil
 		}
-		tx.Put(BucketKeys, helperKeyName, raw)
+		tx.Put(BucketKeys, HelperKeyName, raw)
 		return nil
 	})
 	if err != nil {

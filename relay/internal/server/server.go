@@ -124,6 +124,10 @@ type Config struct {
 	// a secure-summation announcement names. Required
 	// (helperkey.LoadOrCreate keeps it in the state directory).
 	HelperKey *helperkey.Key
+	// PrepareApart (-prep-jobs; PostgreSQL only) has the helper's
+	// preparation of each batch of reports done by the relay's replicas
+	// (relay/internal/prepjob, sumrelay.Config.PrepareApart); nil: here.
+	PrepareApart func(ctx context.Context, r sumrelay.Apart, sealed [][]byte) ([]*secagg.Prep, error)
 	// PingInterval (default 20 s), PongWait (default 60 s; > PingInterval),
 	// FrameTimeout (default 10 s) and WriteWait (default 10 s) bound
 	// connections.
@@ -350,7 +354,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.sender, s.m.Sender = sender, sender
 	s.sa = sumrelay.New(sumrelay.Config{Store: cfg.Outbox, Post: s.agg, Charge: s.anchor.Charge, Abort: s.abortRound,
-		Enqueue: s.sender.Enqueue, Metrics: s.m, Token: cfg.Token, Open: cfg.HelperKey.OpenHelperShare, Floor: cfg.Floor,
+		Enqueue: s.sender.Enqueue, Metrics: s.m, Token: cfg.Token, Open: cfg.HelperKey.OpenHelperShare, Floor: cfg.Floor, PrepareApart: cfg.PrepareApart,
 		NewSource: cfg.NewSource, Logger: cfg.Logger, Class: s.classCode})
 	last, interrupted, err := s.recover()
 	if err != nil {

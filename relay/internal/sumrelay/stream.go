@@ -23,6 +23,7 @@ type Stream struct {
 	num    uint64
 	params wire.Params
 	sr     *secagg.Round
+	vk     []byte // the round's verify key (a batch prepared apart carries it)
 	h      *helper.Helper
 	in     chan round.SharesReport
 	closeC chan uint32 // the round machine's count of accepted reports
@@ -66,7 +67,7 @@ func (rl *Relay) OpenStream(rd *round.Round) {
 		eng, err = secagg.NewEngine(sr, false, vk)
 	}
 	if err == nil {
-		st.sr = sr
+		st.sr, st.vk = sr, vk
 		var open helper.Opener = rl.cfg.Open
 		if w := rl.knobs().wrapOpen; w != nil {
 			open = w(open)
@@ -177,17 +178,22 @@ func (rl *Relay) runStream(ctx context.Context, st *Stream) {
 	chunks := make(chan saChunk) // unbuffered: a chunk is handed over only to a poster with a free slot
 	var inflight atomic.Int32    // chunks posted and not yet applied (the assembler's partial chunks wait for 0)
 	var workers, stages sync.WaitGroup
-	for range k.workers {
-		workers.Go(func() {
-			for j := range jobs {
-				p, ok := st.h.Prepare(j.rep.Helper)
-				results <- prepDone{prepJob: j, p: p, ok: ok}
-				// Milliseconds of PINE arithmetic each: let the assembler,
-				// the poster and the connections' readers run between
-				// them rather than wait for preemption.
-				runtime.Gosched()
-			}
-		})
+	if rl.cfg.PrepareApart != nil {
+		workers.Go(func() { rl.batchApart(ctx, st, k, jobs, results) })
+	} else {
+		for range k.workers {
+			workers.Go(func() {
+				for j := range jobs {
+					p, ok := st.h.Prepare(j.rep.Helper)
+					rl.cfg.Metrics.SecAggHere.Add(1)
+					results <- prepDone{prepJob: j, p: p, ok: ok}
+					// Milliseconds of PINE arithmetic each: let the
+					// assembler, the poster and the connections' readers
+					// run between them rather than wait for preemption.
+					runtime.Gosched()
+				}
+			})
+		}
 	}
 	stages.Go(func() {
 		workers.Wait()
@@ -233,6 +239,76 @@ intake:
 	}
 	close(jobs)
 	stages.Wait()
+}
+
+// batchApart is runStream's preparation with -prep-jobs, in place of its
+// workers: it takes the numbered reports as they come and hands them in
+// batches to the relay's replicas (Config.PrepareApart), up to inFlight
+// batches at once. A batch holds the reports waiting when it is cut (at
+// most ChunkReports): one report when they trickle in, full batches when
+// the replicas fall behind. A batch whose job fails (the queue or
+// PostgreSQL failing, a replica of another version or key, no result in
+// time) is prepared here, report by report; either way each report gives
+// exactly one prepDone.
+func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs <-chan prepJob, results chan<- prepDone) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, k.inFlight)
+	var batch []prepJob
+	flush := func() {
+		b := batch
+		batch = nil
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			rl.prepareBatch(ctx, st, b, results)
+		})
+	}
+	for j := range jobs {
+		batch = append(batch, j)
+	fill:
+		for len(batch) < k.size {
+			select {
+			case j, ok := <-jobs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		flush()
+	}
+}
+
+// prepareBatch prepares one batch apart, or here if that fails, and
+// hands each report's preparation to the assembler.
+func (rl *Relay) prepareBatch(ctx context.Context, st *Stream, b []prepJob, results chan<- prepDone) {
+	sealed := make([][]byte, len(b))
+	for i := range b {
+		sealed[i] = b[i].rep.Helper
+	}
+	preps, err := rl.cfg.PrepareApart(ctx, Apart{Num: st.num, Params: st.params, VerifyKey: st.vk, Round: st.sr}, sealed)
+	if err != nil {
+		if ctx.Err() == nil {
+			rl.roundLog(st.num).Warn("a batch prepared here: its job failed", "reports", len(b), "err", err)
+		}
+		for _, j := range b {
+			p, ok := st.h.Prepare(j.rep.Helper)
+			rl.cfg.Metrics.SecAggHere.Add(1)
+			results <- prepDone{prepJob: j, p: p, ok: ok}
+		}
+		return
+	}
+	for i, j := range b {
+		rl.cfg.Metrics.SecAggApart.Add(1)
+		if preps[i] == nil {
+			results <- prepDone{prepJob: j}
+			continue
+		}
+		results <- prepDone{prepJob: j, p: helper.PreparedApart(*preps[i]), ok: true}
+	}
 }
 
 // prepJob is a report numbered in arrival order; prepDone is it prepared.
@@ -364,6 +440,7 @@ func (rl *Relay) runStreamSerial(ctx context.Context, st *Stream, k streamKnobs)
 			st.received++
 			rl.Receipts.Received(st.num, wire.ReportReceipt(rep.Helper)) // GET /api/receipt
 			p, ok := st.h.Prepare(rep.Helper)
+			rl.cfg.Metrics.SecAggHere.Add(1)
 			if !ok {
 				st.unopened++
 				continue

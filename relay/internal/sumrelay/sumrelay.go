@@ -54,6 +54,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/round"
 	"github.com/blanket-fl/blanket/shared/noise"
 	"github.com/blanket-fl/blanket/shared/roundspec"
+	"github.com/blanket-fl/blanket/shared/secagg"
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
@@ -127,7 +128,13 @@ type Config struct {
 	Metrics *metrics.Metrics
 	Token   string        // the bearer token: the rounds' verify keys derive from it (secagg.DeriveVerifyKey)
 	Open    helper.Opener // the helper key's opener
-	Floor   roundspec.Floor
+	// PrepareApart, if set (-prep-jobs), has a batch of a round's sealed
+	// helper shares opened and prepared by the relay's replicas
+	// (relay/internal/prepjob.Offload.Prepare): each report's preparation
+	// in order, nil for a share that did not open. On an error the stream
+	// prepares the batch itself.
+	PrepareApart func(ctx context.Context, r Apart, sealed [][]byte) ([]*secagg.Prep, error)
+	Floor        roundspec.Floor
 	// NewSource returns the randomness of the release's noise
 	// (noise.Secure in production).
 	NewSource func() noise.Source
@@ -135,6 +142,14 @@ type Config struct {
 	// Class, when set, names the class on every round's log line (the
 	// relay's four-character join code; nil: no class attribute).
 	Class func() string
+}
+
+// Apart is the round a batch prepared apart belongs to.
+type Apart struct {
+	Num       uint64
+	Params    wire.Params
+	VerifyKey []byte
+	Round     *secagg.Round
 }
 
 // roundLog is the logger of round num's lines: the class and the round.
@@ -218,6 +233,11 @@ func (rl *Relay) knobs() streamKnobs {
 		k.workers = runtime.GOMAXPROCS(0)
 	}
 	k.window = max(k.size, 2*k.workers)
+	if rl.cfg.PrepareApart != nil {
+		// Batches prepared apart: up to inFlight of them at once, and
+		// one filling (runStream's batcher).
+		k.window = k.size * (k.inFlight + 1)
+	}
 	return k
 }
 

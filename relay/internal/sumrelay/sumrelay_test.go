@@ -250,6 +250,8 @@ type fixture struct {
 	queued  []outbox.Entry
 	charged []int
 	rl      *Relay
+	// apart, if set, is the relays' Config.PrepareApart.
+	apart func(context.Context, Apart, [][]byte) ([]*secagg.Prep, error)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -281,7 +283,7 @@ func (f *fixture) newRelay() *Relay { return f.newRelayOn(f.store) }
 // newRelayOn is a relay over store.
 func (f *fixture) newRelayOn(store outbox.Store) *Relay {
 	seed := uint64(0)
-	return New(Config{Store: store, Post: f.agg, Metrics: f.m, Token: testToken, Open: f.hk.OpenHelperShare,
+	return New(Config{Store: store, Post: f.agg, Metrics: f.m, Token: testToken, Open: f.hk.OpenHelperShare, PrepareApart: f.apart,
 		Floor:  roundspec.Floor{MinBatch: 1, MaxRejectedShare: roundspec.DefaultMaxRejectedShare},
 		Logger: slog.New(slog.DiscardHandler),
 		NewSource: func() noise.Source {

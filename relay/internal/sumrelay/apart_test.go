@@ -1,0 +1,77 @@
+package sumrelay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blanket-fl/blanket/relay/internal/prepjob"
+	"github.com/blanket-fl/blanket/shared/secagg"
+)
+
+// TestStreamPreparedApart: a round whose helper preparation is done by
+// the relay's replicas (-prep-jobs; here Execute and ParseResult through
+// their bytes, the queue left out), except one batch whose job fails and
+// is prepared here, ends exactly as the same round prepared here (the
+// volunteers' shares drawn from the same seeds): as many leader shares,
+// the same unopened report dropped, the same charge, and the same noised
+// aggregate share byte for byte (the relays' noise sources are seeded
+// alike), which the leader unshards. Every report is counted prepared once, apart or here.
+func TestStreamPreparedApart(t *testing.T) {
+	const n = 11
+	run := func(f *fixture) {
+		f.rl.SetKnobs(Knobs{Workers: 2, ChunkReports: 3, ChunkEvery: 10 * time.Millisecond, DrainBound: time.Minute})
+		f.openRound(1, n, 4)
+		f.rl.Close(t.Context(), f.closed(1, n))
+	}
+	here := newFixture(t)
+	run(here)
+
+	apart := newFixture(t)
+	prep := prepjob.NewPreparer(apart.hk)
+	var calls, failed atomic.Int32
+	apart.apart = func(_ context.Context, r Apart, sealed [][]byte) ([]*secagg.Prep, error) {
+		if calls.Add(1) == 2 {
+			failed.Add(int32(len(sealed)))
+			return nil, errors.New("the job was lost")
+		}
+		job, err := prepjob.Encode(prepjob.Fingerprint(apart.hk), prepjob.Round{Round: r.Num, Params: r.Params, VerifyKey: r.VerifyKey}, sealed)
+		if err != nil {
+			return nil, err
+		}
+		res, err := prep.Execute(job, 2)
+		if err != nil {
+			return nil, err
+		}
+		return prepjob.ParseResult(r.Round, res, len(sealed))
+	}
+	apart.rl = apart.newRelay()
+	run(apart)
+
+	if calls.Load() < 2 || failed.Load() == 0 {
+		t.Fatalf("%d batches, %d reports in the failed one: the test needs two batches or more", calls.Load(), failed.Load())
+	}
+	sh, sa := here.m.Snapshot().SecAgg, apart.m.Snapshot().SecAgg
+	if sa.Prepared["apart"]+sa.Prepared["here"] != n || sa.Prepared["here"] != uint64(failed.Load()) || sh.Prepared["here"] != n || sh.Prepared["apart"] != 0 {
+		t.Fatalf("prepared %v apart-side and %v here-side, want %d in all, %d here after the failed job", sa.Prepared, sh.Prepared, n, failed.Load())
+	}
+	if !maps.Equal(sh.Dropped, sa.Dropped) || sa.Dropped[DropUnopened] != 1 {
+		t.Errorf("dropped %v, prepared here %v", sa.Dropped, sh.Dropped)
+	}
+	if len(here.agg.leaders) != n-1 || len(apart.agg.leaders) != n-1 {
+		t.Fatalf("leader shares %d and %d, want %d", len(here.agg.leaders), len(apart.agg.leaders), n-1)
+	}
+	if len(here.charged) != 1 || len(apart.charged) != 1 || here.charged[0] != apart.charged[0] || apart.charged[0] != n-1 {
+		t.Fatalf("charged %v and %v, want [%d] once each", here.charged, apart.charged, n-1)
+	}
+	if len(here.agg.aggregates) != 1 || len(apart.agg.aggregates) != 1 || !bytes.Equal(here.agg.aggregates[0], apart.agg.aggregates[0]) {
+		t.Fatal("the noised aggregate shares differ")
+	}
+	if here.agg.result == nil || apart.agg.result == nil {
+		t.Fatal("no result")
+	}
+}
