@@ -25,6 +25,8 @@ import (
 //	                        PINE prep message iff reason = 0]
 //	'A' aggregate share:    count (4) | noised (1) = 0 or 1 | Dim x Field64 (8)
 //	'R' running aggregate:  count (4) | Dim x Field64 (never leaves a server)
+//	'S' helper Prep:        format (1) = 1 | nonce (16) | reason (1) | ...
+//	                        (helperprep.go; never leaves the relay's party)
 //
 // The PINE parts are shared/pine's encodings (their sizes are the
 // pine.Pine's). Field elements are Field64 little-endian and must be
