@@ -15,27 +15,38 @@ import (
 
 // TestStreamPreparedApart: a round whose helper preparation is done by
 // the relay's replicas (-prep-jobs; here Execute and ParseResult through
-// their bytes, the queue left out), except one batch whose job fails and
-// is prepared here, ends exactly as the same round prepared here (the
+// their bytes, the queue left out), in batches of up to 3 reports (the
+// first job waits until every report is in, so the next ones are full),
+// except one batch whose job fails and is prepared here, ends exactly as the same round prepared here (the
 // volunteers' shares drawn from the same seeds): as many leader shares,
 // the same unopened report dropped, the same charge, and the same noised
 // aggregate share byte for byte (the relays' noise sources are seeded
 // alike), which the leader unshards. Every report is counted prepared once, apart or here.
 func TestStreamPreparedApart(t *testing.T) {
 	const n = 11
+	gate := make(chan struct{}) // the first batch waits for every report to be in
 	run := func(f *fixture) {
-		f.rl.SetKnobs(Knobs{Workers: 2, ChunkReports: 3, ChunkEvery: 10 * time.Millisecond, DrainBound: time.Minute})
+		f.rl.SetKnobs(Knobs{Workers: 2, ChunkReports: 3, ChunkEvery: 10 * time.Millisecond, DrainBound: time.Minute, InFlight: 1})
 		f.openRound(1, n, 4)
+		close(gate)
 		f.rl.Close(t.Context(), f.closed(1, n))
 	}
 	here := newFixture(t)
 	run(here)
+	gate = make(chan struct{})
 
 	apart := newFixture(t)
 	prep := prepjob.NewPreparer(apart.hk)
-	var calls, failed atomic.Int32
+	var calls, failed, most atomic.Int32
 	apart.apart = func(_ context.Context, r Apart, sealed [][]byte) ([]*secagg.Prep, error) {
-		if calls.Add(1) == 2 {
+		c := calls.Add(1)
+		if c == 1 {
+			<-gate
+		}
+		if int32(len(sealed)) > most.Load() {
+			most.Store(int32(len(sealed)))
+		}
+		if c == 2 {
 			failed.Add(int32(len(sealed)))
 			return nil, errors.New("the job was lost")
 		}
@@ -52,8 +63,8 @@ func TestStreamPreparedApart(t *testing.T) {
 	apart.rl = apart.newRelay()
 	run(apart)
 
-	if calls.Load() < 2 || failed.Load() == 0 {
-		t.Fatalf("%d batches, %d reports in the failed one: the test needs two batches or more", calls.Load(), failed.Load())
+	if calls.Load() < 3 || failed.Load() == 0 || most.Load() != 3 {
+		t.Fatalf("%d batches, the largest of %d reports, %d reports in the failed one: the test needs full batches and a failed one", calls.Load(), most.Load(), failed.Load())
 	}
 	sh, sa := here.m.Snapshot().SecAgg, apart.m.Snapshot().SecAgg
 	if sa.Prepared["apart"]+sa.Prepared["here"] != n || sa.Prepared["here"] != uint64(failed.Load()) || sh.Prepared["here"] != n || sh.Prepared["apart"] != 0 {

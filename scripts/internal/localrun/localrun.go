@@ -540,7 +540,13 @@ type Round struct {
 
 // GetJSON fetches a JSON document from the aggregator.
 func (c *Cluster) GetJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.AggregatorURL()+path, nil)
+	return c.GetJSONFrom(ctx, c.AggregatorURL(), path, v)
+}
+
+// GetJSONFrom is GetJSON from the server at base (the relay's, an
+// edge's).
+func (c *Cluster) GetJSONFrom(ctx context.Context, base, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return err
 	}
