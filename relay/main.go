@@ -144,6 +144,9 @@ func run(args []string) error {
 		return fmt.Errorf("-target-epsilon %v must be positive and -target-delta %v in (0, 1)", *targetEps, *targetDelta)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *edgeOf != "" && *prepJobs {
+		return errors.New("-prep-jobs with -edge-of: an edge holds no key; run `relay prep-worker -store ...` beside it to prepare the owner's reports")
+	}
 	if *edgeOf != "" {
 		name := *edgeName
 		if name == "" {

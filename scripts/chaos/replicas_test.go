@@ -124,10 +124,10 @@ var anchorLines = regexp.MustCompile(`state rollback detected|ledger head went b
 var (
 	checkedLine   = regexp.MustCompile(`^((?:relay|aggregator)-[ab])\| .*(?:noise ledger checked against the aggregator's copy of its head|ledger checked against the head the relay holds)`)
 	uncheckedLine = regexp.MustCompile(`^(aggregator-[ab])\| .*cannot check the ledger against the relay yet`)
-	// preparedLine is an aggregator standby's line when it takes over: the
-	// chunks' jobs it prepared for the active one while it waited
-	// (-prep-jobs).
-	preparedLine = regexp.MustCompile(`^(aggregator-[ab])\| .*the standby stopped preparing chunks.* jobs=(\d+)`)
+	// preparedLine is a standby's line when it takes over: the jobs it
+	// prepared for the active one while it waited (-prep-jobs): the
+	// aggregator's chunks, the relay's reports (the helper's PrepInit).
+	preparedLine = regexp.MustCompile(`^(relay|aggregator)-[ab]\| .*the standby stopped preparing (?:chunks|reports).* jobs=(\d+)`)
 )
 
 // watchLog passes the servers' lines to invariant.Logs (the relay's
@@ -139,7 +139,7 @@ type watchLog struct {
 	anchor    []string
 	checked   map[string][]time.Time
 	unchecked map[string][]time.Time
-	prepared  []int // jobs each standby that took over had prepared
+	prepared  map[string][]int // by party: jobs each standby that took over had prepared
 }
 
 func (w *watchLog) Write(p []byte) (int, error) {
@@ -161,7 +161,10 @@ func (w *watchLog) Write(p []byte) (int, error) {
 		}
 		if m := preparedLine.FindStringSubmatch(l); m != nil {
 			n, _ := strconv.Atoi(m[2])
-			w.prepared = append(w.prepared, n)
+			if w.prepared == nil {
+				w.prepared = map[string][]int{}
+			}
+			w.prepared[m[1]] = append(w.prepared[m[1]], n)
 		}
 	}
 	return len(p), nil
@@ -301,7 +304,10 @@ func TestReplicasFailover(t *testing.T) {
 		AggregatorArgs: aggArgs,
 		// What the relay must agree on with the aggregator (as
 		// localrun's relayAgreed passes it).
-		RelayArgs: []string{"-target-epsilon", "1e9", "-min-batch", "10", "-standby-grace", standbyGrace.String()},
+		RelayArgs: []string{"-target-epsilon", "1e9", "-min-batch", "10", "-standby-grace", standbyGrace.String(),
+			// The relay's standby does the helper's PrepInit of the
+			// active one's reports while it waits, as the aggregator's.
+			"-prep-jobs", "-prep-lease", "3s", "-prep-help-after", "1s"},
 		Log:       wl})
 	if err != nil {
 		t.Fatal(err)
@@ -588,15 +594,17 @@ func TestReplicasFailover(t *testing.T) {
 			}
 		}
 	}
-	// The aggregator's standby prepared the active one's chunks while it
-	// waited (-prep-jobs): the one that took over says how many.
-	wl.mu.Lock()
-	prepared := slices.Clone(wl.prepared)
-	wl.mu.Unlock()
-	if len(prepared) == 0 || slices.Max(prepared) == 0 {
-		t.Errorf("no aggregator standby that took over had prepared a chunk while it waited (jobs %v)", prepared)
+	// Each party's standby prepared the active one's jobs while it waited
+	// (-prep-jobs): the one that took over says how many.
+	for _, p := range []string{"relay", "aggregator"} {
+		wl.mu.Lock()
+		prepared := slices.Clone(wl.prepared[p])
+		wl.mu.Unlock()
+		if len(prepared) == 0 || slices.Max(prepared) == 0 {
+			t.Errorf("no %s standby that took over had prepared a job while it waited (jobs %v)", p, prepared)
+		}
+		t.Logf("jobs prepared by each %s standby before it took over: %v", p, prepared)
 	}
-	t.Logf("chunks' jobs prepared by each aggregator standby before it took over: %v", prepared)
 	ovMu.Lock()
 	for p, k := range overlaps {
 		if k > 0 {

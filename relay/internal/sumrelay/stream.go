@@ -147,9 +147,12 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 // chunk built and waiting for a slot, and inFlight chunks posted (their
 // leader shares, in the encoded frame only, until the post returns; their
 // prep states until the verdicts): 80 reports at the defaults, about
-// 86 MB of sealed leader shares at d = 7850 (1.07 MB each). Before the
-// stream, its buffer (streamBuffer) and the relay's large-frame slots
-// (relay/internal/intake) hold at most 32 more.
+// 86 MB of sealed leader shares at d = 7850 (1.07 MB each). With
+// -prep-jobs (Config.PrepareApart) the workers are replaced by batchApart
+// and window is (1 + apartBatches) × ChunkReports, 40 at the defaults: up
+// to 4 batches at the replicas and one filling. Before the stream, its buffer (streamBuffer) and
+// the relay's large-frame slots (relay/internal/intake) hold at most 32
+// more.
 //
 // A definitive answer that ends the round (an invalid chunk, a refused
 // one, verdicts that contradict the helper), a helper failure or the
@@ -243,17 +246,17 @@ intake:
 
 // batchApart is runStream's preparation with -prep-jobs, in place of its
 // workers: it takes the numbered reports as they come and hands them in
-// batches to the relay's replicas (Config.PrepareApart), up to inFlight
-// batches at once. A batch holds the reports waiting when it is cut (at
-// most ChunkReports): one report when they trickle in, full batches when
-// the replicas fall behind. A batch whose job fails (the queue or
+// batches to the relay's replicas (Config.PrepareApart), up to
+// apartBatches at once. A batch is cut when it holds ChunkReports, or
+// batchLinger after its first report, or when the reports end: full
+// batches when the crowd is large or the replicas fall behind. A batch whose job fails (the queue or
 // PostgreSQL failing, a replica of another version or key, no result in
 // time) is prepared here, report by report; either way each report gives
 // exactly one prepDone.
 func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs <-chan prepJob, results chan<- prepDone) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := make(chan struct{}, k.inFlight)
+	slots := make(chan struct{}, apartBatches)
 	var batch []prepJob
 	flush := func() {
 		b := batch
@@ -264,8 +267,11 @@ func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs
 			rl.prepareBatch(ctx, st, b, results)
 		})
 	}
+	linger := time.NewTimer(0)
+	defer linger.Stop()
 	for j := range jobs {
 		batch = append(batch, j)
+		linger.Reset(batchLinger)
 	fill:
 		for len(batch) < k.size {
 			select {
@@ -274,7 +280,7 @@ func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs
 					break fill
 				}
 				batch = append(batch, j)
-			default:
+			case <-linger.C:
 				break fill
 			}
 		}

@@ -101,6 +101,12 @@ const (
 	// group of chunks, not per chunk), so the stream keeps posting while
 	// the earlier answers wait; 4 × 8.6 MB of leader shares in flight.
 	defaultInFlight = 8
+	// With -prep-jobs (Config.PrepareApart): apartBatches batches at the
+	// relay's replicas at once, each cut once it holds ChunkReports or
+	// batchLinger after its first report (fewer, larger jobs: each costs
+	// PostgreSQL a handful of statements whatever its size).
+	apartBatches = 4
+	batchLinger  = 20 * time.Millisecond
 )
 
 // Poster posts a secure-summation request until a definitive answer
@@ -234,9 +240,9 @@ func (rl *Relay) knobs() streamKnobs {
 	}
 	k.window = max(k.size, 2*k.workers)
 	if rl.cfg.PrepareApart != nil {
-		// Batches prepared apart: up to inFlight of them at once, and
-		// one filling (runStream's batcher).
-		k.window = k.size * (k.inFlight + 1)
+		// Batches prepared apart: apartBatches of them at once, and one
+		// filling (runStream's batchApart).
+		k.window = k.size * (apartBatches + 1)
 	}
 	return k
 }

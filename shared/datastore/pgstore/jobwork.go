@@ -175,6 +175,10 @@ func (o *JobOffload) Do(ctx context.Context, round uint64, job []byte) ([]byte, 
 		if time.Now().After(bound) {
 			return nil, fmt.Errorf("pgstore: %s job %d of round %d not done in twice the lease and 30 s", w.Kind, id.ID, round)
 		}
+		// A new job wakes this owner only once it helps: before, it waits
+		// for its own job's completion (or the poll), and costs
+		// PostgreSQL no read at every other job enqueued.
+		var newJob <-chan struct{}
 		if time.Since(start) >= o.HelpAfter {
 			l, err := w.Jobs.Lease(ctx, w.Kind, w.lease())
 			if err != nil {
@@ -184,10 +188,11 @@ func (o *JobOffload) Do(ctx context.Context, round uint64, job []byte) ([]byte, 
 				w.One(l)
 				continue
 			}
+			newJob = w.Jobs.NewJob()
 		}
 		select {
 		case <-done:
-		case <-w.Jobs.NewJob():
+		case <-newJob:
 		case <-time.After(PollEvery):
 		case <-ctx.Done():
 			return nil, ctx.Err()
