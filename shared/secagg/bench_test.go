@@ -209,3 +209,65 @@ func BenchmarkPrepareRound(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHelperSteps splits the helper's cost per report into its steps
+// (docs/deploy.md, "Relay replicas that prepare"): init (PrepInit: what a
+// relay prep-worker does), state (MarshalHelperPrep and ParseHelperPrep:
+// the preparation carried to the owner), finish (Next and the fold: what
+// the owner keeps). Run with
+//
+//	go test -run '^$' -bench HelperSteps -benchtime 200x ./shared/secagg/
+func BenchmarkHelperSteps(b *testing.B) {
+	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
+	r := benchRound(b, 1<<20)
+	vk := make([]byte, VerifyKeySize)
+	l, h, err := r.Shard(x, noise.NewSeeded(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	le, _ := NewEngine(r, true, vk)
+	he, _ := NewEngine(r, false, vk)
+	m, out := le.Decide(le.PrepInit(l), he.PrepInit(h).Entry)
+	if out == nil {
+		b.Fatalf("rejected: %v", m.Reason)
+	}
+	b.Run("init", func(b *testing.B) {
+		var clk benchclock.Clock
+		clk.Start()
+		for b.Loop() {
+			he.PrepInit(h)
+		}
+		clk.Report(b)
+	})
+	// state and finish stop the timer for PrepInit: their ns/op is the
+	// step's own (no cpu-ns/op: the process's CPU clock does not stop).
+	b.Run("state", func(b *testing.B) {
+		n := 0
+		for b.Loop() {
+			b.StopTimer()
+			p := he.PrepInit(h)
+			b.StartTimer()
+			enc, err := r.MarshalHelperPrep(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := r.ParseHelperPrep(enc); err != nil {
+				b.Fatal(err)
+			}
+			n = len(enc)
+		}
+		b.ReportMetric(float64(n), "state-bytes")
+	})
+	b.Run("finish", func(b *testing.B) {
+		agg := he.NewAggregate()
+		for b.Loop() {
+			b.StopTimer()
+			p := he.PrepInit(h)
+			b.StartTimer()
+			o, err := he.Next(p, m)
+			if err != nil || agg.Fold(o) != nil {
+				b.Fatal("finish", err)
+			}
+		}
+	})
+}
