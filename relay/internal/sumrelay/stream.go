@@ -150,9 +150,9 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 // 86 MB of sealed leader shares at d = 7850 (1.07 MB each). With
 // -prep-jobs (Config.PrepareApart) the workers are replaced by batchApart
 // and window is (1 + apartBatches) × ChunkReports, 40 at the defaults: up
-// to 4 batches at the replicas and one filling. Before the stream, its buffer (streamBuffer) and
-// the relay's large-frame slots (relay/internal/intake) hold at most 32
-// more.
+// to 4 batches at the replicas and one filling. Before the stream, its
+// buffer (streamBuffer) and the relay's large-frame slots
+// (relay/internal/intake) hold at most 32 more.
 //
 // A definitive answer that ends the round (an invalid chunk, a refused
 // one, verdicts that contradict the helper), a helper failure or the
@@ -249,10 +249,10 @@ intake:
 // batches to the relay's replicas (Config.PrepareApart), up to
 // apartBatches at once. A batch is cut when it holds ChunkReports, or
 // batchLinger after its first report, or when the reports end: full
-// batches when the crowd is large or the replicas fall behind. A batch whose job fails (the queue or
-// PostgreSQL failing, a replica of another version or key, no result in
-// time) is prepared here, report by report; either way each report gives
-// exactly one prepDone.
+// batches when the crowd is large or the replicas fall behind. A batch
+// whose job fails (the queue or PostgreSQL failing, a replica of another
+// version or key, no result in time) is prepared here, report by report;
+// either way each report gives exactly one prepDone.
 func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs <-chan prepJob, results chan<- prepDone) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
