@@ -64,15 +64,7 @@ func BenchmarkShard(b *testing.B) {
 // through their Engines (PrepInit of both, Decide, Next, both folds), one
 // after the other on one thread.
 func BenchmarkEngine(b *testing.B) {
-	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
-	r := benchRound(b, 1<<20)
-	vk := make([]byte, VerifyKeySize)
-	l, h, err := r.Shard(x, noise.NewSeeded(2))
-	if err != nil {
-		b.Fatal(err)
-	}
-	le, _ := NewEngine(r, true, vk)
-	he, _ := NewEngine(r, false, vk)
+	r, le, he, l, h := benchReport(b)
 	la, ha := le.NewAggregate(), he.NewAggregate()
 	var clk benchclock.Clock
 	clk.Start()
@@ -92,6 +84,20 @@ func BenchmarkEngine(b *testing.B) {
 	}
 	clk.Report(b)
 	b.ReportMetric(float64(r.prepShareLen+r.prepMsgLen), "inter-server-bytes")
+}
+
+// benchReport is one report of the MNIST size and both servers' engines.
+func benchReport(b *testing.B) (r *Round, le, he Engine, l, h []byte) {
+	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
+	r = benchRound(b, 1<<20)
+	vk := make([]byte, VerifyKeySize)
+	l, h, err := r.Shard(x, noise.NewSeeded(2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	le, _ = NewEngine(r, true, vk)
+	he, _ = NewEngine(r, false, vk)
+	return r, le, he, l, h
 }
 
 var (
@@ -218,15 +224,7 @@ func BenchmarkPrepareRound(b *testing.B) {
 //
 //	go test -run '^$' -bench HelperSteps -benchtime 200x ./shared/secagg/
 func BenchmarkHelperSteps(b *testing.B) {
-	x := randomUpdate(noise.NewSeeded(1), benchDim, 0.05)
-	r := benchRound(b, 1<<20)
-	vk := make([]byte, VerifyKeySize)
-	l, h, err := r.Shard(x, noise.NewSeeded(2))
-	if err != nil {
-		b.Fatal(err)
-	}
-	le, _ := NewEngine(r, true, vk)
-	he, _ := NewEngine(r, false, vk)
+	r, le, he, l, h := benchReport(b)
 	m, out := le.Decide(le.PrepInit(l), he.PrepInit(h).Entry)
 	if out == nil {
 		b.Fatalf("rejected: %v", m.Reason)

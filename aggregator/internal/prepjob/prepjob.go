@@ -30,9 +30,7 @@ package prepjob
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -80,8 +78,8 @@ type header struct {
 }
 
 // Encode is the job of one chunk for the key of fingerprint key: the
-// header's length (4) | the header (JSON) | the reports' count (4) | each
-// sealed leader share, its length (4) first | the helper's 'P' message.
+// header (JSON) | the sealed leader shares (framed as pgstore.AppendItem
+// and AppendList frame them) | the helper's 'P' message.
 func Encode(key string, r Round, sealed [][]byte, prep []byte) ([]byte, error) {
 	h := header{Version: Version, Key: key, Round: r.Round, Params: r.Params, Counts: r.Params.Counts.Blocks(), Consent: r.Consent, VerifyKey: r.VerifyKey}
 	h.Params.Counts = wire.CountList{}
@@ -93,33 +91,12 @@ func Encode(key string, r Round, sealed [][]byte, prep []byte) ([]byte, error) {
 	for _, s := range sealed {
 		n += 4 + len(s)
 	}
-	b := make([]byte, 0, n)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
-	b = append(b, hb...)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(sealed)))
-	for _, s := range sealed {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
-		b = append(b, s...)
-	}
-	return append(b, prep...), nil
-}
-
-var errTruncated = errors.New("prepjob: truncated job")
-
-func take(b []byte) ([]byte, []byte, error) {
-	if len(b) < 4 {
-		return nil, nil, errTruncated
-	}
-	n := binary.BigEndian.Uint32(b)
-	if uint64(len(b)-4) < uint64(n) {
-		return nil, nil, errTruncated
-	}
-	return b[4 : 4+n], b[4+n:], nil
+	return append(pgstore.AppendList(pgstore.AppendItem(make([]byte, 0, n), hb), sealed), prep...), nil
 }
 
 // decode is Encode's inverse (the slices alias b).
 func decode(b []byte) (hb []byte, h header, sealed [][]byte, prep []byte, err error) {
-	if hb, b, err = take(b); err != nil {
+	if hb, b, err = pgstore.TakeItem(b); err != nil {
 		return
 	}
 	if err = json.Unmarshal(hb, &h); err != nil {
@@ -131,23 +108,8 @@ func decode(b []byte) (hb []byte, h header, sealed [][]byte, prep []byte, err er
 		return
 	}
 	h.Params.Counts = wire.NewCountList(h.Counts...)
-	if len(b) < 4 {
-		err = errTruncated
-		return
-	}
-	n := binary.BigEndian.Uint32(b)
-	b = b[4:]
-	if uint64(n) > uint64(h.Params.Quota)+1 || uint64(n) > uint64(len(b))/4 {
-		err = fmt.Errorf("prepjob: a job of %d reports", n)
-		return
-	}
-	sealed = make([][]byte, n)
-	for i := range sealed {
-		if sealed[i], b, err = take(b); err != nil {
-			return
-		}
-	}
-	return hb, h, sealed, b, nil
+	sealed, prep, err = pgstore.TakeList(b, uint64(h.Params.Quota)+1)
+	return hb, h, sealed, prep, err
 }
 
 // Preparer executes jobs with the aggregator's key; it keeps the last
@@ -246,41 +208,17 @@ func (o *Offload) Prepare(ctx context.Context, r Round, sealed [][]byte, prep []
 	return o.Do(ctx, r.Round, job)
 }
 
-// Serve is a replica that only prepares: it waits for the aggregator's
-// key in schema (the owner stores it at its first start), then leases and
-// executes jobs until ctx ends (`aggregator prep-worker`, and a standby
-// while it waits) with w's Workers, Lease and Log (NewWorker(nil, nil,
-// ...)); it sets w's Jobs and Exec.
+// Serve is a replica that only prepares (`aggregator prep-worker`, and a
+// standby while it waits): pgstore.ServeJobs with the aggregator's key in
+// schema, and w's Workers, Lease and Log (NewWorker(nil, nil, ...)).
 func Serve(ctx context.Context, dsn, schema string, w *pgstore.JobWorker) error {
-	log := w.Log
-	var key *sealkey.PrivateKey
-	for {
-		st, err := pgstore.ReadBuckets(ctx, dsn, schema, []string{sealkey.BucketKeys})
-		if err == nil {
-			if raw, ok := st[sealkey.BucketKeys][sealkey.KeyName]; ok {
-				if key, err = sealkey.UnmarshalPrivateKey(raw); err != nil {
-					return fmt.Errorf("prepjob: the stored key: %w", err)
-				}
-				break
-			}
-		} else if ctx.Err() != nil {
-			return ctx.Err()
-		} else {
-			log.Debug("prepjob: reading the key", "err", err)
+	w.Kind = Kind
+	return pgstore.ServeJobs(ctx, dsn, schema, sealkey.BucketKeys, sealkey.KeyName, func(raw []byte) (pgstore.Executor, error) {
+		key, err := sealkey.UnmarshalPrivateKey(raw)
+		if err != nil {
+			return nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-	jobs, err := pgstore.OpenJobs(ctx, dsn, schema, log)
-	if err != nil {
-		return err
-	}
-	defer jobs.Close()
-	w.Jobs, w.Exec, w.Kind = jobs, NewPreparer(key), Kind
-	log.Info("preparing secure-summation chunks for the aggregator's replicas", "schema", schema, "fingerprint", key.Public().Fingerprint())
-	w.Run(ctx)
-	return nil
+		w.Log.Info("preparing secure-summation chunks for the aggregator's replicas", "schema", schema, "fingerprint", key.Public().Fingerprint())
+		return NewPreparer(key), nil
+	}, w)
 }

@@ -33,7 +33,6 @@ package prepjob
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -90,8 +89,8 @@ func Fingerprint(k *helperkey.Key) string {
 }
 
 // Encode is the job of one batch of sealed helper shares for the key of
-// fingerprint key: the header's length (4) | the header (JSON) | the
-// reports' count (4) | each sealed helper share, its length (4) first.
+// fingerprint key: the header (JSON) | the sealed helper shares, each item
+// and the list framed as pgstore.AppendItem and AppendList frame them.
 func Encode(key string, r Round, sealed [][]byte) ([]byte, error) {
 	h := header{Version: Version, Key: key, Round: r.Round, Params: r.Params, Counts: r.Params.Counts.Blocks(), VerifyKey: r.VerifyKey}
 	h.Params.Counts = wire.CountList{}
@@ -103,57 +102,21 @@ func Encode(key string, r Round, sealed [][]byte) ([]byte, error) {
 	for _, s := range sealed {
 		n += 4 + len(s)
 	}
-	b := make([]byte, 0, n)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(hb)))
-	b = append(b, hb...)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(sealed)))
-	for _, s := range sealed {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
-		b = append(b, s...)
-	}
-	return b, nil
+	return pgstore.AppendList(pgstore.AppendItem(make([]byte, 0, n), hb), sealed), nil
 }
 
-var errTruncated = errors.New("prepjob: truncated job")
-
-func take(b []byte) ([]byte, []byte, error) {
-	if len(b) < 4 {
-		return nil, nil, errTruncated
-	}
-	n := binary.BigEndian.Uint32(b)
-	if uint64(len(b)-4) < uint64(n) {
-		return nil, nil, errTruncated
-	}
-	return b[4 : 4+n], b[4+n:], nil
-}
-
-// list reads a count (4) and that many length-prefixed items, to the end
-// of b; at most limit items.
+// list reads a pgstore.AppendList list of at most limit items that ends b.
 func list(b []byte, limit uint64) ([][]byte, error) {
-	if len(b) < 4 {
-		return nil, errTruncated
+	items, rest, err := pgstore.TakeList(b, limit)
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("prepjob: %d bytes after the list", len(rest))
 	}
-	n := binary.BigEndian.Uint32(b)
-	b = b[4:]
-	if uint64(n) > limit || uint64(n) > uint64(len(b))/4 {
-		return nil, fmt.Errorf("prepjob: a list of %d items", n)
-	}
-	items := make([][]byte, n)
-	var err error
-	for i := range items {
-		if items[i], b, err = take(b); err != nil {
-			return nil, err
-		}
-	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("prepjob: %d bytes after the list", len(b))
-	}
-	return items, nil
+	return items, err
 }
 
 // decode is Encode's inverse (the slices alias b).
 func decode(b []byte) (hb []byte, h header, sealed [][]byte, err error) {
-	if hb, b, err = take(b); err != nil {
+	if hb, b, err = pgstore.TakeItem(b); err != nil {
 		return
 	}
 	if err = json.Unmarshal(hb, &h); err != nil {
@@ -256,13 +219,7 @@ func (p *Preparer) Execute(job []byte, workers int) ([]byte, error) {
 	for _, o := range out {
 		n += 4 + len(o)
 	}
-	b := make([]byte, 0, n)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(out)))
-	for _, o := range out {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(o)))
-		b = append(b, o...)
-	}
-	return b, nil
+	return pgstore.AppendList(make([]byte, 0, n), out), nil
 }
 
 // ParseResult parses Execute's result for a job of n reports of round sr:
@@ -324,41 +281,18 @@ func (o *Offload) Prepare(ctx context.Context, r Round, sr *secagg.Round, sealed
 	return ParseResult(sr, res, len(sealed))
 }
 
-// Serve is a replica that only prepares: it waits for the helper key in
-// the relay's schema (the owner stores it at its first start), then
-// leases and executes jobs until ctx ends (`relay prep-worker`, and a
-// standby while it waits) with w's Workers, Lease and Log (NewWorker(nil,
-// nil, ...)); it sets w's Jobs and Exec.
+// Serve is a replica that only prepares (`relay prep-worker`, and a
+// standby while it waits): pgstore.ServeJobs with the helper key the owner
+// stored in the relay's schema, and w's Workers, Lease and Log
+// (NewWorker(nil, nil, ...)).
 func Serve(ctx context.Context, dsn, schema string, w *pgstore.JobWorker) error {
-	log := w.Log
-	var key *helperkey.Key
-	for {
-		st, err := pgstore.ReadBuckets(ctx, dsn, schema, []string{relaystore.BucketKeys})
-		if err == nil {
-			if raw, ok := st[relaystore.BucketKeys][relaystore.HelperKeyName]; ok {
-				if key, err = helperkey.Unmarshal(raw); err != nil {
-					return fmt.Errorf("prepjob: the stored helper key: %w", err)
-				}
-				break
-			}
-		} else if ctx.Err() != nil {
-			return ctx.Err()
-		} else {
-			log.Debug("prepjob: reading the helper key", "err", err)
+	w.Kind = Kind
+	return pgstore.ServeJobs(ctx, dsn, schema, relaystore.BucketKeys, relaystore.HelperKeyName, func(raw []byte) (pgstore.Executor, error) {
+		key, err := helperkey.Unmarshal(raw)
+		if err != nil {
+			return nil, err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-	jobs, err := pgstore.OpenJobs(ctx, dsn, schema, log)
-	if err != nil {
-		return err
-	}
-	defer jobs.Close()
-	w.Jobs, w.Exec, w.Kind = jobs, NewPreparer(key), Kind
-	log.Info("preparing secure-summation reports for the relay's replicas", "schema", schema, "helper_key", Fingerprint(key))
-	w.Run(ctx)
-	return nil
+		w.Log.Info("preparing secure-summation reports for the relay's replicas", "schema", schema, "helper_key", Fingerprint(key))
+		return NewPreparer(key), nil
+	}, w)
 }

@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -198,4 +200,94 @@ func (o *JobOffload) Do(ctx context.Context, round uint64, job []byte) ([]byte, 
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// ServeJobs is a replica that only does jobs (`aggregator prep-worker`,
+// `relay prep-worker`, a standby while it waits): it waits for the key
+// stored under name in bucket of schema (the owner stores it at its first
+// start; read with ReadBuckets, no lock taken), builds the Executor with
+// exec, opens the queue and runs w until ctx ends. It sets w's Jobs and
+// Exec; w's Kind, Workers, Lease and Log are the caller's.
+func ServeJobs(ctx context.Context, dsn, schema, bucket, name string, exec func(key []byte) (Executor, error), w *JobWorker) error {
+	var x Executor
+	for x == nil {
+		st, err := ReadBuckets(ctx, dsn, schema, []string{bucket})
+		if err == nil {
+			if raw, ok := st[bucket][name]; ok {
+				if x, err = exec(raw); err != nil {
+					return fmt.Errorf("pgstore: the stored key: %w", err)
+				}
+				break
+			}
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		} else {
+			w.Log.Debug("reading the key", "kind", w.Kind, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	jobs, err := OpenJobs(ctx, dsn, schema, w.Log)
+	if err != nil {
+		return err
+	}
+	defer jobs.Close()
+	w.Jobs, w.Exec = jobs, x
+	w.Run(ctx)
+	return nil
+}
+
+// ErrTruncatedJob: a job's or a result's bytes end early.
+var ErrTruncatedJob = errors.New("pgstore: truncated job")
+
+// AppendItem appends item with its length (4 bytes, big-endian) first:
+// the framing of the jobs' payloads and results.
+func AppendItem(b, item []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(item)))
+	return append(b, item...)
+}
+
+// AppendList appends the items' count (4) and each item (AppendItem).
+func AppendList(b []byte, items [][]byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(items)))
+	for _, it := range items {
+		b = AppendItem(b, it)
+	}
+	return b
+}
+
+// TakeItem reads one AppendItem item from b and returns it and the rest
+// (both alias b).
+func TakeItem(b []byte) (item, rest []byte, err error) {
+	if len(b) < 4 {
+		return nil, nil, ErrTruncatedJob
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(len(b)-4) < uint64(n) {
+		return nil, nil, ErrTruncatedJob
+	}
+	return b[4 : 4+n], b[4+n:], nil
+}
+
+// TakeList reads an AppendList list of at most limit items from b and
+// returns them and the rest (aliasing b).
+func TakeList(b []byte, limit uint64) (items [][]byte, rest []byte, err error) {
+	if len(b) < 4 {
+		return nil, nil, ErrTruncatedJob
+	}
+	n := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	if uint64(n) > limit || uint64(n) > uint64(len(b))/4 {
+		return nil, nil, fmt.Errorf("pgstore: a list of %d items", n)
+	}
+	items = make([][]byte, n)
+	for i := range items {
+		if items[i], b, err = TakeItem(b); err != nil {
+			return nil, nil, err
+		}
+	}
+	return items, b, nil
 }
