@@ -308,7 +308,7 @@ func TestReplicasFailover(t *testing.T) {
 			// The relay's standby does the helper's PrepInit of the
 			// active one's reports while it waits, as the aggregator's.
 			"-prep-jobs", "-prep-lease", "3s", "-prep-help-after", "1s"},
-		Log:       wl})
+		Log: wl})
 	if err != nil {
 		t.Fatal(err)
 	}
