@@ -46,6 +46,7 @@ import (
 	"github.com/blanket-fl/blanket/shared/dataset/sample"
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
+	"github.com/blanket-fl/blanket/shared/datastore/pgstore/jobops"
 	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/flagfile"
 	"github.com/blanket-fl/blanket/shared/ledger"
@@ -148,7 +149,7 @@ func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
 	pw := prepjob.NewWorker(nil, nil, *workers, *lease, log)
 	if *listen != "" {
 		mux := http.NewServeMux()
-		pgstore.WorkerOps(mux, opsview.Prefix, pw)
+		jobops.Register(mux, opsview.Prefix, pw)
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
 			fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)

@@ -37,6 +37,7 @@ import (
 	"github.com/blanket-fl/blanket/relay/internal/sumrelay"
 	"github.com/blanket-fl/blanket/shared/datastore"
 	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
+	"github.com/blanket-fl/blanket/shared/datastore/pgstore/jobops"
 	"github.com/blanket-fl/blanket/shared/datastore/serverstore"
 	"github.com/blanket-fl/blanket/shared/flagfile"
 	"github.com/blanket-fl/blanket/shared/ledger"
@@ -374,7 +375,7 @@ func prepWorker(args []string) error {
 	pw := prepjob.NewWorker(nil, nil, *workers, *lease, log)
 	if *listen != "" {
 		mux := http.NewServeMux()
-		pgstore.WorkerOps(mux, metrics.Prefix, pw)
+		jobops.Register(mux, metrics.Prefix, pw)
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
 			return err

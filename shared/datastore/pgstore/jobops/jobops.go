@@ -1,4 +1,7 @@
-package pgstore
+// Package jobops serves the operator's endpoints of a replica that only
+// does leased jobs (`aggregator prep-worker`, `relay prep-worker`): apart
+// from pgstore so that the packages that enqueue jobs link no HTTP server.
+package jobops
 
 import (
 	"net/http"
@@ -6,15 +9,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/blanket-fl/blanket/shared/datastore/pgstore"
 )
 
-// WorkerOps adds GET /metrics (the worker's jobs by result, prefix
+// Register adds GET /metrics (the worker's jobs by result, prefix
 // naming the party: blanket_aggregator_ or blanket_relay_, with the Go
 // runtime's and the process's series) and GET /healthz to mux: what an
 // operator scrapes from a replica that only does jobs (`aggregator
 // prep-worker`, `relay prep-worker`). The series count jobs, nothing of
 // their contents.
-func WorkerOps(mux *http.ServeMux, prefix string, w *JobWorker) {
+func Register(mux *http.ServeMux, prefix string, w Counts) {
 	r := prometheus.NewRegistry()
 	r.MustRegister(workerCollector{w: w, desc: prometheus.NewDesc(prefix+"prep_jobs_total",
 		"Preparation jobs this replica leased, by result (ok: done and stored; failed: could not be done here, why stored; lost: the result not stored, the lease taken over or PostgreSQL failing).",
@@ -24,8 +29,17 @@ func WorkerOps(mux *http.ServeMux, prefix string, w *JobWorker) {
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { rw.Write([]byte("ok\n")) })
 }
 
+// Counts are a worker's jobs by result (*pgstore.JobWorker's).
+type Counts interface {
+	Done() int64
+	Failed() int64
+	Lost() int64
+}
+
+var _ Counts = (*pgstore.JobWorker)(nil)
+
 type workerCollector struct {
-	w    *JobWorker
+	w    Counts
 	desc *prometheus.Desc
 }
 

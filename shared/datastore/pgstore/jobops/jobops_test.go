@@ -1,4 +1,4 @@
-package pgstore
+package jobops
 
 import (
 	"net/http"
@@ -9,15 +9,18 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// TestWorkerOps: a prep-worker's GET /metrics is the Prometheus text
+type counts struct{ done, failed, lost int64 }
+
+func (c *counts) Done() int64   { return c.done }
+func (c *counts) Failed() int64 { return c.failed }
+func (c *counts) Lost() int64   { return c.lost }
+
+// TestRegister: a prep-worker's GET /metrics is the Prometheus text
 // format with its jobs by result, read at scrape time; /healthz answers.
-func TestWorkerOps(t *testing.T) {
-	w := &JobWorker{}
-	w.done.Store(3)
-	w.failed.Store(1)
-	w.lost.Store(2)
+func TestRegister(t *testing.T) {
+	w := &counts{done: 3, failed: 1, lost: 2}
 	mux := http.NewServeMux()
-	WorkerOps(mux, "blanket_test_", w)
+	Register(mux, "blanket_test_", w)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	scrape := func() map[string]float64 {
@@ -44,7 +47,7 @@ func TestWorkerOps(t *testing.T) {
 	if got := scrape(); got["ok"] != 3 || got["failed"] != 1 || got["lost"] != 2 || len(got) != 3 {
 		t.Fatalf("jobs %v", got)
 	}
-	w.done.Store(5)
+	w.done = 5
 	if got := scrape(); got["ok"] != 5 {
 		t.Fatalf("not read at scrape time: %v", got)
 	}
