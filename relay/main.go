@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -224,6 +225,12 @@ func run(args []string) error {
 			return err
 		}
 		defer jobs.Close()
+		// A former owner's jobs (their results hold helper output
+		// shares) are of no use to anyone now: its rounds' streams died
+		// with it.
+		if err := jobs.RemoveEarlierRounds(ctx, prepjob.Kind, math.MaxInt64); err != nil {
+			log.Warn("removing a former owner's jobs", "err", err)
+		}
 		prep := prepjob.NewPreparer(hk)
 		off := &prepjob.Offload{JobOffload: pgstore.JobOffload{W: prepjob.NewWorker(jobs, prep, 0, *prepLease, log), HelpAfter: *prepHelpAfter}, Prep: prep}
 		prepareApart = func(ctx context.Context, r sumrelay.Apart, sealed [][]byte) ([]*secagg.Prep, error) {

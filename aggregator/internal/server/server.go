@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,11 @@ func New(cfg Config) (*Server, error) {
 		if s.jobs, err = pgstore.OpenJobs(context.Background(), c.Store.URL, c.Store.Schema, c.Logger); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("server: %w", err)
+		}
+		// A former owner's jobs are of no use now: their waiters died
+		// with it, and this one enqueues the chunks it resumes afresh.
+		if err := s.jobs.RemoveEarlierRounds(context.Background(), prepjob.Kind, math.MaxInt64); err != nil {
+			c.Logger.Warn("removing a former owner's jobs", "err", err)
 		}
 		prep := prepjob.NewPreparer(key)
 		w := prepjob.NewWorker(s.jobs, prep, c.Workers, c.PrepLease, c.Logger)

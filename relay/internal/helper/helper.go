@@ -18,7 +18,10 @@
 //	          aggregate share with the relay's noise, once ('A').
 //
 // The relay never holds more of a report than its 'P' entry and prep
-// state between Add and its verdict.
+// state between Add and its verdict. With -prep-jobs, a report's prep
+// state is made on a replica of the relay and passes, as bytes, through
+// the relay's PostgreSQL schema (relay/internal/prepjob), where the
+// helper key is too.
 package helper
 
 import (

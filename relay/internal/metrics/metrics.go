@@ -206,8 +206,8 @@ type SecAggStats struct {
 	Attempts uint64 `json:"attempts"`
 	Failures uint64 `json:"failures"`
 	// Prepared counts the reports the helper prepared (its share opened
-	// or not), by where: apart (a replica leased the job: -prep-jobs) or
-	// here.
+	// or not), by where: apart (as leased jobs, -prep-jobs: by a replica,
+	// or by this relay while it waited) or here (outside the jobs).
 	Prepared map[string]uint64 `json:"prepared"`
 }
 

@@ -93,7 +93,7 @@ var Series = []series{
 	labelled("secagg_rounds_total", "Secure-summation rounds with a prepared batch, by how they ended.", "outcome", func(s *Snapshot) map[string]uint64 { return s.SecAgg.Rounds }),
 	labelled("secagg_reports_dropped_total", "Secure-summation reports the relay left out of a batch, by reason.", "reason", func(s *Snapshot) map[string]uint64 { return s.SecAgg.Dropped }),
 	labelled("secagg_reports_rejected_total", "Secure-summation reports preparation kept out of the sum, by reason.", "reason", func(s *Snapshot) map[string]uint64 { return s.SecAgg.Rejected }),
-	labelled("secagg_reports_prepared_total", "Secure-summation reports the helper prepared, by where: apart (on the relay's replicas, -prep-jobs) or here.", "where", func(s *Snapshot) map[string]uint64 { return s.SecAgg.Prepared }),
+	labelled("secagg_reports_prepared_total", "Secure-summation reports the helper prepared, by where: apart (as leased jobs, -prep-jobs: by the relay's replicas, or by this relay while it waited) or here (outside the jobs).", "where", func(s *Snapshot) map[string]uint64 { return s.SecAgg.Prepared }),
 	counter("secagg_reports_aggregated_total", "Reports in the aggregate shares delivered.", func(s *Snapshot) float64 { return f(s.SecAgg.Aggregated) }),
 	counter("secagg_closes_persisted_total", "Secure-summation closes persisted (each before its first send).", func(s *Snapshot) float64 { return f(s.SecAgg.Closes) }),
 	counter("secagg_shares_persisted_total", "Noised aggregate shares persisted (each before its first send).", func(s *Snapshot) float64 { return f(s.SecAgg.Shares) }),

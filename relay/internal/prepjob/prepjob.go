@@ -20,6 +20,11 @@
 // for: a replica of another version, or with another key, fails the job
 // instead of preparing it wrong, and the owner prepares the batch itself.
 //
+// Trust: a replica that prepares is the relay. It holds the helper key,
+// and the owner folds the output shares it returns unchecked (Next checks
+// the joint-randomness seeds, not the output share), so a faulty one can
+// bias the relay's aggregate share, never release anything un-noised.
+//
 // What the bytes hold: a job holds sealed helper shares; a result holds,
 // for each report, its prep share and its preparation state, which
 // includes the helper's un-noised output share (its additive share of

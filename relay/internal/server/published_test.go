@@ -37,6 +37,7 @@ const (
 	fromBatch      = "the batch header or abort the aggregator receives (reports, check-ins, population, n_p, messages)"
 	fromAggregator = "the aggregator's own announcements, answers and status"
 	fromTransport  = "counts of frames, connections and deliveries: how many volunteers connect and send, never their values or dimension indices"
+	fromReplicas   = "how many reports the helper prepared as jobs and here: the count of reports the aggregator's chunks carry, split by the relay's own deployment (-prep-jobs, its replicas' speed), never by what a report holds"
 	fromTiming     = "when a step of the round happened, which the aggregator sees as it happens (the batch or close arriving, the first and last chunk, its own answers): it depends on when volunteers send, never on what"
 )
 
@@ -116,6 +117,7 @@ var publishedFields = map[string]map[string]string{
 		"secagg.shares_persisted":    fromAggregator, // the aggregate shares it receives
 		"secagg.attempts":            fromTransport,
 		"secagg.failures":            fromTransport,
+		"secagg.prepared.*":          fromReplicas,
 		// The store's work: counts of commits and bytes written for the
 		// frames the relay received and the rounds it ran.
 		"datastore.commits":       fromTransport,
@@ -185,6 +187,7 @@ var publishedSeries = map[string]string{
 	"secagg_shares_persisted_total":       fromAggregator,
 	"secagg_requests_total":               fromTransport,
 	"secagg_request_failures_total":       fromTransport,
+	"secagg_reports_prepared_total":       fromReplicas,
 	"large_frame_slots":                   "the relay's configuration",
 	"large_frame_waits_total":             fromTransport,
 	"large_frame_wait_seconds_total":      fromTiming,
@@ -216,7 +219,7 @@ func publishedLabels() map[string]map[string]bool {
 	for o := outbox.Accepted; !strings.HasPrefix(o.String(), "outcome("); o++ {
 		outcome[o.String()] = true
 	}
-	return map[string]map[string]bool{"kind": set("checkin", "report", "shares"), "reason": reason, "outcome": outcome}
+	return map[string]map[string]bool{"kind": set("checkin", "report", "shares"), "reason": reason, "outcome": outcome, "where": set("apart", "here")}
 }
 
 // TestPublishedSeriesAllowListed: every family the relay's collector

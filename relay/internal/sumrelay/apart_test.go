@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"github.com/blanket-fl/blanket/relay/internal/prepjob"
 	"github.com/blanket-fl/blanket/shared/secagg"
 )
 
 // TestStreamPreparedApart: a round whose helper preparation is done by
 // the relay's replicas (-prep-jobs; here Execute and ParseResult through
-// their bytes, the queue left out), in batches of up to 3 reports (the
-// first job waits until every report is in, so the next ones are full),
+// their bytes, the queue left out), in batches of up to 3 reports (a
+// batch waits up to a second to fill, and the reports come at once),
 // except one batch whose job fails and is prepared here, ends exactly as the same round prepared here (the
 // volunteers' shares drawn from the same seeds): as many leader shares,
 // the same unopened report dropped, the same charge, and the same noised
@@ -26,7 +27,8 @@ func TestStreamPreparedApart(t *testing.T) {
 	const n = 11
 	gate := make(chan struct{}) // the first batch waits for every report to be in
 	run := func(f *fixture) {
-		f.rl.SetKnobs(Knobs{Workers: 2, ChunkReports: 3, ChunkEvery: 10 * time.Millisecond, DrainBound: time.Minute, InFlight: 1})
+		f.rl.SetKnobs(Knobs{Workers: 2, ChunkReports: 3, ChunkEvery: 10 * time.Millisecond, DrainBound: time.Minute, InFlight: 1,
+			BatchLinger: time.Second})
 		f.openRound(1, n, 4)
 		close(gate)
 		f.rl.Close(t.Context(), f.closed(1, n))
@@ -43,8 +45,7 @@ func TestStreamPreparedApart(t *testing.T) {
 		if c == 1 {
 			<-gate
 		}
-		if int32(len(sealed)) > most.Load() {
-			most.Store(int32(len(sealed)))
+		for m := most.Load(); int32(len(sealed)) > m && !most.CompareAndSwap(m, int32(len(sealed))); m = most.Load() {
 		}
 		if c == 2 {
 			failed.Add(int32(len(sealed)))
@@ -84,5 +85,44 @@ func TestStreamPreparedApart(t *testing.T) {
 	}
 	if here.agg.result == nil || apart.agg.result == nil {
 		t.Fatal("no result")
+	}
+}
+
+// TestStreamPreparedApartStops: the relay stopping while its replicas
+// hold every batch (their jobs never answer) ends the stream at once: the
+// batches in flight return, nothing more is prepared for the dead round,
+// and End reports the stop.
+func TestStreamPreparedApartStops(t *testing.T) {
+	f := newFixture(t)
+	var calls atomic.Int32
+	f.apart = func(ctx context.Context, _ Apart, _ [][]byte) ([]*secagg.Prep, error) {
+		calls.Add(1)
+		<-ctx.Done() // a replica that never answers
+		return nil, ctx.Err()
+	}
+	f.rl = f.newRelay()
+	ctx, cancel := context.WithCancel(t.Context())
+	f.rl.Start(ctx, nil)
+	f.rl.SetKnobs(Knobs{ChunkReports: 2, DrainBound: time.Minute, BatchLinger: time.Millisecond})
+	const n = 6
+	f.openRound(1, n)
+	for end := time.Now().Add(30 * time.Second); calls.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	st := f.rl.Take(1)
+	cancel()
+	done := make(chan Result, 1)
+	go func() { done <- st.End(n) }()
+	select {
+	case r := <-done:
+		if !errors.Is(r.End, aggclient.ErrStopped) || r.Sent != 0 {
+			t.Fatalf("stream result %+v: want the stop and nothing sent", r)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the stream did not end after the relay stopped")
+	}
+	f.rl.Wait()
+	if s := f.m.Snapshot().SecAgg; s.Prepared["here"] != 0 {
+		t.Errorf("%d reports prepared here after the stop", s.Prepared["here"])
 	}
 }

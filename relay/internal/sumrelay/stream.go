@@ -134,7 +134,7 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 //     taken), a partial one at each ChunkEvery tick when no chunk is in
 //     flight;
 //   - poster (post): numbers the chunks (seq 1, 2, ...) and posts each on
-//     its own goroutine, up to knobs.inFlight (InFlight, default 4) at
+//     its own goroutine, up to knobs.inFlight (InFlight, default 8) at
 //     once, each resent with the identical bytes until a definitive
 //     answer; it applies their verdicts to the helper strictly in seq
 //     order (a reorder buffer: the aggregator folds them in that order,
@@ -146,13 +146,17 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 // defaults on 2 cores) being prepared or waiting for an earlier one, one
 // chunk built and waiting for a slot, and inFlight chunks posted (their
 // leader shares, in the encoded frame only, until the post returns; their
-// prep states until the verdicts): 80 reports at the defaults, about
-// 86 MB of sealed leader shares at d = 7850 (1.07 MB each). With
-// -prep-jobs (Config.PrepareApart) the workers are replaced by batchApart
-// and window is (1 + apartBatches) × ChunkReports, 40 at the defaults: up
-// to 4 batches at the replicas and one filling. Before the stream, its
-// buffer (streamBuffer) and the relay's large-frame slots
-// (relay/internal/intake) hold at most 32 more.
+// prep states until the verdicts): 80 reports at the defaults (InFlight
+// 8), about 86 MB of sealed leader shares at d = 7850 (1.07 MB each).
+// With -prep-jobs (Config.PrepareApart) the workers are replaced by
+// batchApart and window is (1 + apartBatches) × ChunkReports, 40 at the
+// defaults (up to 4 batches at the replicas and one filling): 112 reports,
+// about 120 MB. Before the stream, its buffer (streamBuffer) and the
+// relay's large-frame slots (relay/internal/intake) hold at most 32 more.
+//
+// The close waits for every batch at the replicas: a replica that dies
+// holding a batch's lease delays it by the lease (-prep-lease, 10 s), the
+// owner leasing the batch again once it expires.
 //
 // A definitive answer that ends the round (an invalid chunk, a refused
 // one, verdicts that contradict the helper), a helper failure or the
@@ -182,7 +186,7 @@ func (rl *Relay) runStream(ctx context.Context, st *Stream) {
 	var inflight atomic.Int32    // chunks posted and not yet applied (the assembler's partial chunks wait for 0)
 	var workers, stages sync.WaitGroup
 	if rl.cfg.PrepareApart != nil {
-		workers.Go(func() { rl.batchApart(ctx, st, k, jobs, results) })
+		workers.Go(func() { rl.batchApart(ctx, st, k, jobs, results, ended, end) })
 	} else {
 		for range k.workers {
 			workers.Go(func() {
@@ -248,12 +252,16 @@ intake:
 // workers: it takes the numbered reports as they come and hands them in
 // batches to the relay's replicas (Config.PrepareApart), up to
 // apartBatches at once. A batch is cut when it holds ChunkReports, or
-// batchLinger after its first report, or when the reports end: full
+// Knobs.BatchLinger after its first report, or when the reports end: full
 // batches when the crowd is large or the replicas fall behind. A batch
 // whose job fails (the queue or PostgreSQL failing, a replica of another
 // version or key, no result in time) is prepared here, report by report;
-// either way each report gives exactly one prepDone.
-func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs <-chan prepJob, results chan<- prepDone) {
+// either way each report gives exactly one prepDone. Once the round has
+// ended early (ended; a job cut short by the relay's stop ends it, with
+// end), nothing more is prepared: the reports' prepDone are empty, and
+// the assembler discards them.
+func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs <-chan prepJob, results chan<- prepDone,
+	ended <-chan struct{}, end func(error)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, apartBatches)
@@ -264,14 +272,14 @@ func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			rl.prepareBatch(ctx, st, b, results)
+			rl.prepareBatch(ctx, st, b, results, ended, end)
 		})
 	}
 	linger := time.NewTimer(0)
 	defer linger.Stop()
 	for j := range jobs {
 		batch = append(batch, j)
-		linger.Reset(batchLinger)
+		linger.Reset(k.linger)
 	fill:
 		for len(batch) < k.size {
 			select {
@@ -290,16 +298,41 @@ func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs
 
 // prepareBatch prepares one batch apart, or here if that fails, and
 // hands each report's preparation to the assembler.
-func (rl *Relay) prepareBatch(ctx context.Context, st *Stream, b []prepJob, results chan<- prepDone) {
+func (rl *Relay) prepareBatch(ctx context.Context, st *Stream, b []prepJob, results chan<- prepDone,
+	ended <-chan struct{}, end func(error)) {
+	over := func() bool {
+		select {
+		case <-ended:
+			return true
+		default:
+			return false
+		}
+	}
+	if over() {
+		for _, j := range b {
+			results <- prepDone{prepJob: j} // discarded: the round has ended
+		}
+		return
+	}
 	sealed := make([][]byte, len(b))
 	for i := range b {
 		sealed[i] = b[i].rep.Helper
 	}
 	preps, err := rl.cfg.PrepareApart(ctx, Apart{Num: st.num, Params: st.params, VerifyKey: st.vk, Round: st.sr}, sealed)
+	if err == nil && len(preps) != len(b) {
+		err = fmt.Errorf("%d preparations for a batch of %d", len(preps), len(b))
+	}
+	if err != nil && ctx.Err() != nil {
+		end(aggclient.ErrStopped) // the relay stops: so does the round, as at the intake
+	}
 	if err != nil {
-		if ctx.Err() == nil {
-			rl.roundLog(st.num).Warn("a batch prepared here: its job failed", "reports", len(b), "err", err)
+		if over() {
+			for _, j := range b {
+				results <- prepDone{prepJob: j}
+			}
+			return
 		}
+		rl.roundLog(st.num).Warn("a batch prepared here: its job failed", "reports", len(b), "err", err)
 		for _, j := range b {
 			p, ok := st.h.Prepare(j.rep.Helper)
 			rl.cfg.Metrics.SecAggHere.Add(1)

@@ -6,11 +6,13 @@
 //
 //   - while the round is open, every accepted report goes to the round's
 //     stream (Report): its helper share is opened and prepared
-//     (helper.Prepare) as it arrives, on a pool of GOMAXPROCS workers, and
-//     added (helper.Add) strictly in arrival order; its sealed leader share
+//     (helper.Prepare) as it arrives, on a pool of GOMAXPROCS workers (or,
+//     with -prep-jobs, in batches on the relay's replicas:
+//     Config.PrepareApart), and added (helper.Add) strictly in arrival
+//     order; its sealed leader share
 //     and 'P' entry join the next chunk; a chunk of ChunkReports reports,
 //     or whatever waited ChunkEvery while no chunk was at the aggregator,
-//     is posted to /v1/secagg/chunk, up to InFlight (default 4) at once,
+//     is posted to /v1/secagg/chunk, up to InFlight (default 8) at once,
 //     while the next ones are prepared (the aggregator folds a round's
 //     chunks in sequence, and answers each once a checkpoint of its state
 //     covers it); their verdicts ('M'), applied in sequence, fold the
@@ -99,14 +101,14 @@ const (
 	// defaultInFlight chunks are posted at once: the aggregator holds each
 	// answer until a checkpoint of its running state covers it (once per
 	// group of chunks, not per chunk), so the stream keeps posting while
-	// the earlier answers wait; 4 × 8.6 MB of leader shares in flight.
+	// the earlier answers wait; 8 × 8.6 MB of leader shares in flight.
 	defaultInFlight = 8
 	// With -prep-jobs (Config.PrepareApart): apartBatches batches at the
 	// relay's replicas at once, each cut once it holds ChunkReports or
-	// batchLinger after its first report (fewer, larger jobs: each costs
+	// BatchLinger after its first report (fewer, larger jobs: each costs
 	// PostgreSQL a handful of statements whatever its size).
-	apartBatches = 4
-	batchLinger  = 20 * time.Millisecond
+	apartBatches       = 4
+	defaultBatchLinger = 20 * time.Millisecond
 )
 
 // Poster posts a secure-summation request until a definitive answer
@@ -197,6 +199,9 @@ type Knobs struct {
 	Workers  int
 	Serial   bool
 	WrapOpen func(helper.Opener) helper.Opener
+	// BatchLinger is how long a batch prepared apart (-prep-jobs) waits
+	// for more reports after its first (defaultBatchLinger).
+	BatchLinger time.Duration
 }
 
 // SetKnobs sets the settings of the streams started after it.
@@ -215,6 +220,7 @@ type streamKnobs struct {
 	window       int           // reports past the stream's channel not yet in a chunk (runStream)
 	serial       bool
 	wrapOpen     func(helper.Opener) helper.Opener
+	linger       time.Duration // a batch prepared apart waits this for more reports
 }
 
 func (rl *Relay) knobs() streamKnobs {
@@ -222,7 +228,10 @@ func (rl *Relay) knobs() streamKnobs {
 	a := rl.knobSet
 	rl.mu.Unlock()
 	k := streamKnobs{size: a.ChunkReports, every: a.ChunkEvery, drain: a.DrainBound, workers: a.Workers,
-		inFlight: a.InFlight, serial: a.Serial, wrapOpen: a.WrapOpen}
+		inFlight: a.InFlight, serial: a.Serial, wrapOpen: a.WrapOpen, linger: a.BatchLinger}
+	if k.linger <= 0 {
+		k.linger = defaultBatchLinger
+	}
 	if k.size <= 0 {
 		k.size = defaultChunkReports
 	}

@@ -178,10 +178,13 @@ func (o *JobOffload) Do(ctx context.Context, round uint64, job []byte) ([]byte, 
 			return nil, fmt.Errorf("pgstore: %s job %d of round %d not done in twice the lease and 30 s", w.Kind, id.ID, round)
 		}
 		// A new job wakes this owner only once it helps: before, it waits
-		// for its own job's completion (or the poll), and costs
-		// PostgreSQL no read at every other job enqueued.
+		// for its own job's completion, the poll, or the moment it starts
+		// helping, and costs PostgreSQL no read at every other job
+		// enqueued.
 		var newJob <-chan struct{}
-		if time.Since(start) >= o.HelpAfter {
+		wait := PollEvery
+		if helping := time.Since(start); helping >= o.HelpAfter {
+			newJob = w.Jobs.NewJob() // before Lease: a job enqueued meanwhile wakes it
 			l, err := w.Jobs.Lease(ctx, w.Kind, w.lease())
 			if err != nil {
 				return nil, err
@@ -190,12 +193,13 @@ func (o *JobOffload) Do(ctx context.Context, round uint64, job []byte) ([]byte, 
 				w.One(l)
 				continue
 			}
-			newJob = w.Jobs.NewJob()
+		} else {
+			wait = min(wait, o.HelpAfter-helping)
 		}
 		select {
 		case <-done:
 		case <-newJob:
-		case <-time.After(PollEvery):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
