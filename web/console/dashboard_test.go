@@ -401,6 +401,22 @@ func TestDashboardEmpty(t *testing.T) {
 	}
 }
 
+// TestDashboardPausedWords: paused before the first round reads "waiting
+// to start" (make run holds its first round until its simulated
+// volunteers connect: the room must not read that the teacher paused it);
+// paused after a round reads "paused by the teacher".
+func TestDashboardPausedWords(t *testing.T) {
+	for _, tc := range []struct {
+		round     int
+		want, not string
+	}{{0, "waiting to start", "paused by the teacher"}, {2, "paused by the teacher", "waiting to start"}} {
+		page := renderDashboard(t, DashboardData{State: "paused", Round: tc.round, TargetEpsilon: 4, TargetDelta: 1e-5})
+		if !strings.Contains(page, tc.want) || strings.Contains(page, tc.not) {
+			t.Errorf("paused at round %d: want %q, not %q", tc.round, tc.want, tc.not)
+		}
+	}
+}
+
 func TestNiceTicks(t *testing.T) {
 	got := niceTicks(0, 1, 5)
 	if fmt.Sprint(got) != "[0 0.2 0.4 0.6 0.8 1]" {

@@ -122,7 +122,8 @@
       if (m && s.method) m.textContent = s.method;
       const st = $("state"), v = s.stopped ? "stopped" : (s.paused ? "paused" : "running");
       st.dataset.state = v;
-      st.textContent = words[v] + (s.stopped ? ": " + s.stopped : "");
+      // Paused before the first round: waiting to start (dashStateWords).
+      st.textContent = (v === "paused" && !s.round ? "waiting to start" : words[v]) + (s.stopped ? ": " + s.stopped : "");
       roundNote(s.last_abort);
       openRound = s.open_round || 0;
       deadline = s.deadline ? Date.parse(s.deadline) : 0;
