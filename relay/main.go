@@ -147,7 +147,7 @@ func run(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *edgeOf != "" && *prepJobs {
-		return errors.New("-prep-jobs with -edge-of: an edge holds no key; run `relay prep-worker -store ...` beside it to prepare the owner's reports")
+		return errors.New("-prep-jobs with -edge-of: an edge holds no key; give -prep-jobs to the owning relay and run `relay prep-worker -store ...` on the relay's own machines (docs/deploy.md)")
 	}
 	if *edgeOf != "" {
 		name := *edgeName
