@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -267,5 +268,71 @@ func TestOffloadPostgres(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeadReplicasLeaseTakenOverPostgres: a replica leases the owner's
+// batch and dies holding it (it never completes it); once its lease
+// (300 ms) expires, exactly one other lease takes the job over (the owner,
+// which leaves its jobs to the replicas for 2 s first), and the owner gets
+// the batch prepared exactly as here. The dead replica's late result, if it came, is refused.
+func TestDeadReplicasLeaseTakenOverPostgres(t *testing.T) {
+	c := pgtest.Get(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := c.Schema(t)
+	open := func() *pgstore.Jobs {
+		j, err := pgstore.OpenJobs(ctx, c.DSN, schema, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(j.Close)
+		return j
+	}
+	const lease = 300 * time.Millisecond
+	b := newBatch(t, 4)
+	prep := NewPreparer(b.key)
+	owner := &Offload{JobOffload: pgstore.JobOffload{W: NewWorker(open(), prep, 1, lease, slog.New(slog.DiscardHandler)), HelpAfter: 2 * time.Second}, Prep: prep}
+	dead := open()
+	died := make(chan *pgstore.Lease, 1)
+	go func() {
+		l, err := dead.Next(ctx, Kind, lease)
+		if err == nil {
+			died <- l // and never completes it
+		}
+	}()
+	got := make(chan []*secagg.Prep, 1)
+	errc := make(chan error, 1)
+	go func() {
+		p, err := owner.Prepare(ctx, b.r, b.sr, b.sealed)
+		errc <- err
+		got <- p
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	preps := <-got
+	var l *pgstore.Lease
+	select {
+	case l = <-died:
+	default:
+		t.Fatal("the dead replica never leased the batch (the owner leased it first, after 2 s)")
+	}
+	if n := owner.W.TakenOver(); n != 1 {
+		t.Errorf("the job was taken over %d times, want once", n)
+	}
+	if err := dead.Complete(ctx, l, []byte{0}); !errors.Is(err, pgstore.ErrLeaseLost) {
+		t.Errorf("the dead replica's late result: %v, want ErrLeaseLost", err)
+	}
+	job, _ := Encode(Fingerprint(b.key), b.r, b.sealed)
+	res, err := prep.Execute(job, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := ParseResult(b.sr, res, len(b.sealed))
+	for i := range want {
+		if (want[i] == nil) != (preps[i] == nil) || (want[i] != nil && !bytes.Equal(want[i].Payload, preps[i].Payload)) {
+			t.Fatalf("report %d differs from the one prepared here", i)
+		}
 	}
 }
