@@ -300,18 +300,20 @@ func (rl *Relay) batchApart(ctx context.Context, st *Stream, k streamKnobs, jobs
 // hands each report's preparation to the assembler.
 func (rl *Relay) prepareBatch(ctx context.Context, st *Stream, b []prepJob, results chan<- prepDone,
 	ended <-chan struct{}, end func(error)) {
-	over := func() bool {
+	// discarded: once the round has ended, the assembler discards every
+	// prepDone (assemble), so none is prepared.
+	discarded := func() bool {
 		select {
 		case <-ended:
-			return true
 		default:
 			return false
 		}
-	}
-	if over() {
 		for _, j := range b {
-			results <- prepDone{prepJob: j} // discarded: the round has ended
+			results <- prepDone{prepJob: j}
 		}
+		return true
+	}
+	if discarded() {
 		return
 	}
 	sealed := make([][]byte, len(b))
@@ -326,10 +328,7 @@ func (rl *Relay) prepareBatch(ctx context.Context, st *Stream, b []prepJob, resu
 		end(aggclient.ErrStopped) // the relay stops: so does the round, as at the intake
 	}
 	if err != nil {
-		if over() {
-			for _, j := range b {
-				results <- prepDone{prepJob: j}
-			}
+		if discarded() {
 			return
 		}
 		rl.roundLog(st.num).Warn("a batch prepared here: its job failed", "reports", len(b), "err", err)
