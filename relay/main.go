@@ -219,6 +219,7 @@ func run(args []string) error {
 	}
 	defer nl.Close()
 	var prepareApart func(context.Context, sumrelay.Apart, [][]byte) ([]*secagg.Prep, error)
+	var prepJobsDone func() int64
 	if *prepJobs {
 		jobs, err := pgstore.OpenJobs(ctx, store.URL, store.Schema, log)
 		if err != nil {
@@ -233,6 +234,7 @@ func run(args []string) error {
 		}
 		prep := prepjob.NewPreparer(hk)
 		off := &prepjob.Offload{JobOffload: pgstore.JobOffload{W: prepjob.NewWorker(jobs, prep, 0, *prepLease, log), HelpAfter: *prepHelpAfter}, Prep: prep}
+		prepJobsDone = off.W.Done
 		prepareApart = func(ctx context.Context, r sumrelay.Apart, sealed [][]byte) ([]*secagg.Prep, error) {
 			return off.Prepare(ctx, prepjob.Round{Round: r.Num, Params: r.Params, VerifyKey: r.VerifyKey}, r.Round, sealed)
 		}
@@ -240,6 +242,7 @@ func run(args []string) error {
 	}
 	srv, err := server.New(server.Config{
 		PrepareApart: prepareApart,
+		PrepJobsDone: prepJobsDone,
 		NoiseLedger:  nl,
 		HelperKey:    hk,
 		Aggregator:   *agg,

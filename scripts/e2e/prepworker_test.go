@@ -27,7 +27,8 @@ import (
 // 20 reports, every one of them prepared as a job (the relay's
 // secagg.prepared.apart), and the prep-worker's own /metrics counts the
 // jobs it prepared. Then the prep-worker is killed (SIGKILL): a later
-// round is again ok with all 20, the relay preparing its own jobs.
+// round is again ok with all 20, the relay completing its own jobs (its
+// secagg.prep_jobs_completed).
 func TestRelayPrepWorkerPostgres(t *testing.T) {
 	if _, err := pgtest.Check(); err != nil {
 		if os.Getenv("BLANKET_REQUIRE_POSTGRES") == "1" {
@@ -84,16 +85,19 @@ func TestRelayPrepWorkerPostgres(t *testing.T) {
 		}
 		return -1
 	}
-	prepared := func() (apart, here float64) {
+	// prepared is the relay's reports prepared as jobs and outside them,
+	// and the jobs it completed itself.
+	prepared := func() (apart, here, own float64) {
 		var m struct {
 			SecAgg struct {
 				Prepared map[string]float64 `json:"prepared"`
+				PrepJobs float64            `json:"prep_jobs_completed"`
 			} `json:"secagg"`
 		}
 		if err := cl.GetJSONFrom(context.Background(), cl.RelayURL(), "/api/metrics", &m); err != nil {
 			t.Fatal(err)
 		}
-		return m.SecAgg.Prepared["apart"], m.SecAgg.Prepared["here"]
+		return m.SecAgg.Prepared["apart"], m.SecAgg.Prepared["here"], m.SecAgg.PrepJobs
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -116,7 +120,7 @@ func TestRelayPrepWorkerPostgres(t *testing.T) {
 	if r := rs[len(rs)-1]; r.N != clients {
 		t.Fatalf("round %d: %d reports accepted, want %d", r.Round, r.N, clients)
 	}
-	apart, here := prepared()
+	apart, here, ownBefore := prepared()
 	if apart < clients || here != 0 {
 		t.Errorf("reports prepared as jobs %v, outside them %v: want every report (%d or more) as jobs", apart, here, clients)
 	}
@@ -132,5 +136,8 @@ func TestRelayPrepWorkerPostgres(t *testing.T) {
 	rs = waitOK(t, cl, len(ok(before))+1, 4*time.Minute)
 	if r := rs[len(rs)-1]; r.N != clients {
 		t.Fatalf("round %d after the prep-worker's kill: %d reports accepted, want %d", r.Round, r.N, clients)
+	}
+	if _, here, own := prepared(); here != 0 || own <= ownBefore {
+		t.Errorf("after the kill: %v reports prepared outside the jobs, the relay completed %v jobs itself (%v before): want it to do its own jobs", here, own, ownBefore)
 	}
 }

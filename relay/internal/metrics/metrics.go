@@ -42,6 +42,10 @@ type Metrics struct {
 	// SecAggApart and SecAggHere count the reports the helper prepared on
 	// the relay's replicas (-prep-jobs: relay/internal/prepjob) and here.
 	SecAggApart, SecAggHere atomic.Uint64
+	// PrepJobs, if set (-prep-jobs), is the number of preparation jobs
+	// this relay completed itself while it waited for them
+	// (pgstore.JobWorker.Done); set before the relay serves.
+	PrepJobs func() int64
 
 	mu             sync.Mutex
 	recent         []RoundReport     // the last recentRounds closed rounds, oldest first
@@ -209,6 +213,9 @@ type SecAggStats struct {
 	// or not), by where: apart (as leased jobs, -prep-jobs: by a replica,
 	// or by this relay while it waited) or here (outside the jobs).
 	Prepared map[string]uint64 `json:"prepared"`
+	// PrepJobs counts the preparation jobs this relay completed itself
+	// (-prep-jobs; the rest of "apart" was its replicas').
+	PrepJobs uint64 `json:"prep_jobs_completed"`
 }
 
 // Snapshot returns the current counters.
@@ -242,6 +249,9 @@ func (m *Metrics) Snapshot() Snapshot {
 		Attempts: m.SecAggAttempts.Load(),
 		Failures: m.SecAggFailures.Load(),
 		Prepared: map[string]uint64{"apart": m.SecAggApart.Load(), "here": m.SecAggHere.Load()}}
+	if m.PrepJobs != nil {
+		s.SecAgg.PrepJobs = uint64(max(m.PrepJobs(), 0))
+	}
 	m.mu.Lock()
 	if len(m.recent) > 0 {
 		l := m.recent[len(m.recent)-1]

@@ -118,6 +118,7 @@ var publishedFields = map[string]map[string]string{
 		"secagg.attempts":            fromTransport,
 		"secagg.failures":            fromTransport,
 		"secagg.prepared.*":          fromReplicas,
+		"secagg.prep_jobs_completed": fromReplicas,
 		// The store's work: counts of commits and bytes written for the
 		// frames the relay received and the rounds it ran.
 		"datastore.commits":       fromTransport,
@@ -188,6 +189,7 @@ var publishedSeries = map[string]string{
 	"secagg_requests_total":               fromTransport,
 	"secagg_request_failures_total":       fromTransport,
 	"secagg_reports_prepared_total":       fromReplicas,
+	"prep_jobs_completed_total":           fromReplicas,
 	"large_frame_slots":                   "the relay's configuration",
 	"large_frame_waits_total":             fromTransport,
 	"large_frame_wait_seconds_total":      fromTiming,

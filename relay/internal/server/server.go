@@ -128,6 +128,9 @@ type Config struct {
 	// preparation of each batch of reports done by the relay's replicas
 	// (relay/internal/prepjob, sumrelay.Config.PrepareApart); nil: here.
 	PrepareApart func(ctx context.Context, r sumrelay.Apart, sealed [][]byte) ([]*secagg.Prep, error)
+	// PrepJobsDone, with PrepareApart, is how many jobs this relay
+	// completed itself (its pgstore.JobWorker's Done), for /metrics.
+	PrepJobsDone func() int64
 	// PingInterval (default 20 s), PongWait (default 60 s; > PingInterval),
 	// FrameTimeout (default 10 s) and WriteWait (default 10 s) bound
 	// connections.
@@ -329,6 +332,7 @@ func New(cfg Config) (*Server, error) {
 	if s.frames, err = intake.NewBudget(cfg.LargeFrames); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.m.PrepJobs = cfg.PrepJobsDone
 	s.token = sha256.Sum256([]byte("Bearer " + cfg.Token))
 	s.agg = &aggclient.Client{Aggregator: cfg.Aggregator, Token: cfg.Token, HTTP: cfg.HTTPClient,
 		SendTimeout: cfg.SendTimeout, SecAggTimeout: cfg.SecAggTimeout, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
