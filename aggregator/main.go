@@ -122,50 +122,12 @@ research tools (not in this binary): go run ./aggregator/lab simulate|privacy`)
 
 // prepWorker is `aggregator prep-worker`: prepjob.Serve until a signal.
 func prepWorker(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("aggregator prep-worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var store serverstore.Config
-	fs.StringVar(&store.URL, "store", "", "the aggregator's PostgreSQL store, postgres://...")
-	fs.StringVar(&store.Schema, "store-schema", serverstore.AggregatorSchema, "its schema")
-	workers := fs.Int("workers", 0, "goroutines per chunk (0: GOMAXPROCS)")
-	lease := fs.Duration("prep-lease", prepjob.DefaultLease, "how long a chunk's job is held before another replica may take it over")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	listen := fs.String("listen", "", "serve GET /metrics (Prometheus) and /healthz at this address (empty: none)")
-	if err := fs.Parse(args); err != nil || store.URL == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: aggregator prep-worker -store postgres://... [-store-schema S] [-workers N] [-prep-lease D] [-listen ADDR]")
-		return 2
-	}
-	store.Dir = "-"
-	if err := store.Validate(); err != nil {
-		fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)
-		return 2
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "aggregator prep-worker: -log-level: %v\n", err)
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	pw := prepjob.NewWorker(nil, nil, *workers, *lease, log)
-	if *listen != "" {
-		mux := http.NewServeMux()
-		jobops.Register(mux, opsview.Prefix, pw)
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)
-			return 1
-		}
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go hs.Serve(ln)
-		defer hs.Close()
-	}
-	err := prepjob.Serve(ctx, store.URL, store.Schema, pw)
-	log.Info("stopped", "jobs", pw.Done(), "failed", pw.Failed(), "lost", pw.Lost())
-	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "aggregator prep-worker: %v\n", err)
-		return 1
-	}
-	return 0
+	return jobops.Main(ctx, args, stderr, jobops.Worker{Name: "aggregator prep-worker", Party: "aggregator",
+		Schema: serverstore.AggregatorSchema, Unit: "chunk", Prefix: opsview.Prefix, Lease: prepjob.DefaultLease,
+		New: func(workers int, lease time.Duration, log *slog.Logger) *pgstore.JobWorker {
+			return prepjob.NewWorker(nil, nil, workers, lease, log)
+		},
+		Serve: prepjob.Serve})
 }
 
 // exportLedger is `aggregator export-ledger -state DIR`: the ledger in

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -49,6 +48,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "prep-worker" {
+		os.Exit(prepWorker(os.Args[2:]))
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "relay:", err)
 		os.Exit(1)
@@ -83,9 +85,6 @@ func loadWasm(fs *flag.FlagSet, path string, log *slog.Logger) (*web.WasmModule,
 }
 
 func run(args []string) error {
-	if len(args) > 0 && args[0] == "prep-worker" {
-		return prepWorker(args[1:])
-	}
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8081", "listen address")
 	edgeOf := fs.String("edge-of", "", "run as an edge of the relay at this URL (its internal address, or the relays' load balancer): hold volunteers' websockets and hand their secure-summation reports to it; no state, no keys (docs/deploy.md, \"Relay edges\")")
@@ -356,48 +355,13 @@ func runEdge(cfg edge.Config, listen string) error {
 }
 
 // prepWorker is `relay prep-worker`: prepjob.Serve until a signal.
-func prepWorker(args []string) error {
-	fs := flag.NewFlagSet("relay prep-worker", flag.ContinueOnError)
-	var store serverstore.Config
-	fs.StringVar(&store.URL, "store", "", "the relay's PostgreSQL store, postgres://...")
-	fs.StringVar(&store.Schema, "store-schema", serverstore.RelaySchema, "its schema")
-	workers := fs.Int("workers", 0, "goroutines per batch (0: GOMAXPROCS)")
-	lease := fs.Duration("prep-lease", prepjob.DefaultLease, "how long a batch's job is held before another replica may take it over")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	listen := fs.String("listen", "", "serve GET /metrics (Prometheus) and /healthz at this address (empty: none)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if store.URL == "" || fs.NArg() != 0 {
-		return errors.New("usage: relay prep-worker -store postgres://... [-store-schema S] [-workers N] [-prep-lease D] [-listen ADDR]")
-	}
-	store.Dir = "-"
-	if err := store.Validate(); err != nil {
-		return err
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+func prepWorker(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pw := prepjob.NewWorker(nil, nil, *workers, *lease, log)
-	if *listen != "" {
-		mux := http.NewServeMux()
-		jobops.Register(mux, metrics.Prefix, pw)
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			return err
-		}
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go hs.Serve(ln)
-		defer hs.Close()
-	}
-	err := prepjob.Serve(ctx, store.URL, store.Schema, pw)
-	log.Info("stopped", "jobs", pw.Done(), "failed", pw.Failed(), "lost", pw.Lost())
-	if err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
+	return jobops.Main(ctx, args, os.Stderr, jobops.Worker{Name: "relay prep-worker", Party: "relay",
+		Schema: serverstore.RelaySchema, Unit: "batch", Prefix: metrics.Prefix, Lease: prepjob.DefaultLease,
+		New: func(workers int, lease time.Duration, log *slog.Logger) *pgstore.JobWorker {
+			return prepjob.NewWorker(nil, nil, workers, lease, log)
+		},
+		Serve: prepjob.Serve})
 }

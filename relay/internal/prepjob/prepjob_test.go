@@ -21,6 +21,17 @@ import (
 	"github.com/blanket-fl/blanket/shared/wire"
 )
 
+// openJobs opens schema's queue for the test.
+func openJobs(t *testing.T, ctx context.Context, dsn, schema string) *pgstore.Jobs {
+	t.Helper()
+	j, err := pgstore.OpenJobs(ctx, dsn, schema, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Close)
+	return j
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Stop()
@@ -220,14 +231,7 @@ func TestOffloadPostgres(t *testing.T) {
 	}{{"the same key", b.key}, {"another key", func() *helperkey.Key { k, _ := helperkey.Unmarshal(bytes.Repeat([]byte{8}, 32)); return k }()}} {
 		t.Run(tc.name, func(t *testing.T) {
 			schema := c.Schema(t)
-			open := func() *pgstore.Jobs {
-				j, err := pgstore.OpenJobs(ctx, c.DSN, schema, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(j.Close)
-				return j
-			}
+			open := func() *pgstore.Jobs { return openJobs(t, ctx, c.DSN, schema) }
 			rctx, stop := context.WithCancel(ctx)
 			defer stop()
 			replica := NewWorker(open(), NewPreparer(tc.replica), 2, time.Minute, quiet)
@@ -281,14 +285,7 @@ func TestDeadReplicasLeaseTakenOverPostgres(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	schema := c.Schema(t)
-	open := func() *pgstore.Jobs {
-		j, err := pgstore.OpenJobs(ctx, c.DSN, schema, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(j.Close)
-		return j
-	}
+	open := func() *pgstore.Jobs { return openJobs(t, ctx, c.DSN, schema) }
 	const lease = 300 * time.Millisecond
 	b := newBatch(t, 4)
 	prep := NewPreparer(b.key)
