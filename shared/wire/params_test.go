@@ -128,7 +128,7 @@ func TestParseNames(t *testing.T) {
 	if _, err := ParseRandomizer("duchi"); err == nil {
 		t.Error("ParseRandomizer accepted duchi")
 	}
-	if Protocol(9).String() != "protocol(9)" || Randomizer(9).String() != "randomizer(9)" || Type(0x0F).String() != "type(15)" {
+	if Protocol(9).String() != "protocol(9)" || Randomizer(9).String() != "randomizer(9)" || Type(0x10).String() != "type(16)" {
 		t.Error("unknown names")
 	}
 }

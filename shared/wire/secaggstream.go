@@ -36,11 +36,62 @@ package wire
 //	2       8     round
 //	10      1     status     u8 (BatchStatus: ok, refused, invalid)
 //	11      4     accepted   u32 (reports charged; 0 unless ok)
+//
+// SecAggResume (type 0x0F), relay -> aggregator, POST /v1/secagg/resume,
+// 14 bytes: a relay that lost the round's pipeline (its owner was killed
+// mid-round, docs/secagg.md "Crash safety") asks for the verdicts of a
+// chunk it persisted before posting it:
+//
+//	0       2     header (type 0x0F)
+//	2       8     round
+//	10      4     seq        u32 (the chunk, 1, 2, ...)
+//
+// The answer is a SecAggPrep frame: status ok with the chunk's 'M'
+// message exactly as first answered, if the aggregator folded that chunk;
+// status invalid if it did not, after which it folds no chunk of the
+// round from seq on (the relay closes the round with the chunks before).
 const (
 	TypeSecAggChunk   Type = 0x0C
 	TypeSecAggClose   Type = 0x0D
 	TypeSecAggCharged Type = 0x0E
+	TypeSecAggResume  Type = 0x0F
 )
+
+// SecAggResumeSize is SecAggResume's fixed size.
+const SecAggResumeSize = 14
+
+// SecAggResume asks for the verdicts of chunk Seq of a round again.
+type SecAggResume struct {
+	Round uint64
+	Seq   uint32
+}
+
+// MarshalBinary encodes the frame.
+func (s *SecAggResume) MarshalBinary() ([]byte, error) {
+	if s.Round < 1 || s.Seq < 1 {
+		return nil, malformed(ErrValue, "secagg resume: round %d, seq %d", s.Round, s.Seq)
+	}
+	b := make([]byte, SecAggResumeSize)
+	putHeader(b, TypeSecAggResume)
+	be.PutUint64(b[2:], s.Round)
+	be.PutUint32(b[10:], s.Seq)
+	return b, nil
+}
+
+// ParseSecAggResume decodes a SecAggResume frame.
+func ParseSecAggResume(b []byte) (*SecAggResume, error) {
+	if err := header(b, TypeSecAggResume); err != nil {
+		return nil, err
+	}
+	if err := exactLen(b, SecAggResumeSize, "secagg resume"); err != nil {
+		return nil, err
+	}
+	s := &SecAggResume{Round: be.Uint64(b[2:]), Seq: be.Uint32(b[10:])}
+	if s.Round < 1 || s.Seq < 1 {
+		return nil, malformed(ErrValue, "secagg resume: round %d, seq %d", s.Round, s.Seq)
+	}
+	return s, nil
+}
 
 // SecAggCloseSize and SecAggChargedSize are the fixed frame sizes.
 const (

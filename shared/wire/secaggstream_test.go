@@ -90,6 +90,28 @@ func TestSecAggStreamFrames(t *testing.T) {
 	if _, err := ParseSecAggCharged(b[:14]); !errors.Is(err, ErrMalformed) {
 		t.Errorf("short charged: %v", err)
 	}
+
+	rs := &SecAggResume{Round: 3, Seq: 2}
+	b = mustMarshal(t, rs)
+	if gr, err := ParseSecAggResume(b); err != nil || *gr != *rs || len(b) != SecAggResumeSize {
+		t.Fatalf("resume: %+v %v", gr, err)
+	}
+	if _, r, err := PeekRound(b); err != nil || r != 3 {
+		t.Fatalf("resume's round peeked as %d: %v", r, err)
+	}
+	for name, bad := range map[string]*SecAggResume{"round 0": {Seq: 1}, "seq 0": {Round: 1}} {
+		if _, err := bad.MarshalBinary(); !errors.Is(err, ErrMalformed) {
+			t.Errorf("resume %s encoded: %v", name, err)
+		}
+	}
+	bad = bytes.Clone(b)
+	bad[13] = 0 // seq 0
+	if _, err := ParseSecAggResume(bad); !errors.Is(err, ErrMalformed) {
+		t.Errorf("resume of seq 0: %v", err)
+	}
+	if _, err := ParseSecAggResume(b[:13]); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short resume: %v", err)
+	}
 }
 
 func FuzzParseSecAggChunk(f *testing.F) {

@@ -48,7 +48,8 @@ const (
 	// Secure summation: TypeShares, TypeSecAggPrep and
 	// TypeSecAggAggregate (0x08, 0x0A, 0x0B; 0x09 is retired) are in
 	// secagg.go; the streaming frames TypeSecAggChunk, TypeSecAggClose and
-	// TypeSecAggCharged (0x0C .. 0x0E) in secaggstream.go.
+	// TypeSecAggCharged, TypeSecAggResume (0x0C .. 0x0F) in
+	// secaggstream.go.
 )
 
 // String returns the frame type's name.
@@ -80,13 +81,15 @@ func (t Type) String() string {
 		return "secagg-close"
 	case TypeSecAggCharged:
 		return "secagg-charged"
+	case TypeSecAggResume:
+		return "secagg-resume"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
 // Valid reports whether t is a known frame type (not a retired one).
 func (t Type) Valid() bool {
-	return t >= TypeAnnouncement && t <= TypeSecAggCharged && t != typeRetired09
+	return t >= TypeAnnouncement && t <= TypeSecAggResume && t != typeRetired09
 }
 
 // Decoding errors. Every error of a decoder wraps ErrMalformed; the others
