@@ -27,14 +27,18 @@ import (
 
 // Backend is what the API serves.
 type Backend interface {
-	// BatchIntake, AbortIntake, SecAggChunkIntake, SecAggCloseIntake and
-	// SecAggAggregateIntake process one authenticated frame; a non-nil
-	// error is an internal failure (answered 500: the relay resends).
+	// BatchIntake, AbortIntake, SecAggChunkIntake, SecAggResumeIntake,
+	// SecAggCloseIntake and SecAggAggregateIntake process one
+	// authenticated frame; a non-nil error is an internal failure
+	// (answered 500: the relay resends).
 	BatchIntake(frame []byte) (wire.BatchReply, Intake, error)
 	AbortIntake(frame []byte) IntakeAnswer
 	// SecAggChunkIntake and SecAggCloseIntake are the streaming
-	// secure-summation requests (docs/secagg.md, "Streaming").
+	// secure-summation requests (docs/secagg.md, "Streaming");
+	// SecAggResumeIntake asks for a chunk's verdicts again, for a relay
+	// that took a round over from its killed owner ("Crash safety").
 	SecAggChunkIntake(frame []byte) (SecAggAnswer, error)
+	SecAggResumeIntake(frame []byte) (SecAggAnswer, error)
 	SecAggCloseIntake(frame []byte) (SecAggAnswer, error)
 	SecAggAggregateIntake(frame []byte) IntakeAnswer
 	// BodyLimits bounds the request bodies for the current round
@@ -173,6 +177,7 @@ type handlers struct {
 //	POST /v1/batch   relay, bearer token; body Batch frame, reply BatchReply frame
 //	POST /v1/abort   relay, bearer token; body Abort frame, reply IntakeAnswer JSON
 //	POST /v1/secagg/chunk     relay, bearer token; body SecAggChunk frame, reply SecAggPrep frame
+//	POST /v1/secagg/resume    relay, bearer token; body SecAggResume frame, reply SecAggPrep frame
 //	POST /v1/secagg/close     relay, bearer token; body SecAggClose frame, reply SecAggCharged frame
 //	POST /v1/secagg/aggregate relay, bearer token; body SecAggAggregate frame, reply IntakeAnswer JSON
 //	                 (all: the outcome as status code and OutcomeHeader, see Intake)
@@ -187,6 +192,7 @@ func Register(mux *http.ServeMux, b Backend, token string, log *slog.Logger) {
 	mux.HandleFunc("POST /v1/batch", h.serveBatch)
 	mux.HandleFunc("POST /v1/abort", h.serveAbort)
 	mux.HandleFunc("POST /v1/secagg/chunk", h.serveSecAggFrame(func() int64 { return h.b.BodyLimits().SecAggChunk }, h.b.SecAggChunkIntake))
+	mux.HandleFunc("POST /v1/secagg/resume", h.serveSecAggFrame(func() int64 { return wire.SecAggResumeSize }, h.b.SecAggResumeIntake))
 	mux.HandleFunc("POST /v1/secagg/close", h.serveSecAggFrame(func() int64 { return wire.SecAggCloseSize }, h.b.SecAggCloseIntake))
 	mux.HandleFunc("POST /v1/secagg/aggregate", h.serveSecAggAggregate)
 	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })

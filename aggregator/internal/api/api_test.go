@@ -17,8 +17,9 @@ import (
 
 // fake answers every frame with fixed outcomes and records what reached it.
 type fake struct {
-	frames int
-	abort  IntakeAnswer
+	frames  int
+	abort   IntakeAnswer
+	resumed []byte // the last resume frame that reached it
 }
 
 func (f *fake) BatchIntake(frame []byte) (wire.BatchReply, Intake, error) {
@@ -29,6 +30,11 @@ func (f *fake) AbortIntake(frame []byte) IntakeAnswer { f.frames++; return f.abo
 func (f *fake) SecAggChunkIntake(frame []byte) (SecAggAnswer, error) {
 	f.frames++
 	return SecAggAnswer{Answer: IntakeAnswer{Round: 2, Outcome: IntakeAccepted}, Frame: []byte{1, 0x0A}}, nil
+}
+func (f *fake) SecAggResumeIntake(frame []byte) (SecAggAnswer, error) {
+	f.frames++
+	f.resumed = append([]byte(nil), frame...)
+	return SecAggAnswer{Answer: IntakeAnswer{Round: 2, Outcome: IntakeAccepted}, Frame: []byte{1, 0x0A, 2}}, nil
 }
 func (f *fake) SecAggCloseIntake(frame []byte) (SecAggAnswer, error) {
 	f.frames++
@@ -74,7 +80,7 @@ func TestRelayEndpoints(t *testing.T) {
 		mux.ServeHTTP(w, r)
 		return w
 	}
-	for _, path := range []string{"/v1/batch", "/v1/abort", "/v1/secagg/chunk", "/v1/secagg/close", "/v1/secagg/aggregate"} {
+	for _, path := range []string{"/v1/batch", "/v1/abort", "/v1/secagg/chunk", "/v1/secagg/resume", "/v1/secagg/close", "/v1/secagg/aggregate"} {
 		if w := do(path, "", []byte{1}); w.Code != http.StatusUnauthorized {
 			t.Errorf("%s without token: %d", path, w.Code)
 		}
@@ -96,6 +102,21 @@ func TestRelayEndpoints(t *testing.T) {
 	if w := do("/v1/secagg/chunk", token, []byte{1}); w.Code != http.StatusOK || w.Header().Get(OutcomeHeader) != "accepted" ||
 		w.Header().Get("Content-Type") != "application/octet-stream" || !bytes.Equal(w.Body.Bytes(), []byte{1, 0x0A}) {
 		t.Errorf("secagg chunk: %d %q %x", w.Code, w.Header().Get(OutcomeHeader), w.Body.Bytes())
+	}
+	// A resume frame is 14 bytes: one byte more is refused unread, the
+	// frame itself reaches the backend and its SecAggPrep is the reply.
+	resume, err := (&wire.SecAggResume{Round: 2, Seq: 3}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n0 := f.frames
+	if w := do("/v1/secagg/resume", token, append(resume, 0)); w.Code != http.StatusRequestEntityTooLarge || f.frames != n0 {
+		t.Errorf("secagg resume of %d bytes: %d, %d reached the backend", len(resume)+1, w.Code, f.frames-n0)
+	}
+	if w := do("/v1/secagg/resume", token, resume); w.Code != http.StatusOK || w.Header().Get(OutcomeHeader) != "accepted" ||
+		w.Header().Get("Content-Type") != "application/octet-stream" || !bytes.Equal(w.Body.Bytes(), []byte{1, 0x0A, 2}) ||
+		!bytes.Equal(f.resumed, resume) {
+		t.Errorf("secagg resume: %d %q %x, backend got %x", w.Code, w.Header().Get(OutcomeHeader), w.Body.Bytes(), f.resumed)
 	}
 	// The whole-round batch endpoint is gone: the relay streams chunks.
 	n := f.frames

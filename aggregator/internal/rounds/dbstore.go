@@ -25,7 +25,8 @@ const (
 	// nonces the checkpoint added) and the leader's running state without
 	// its nonces (key "%020d/running", rewritten once per checkpoint of a
 	// group of chunks), so that the bytes written per report do not grow
-	// with the round's size.
+	// with the round's size; and the seal a relay's resume set, if any
+	// (key "%020d/seal", Collect.Sealed).
 	BucketCollect = "secagg/collect"
 	// BucketPending holds the charged round awaiting its aggregate share
 	// (key "pending").
@@ -77,6 +78,10 @@ type chunkRecord struct {
 	Digest string `json:"digest"`
 	Reply  []byte `json:"reply"`
 	Nonces []byte `json:"nonces"` // 16 bytes each, those this chunk added
+}
+
+type sealRecord struct {
+	Seal uint32 `json:"seal"`
 }
 
 type runningRecord struct {
@@ -197,6 +202,11 @@ func (d *DBStore) SaveCollect(c *Collect) error {
 		if err := setRound(tx, c.Round, StateCollecting, ""); err != nil {
 			return err
 		}
+		if c.Sealed > 0 {
+			if err := putSeal(tx, rk, c.Sealed); err != nil {
+				return err
+			}
+		}
 		return datastore.PutJSON(tx, BucketCollect, rk+"/running", runningRecord{Next: c.Next, Leader: rest})
 	})
 	if err != nil {
@@ -206,6 +216,30 @@ func (d *DBStore) SaveCollect(c *Collect) error {
 		d.seen[string(added[i:i+16])] = struct{}{}
 	}
 	return nil
+}
+
+// putSeal records the seal of the round whose key is rk, unless one as
+// low is recorded.
+func putSeal(tx *datastore.Tx, rk string, seal uint32) error {
+	var old sealRecord
+	ok, err := datastore.GetJSON(tx, BucketCollect, rk+"/seal", &old)
+	if err != nil || (ok && old.Seal > 0 && old.Seal <= seal) {
+		return err
+	}
+	return datastore.PutJSON(tx, BucketCollect, rk+"/seal", sealRecord{Seal: seal})
+}
+
+// SealCollect records the seal of round in one transaction, if round's
+// running state is stored (else its first checkpoint, SaveCollect, will
+// carry it).
+func (d *DBStore) SealCollect(round int, seal uint32) error {
+	rk := roundKey(round)
+	return d.db.Update(func(tx *datastore.Tx) error {
+		if _, ok := tx.Get(BucketCollect, rk+"/running"); !ok {
+			return nil
+		}
+		return putSeal(tx, rk, seal)
+	})
 }
 
 // LoadCollect rebuilds the open round's streaming state from its records
@@ -229,6 +263,11 @@ func (d *DBStore) LoadCollect() (*Collect, error) {
 			return nil
 		}
 		rk := roundKey(c.Round)
+		var seal sealRecord
+		if _, err := datastore.GetJSON(tx, BucketCollect, rk+"/seal", &seal); err != nil {
+			return err
+		}
+		c.Sealed = seal.Seal
 		for seq := uint32(1); seq < c.Next; seq++ {
 			var ch chunkRecord
 			ok, err := datastore.GetJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, seq), &ch)
@@ -370,6 +409,11 @@ func ImportFiles(db *datastore.Store, dir string) error {
 					rec.Nonces = nonces
 				}
 				if err := datastore.PutJSON(tx, BucketCollect, fmt.Sprintf("%s/chunk/%010d", rk, seq), rec); err != nil {
+					return err
+				}
+			}
+			if c.Sealed > 0 {
+				if err := putSeal(tx, rk, c.Sealed); err != nil {
 					return err
 				}
 			}

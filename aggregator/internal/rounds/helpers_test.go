@@ -56,6 +56,7 @@ type memStore struct {
 	failCollect  bool
 	failPending  bool
 	collectSaves int
+	sealSaves    int
 	collectBytes int
 	pendingSaves int
 	stateSaves   int
@@ -102,6 +103,20 @@ func (s *memStore) SaveCollect(c *Collect) error {
 	s.collectBytes += len(c.Leader)
 	for _, a := range c.Chunks {
 		s.collectBytes += len(a.Reply) + len(a.Digest)
+	}
+	return nil
+}
+func (s *memStore) SealCollect(round int, seal uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failCollect {
+		return errInjected
+	}
+	if c := s.collect; c != nil && c.Round == round && (c.Sealed == 0 || seal < c.Sealed) {
+		c = clone(c)
+		c.Sealed = seal
+		s.collect = c
+		s.sealSaves++
 	}
 	return nil
 }

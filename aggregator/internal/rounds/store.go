@@ -23,6 +23,12 @@ type Store interface {
 	SaveState(st *checkpoint.State) error
 	LoadCollect() (*Collect, error)
 	SaveCollect(c *Collect) error
+	// SealCollect records that no chunk of round from seq seal on is
+	// folded (Collect.Sealed; a relay's resume, SecAggResumeIntake): if
+	// the stored collect is another round's, or none (the round's first
+	// checkpoint is not written yet), it may record nothing, for that
+	// checkpoint carries the seal.
+	SealCollect(round int, seal uint32) error
 	RemoveCollect() error
 	LoadPending() (*Pending, error)
 	SavePending(p *Pending) error
@@ -37,10 +43,14 @@ type Store interface {
 // answer again) and the leader's running state
 // (analysis.SecAggLeader.MarshalState: its aggregate, nonces and counts).
 // LoadCollect returns in Chunks at least the last checkpoint's chunks
-// (DBStore: every chunk of the round).
+// (DBStore: every chunk of the round), and in Sealed the lowest seal
+// recorded (SaveCollect's or SealCollect's).
 type Collect struct {
-	Round  int           `json:"round"`
-	Next   uint32        `json:"next"`
+	Round int    `json:"round"`
+	Next  uint32 `json:"next"`
+	// Sealed, if not 0, is the seq from which no chunk of the round is
+	// folded (SecAggResumeIntake).
+	Sealed uint32        `json:"sealed,omitempty"`
 	Chunks []ChunkAnswer `json:"chunks,omitempty"`
 	Leader []byte        `json:"leader"`
 	// LastDig and LastReply are the former file's (one chunk per save):
@@ -111,6 +121,17 @@ func (f FileStore) LoadCollect() (*Collect, error) {
 // SaveCollect writes CollectFile.
 func (f FileStore) SaveCollect(c *Collect) error {
 	return saveJSON(filepath.Join(f.Dir, CollectFile), c)
+}
+
+// SealCollect rewrites CollectFile with the seal, if it is round's and
+// has none as low.
+func (f FileStore) SealCollect(round int, seal uint32) error {
+	c, err := f.LoadCollect()
+	if err != nil || c == nil || c.Round != round || (c.Sealed > 0 && c.Sealed <= seal) {
+		return err
+	}
+	c.Sealed = seal
+	return f.SaveCollect(c)
 }
 
 // RemoveCollect deletes CollectFile.

@@ -180,18 +180,35 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (outcome.SecAggAnswer, error) {
 
 // secaggCollect is the open round's streaming state: the leader folding
 // the relay's chunks, the next chunk expected, the answers of the chunks
-// checkpointed (an identical re-send gets its answer again) and the group
-// of chunks folded since the last checkpoint, whose answers are held until
-// the next one.
+// checkpointed (an identical re-send gets its answer again; a relay's
+// resume gets it by seq), the group of chunks folded since the last
+// checkpoint, whose answers are held until the next one, and the seal a
+// relay's resume set (SecAggResumeIntake).
 type secaggCollect struct {
 	round    int
 	sr       *secagg.Round
 	leader   *analysis.SecAggLeader
 	next     uint32
 	answered map[string][]byte // digest -> reply, of every chunk checkpointed
-	group    *chunkGroup       // folded since the last checkpoint (nil: none)
-	start    time.Time
+	// bySeq is seq -> reply of every chunk checkpointed (the same slices as
+	// answered); after a restart, of those the store kept (DBStore: all).
+	bySeq map[uint32][]byte
+	group *chunkGroup // folded since the last checkpoint (nil: none)
+	// sealed, if not 0, is the seq from which no chunk is folded: a
+	// relay's resume found it not folded (SecAggResumeIntake). It only
+	// ever decreases, and is never below next.
+	sealed uint32
+	start  time.Time
 }
+
+// newCollect is the streaming state of round r with nothing folded yet.
+func newCollect(r int, sr *secagg.Round, l *analysis.SecAggLeader, next uint32) *secaggCollect {
+	return &secaggCollect{round: r, sr: sr, leader: l, next: next, answered: make(map[string][]byte),
+		bySeq: make(map[uint32][]byte), start: time.Now()}
+}
+
+// refuses reports whether chunk seq is at or past the collect's seal.
+func (c *secaggCollect) refuses(seq uint32) bool { return c.sealed > 0 && seq >= c.sealed }
 
 // chunkGroup is the chunks folded since the last checkpoint: their answers
 // leave only once a checkpoint covering them is durable (done closed, ok).
@@ -309,7 +326,7 @@ func (m *Machine) prepareApart(frame []byte, dig string) *apartChunk {
 	if ok {
 		ch, err = wire.ParseSecAggChunk(frame, rc.Proto.LeaderSealed, int(rc.Params.Quota))
 	}
-	if c := m.sa.collect; !ok || err != nil || (c != nil && c.round == r && ch.Seq < c.next) {
+	if c := m.sa.collect; !ok || err != nil || (c != nil && c.round == r && (ch.Seq < c.next || c.refuses(ch.Seq))) {
 		m.procMu.Unlock()
 		return nil
 	}
@@ -387,6 +404,7 @@ func (m *Machine) checkpoint(c *secaggCollect) bool {
 	c.group = nil
 	for _, a := range g.chunks {
 		c.answered[a.Digest] = a.Reply
+		c.bySeq[a.Seq] = a.Reply
 	}
 	g.ok = true
 	close(g.done)
@@ -565,6 +583,11 @@ func (m *Machine) chunkIntake(frame []byte, dig string, apart *apartChunk) (outc
 			}
 		}
 		c := m.sa.collect
+		if c != nil && c.round == r && c.refuses(ch.Seq) {
+			// A relay's resume found the round's chunks stop before this
+			// one (SecAggResumeIntake): a former owner's late chunk.
+			return ans(outcome.Obsolete, nil, fmt.Sprintf("chunk %d of round %d: the round's chunks end before %d (a relay resumed it)", ch.Seq, r, c.sealed))
+		}
 		if (c == nil || c.round != r) && ch.Seq == 1 {
 			sr, eng, err := m.newLeader(r, rc)
 			if err != nil {
@@ -574,7 +597,7 @@ func (m *Machine) chunkIntake(frame []byte, dig string, apart *apartChunk) (outc
 			if err != nil {
 				return outcome.SecAggAnswer{}, nil, err
 			}
-			c = &secaggCollect{round: r, sr: sr, leader: l, next: 1, answered: make(map[string][]byte), start: time.Now()}
+			c = newCollect(r, sr, l, 1)
 			m.sa.collect = c
 			m.wakeChunks()
 		}
@@ -793,7 +816,7 @@ func (m *Machine) saveCollect(c *secaggCollect, chunks []ChunkAnswer) error {
 	if err != nil {
 		return err
 	}
-	return m.store.SaveCollect(&Collect{Round: c.round, Next: c.next, Chunks: chunks, Leader: st})
+	return m.store.SaveCollect(&Collect{Round: c.round, Next: c.next, Sealed: c.sealed, Chunks: chunks, Leader: st})
 }
 
 func (m *Machine) removeCollect() {
@@ -823,9 +846,13 @@ func (m *Machine) restoreCollect() {
 	if err == nil {
 		var l *analysis.SecAggLeader
 		if l, err = analysis.RestoreCollecting(m.key, m.opt.Consent, sr, eng, f.Leader); err == nil {
-			c := &secaggCollect{round: f.Round, sr: sr, leader: l, next: f.Next, answered: make(map[string][]byte), start: time.Now()}
+			c := newCollect(f.Round, sr, l, f.Next)
 			for _, a := range f.answers() {
 				c.answered[a.Digest] = a.Reply
+				c.bySeq[a.Seq] = a.Reply
+			}
+			if f.Sealed > 0 && f.Sealed >= f.Next {
+				c.sealed = f.Sealed
 			}
 			m.sa.collect = c
 			m.log.Info("resumed a secure-summation round's chunks", "round", f.Round, "chunks", f.Next-1, "reports", l.Reports())
