@@ -511,7 +511,9 @@ func (m *Machine) secaggOpenRound(round uint64, what string) (*RoundConfig, outc
 // close; the identical re-send of any
 // chunk gets its answer again (duplicate). A chunk whose 'P' does not
 // combine, or another chunk with a seq already folded, closes the round,
-// nothing charged (invalid).
+// nothing charged (invalid). A chunk at or past the seal a relay's resume
+// set (SecAggResumeIntake), arriving or waiting for its predecessors, is
+// answered obsolete, nothing folded, the round left open.
 //
 // Guarantee: a chunk's verdicts let the relay fold its own shares, never
 // release them; nothing of the round is unsharded before SecAggCloseIntake
