@@ -50,7 +50,12 @@ type Edge struct {
 	up     websocket.Upgrader
 	rounds *round.Machine
 	frames *intake.Budget
-	log    *slog.Logger
+	// forwards bounds the Shares frames handed to the owner and not yet
+	// answered (forwardsPerFrame × LargeFrames): each holds its frame
+	// until the owner's answer, which waits for the report's chunk to be
+	// answered by the aggregator.
+	forwards chan struct{}
+	log      *slog.Logger
 
 	mu    sync.Mutex // guards conns, open, and stopping
 	conns map[*conn]struct{}
@@ -154,6 +159,7 @@ func New(cfg Config) (*Edge, error) {
 	if e.frames, err = intake.NewBudget(cfg.LargeFrames); err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
+	e.forwards = make(chan struct{}, forwardsPerFrame*cfg.LargeFrames)
 	e.proxy = httputil.NewSingleHostReverseProxy(u)
 	e.up = websocket.Upgrader{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 512, WriteBufferSize: 512,
 		WriteBufferPool: &sync.Pool{}, CheckOrigin: e.checkOrigin}
@@ -435,13 +441,34 @@ func (e *Edge) readPump(c *conn) {
 	})
 }
 
+// forwardsPerFrame × LargeFrames Shares frames wait at most for the
+// owner's answer at once (Edge.forwards): the owner answers once the
+// report's chunk is answered (a few hundred milliseconds), so the intake
+// budget's frames are freed meanwhile, at about 1 MB each at d = 7850.
+const forwardsPerFrame = 4
+
 // handleFrame judges a frame with the edge's machine, hands an accepted
-// Shares frame to the owner (whose verdict then answers it), and acks.
+// Shares frame to the owner (whose verdict then answers it, off the read
+// loop: the frame's intake slot is free while the owner's answer waits
+// for the report's chunk), and acks.
 func (e *Edge) handleFrame(c *conn, b []byte) bool {
 	v := e.rounds.Frame(c.p, b)
 	if v.Accepted == round.Shares {
-		v = e.forward(v, b)
+		e.forwards <- struct{}{} // waits while forwardsPerFrame × LargeFrames wait for the owner
+		go func() {
+			defer func() { <-e.forwards }()
+			if !e.answer(c, e.forward(v, b)) {
+				c.WS.Close()
+			}
+		}()
+		return true
 	}
+	return e.answer(c, v)
+}
+
+// answer counts the verdict on a frame, hands on a round it closed, and
+// acks.
+func (e *Edge) answer(c *conn, v round.Verdict) bool {
 	if v.Accepted == round.Rejected {
 		e.reject(v.Reason)
 	} else {
@@ -463,7 +490,9 @@ func (e *Edge) forward(v round.Verdict, b []byte) round.Verdict {
 		return round.Verdict{Reason: round.ReasonTooLate, Status: wire.AckTooLate, Round: v.Round, Closed: v.Closed}
 	}
 	defer er.end()
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// The owner answers once the report's chunk is answered: generous,
+	// for an aggregator taking over meanwhile.
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var ans Answer
 	resp, err := e.post(fctx, http.MethodPost, SharesPath, url.Values{"round": {strconv.FormatUint(v.Round, 10)}}, b)

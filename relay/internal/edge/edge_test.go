@@ -27,6 +27,9 @@ type owner struct {
 	mu       sync.Mutex
 	verdicts []round.Verdict
 	closed   []*round.Closed
+	// fate, if set, is the accepted reports' fate (sumrelay.Relay.Report)
+	// the owner's answer waits for.
+	fate func() <-chan bool
 }
 
 func newOwner(t *testing.T) *owner {
@@ -35,10 +38,15 @@ func newOwner(t *testing.T) *owner {
 	ow.m.SetStreamShares(true)
 	ow.o = NewOwner(OwnerConfig{Rounds: ow.m, Logger: slog.New(slog.DiscardHandler), PollWait: 200 * time.Millisecond,
 		Authorized: func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer tok" },
-		Verdict: func(v round.Verdict) {
+		Verdict: func(v round.Verdict) <-chan bool {
 			ow.mu.Lock()
 			ow.verdicts = append(ow.verdicts, v)
+			fate := ow.fate
 			ow.mu.Unlock()
+			if fate == nil || v.Accepted != round.Shares {
+				return nil
+			}
+			return fate()
 		},
 		Closed: func(c *round.Closed) {
 			if c != nil {
@@ -272,5 +280,75 @@ func TestEdgeFollowsAnOwnerThatMovedOn(t *testing.T) {
 	ci, _ := (&wire.CheckIn{Round: 2}).MarshalBinary()
 	if ack := v.ack(t, ci); ack.Status != wire.AckAccepted {
 		t.Fatalf("check-in to round 2 at the edge: %+v", ack)
+	}
+}
+
+// TestEdgeAckWaitsForTheOwnersFate: the owner answers an edge's report
+// only once the report's fate is known (its chunk answered by the
+// aggregator: sumrelay.Relay.Report), and the edge's volunteer gets its
+// ack only then, accepted if the report made it into the round and too
+// late if the round ended first. Meanwhile the edge reads on: with one
+// large-frame slot, a second volunteer's report reaches the owner while
+// the first one's ack still waits.
+func TestEdgeAckWaitsForTheOwnersFate(t *testing.T) {
+	ow := newOwner(t)
+	fates := make(chan chan bool, 2)
+	ow.fate = func() <-chan bool {
+		f := make(chan bool, 1)
+		fates <- f
+		return f
+	}
+	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler), LargeFrames: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := httptest.NewServer(e.Handler())
+	defer es.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	a, b := dial(t, es.URL), dial(t, es.URL)
+	for deadline := time.Now().Add(30 * time.Second); ow.o.Connections() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner counts %d edge connections, want 2", ow.o.Connections())
+		}
+	}
+	rd := ow.open(t, 1)
+	for _, v := range []*volunteer{a, b} {
+		v.read(t) // the announcement
+		ci, _ := (&wire.CheckIn{Round: 1}).MarshalBinary()
+		if ack := v.ack(t, ci); ack.Status != wire.AckAccepted {
+			t.Fatalf("check-in: ack %+v", ack)
+		}
+	}
+	if err := a.ws.WriteMessage(websocket.BinaryMessage, shares(t, rd, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	fa := <-fates // a's report is at the owner, its fate pending
+	if err := b.ws.WriteMessage(websocket.BinaryMessage, shares(t, rd, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	fb := <-fates // b's too: the edge read it while a's ack waited
+	got := make(chan []byte, 1)
+	go func() { got <- a.read(t) }()
+	select {
+	case <-got:
+		t.Fatal("an ack before the report's fate was known")
+	case <-time.After(200 * time.Millisecond):
+	}
+	fa <- true
+	aa, err := wire.ParseAck(<-got)
+	if err != nil || aa.Status != wire.AckAccepted {
+		t.Fatalf("a report whose chunk was answered: ack %+v %v, want accepted", aa, err)
+	}
+	fb <- false // b's round ended before its chunk was answered
+	ab, err := wire.ParseAck(b.read(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ab.Status != wire.AckTooLate {
+		t.Fatalf("a report whose round ended before its chunk was answered: ack %+v, want too late", ab)
 	}
 }

@@ -27,7 +27,8 @@
 //	                             aggregator sent it, once its number is above N (waits up to
 //	                             PollWait; 204: none)
 //	POST /v1/edge/opened?round=N an edge opened round N for its connections (409: not open)
-//	POST /v1/edge/shares?round=N one accepted Shares frame; the answer is the owner's Verdict
+//	POST /v1/edge/shares?round=N one accepted Shares frame; the answer is the owner's Verdict,
+//	                             once the report's chunk is answered by the aggregator
 //	POST /v1/edge/closed?round=N the edge's counts (round.EdgeCounts, JSON) when its round closed
 package edge
 
@@ -70,8 +71,10 @@ type OwnerConfig struct {
 	Rounds *round.Machine
 	// Verdict counts a judged frame in the relay's metrics (accepted or
 	// rejected with its reason) and hands an accepted report to its
-	// stream, as the relay does for its own connections' frames.
-	Verdict func(v round.Verdict)
+	// stream, as the relay does for its own connections' frames; it
+	// returns the report's fate (sumrelay.Relay.Report; nil: none to wait
+	// for), which the edge's answer waits for.
+	Verdict func(v round.Verdict) <-chan bool
 	// Closed hands a round closed by an edge's frame or counts to the
 	// relay's forwarder.
 	Closed     func(*round.Closed)
@@ -229,8 +232,20 @@ func (o *Owner) handleShares(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := o.cfg.Rounds.EdgeShares(num, b)
-	o.cfg.Verdict(v)
+	fate := o.cfg.Verdict(v)
 	o.cfg.Closed(v.Closed)
+	if fate != nil {
+		// Accepted once its chunk is answered (an acknowledged report is
+		// never lost with this relay); too late if the round ended first.
+		select {
+		case kept := <-fate:
+			if !kept {
+				v = round.TooLate(v)
+			}
+		case <-r.Context().Done():
+			return // the edge gave up: it answers its volunteer too late
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(Answer{Accepted: v.Accepted == round.Shares, Reason: v.Reason, Status: v.Status, End: uint8(v.End)})
 }

@@ -129,6 +129,14 @@ type Verdict struct {
 	Shares *SharesReport
 }
 
+// TooLate is the verdict a volunteer gets instead of v when its accepted
+// report did not make it into the round after all (the round ended
+// before the report reached the aggregator, or the relay that owns the
+// round could not be reached): too late (Ack 5), never accepted.
+func TooLate(v Verdict) Verdict {
+	return Verdict{Reason: ReasonTooLate, Status: wire.AckTooLate, Round: v.Round, Closed: v.Closed}
+}
+
 // Participant is one connection's state in the rounds. The transport
 // creates it with Machine.Join and ends it with Machine.Leave.
 type Participant struct {
@@ -359,6 +367,18 @@ func (m *Machine) Population() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.parts)
+}
+
+// CheckedIn returns the check-ins round num has counted so far, its
+// edges' included once they sent their counts (0 unless it is the open
+// round).
+func (m *Machine) CheckedIn(num uint64) uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.open == nil || m.open.Num != num {
+		return 0
+	}
+	return m.open.checkedIn
 }
 
 // LastRound returns the highest round number seen.

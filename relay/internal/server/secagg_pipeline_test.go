@@ -92,11 +92,19 @@ func TestSecAggStreamPreparesConcurrentlyInOrder(t *testing.T) {
 				wantLeaders = append(wantLeaders, sh.Leader)
 			}
 		}
+		// Each frame in turn reaches the stream (its ack waits for its
+		// chunk's answer), so that the arrival order is the clients'.
 		for i, c := range clients {
-			c.sendShares(frames[i])
+			c.send(frames[i])
+			synctest.Wait()
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
+		for _, c := range clients {
+			if a := c.ack(); a.Status != wire.AckAccepted {
+				t.Fatalf("shares ack %+v", a)
+			}
+		}
 
 		probe.mu.Lock()
 		peak, finished := probe.peak, probe.finished
@@ -165,12 +173,22 @@ func TestSecAggStreamStopsAfterAnInvalidChunk(t *testing.T) {
 		const n = 12
 		clients := h.openSecAggRound(1, p, n)
 		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 1, 1, pub, honestX, uint64(i+1)))
+			c.send(h.volunteerShares(spec, 1, 1, pub, honestX, uint64(i+1)))
 		}
 		synctest.Wait() // chunk 1 at the aggregator, the next ones prepared behind it
 		close(hold)
 		time.Sleep(time.Minute)
 		synctest.Wait()
+		// Acknowledged: the reports of chunk 1 only, the one the aggregator
+		// folded; the others were lost with the round, and their
+		// volunteers are told so (too late), never that they are in.
+		acks := map[uint8]int{}
+		for _, c := range clients {
+			acks[c.ack().Status]++
+		}
+		if acks[wire.AckAccepted] != 2 || acks[wire.AckTooLate] != n-2 {
+			t.Fatalf("acks by status %v: want 2 accepted (chunk 1) and %d too late", acks, n-2)
+		}
 
 		agg.mu.Lock()
 		var seqs []uint32

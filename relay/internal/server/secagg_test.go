@@ -78,7 +78,10 @@ type leaderAgg struct {
 	// invalidSeq: answer the chunk with this Seq with status invalid (the
 	// aggregator found it invalid: the round ends); 0: none.
 	invalidSeq uint32
-	attempts   map[string][][]byte // every request body by path
+	// lose: fold the chunk with this Seq, then never answer it (the relay
+	// lost before the answer came back); 0: none.
+	lose     uint32
+	attempts map[string][][]byte // every request body by path
 
 	mu       sync.Mutex
 	turn     *sync.Cond // on mu: a chunk ahead of next waits for its predecessors
@@ -96,6 +99,8 @@ type leaderAgg struct {
 	rejected map[int]secagg.Reason // by index in the round
 	result   *secagg.Result
 	errs     []error
+	replies  map[uint32][]byte // the open round's chunks' answers, by seq (POST /v1/secagg/resume)
+	sealed   uint32            // the first seq a resume found unfolded (0: none)
 }
 
 func (a *leaderAgg) fail(err error) {
@@ -219,6 +224,31 @@ func (a *leaderAgg) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		reply, _ := (&wire.SecAggPrep{Round: c.Round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+		if a.replies == nil || c.Seq == 1 {
+			a.replies = make(map[uint32][]byte)
+		}
+		a.replies[c.Seq] = reply
+		if c.Seq == a.lose {
+			a.mu.Unlock()
+			<-r.Context().Done() // folded; the answer never reaches the relay
+			a.mu.Lock()
+			return
+		}
+		answer(http.StatusOK, "accepted", reply)
+	case sumrelay.ResumePath:
+		rs, err := wire.ParseSecAggResume(body)
+		if err != nil {
+			a.fail(err)
+			answer(http.StatusBadRequest, "invalid", nil)
+			return
+		}
+		reply, ok := a.replies[rs.Seq]
+		if !ok || rs.Round != a.round {
+			if a.sealed == 0 || rs.Seq < a.sealed {
+				a.sealed = rs.Seq
+			}
+			reply, _ = (&wire.SecAggPrep{Round: rs.Round, Status: wire.BatchStatusInvalid}).MarshalBinary()
+		}
 		answer(http.StatusOK, "accepted", reply)
 	case secAggClosePath:
 		cl, err := wire.ParseSecAggClose(body)
@@ -586,10 +616,22 @@ func (h *harness) sendHonestSecAggRound(p wire.Params) []*tclient {
 	pub := h.helperPub()
 	clients := h.openSecAggRound(1, p, 3)
 	for i, c := range clients {
-		c.sendShares(h.volunteerShares(spec, 1, 1, pub, honestX, uint64(i+1)))
+		c.send(h.volunteerShares(spec, 1, 1, pub, honestX, uint64(i+1)))
+		synctest.Wait() // in the stream, in the clients' order
 	}
 	time.Sleep(time.Minute)
 	synctest.Wait()
+	// The acks that came (a report is acknowledged once its chunk is
+	// answered; an aggregator holding it holds them): each accepted.
+	for _, c := range clients {
+		select {
+		case b := <-c.frames:
+			if a, err := wire.ParseAck(b); err != nil || a.Status != wire.AckAccepted {
+				h.t.Fatalf("shares ack %+v %v", a, err)
+			}
+		default:
+		}
+	}
 	return clients
 }
 
@@ -778,6 +820,67 @@ func TestSecAggRestartAborts(t *testing.T) {
 		}
 		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
 			t.Fatalf("outbox after the abort: %v", l)
+		}
+	})
+}
+
+// TestSecAggRestartRebuilds: the relay is stopped (as if killed) while
+// the aggregator holds the answer to chunk 2, which it folded (chunks of
+// 2, one at the aggregator at a time). Only chunk 1's volunteers were
+// acknowledged. At the next start the relay rebuilds the round from its
+// chunk records: it asks for chunks 1 and 2's verdicts again, posts no
+// chunk again, and closes the round with exactly the 4 reports the
+// aggregator folded, which is charged and unsharded; nothing is owed
+// after.
+func TestSecAggRestartRebuilds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := secAggTestParams()
+		key, _ := envelopetest.DeriveKey([32]byte{7})
+		agg := &leaderAgg{t: t, key: key, p: p, lose: 2}
+		h := newHarness(t, agg, "")
+		defer h.close()
+		h.srv.sa.SetKnobs(sumrelay.Knobs{Workers: 2, ChunkReports: 2, InFlight: 1})
+		spec, _ := roundspec.New(p)
+		pub := h.helperPub()
+		const n = 6
+		clients := h.openSecAggRound(1, p, n)
+		for i, c := range clients {
+			c.send(h.volunteerShares(spec, 1, 1, pub, honestX, uint64(i+1)))
+			synctest.Wait()
+		}
+		time.Sleep(time.Second) // chunk 1 answered; chunk 2 folded, its answer held
+		synctest.Wait()
+		accepted := 0
+		for _, c := range clients[:2] {
+			if a := c.ack(); a.Status == wire.AckAccepted {
+				accepted++
+			}
+		}
+		h.stop()
+		for _, c := range clients[2:] {
+			for b := c.next(); b != nil; b = c.next() {
+				if a, err := wire.ParseAck(b); err == nil && a.Status == wire.AckAccepted {
+					accepted++
+				}
+			}
+		}
+		if accepted != 2 {
+			t.Fatalf("%d reports acknowledged as accepted, want the 2 of chunk 1 (the only chunk answered)", accepted)
+		}
+		h.start()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		agg.mu.Lock()
+		nch, closes, res, sealed := len(agg.chunks), agg.closes, agg.result, agg.sealed
+		agg.mu.Unlock()
+		if nch != 2 || len(closes) != 1 || closes[0].Chunks != 2 || closes[0].Reports != 4 || closes[0].Accepted != 4 {
+			t.Fatalf("after the restart: %d chunks posted, closes %+v: want 2 chunks, one close of 2 chunks and 4 reports", nch, closes)
+		}
+		if res == nil || res.Count != 4 || sealed != 0 {
+			t.Fatalf("result %+v, sealed at %d: want the 4 reports unsharded, no chunk found unfolded", res, sealed)
+		}
+		if l, _ := h.srv.cfg.Outbox.List(); len(l) != 0 {
+			t.Fatalf("outbox after the rebuilt round: %v", l)
 		}
 	})
 }

@@ -299,6 +299,7 @@ type Server struct {
 	// (acklog); connSeq numbers connections.
 	shuffleRound, connSeq atomic.Uint64
 	resume                []outbox.Entry     // its steps found at start (Run resumes them)
+	rebuildSum            []rebuildSum       // secure-summation rounds lost mid-way, found at start (Run finishes them)
 	jobs                  chan *round.Closed // closed rounds to pad and forward (or abort)
 	wg                    sync.WaitGroup     // broadcasts and timers
 }
@@ -359,6 +360,7 @@ func New(cfg Config) (*Server, error) {
 	s.sender, s.m.Sender = sender, sender
 	s.sa = sumrelay.New(sumrelay.Config{Store: cfg.Outbox, Post: s.agg, Charge: s.anchor.Charge, Abort: s.abortRound,
 		Enqueue: s.sender.Enqueue, Metrics: s.m, Token: cfg.Token, Open: cfg.HelperKey.OpenHelperShare, Floor: cfg.Floor, PrepareApart: cfg.PrepareApart,
+		Chunks: cfg.Reports, CheckedIn: func(num uint64) uint32 { return s.rounds.CheckedIn(num) },
 		NewSource: cfg.NewSource, Logger: cfg.Logger, Class: s.classCode})
 	last, interrupted, err := s.recover()
 	if err != nil {
@@ -366,14 +368,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.rounds = round.New(last)
 	s.edges = edge.NewOwner(edge.OwnerConfig{Rounds: s.rounds, Closed: s.closed, Authorized: s.authorized, Logger: cfg.Logger,
-		Verdict: func(v round.Verdict) { // an edge's frame: counted and streamed as one of this relay's own
+		Verdict: func(v round.Verdict) <-chan bool { // an edge's frame: counted and streamed as one of this relay's own
 			s.m.Received.Add(1)
 			if v.Accepted != round.Shares {
 				s.m.Reject(v.Reason)
-				return
+				return nil
 			}
 			s.m.AcceptedShares.Add(1)
-			s.sa.Report(v.Round, v.Shares)
+			return s.sa.Report(v.Round, v.Shares)
 		}})
 	s.rounds.SetStreamShares(true) // secure summation's reports go to their stream as they arrive (secagg.go)
 	s.rounds.SetMinBatchFloor(uint32(cfg.Floor.MinBatch))
@@ -402,6 +404,13 @@ func (s *Server) recover() (uint64, bool, error) {
 	s.resume = plan.Resume // Run resumes them (sumrelay.Relay.Start)
 	rebuilt := make(map[uint64]bool)
 	for _, num := range plan.Interrupted {
+		// A secure-summation round with chunks persisted: Run finishes it
+		// with those the aggregator folded (sumrelay.Relay.Rebuild).
+		if marker, err := ob.Get(num, outbox.OpenRound); err == nil && s.sa.Resumable(num, marker) {
+			rebuilt[num] = true
+			s.rebuildSum = append(s.rebuildSum, rebuildSum{num: num, marker: marker})
+			continue
+		}
 		if c := s.rebuild(num); c != nil && len(rebuilt) < cap(s.jobs) {
 			rebuilt[num] = true
 			s.jobs <- c // forward closes it: a batch of the reports acknowledged, or an abort
@@ -442,6 +451,13 @@ func (s *Server) recover() (uint64, bool, error) {
 		s.sender.Enqueue(e)
 	}
 	return plan.Last, len(ents) > 0, nil
+}
+
+// rebuildSum is a secure-summation round lost mid-way, with its
+// open-round marker.
+type rebuildSum struct {
+	num    uint64
+	marker []byte
 }
 
 // rebuild returns shuffle round num, interrupted by a restart, as the
@@ -493,6 +509,10 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	s.sa.Start(ctx, s.resume)
 	s.resume = nil
+	for _, r := range s.rebuildSum {
+		s.sa.StartRebuild(ctx, r.num, r.marker)
+	}
+	s.rebuildSum = nil
 	wg.Go(func() { s.forward(ctx) })
 	wg.Go(func() { s.sender.Run(ctx) })
 	wg.Go(func() { s.pinger(ctx) })
@@ -884,6 +904,7 @@ func (s *Server) readFailed(err error) {
 // stays open.
 func (s *Server) handleFrame(c *client, b []byte) bool {
 	v := s.rounds.Frame(c.p, b)
+	var fate <-chan bool
 	switch v.Accepted {
 	case round.CheckIn:
 		s.m.AcceptedCheck.Add(1)
@@ -891,7 +912,7 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 		s.m.AcceptedReport.Add(1)
 	case round.Shares:
 		s.m.AcceptedShares.Add(1)
-		s.sa.Report(v.Round, v.Shares)
+		fate = s.sa.Report(v.Round, v.Shares)
 	default:
 		s.m.Reject(v.Reason)
 	}
@@ -905,6 +926,19 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 	s.closed(v.Closed)
 	if !logged {
 		return false // no ack: the relay could not keep the frame durably
+	}
+	if fate != nil {
+		// The ack waits for the report's fate (sumrelay.Relay.Report), off
+		// the read loop: the frame's intake slot is free meanwhile.
+		go func() {
+			if !<-fate {
+				v = round.TooLate(v)
+			}
+			if !wsconn.Answer(c.Conn, v, s.cfg.WriteWait) {
+				c.WS.Close()
+			}
+		}()
+		return true
 	}
 	return wsconn.Answer(c.Conn, v, s.cfg.WriteWait)
 }

@@ -37,6 +37,7 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 	abort := func(reason uint8, why string) {
 		rl.Receipts.Settle(c.Num, "the round was cancelled: "+why) // GET /api/receipt
 		if e, ok := rl.cfg.Abort(c, rep, reason, why); ok {
+			rl.dropChunks(c.Num)
 			rl.cfg.Enqueue(e)
 		}
 	}
@@ -107,6 +108,7 @@ func (rl *Relay) Close(ctx context.Context, c *round.Closed) {
 		return
 	}
 	rl.cfg.Metrics.SecAggCloses.Add(1)
+	rl.dropChunks(c.Num) // the persisted close holds the running aggregate now
 	ob.Remove(c.Num, outbox.OpenRound)
 	rep.Outcome = "pending"
 	rl.cfg.Metrics.SetLast(rep)
@@ -381,11 +383,16 @@ func (rl *Relay) restoreHelper(num uint64, rc resumeClose, reports int) (*helper
 // the close with the share (the share is resent byte for byte, the close
 // deleted: outbox.Recover), the share alone, or the open marker with them.
 func (rl *Relay) end(num uint64, rep metrics.RoundReport, outcome, why string) {
+	removed := true
 	for _, k := range []outbox.Kind{outbox.OpenRound, outbox.SecAggClose, outbox.SecAggAggregate} {
 		if err := rl.cfg.Store.Remove(num, k); err != nil {
 			rl.roundLog(num).Error("cannot remove the round's state; the rest stays for the next start", "kind", string(k), "err", err)
+			removed = false
 			break
 		}
+	}
+	if removed {
+		rl.dropChunks(num)
 	}
 	rl.cfg.Metrics.SecAggRound(outcome)
 	if outcome == SecAggForwarded { // GET /api/receipt: what each volunteer may ask of its own report

@@ -25,7 +25,7 @@ type Stream struct {
 	sr     *secagg.Round
 	vk     []byte // the round's verify key (a batch prepared apart carries it)
 	h      *helper.Helper
-	in     chan round.SharesReport
+	in     chan streamReport
 	closeC chan uint32 // the round machine's count of accepted reports
 	done   chan struct{}
 
@@ -55,25 +55,9 @@ func (e *endError) Error() string { return e.outcome + ": " + e.why }
 // OpenStream starts the stream of secure-summation round rd (called when
 // the round opens) and returns it.
 func (rl *Relay) OpenStream(rd *round.Round) {
-	st := &Stream{num: rd.Num, params: rd.Params, in: make(chan round.SharesReport, min(max(int(rd.Params.Quota), 1), streamBuffer)),
+	st := &Stream{num: rd.Num, params: rd.Params, in: make(chan streamReport, min(max(int(rd.Params.Quota), 1), streamBuffer)),
 		closeC: make(chan uint32, 1), done: make(chan struct{})}
-	sr, err := rd.SecAgg.SecAggRound(rd.Num)
-	var vk []byte
-	if err == nil {
-		vk, err = secagg.DeriveVerifyKey([]byte(rl.cfg.Token), rd.Num)
-	}
-	var eng secagg.Engine
-	if err == nil {
-		eng, err = secagg.NewEngine(sr, false, vk)
-	}
-	if err == nil {
-		st.sr, st.vk = sr, vk
-		var open helper.Opener = rl.cfg.Open
-		if w := rl.knobs().wrapOpen; w != nil {
-			open = w(open)
-		}
-		st.h, err = helper.New(sr, eng, open, int(rd.Params.MinBatch), rl.cfg.Floor)
-	}
+	err := rl.setupHelper(st, rd.Params)
 	rl.mu.Lock()
 	if rl.streams == nil {
 		rl.streams = make(map[uint64]*Stream)
@@ -99,23 +83,73 @@ func (rl *Relay) OpenStream(rd *round.Round) {
 // volunteers down rather than buffer their ~1 MB reports.
 const streamBuffer = 16
 
+// streamReport is an accepted report on its way into the stream, with
+// the channel its fate is told on (nil: nobody waits).
+type streamReport struct {
+	rep  round.SharesReport
+	fate chan<- bool
+}
+
 // Report hands an accepted report to its round's stream, in the
 // order the round machine accepted them. It waits while the stream holds
 // streamBuffer reports not yet taken by its pipeline (back-pressure: the
-// caller is the volunteer's connection, whose ack waits too), until the
-// stream ends (the report is then counted late, as one the pipeline did
-// not take within the drain bound after the close).
-func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
+// caller is the volunteer's connection), until the stream ends (the
+// report is then counted late, as one the pipeline did not take within
+// the drain bound after the close).
+//
+// It returns the report's fate (nil: no stream for the round), told once:
+// true once the report is in a chunk the aggregator answered (its verdict
+// applied: folded into both parties' running state, durably at the
+// aggregator, and its helper share persisted here before the chunk was
+// posted, so that a relay that takes over finishes the round with it:
+// Rebuild), or once its helper share proved not to open (a rejection,
+// counted); false if the round ended first (early, or the relay stopped).
+// The volunteer's ack waits for it: an acknowledged report is never lost
+// with a relay.
+func (rl *Relay) Report(num uint64, rep *round.SharesReport) <-chan bool {
 	rl.mu.Lock()
 	st := rl.streams[num]
 	rl.mu.Unlock()
 	if st == nil || rep == nil {
-		return
+		return nil
 	}
 	st.firstAt.CompareAndSwap(0, time.Now().UnixNano())
+	fate := make(chan bool, 1)
 	select {
-	case st.in <- *rep:
+	case st.in <- streamReport{rep: *rep, fate: fate}:
+		select {
+		case <-st.done: // ended meanwhile: nobody takes it any more
+			st.drainIn()
+		default:
+		}
 	case <-st.done: // the round ended early: the report is counted late
+		fate <- false
+	}
+	return fate
+}
+
+// drainIn tells every report left in the stream's buffer, once the stream
+// has ended, that it is not in the round. The stream drains it when it
+// ends, and so does a Report whose hand-over raced with the end: each
+// report left is taken, and told, exactly once.
+func (st *Stream) drainIn() {
+	for {
+		select {
+		case r := <-st.in:
+			tell([]chan<- bool{r.fate}, false)
+		default:
+			return
+		}
+	}
+}
+
+// tell tells each report of fates its fate (a nil channel: nobody
+// waits). Each channel is told once: it has room for the one value.
+func tell(fates []chan<- bool, kept bool) {
+	for _, f := range fates {
+		if f != nil {
+			f <- kept
+		}
 	}
 }
 
@@ -163,7 +197,10 @@ func (rl *Relay) Report(num uint64, rep *round.SharesReport) {
 // relay's stop ends every stage: nothing more is posted, the reports
 // still in the pipeline are discarded with the round.
 func (rl *Relay) runStream(ctx context.Context, st *Stream) {
-	defer close(st.done)
+	defer func() {
+		close(st.done)
+		st.drainIn()
+	}()
 	k := rl.knobs()
 	if k.serial {
 		rl.runStreamSerial(ctx, st, k)
@@ -215,7 +252,7 @@ func (rl *Relay) runStream(ctx context.Context, st *Stream) {
 	held := false // a slot for the next report
 intake:
 	for st.received < expect {
-		var in <-chan round.SharesReport
+		var in <-chan streamReport
 		var slot <-chan struct{}
 		if held {
 			in = st.in
@@ -225,11 +262,11 @@ intake:
 		select {
 		case <-slot:
 			held = true
-		case rep := <-in:
+		case r := <-in:
 			held = false
 			st.received++
-			rl.Receipts.Received(st.num, wire.ReportReceipt(rep.Helper)) // GET /api/receipt
-			jobs <- prepJob{seq: seq, rep: rep}                          // never waits: at most window jobs hold slots
+			rl.Receipts.Received(st.num, wire.ReportReceipt(r.rep.Helper)) // GET /api/receipt
+			jobs <- prepJob{seq: seq, rep: r.rep, fate: r.fate}            // never waits: at most window jobs hold slots
 			seq++
 		case n := <-st.closeC:
 			expect = n
@@ -349,10 +386,12 @@ func (rl *Relay) prepareBatch(ctx context.Context, st *Stream, b []prepJob, resu
 	}
 }
 
-// prepJob is a report numbered in arrival order; prepDone is it prepared.
+// prepJob is a report numbered in arrival order, with its fate (Report);
+// prepDone is it prepared.
 type prepJob struct {
-	seq uint64
-	rep round.SharesReport
+	seq  uint64
+	rep  round.SharesReport
+	fate chan<- bool
 }
 
 type prepDone struct {
@@ -362,11 +401,13 @@ type prepDone struct {
 }
 
 // saChunk is one chunk's reports, in arrival order: their sealed leader
-// shares, 'P' entries and receipts (classroom.go).
+// and helper shares, 'P' entries, receipts (classroom.go) and fates.
 type saChunk struct {
 	leaders  [][]byte
+	helpers  [][]byte
 	entries  []secagg.Entry
 	receipts [][32]byte
+	fates    []chan<- bool
 }
 
 // assemble is runStream's assembler: it takes the prepared reports in
@@ -393,6 +434,7 @@ func (rl *Relay) assemble(st *Stream, k streamKnobs, results <-chan prepDone, sl
 		select {
 		case chunks <- cur:
 		case <-ended:
+			tell(cur.fates, false)
 		}
 		cur = saChunk{}
 	}
@@ -403,6 +445,7 @@ func (rl *Relay) assemble(st *Stream, k streamKnobs, results <-chan prepDone, sl
 				if len(cur.leaders) > 0 && !over() {
 					hand()
 				}
+				tell(cur.fates, false) // the round ended with them unsent (none after hand)
 				return
 			}
 			waiting[d.seq] = d
@@ -415,10 +458,12 @@ func (rl *Relay) assemble(st *Stream, k streamKnobs, results <-chan prepDone, sl
 				next++
 				slots <- struct{}{} // never waits: the slot was taken for this report
 				if over() {
+					tell([]chan<- bool{d.fate}, false)
 					continue
 				}
 				if !d.ok {
 					st.unopened++
+					tell([]chan<- bool{d.fate}, true) // rejected, and counted (DropUnopened)
 					continue
 				}
 				st.helperMu.Lock()
@@ -426,9 +471,11 @@ func (rl *Relay) assemble(st *Stream, k streamKnobs, results <-chan prepDone, sl
 				st.helperMu.Unlock()
 				if err != nil {
 					end(&endError{SecAggFailed, err.Error()})
+					tell([]chan<- bool{d.fate}, false)
 					continue
 				}
 				cur.leaders, cur.entries = append(cur.leaders, d.rep.Leader), append(cur.entries, e)
+				cur.helpers, cur.fates = append(cur.helpers, d.rep.Helper), append(cur.fates, d.fate)
 				cur.receipts = append(cur.receipts, wire.ReportReceipt(d.rep.Helper))
 				if len(cur.leaders) >= k.size {
 					hand()
@@ -474,7 +521,9 @@ func (rl *Relay) runStreamSerial(ctx context.Context, st *Stream, k streamKnobs)
 	var drained <-chan time.Time
 	for st.received < expect {
 		select {
-		case rep := <-st.in:
+		case r := <-st.in:
+			rep := r.rep
+			tell([]chan<- bool{r.fate}, true) // the benchmark's stream: nobody waits
 			st.received++
 			rl.Receipts.Received(st.num, wire.ReportReceipt(rep.Helper)) // GET /api/receipt
 			p, ok := st.h.Prepare(rep.Helper)
@@ -530,6 +579,7 @@ func (rl *Relay) post(ctx context.Context, st *Stream, k streamKnobs, chunks <-c
 		seq      uint32
 		n        int
 		receipts [][32]byte
+		fates    []chan<- bool
 		reply    []byte
 		err      error
 	}
@@ -553,15 +603,22 @@ func (rl *Relay) post(ctx context.Context, st *Stream, k streamKnobs, chunks <-c
 			}
 			select {
 			case <-ended: // drained: nothing more is posted
+				tell(c.fates, false)
 				continue
 			default:
 			}
 			seq++
 			busy++
 			inflight.Add(1)
-			a := answer{seq: seq, n: len(c.leaders), receipts: c.receipts}
+			a := answer{seq: seq, n: len(c.leaders), receipts: c.receipts, fates: c.fates}
 			posts.Go(func() {
-				frame, err := rl.encodeChunk(st, a.seq, c.leaders, c.entries)
+				// Persisted before it is posted: a relay that takes over
+				// finds every chunk the aggregator may have folded.
+				err := rl.persistChunk(st, a.seq, c.helpers)
+				var frame []byte
+				if err == nil {
+					frame, err = rl.encodeChunk(st, a.seq, c.leaders, c.entries)
+				}
 				c = saChunk{} // the frame holds the leader shares now
 				if err == nil {
 					a.reply, err = rl.postFrame(pctx, st, frame, a.n)
@@ -586,13 +643,17 @@ func (rl *Relay) post(ctx context.Context, st *Stream, k streamKnobs, chunks <-c
 				inflight.Add(-1)
 				select {
 				case <-ended:
+					tell(a.fates, false)
 					continue
 				default:
 				}
 				if err := rl.applyVerdicts(st, a.reply, a.n, a.receipts); err != nil {
 					end(err)
 					cancel()
+					tell(a.fates, false)
+					continue
 				}
+				tell(a.fates, true)
 			}
 		case <-stop: // another stage ended the round: the posts in flight stop
 			cancel()
@@ -694,8 +755,9 @@ func (rl *Relay) Take(num uint64) *Stream {
 	return st
 }
 
-// Feed hands the stream a report directly (Report looks its stream up).
-func (st *Stream) Feed(rep round.SharesReport) { st.in <- rep }
+// Feed hands the stream a report directly (Report looks its stream up),
+// nobody waiting for its fate.
+func (st *Stream) Feed(rep round.SharesReport) { st.in <- streamReport{rep: rep} }
 
 // End tells the stream the round machine accepted n reports, and waits
 // for it to end: it has received them all, or waited DrainBound for the

@@ -32,8 +32,12 @@
 //
 // Every request is resent with the identical bytes until a definitive
 // answer (outbox.Classify), the relay's stop, or the aggregator's next
-// announcement. A relay restart before the close is persisted aborts the
-// round (its open marker: nothing was charged); after it, the round
+// announcement. A relay lost before the close is persisted (a restart, a
+// standby taking over) is followed by one that finishes the round with
+// the chunks the aggregator folded (Rebuild, resume.go: each chunk's
+// helper shares are persisted before it is posted, and a volunteer's ack
+// waits for its chunk's answer), or aborts it when none was (its open
+// marker: nothing was charged); after the close is persisted, the round
 // resumes from the persisted close or aggregate share (Resume).
 //
 // Privacy: the relay never holds a value nor a leader share in the clear;
@@ -50,6 +54,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blanket-fl/blanket/relay/internal/acklog"
 	"github.com/blanket-fl/blanket/relay/internal/helper"
 	"github.com/blanket-fl/blanket/relay/internal/metrics"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
@@ -143,6 +148,13 @@ type Config struct {
 	// prepares the batch itself.
 	PrepareApart func(ctx context.Context, r Apart, sealed [][]byte) ([]*secagg.Prep, error)
 	Floor        roundspec.Floor
+	// Chunks, if set, keeps each chunk's sealed helper shares before the
+	// chunk is posted (persistChunk), so that the relay that starts next
+	// on the same store finishes a round lost mid-way (Rebuild); nil: such
+	// a round is aborted. CheckedIn returns the round machine's count of
+	// check-ins of round num (recorded with each chunk; nil: 0).
+	Chunks    acklog.Log
+	CheckedIn func(num uint64) uint32
 	// NewSource returns the randomness of the release's noise
 	// (noise.Secure in production).
 	NewSource func() noise.Source

@@ -108,6 +108,13 @@ type leader struct {
 	// stopAt: answer the first request to this path with ErrStopped (the
 	// relay killed while the request was out).
 	stopAt string
+	// lostAt: fold chunk lostAt, then answer it with ErrStopped (the relay
+	// lost with the answer on its way); replies are every chunk's
+	// answer by seq, sealed the first seq a resume found unfolded.
+	lostAt     uint32
+	lostBefore bool // lostAt's chunk is lost before it is folded
+	replies    map[uint32][]byte
+	sealed  uint32
 
 	mu      sync.Mutex
 	turn    *sync.Cond // on mu: a chunk ahead of next waits for its predecessors
@@ -166,6 +173,9 @@ func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, l
 		for c.Seq > 1 && c.Seq > a.next {
 			a.turn.Wait()
 		}
+		if c.Seq == a.lostAt && a.lostBefore {
+			return outbox.Retry, nil, "", aggclient.ErrStopped
+		}
 		a.next = c.Seq + 1
 		a.turn.Broadcast()
 		a.seqs = append(a.seqs, c.Seq)
@@ -199,6 +209,26 @@ func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, l
 			a.t.Fatal(err)
 		}
 		reply, _ = (&wire.SecAggPrep{Round: c.Round, Status: wire.BatchStatusOK, Msg: msg}).MarshalBinary()
+		if a.replies == nil {
+			a.replies = make(map[uint32][]byte)
+		}
+		a.replies[c.Seq] = reply
+		if c.Seq == a.lostAt {
+			return outbox.Retry, nil, "", aggclient.ErrStopped
+		}
+	case ResumePath:
+		rs, err := wire.ParseSecAggResume(body)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		if r, ok := a.replies[rs.Seq]; ok {
+			reply = r
+		} else {
+			if a.sealed == 0 || rs.Seq < a.sealed {
+				a.sealed = rs.Seq
+			}
+			reply, _ = (&wire.SecAggPrep{Round: rs.Round, Status: wire.BatchStatusInvalid}).MarshalBinary()
+		}
 	case ClosePath:
 		cl, err := wire.ParseSecAggClose(body)
 		if err != nil {
