@@ -114,7 +114,7 @@ type leader struct {
 	lostAt     uint32
 	lostBefore bool // lostAt's chunk is lost before it is folded
 	replies    map[uint32][]byte
-	sealed  uint32
+	sealed     uint32
 
 	mu      sync.Mutex
 	turn    *sync.Cond // on mu: a chunk ahead of next waits for its predecessors
