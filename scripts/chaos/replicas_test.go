@@ -328,8 +328,9 @@ func TestReplicasFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
+	var sums []cohort.RoundSummary // the volunteers' view, once they stopped
 	wg.Go(func() {
-		cohort.Run(ctx, cohort.Config{Relay: d.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
+		sums, _ = cohort.Run(ctx, cohort.Config{Relay: d.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
 			Dataset: sample.Name, Seed: 3, SeededNoise: true, Backoff: client.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 			Logger: slog.New(slog.DiscardHandler)})
 	})
@@ -547,6 +548,23 @@ func TestReplicasFailover(t *testing.T) {
 	for _, msg := range res.Lost {
 		t.Error("a charged secure-summation round was lost: " + msg)
 	}
+	// No acknowledged report lost, whichever replica was killed: the
+	// volunteers' accepted acks per round against the rounds recorded.
+	acked := ackedByRound(sums)
+	for _, v := range invariant.CheckAcked(rs, acked, 10) { // -min-batch 10
+		t.Error(v)
+	}
+	for _, w := range windows {
+		if r := w.round; acked[r] > 0 {
+			status := "not recorded"
+			for _, x := range rs {
+				if x.Round == r {
+					status = fmt.Sprintf("%s (n=%d, %s)", x.Status, x.N, x.Detail)
+				}
+			}
+			t.Logf("round %d (hit by a fault): %d reports acknowledged, ended %s", r, acked[r], status)
+		}
+	}
 
 	// Takeovers: per fault, who began listening until the next fault.
 	events := d.Events()
@@ -747,4 +765,14 @@ func logTimeline(t *testing.T, d *replicas.Deployment, start time.Time) {
 		}
 		t.Logf("  %7.2f %-13s %s", e.At.Sub(start).Seconds(), who, e.What)
 	}
+}
+
+// ackedByRound is the volunteers' accepted acks of their reports, by
+// round (cohort.RoundSummary.AcksOK).
+func ackedByRound(sums []cohort.RoundSummary) map[int]int {
+	out := make(map[int]int, len(sums))
+	for _, s := range sums {
+		out[int(s.Round)] += s.AcksOK
+	}
+	return out
 }

@@ -120,8 +120,9 @@ func TestSecAggChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
+	var sums []cohort.RoundSummary // the volunteers' view, once they stopped
 	wg.Go(func() {
-		cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
+		sums, _ = cohort.Run(ctx, cohort.Config{Relay: cl.WebSocketURL(), Key: key, Clients: clients, PerUser: 8000 / clients,
 			Dataset: sample.Name, Seed: 3, SeededNoise: true, Backoff: client.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second},
 			Logger: slog.New(slog.DiscardHandler)})
 	})
@@ -188,6 +189,9 @@ func TestSecAggChaos(t *testing.T) {
 	}
 	for _, msg := range res.Lost {
 		t.Error("a charged secure-summation round was lost: " + msg)
+	}
+	for _, v := range invariant.CheckAcked(rs, ackedByRound(sums), 10) { // -min-batch 10
+		t.Error(v)
 	}
 	if t.Failed() {
 		logBadRounds(t, logs, rs)

@@ -42,6 +42,9 @@ type Metrics struct {
 	// SecAggApart and SecAggHere count the reports the helper prepared on
 	// the relay's replicas (-prep-jobs: relay/internal/prepjob) and here.
 	SecAggApart, SecAggHere atomic.Uint64
+	// SecAggAnswered counts the reports in chunks the aggregator answered
+	// (their verdicts applied: a volunteer's ack waits for it).
+	SecAggAnswered atomic.Uint64
 	// PrepJobs, if set (-prep-jobs), is the number of preparation jobs
 	// this relay completed itself while it waited for them
 	// (pgstore.JobWorker.Done); set before the relay serves.
@@ -213,6 +216,9 @@ type SecAggStats struct {
 	// or not), by where: apart (as leased jobs, -prep-jobs: by a replica,
 	// or by this relay while it waited) or here (outside the jobs).
 	Prepared map[string]uint64 `json:"prepared"`
+	// Answered counts the reports in chunks the aggregator answered (each
+	// acknowledged to its volunteer then).
+	Answered uint64 `json:"answered"`
 	// PrepJobs counts the preparation jobs this relay completed itself
 	// (-prep-jobs; the rest of "apart" was its replicas').
 	PrepJobs uint64 `json:"prep_jobs_completed"`
@@ -248,7 +254,8 @@ func (m *Metrics) Snapshot() Snapshot {
 	s.SecAgg = SecAggStats{Aggregated: m.SecAggAggregated.Load(), Closes: m.SecAggCloses.Load(), Shares: m.SecAggShares.Load(),
 		Attempts: m.SecAggAttempts.Load(),
 		Failures: m.SecAggFailures.Load(),
-		Prepared: map[string]uint64{"apart": m.SecAggApart.Load(), "here": m.SecAggHere.Load()}}
+		Prepared: map[string]uint64{"apart": m.SecAggApart.Load(), "here": m.SecAggHere.Load()},
+		Answered: m.SecAggAnswered.Load()}
 	if m.PrepJobs != nil {
 		s.SecAgg.PrepJobs = uint64(max(m.PrepJobs(), 0))
 	}

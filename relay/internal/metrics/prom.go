@@ -95,6 +95,7 @@ var Series = []series{
 	labelled("secagg_reports_rejected_total", "Secure-summation reports preparation kept out of the sum, by reason.", "reason", func(s *Snapshot) map[string]uint64 { return s.SecAgg.Rejected }),
 	labelled("secagg_reports_prepared_total", "Secure-summation reports the helper prepared, by where: apart (as leased jobs, -prep-jobs: by the relay's replicas, or by this relay while it waited) or here (outside the jobs).", "where", func(s *Snapshot) map[string]uint64 { return s.SecAgg.Prepared }),
 	counter("prep_jobs_completed_total", "Preparation jobs this relay completed itself while it waited for them (-prep-jobs); its replicas completed the others.", func(s *Snapshot) float64 { return f(s.SecAgg.PrepJobs) }),
+	counter("secagg_reports_answered_total", "Secure-summation reports in chunks the aggregator answered (each acknowledged to its volunteer then).", func(s *Snapshot) float64 { return f(s.SecAgg.Answered) }),
 	counter("secagg_reports_aggregated_total", "Reports in the aggregate shares delivered.", func(s *Snapshot) float64 { return f(s.SecAgg.Aggregated) }),
 	counter("secagg_closes_persisted_total", "Secure-summation closes persisted (each before its first send).", func(s *Snapshot) float64 { return f(s.SecAgg.Closes) }),
 	counter("secagg_shares_persisted_total", "Noised aggregate shares persisted (each before its first send).", func(s *Snapshot) float64 { return f(s.SecAgg.Shares) }),

@@ -113,6 +113,7 @@ var publishedFields = map[string]map[string]string{
 		"secagg.dropped.*":           fromTransport,
 		"secagg.rejected.*":          fromAggregator,
 		"secagg.aggregated":          fromAggregator,
+		"secagg.answered":            fromAggregator, // the reports of the chunks it answered
 		"secagg.closes_persisted":    fromAggregator, // the closes it receives
 		"secagg.shares_persisted":    fromAggregator, // the aggregate shares it receives
 		"secagg.attempts":            fromTransport,
@@ -184,6 +185,7 @@ var publishedSeries = map[string]string{
 	"secagg_reports_dropped_total":        fromTransport,
 	"secagg_reports_rejected_total":       fromAggregator,
 	"secagg_reports_aggregated_total":     fromAggregator,
+	"secagg_reports_answered_total":       fromAggregator,
 	"secagg_closes_persisted_total":       fromAggregator,
 	"secagg_shares_persisted_total":       fromAggregator,
 	"secagg_requests_total":               fromTransport,

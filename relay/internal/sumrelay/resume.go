@@ -29,8 +29,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/blanket-fl/blanket/relay/internal/acklog"
+	"github.com/blanket-fl/blanket/relay/internal/aggclient"
 	"github.com/blanket-fl/blanket/relay/internal/helper"
 	"github.com/blanket-fl/blanket/relay/internal/metrics"
 	"github.com/blanket-fl/blanket/relay/internal/outbox"
@@ -114,10 +116,12 @@ func firstByte(b []byte) int {
 
 // persistChunk keeps chunk seq's helper shares durably (Config.Chunks)
 // before the chunk is posted; nil when there is no log (the relay then
-// cannot finish the round after a loss, and aborts it as before). An
-// error ends the round: a chunk the aggregator could fold but a relay
-// taking over could not find would make its close disagree.
-func (rl *Relay) persistChunk(st *Stream, seq uint32, helpers [][]byte) error {
+// cannot finish the round after a loss, and aborts it as before). A failed
+// write (the store restarting) is retried, the stream waiting, for up to
+// persistWait; then, or if the relay stops first, the round ends: a chunk
+// the aggregator could fold but a relay taking over could not find would
+// make its close disagree. A retried write is the same upsert.
+func (rl *Relay) persistChunk(ctx context.Context, st *Stream, seq uint32, helpers [][]byte) error {
 	l := rl.cfg.Chunks
 	if l == nil {
 		return nil
@@ -127,15 +131,32 @@ func (rl *Relay) persistChunk(st *Stream, seq uint32, helpers [][]byte) error {
 		rec.checkedIn = rl.cfg.CheckedIn(st.num)
 	}
 	b, err := rec.marshal()
-	if err == nil {
-		err = l.Append(st.num, ChunkConn, chunkKey(seq), b)
-	}
 	if err != nil {
-		rl.roundLog(st.num).Error("cannot persist a secure-summation chunk; ending the round", "seq", seq, "err", err)
-		return &endError{SecAggFailed, "the relay could not persist a chunk"}
+		return &endError{SecAggFailed, "encoding a chunk record: " + err.Error()}
 	}
-	return nil
+	deadline := time.Now().Add(persistWait)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err = l.Append(st.num, ChunkConn, chunkKey(seq), b)
+		if err == nil {
+			return nil
+		}
+		if !time.Now().Add(wait).Before(deadline) {
+			break
+		}
+		rl.roundLog(st.num).Warn("cannot persist a secure-summation chunk; retrying", "seq", seq, "err", err)
+		select {
+		case <-ctx.Done():
+			return aggclient.ErrStopped
+		case <-time.After(wait):
+		}
+	}
+	rl.roundLog(st.num).Error("cannot persist a secure-summation chunk; ending the round", "seq", seq, "err", err)
+	return &endError{SecAggFailed, "the relay could not persist a chunk"}
 }
+
+// persistWait bounds how long a chunk's record is retried (persistChunk):
+// a PostgreSQL restart takes a few seconds.
+const persistWait = 30 * time.Second
 
 // dropChunks removes round num's chunk records: nothing more is owed for
 // them (the close is persisted with the running aggregate, or the round

@@ -2,6 +2,7 @@ package sumrelay
 
 import (
 	"bytes"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -16,13 +17,18 @@ import (
 
 // memLog is an acklog.Log in memory.
 type memLog struct {
-	mu sync.Mutex
-	m  map[uint64]map[uint64]map[string][]byte
+	mu       sync.Mutex
+	m        map[uint64]map[uint64]map[string][]byte
+	failures int // the next Appends that fail (the store restarting)
 }
 
 func (l *memLog) Append(num, conn uint64, key string, frame []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.failures > 0 {
+		l.failures--
+		return errors.New("mem: FATAL: terminating connection due to administrator command")
+	}
 	if l.m == nil {
 		l.m = make(map[uint64]map[uint64]map[string][]byte)
 	}
@@ -191,5 +197,24 @@ func testRebuildAfterLoss(t *testing.T, lostBefore bool, folded int) {
 	}
 	if r, _ := log.Rounds(); len(r) != 0 {
 		t.Errorf("chunk records left for rounds %v", r)
+	}
+}
+
+// TestChunkRecordRetried: the store fails the first two chunk records (a
+// PostgreSQL restart): the stream retries them and the round completes
+// with every report, nothing posted before its record was written.
+func TestChunkRecordRetried(t *testing.T) {
+	f := newFixture(t)
+	log := &memLog{failures: 2}
+	f.rl.cfg.Chunks = log
+	f.rl.SetKnobs(Knobs{Workers: 2, ChunkReports: 2})
+	f.store.Put(1, outbox.OpenRound, nil)
+	f.openRound(1, 4)
+	f.rl.Close(t.Context(), f.closed(1, 4))
+	if !slices.Equal(f.charged, []int{4}) || f.agg.result == nil || f.agg.result.Count != 4 {
+		t.Fatalf("charged %v, result %+v: want the round of 4 released", f.charged, f.agg.result)
+	}
+	if log.failures != 0 {
+		t.Fatalf("%d failures left: the records were not retried", log.failures)
 	}
 }

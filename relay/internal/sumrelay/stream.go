@@ -614,7 +614,7 @@ func (rl *Relay) post(ctx context.Context, st *Stream, k streamKnobs, chunks <-c
 			posts.Go(func() {
 				// Persisted before it is posted: a relay that takes over
 				// finds every chunk the aggregator may have folded.
-				err := rl.persistChunk(st, a.seq, c.helpers)
+				err := rl.persistChunk(pctx, st, a.seq, c.helpers)
 				var frame []byte
 				if err == nil {
 					frame, err = rl.encodeChunk(st, a.seq, c.leaders, c.entries)
@@ -742,6 +742,7 @@ func (rl *Relay) applyVerdicts(st *Stream, reply []byte, n int, receipts [][32]b
 	}
 	st.chunks++
 	st.sent += uint32(n)
+	rl.cfg.Metrics.SecAggAnswered.Add(uint64(n))
 	return nil
 }
 

@@ -230,3 +230,40 @@ func CheckRounds(rs []localrun.Round, reports, padded map[int]int) Result {
 	}
 	return res
 }
+
+// CheckAcked checks that no report a volunteer was told is in (an Ack
+// accepted: acked, by round, as the volunteers counted them) was lost: an
+// ok round holds at least the reports acknowledged for it, and a round
+// that ended otherwise had fewer acknowledged than minBatch (it could not
+// have been released: the minimum batch, not a fault, kept them out). A
+// round the volunteers acknowledged but the aggregator never recorded is
+// checked as not ok, unless it is the last one (still open at the end).
+func CheckAcked(rs []localrun.Round, acked map[int]int, minBatch int) []string {
+	byRound := make(map[int]localrun.Round, len(rs))
+	last := 0
+	for _, r := range rs {
+		byRound[r.Round] = r
+		last = max(last, r.Round)
+	}
+	var out []string
+	for _, num := range slices.Sorted(maps.Keys(acked)) {
+		n := acked[num]
+		r, ok := byRound[num]
+		switch {
+		case n == 0:
+		case ok && r.Status == "ok":
+			if held := max(r.Reports, r.N); n > held {
+				out = append(out, fmt.Sprintf("round %d: %d reports acknowledged, the round holds %d", num, n, held))
+			}
+		case !ok && num > last:
+			// Still open when the volunteers stopped.
+		case n >= minBatch:
+			status := "never recorded"
+			if ok {
+				status = r.Status + " (" + r.Detail + ")"
+			}
+			out = append(out, fmt.Sprintf("round %d: %d reports acknowledged, at least the minimum batch %d, and the round ended %s: acknowledged reports lost", num, n, minBatch, status))
+		}
+	}
+	return out
+}

@@ -82,3 +82,26 @@ func TestCheckRounds(t *testing.T) {
 		t.Errorf("a lost round: %+v", res)
 	}
 }
+
+func TestCheckAcked(t *testing.T) {
+	rs := []localrun.Round{
+		{Round: 1, Status: "ok", N: 20, Reports: 20},
+		{Round: 2, Status: "aborted", Detail: "relay restart", Reports: 3},
+		{Round: 3, Status: "ok", N: 10, Reports: 10},
+		{Round: 4, Status: "abandoned"},
+	}
+	ok := map[int]int{1: 20, 2: 3, 3: 10, 4: 0, 5: 7} // 2: below the minimum batch; 5: still open
+	if v := CheckAcked(rs, ok, 10); len(v) != 0 {
+		t.Fatalf("violations %v in a history that lost no acknowledged report", v)
+	}
+	for name, acked := range map[string]map[int]int{
+		"an ok round holding fewer than acknowledged":  {1: 21},
+		"an aborted round with a minimum batch of acks": {2: 10},
+		"an abandoned round with acks":                  {4: 12},
+		"a round never recorded before the last":        {0: 15},
+	} {
+		if v := CheckAcked(rs, acked, 10); len(v) != 1 {
+			t.Errorf("%s: violations %v, want 1", name, v)
+		}
+	}
+}
