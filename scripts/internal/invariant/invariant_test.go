@@ -95,7 +95,7 @@ func TestCheckAcked(t *testing.T) {
 		t.Fatalf("violations %v in a history that lost no acknowledged report", v)
 	}
 	for name, acked := range map[string]map[int]int{
-		"an ok round holding fewer than acknowledged":  {1: 21},
+		"an ok round holding fewer than acknowledged":   {1: 21},
 		"an aborted round with a minimum batch of acks": {2: 10},
 		"an abandoned round with acks":                  {4: 12},
 		"a round never recorded before the last":        {0: 15},
