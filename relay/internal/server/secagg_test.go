@@ -926,7 +926,7 @@ func TestSecAggRetries(t *testing.T) {
 		spec, _ := roundspec.New(p)
 		clients = h.openSecAggRound(2, p, 2)
 		for i, c := range clients {
-			c.sendShares(h.volunteerShares(spec, 2, 2, h.helperPub(), honestX, uint64(i+10)))
+			c.send(h.volunteerShares(spec, 2, 2, h.helperPub(), honestX, uint64(i+10)))
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -936,6 +936,27 @@ func TestSecAggRetries(t *testing.T) {
 		h.openSecAggRound(3, p, 0)
 		time.Sleep(time.Minute)
 		synctest.Wait()
+		// Round 2's volunteers were never told their reports are in: their
+		// chunk was never answered, and the round was given up.
+		for _, c := range clients {
+			tooLate := false
+			for more := true; more; {
+				select {
+				case b := <-c.frames:
+					if a, err := wire.ParseAck(b); err == nil {
+						if a.Status == wire.AckAccepted {
+							t.Fatalf("round 2's report acknowledged as accepted: %+v", a)
+						}
+						tooLate = tooLate || a.Status == wire.AckTooLate
+					}
+				default:
+					more = false
+				}
+			}
+			if !tooLate {
+				t.Fatal("round 2's volunteer was not told its report is too late")
+			}
+		}
 		s = h.srv.Metrics()
 		if s.SecAgg.Rounds[SecAggSuperseded] != 1 || s.LastRound.Round != 3 {
 			t.Fatalf("metrics %+v, last %+v", s.SecAgg, s.LastRound)
