@@ -767,12 +767,13 @@ func logTimeline(t *testing.T, d *replicas.Deployment, start time.Time) {
 	}
 }
 
-// ackedByRound is the volunteers' accepted acks of their reports, by
-// round (cohort.RoundSummary.AcksOK).
+// ackedByRound is the volunteers' accepted acks of their reports (a
+// secure-summation report is one Shares frame), by round
+// (cohort.RoundSummary.ReportAcks).
 func ackedByRound(sums []cohort.RoundSummary) map[int]int {
 	out := make(map[int]int, len(sums))
 	for _, s := range sums {
-		out[int(s.Round)] += s.AcksOK
+		out[int(s.Round)] += s.ReportAcks
 	}
 	return out
 }

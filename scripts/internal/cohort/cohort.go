@@ -120,6 +120,11 @@ type RoundSummary struct {
 	Bytes     int // bytes of Report frames sent
 	AcksOK    int
 	AcksError int
+	// ReportAcks counts the accepted acks of report frames (an Ack
+	// counting at least one message received; a check-in's counts none):
+	// in secure summation, the reports the relay told their volunteers
+	// are in the round.
+	ReportAcks int
 	// MaxEpsilon is the largest own (local-model) ε among the volunteers
 	// that reported in this round, over all their rounds so far.
 	MaxEpsilon float64
@@ -346,6 +351,9 @@ func (c *collector) add(e client.Event) {
 	case client.EventAck:
 		if e.Err == nil {
 			s.AcksOK++
+			if e.Received >= 1 {
+				s.ReportAcks++
+			}
 		} else {
 			s.AcksError++
 		}
