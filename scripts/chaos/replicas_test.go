@@ -194,6 +194,21 @@ func (w *watchLog) checkedSince(replica string, p replicas.Party, t time.Time) b
 	return !warned || ok && !checked.Before(unchecked)
 }
 
+// answeredShares is the active relay's /api/metrics secagg.answered
+// (reports in chunks the aggregator answered), through the relay's
+// frontend (-1: unreadable).
+func answeredShares(base string) float64 {
+	var m struct {
+		SecAgg struct {
+			Answered *float64 `json:"answered"`
+		} `json:"secagg"`
+	}
+	if getJSON(context.Background(), base+"/api/metrics", &m) != nil || m.SecAgg.Answered == nil {
+		return -1
+	}
+	return *m.SecAgg.Answered
+}
+
 // acceptedShares is the active relay's /api/metrics accepted.shares
 // (volunteers' reports accepted), through the relay's frontend (-1:
 // unreadable).
@@ -227,10 +242,15 @@ func acceptedShares(base string) float64 {
 // PostgreSQL (pg_ctl restart -m fast), then kills both actives at once; a
 // killed replica is started again as a standby by its supervisor, so each
 // party always has two (and the last fault's takeovers are by the
-// replicas killed first). After each fault a round must complete ok, and
+// replicas killed first). The active relay is killed once a chunk of the
+// round was answered (some of its reports acknowledged), so its standby
+// finishes that round (docs/secagg.md, "A relay lost mid-round"). After
+// each fault a round must complete ok, and
 // a round numbered after the one the fault hit (begun by the servers
 // active after it); at the end: no charged round lost, none recorded
-// twice, every ok round holds the reports the relay acknowledged, ε never
+// twice, every ok round holds the reports the relay acknowledged, no
+// report a volunteer was told is in (an accepted Ack) is lost
+// (invariant.CheckAcked over the volunteers' own count), ε never
 // decreased (on /api/status and per round), the ledgers' anchors hold
 // (each party holds the other's current head, every takeover checked its
 // ledger against it, no rollback reported, both ready), each kill was
@@ -459,6 +479,23 @@ func TestReplicasFailover(t *testing.T) {
 			}
 			if time.Now().After(end) {
 				t.Fatalf("fault %d (%s): no report was accepted within %v", i+1, f.name, 2*recoverWithin)
+			}
+		}
+		// A relay killed once a chunk of the round was answered (its
+		// reports acknowledged): the standby must finish the round with
+		// them (docs/secagg.md, "A relay lost mid-round").
+		if slices.Contains(f.kill, replicas.Relay) {
+			base := answeredShares(d.RelayURL())
+			for end := time.Now().Add(2 * recoverWithin); ; time.Sleep(10 * time.Millisecond) {
+				guard()
+				if n := answeredShares(d.RelayURL()); base >= 0 && n > base {
+					break
+				} else if base < 0 {
+					base = n
+				}
+				if time.Now().After(end) {
+					t.Fatalf("fault %d (%s): no chunk was answered within %v", i+1, f.name, 2*recoverWithin)
+				}
 			}
 		}
 		w := window{actives: map[replicas.Party]*replicas.Replica{}, killed: map[replicas.Party]*replicas.Replica{}}
