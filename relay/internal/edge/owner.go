@@ -234,6 +234,7 @@ func (o *Owner) handleShares(w http.ResponseWriter, r *http.Request) {
 	v := o.cfg.Rounds.EdgeShares(num, b)
 	fate := o.cfg.Verdict(v)
 	o.cfg.Closed(v.Closed)
+	v.Shares, b = nil, nil // the stream's alone while the answer waits
 	if fate != nil {
 		// Accepted once its chunk is answered (an acknowledged report is
 		// never lost with this relay); too late if the round ended first.

@@ -403,15 +403,17 @@ func (s *Server) recover() (uint64, bool, error) {
 	}
 	s.resume = plan.Resume // Run resumes them (sumrelay.Relay.Start)
 	rebuilt := make(map[uint64]bool)
+	sums := 0 // of rebuilt, the secure-summation rounds (Run's, not s.jobs')
 	for _, num := range plan.Interrupted {
 		// A secure-summation round with chunks persisted: Run finishes it
 		// with those the aggregator folded (sumrelay.Relay.Rebuild).
 		if marker, err := ob.Get(num, outbox.OpenRound); err == nil && s.sa.Resumable(num, marker) {
 			rebuilt[num] = true
+			sums++
 			s.rebuildSum = append(s.rebuildSum, rebuildSum{num: num, marker: marker})
 			continue
 		}
-		if c := s.rebuild(num); c != nil && len(rebuilt) < cap(s.jobs) {
+		if c := s.rebuild(num); c != nil && len(rebuilt)-sums < cap(s.jobs) {
 			rebuilt[num] = true
 			s.jobs <- c // forward closes it: a batch of the reports acknowledged, or an abort
 			continue
@@ -929,7 +931,9 @@ func (s *Server) handleFrame(c *client, b []byte) bool {
 	}
 	if fate != nil {
 		// The ack waits for the report's fate (sumrelay.Relay.Report), off
-		// the read loop: the frame's intake slot is free meanwhile.
+		// the read loop: the frame's intake slot is free meanwhile, and the
+		// report's shares are the stream's alone.
+		v.Shares = nil
 		go func() {
 			if !<-fate {
 				v = round.TooLate(v)

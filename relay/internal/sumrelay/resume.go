@@ -229,12 +229,23 @@ func (rl *Relay) StartRebuild(ctx context.Context, num uint64, marker []byte) {
 // collected it was lost (see the top of this file): it rebuilds the
 // helper from the chunk records the aggregator folded, then closes the
 // round (Close) with exactly those chunks. Nothing is posted that the
-// aggregator did not fold; the release is the ordinary one (helper.Release
-// after the charge of exactly the helper's accepted count: the guarantee
-// of docs/secagg.md is unchanged), noised once: the open-round marker stays
-// until the close is persisted, and a second loss before it rebuilds the
-// round again from the same records (the aggregator answers the same
-// verdicts), never from a released share.
+// aggregator did not fold. With no chunk folded, or records that do not
+// rebuild the round, it aborts the round (relay restart: nothing charged).
+//
+// Guarantee: the release is the ordinary one (Close, then helper.Release):
+// after the aggregator's charge of exactly the helper's accepted count n
+// (at least MinBatch), the helper's share of the sum of those n quantized
+// updates (L2 norm at most the round's Sensitivity each) plus one draw of
+// the discrete Gaussian of variance sigma^2, charged first to the relay's
+// own noise ledger as spec.Release(r, n, 0): (epsilon, delta) of that
+// release for replace-one neighbouring datasets, docs/accounting.md §4
+// (Canonne-Kamath-Steinke 2020 Prop. 5; Zhu-Wang 2019 Thm 6). The n
+// reports are the ones the aggregator folded, so its unsharding sees the
+// same set. The share is noised once: the open-round marker stays until
+// the close is persisted, a second loss before that rebuilds the round
+// again from the same records (the aggregator answers the same verdicts),
+// and a loss after it resumes from the persisted close (Resume), never
+// from the records.
 func (rl *Relay) Rebuild(ctx context.Context, num uint64, marker []byte) {
 	log := rl.roundLog(num)
 	a, population, err := parseMarker(num, marker)
@@ -272,10 +283,17 @@ func (rl *Relay) Rebuild(ctx context.Context, num uint64, marker []byte) {
 	if a != nil {
 		c.Params, c.HPKEPub = a.Params, a.HPKEPub
 	}
-	if st.setupErr == nil && st.end == nil && st.chunks == 0 {
+	var ee *endError
+	failed := errors.As(st.end, &ee) && (ee.outcome == SecAggFailed || ee.outcome == SecAggInvalid)
+	if st.setupErr == nil && (failed || (st.end == nil && st.chunks == 0)) {
 		// Nothing folded (every recorded chunk was lost before the
-		// aggregator folded it): the round is aborted as before chunk
-		// records, nothing charged.
+		// aggregator folded it), or the records do not rebuild the round
+		// (a record that does not fit, a chunk's answer the aggregator no
+		// longer has): the round is aborted as before chunk records,
+		// nothing charged, and the aggregator closes it at once.
+		if failed {
+			log.Error("cannot rebuild the secure-summation round interrupted by a restart; aborting it", "err", st.end)
+		}
 		rl.Take(num)
 		rl.Receipts.Settle(num, "the round was cancelled: relay restart") // GET /api/receipt
 		if e, ok := rl.cfg.Abort(c, metrics.ReportOf(c), wire.AbortRelayRestart, "relay restart"); ok {
@@ -319,27 +337,31 @@ func (rl *Relay) setupHelper(st *Stream, p wire.Params) error {
 
 // refold re-prepares and folds, in order, the recorded chunks the
 // aggregator answers as folded (resumeChunk), stopping at the first it did
-// not fold or a missing record; it returns the round machine's count of
-// check-ins when the last of them was persisted. A definitive answer that
-// ends the round, or the relay's stop, is st.end.
+// not fold (the first seq without a record is asked too, so that the
+// aggregator seals the round there: a chunk of the lost relay still on its
+// way is never folded after); it returns the largest count of check-ins
+// recorded with them. A definitive answer that ends the round, the
+// relay's stop, or a record that does not fit (a chunk folded without a
+// record, one that does not parse or prepare again) is st.end.
 func (rl *Relay) refold(ctx context.Context, st *Stream, recs map[uint32][]byte) uint32 {
 	var checkedIn uint32
 	for seq := uint32(1); ; seq++ {
-		b, ok := recs[seq]
-		if !ok {
-			return checkedIn
-		}
-		rec, err := parseChunkRecord(b)
-		if err != nil {
-			st.end = &endError{SecAggFailed, "a chunk record does not parse: " + err.Error()}
-			return checkedIn
-		}
+		b, recorded := recs[seq]
 		reply, folded, err := rl.resumeChunk(ctx, st, seq)
 		if err != nil {
 			st.end = err
 			return checkedIn
 		}
 		if !folded {
+			return checkedIn
+		}
+		if !recorded {
+			st.end = &endError{SecAggFailed, fmt.Sprintf("the aggregator folded chunk %d, which has no record here", seq)}
+			return checkedIn
+		}
+		rec, err := parseChunkRecord(b)
+		if err != nil {
+			st.end = &endError{SecAggFailed, "a chunk record does not parse: " + err.Error()}
 			return checkedIn
 		}
 		preps, err := rl.prepareRecord(ctx, st, rec.helpers)
@@ -364,7 +386,7 @@ func (rl *Relay) refold(ctx context.Context, st *Stream, recs map[uint32][]byte)
 			st.end = err
 			return checkedIn
 		}
-		checkedIn = rec.checkedIn
+		checkedIn = max(checkedIn, rec.checkedIn) // 0 for a chunk persisted after the round machine closed
 	}
 }
 

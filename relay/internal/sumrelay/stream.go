@@ -97,7 +97,7 @@ type streamReport struct {
 // report is then counted late, as one the pipeline did not take within
 // the drain bound after the close).
 //
-// It returns the report's fate (nil: no stream for the round), told once:
+// It returns the report's fate (nil: no report), told once:
 // true once the report is in a chunk the aggregator answered (its verdict
 // applied: folded into both parties' running state, durably at the
 // aggregator, and its helper share persisted here before the chunk was
@@ -105,16 +105,25 @@ type streamReport struct {
 // Rebuild), or once its helper share proved not to open (a rejection,
 // counted); false if the round ended first (early, or the relay stopped).
 // The volunteer's ack waits for it: an acknowledged report is never lost
-// with a relay.
+// with a relay. "In" includes a report the aggregator's verification then
+// rejected (counted as rejected, by reason; an honest volunteer's never
+// is): the Ack says the relay took the report into the round, not that
+// it passed verification. A report whose round's stream is gone already
+// (closed between the round machine's verdict and this hand-over) is told
+// false at once.
 func (rl *Relay) Report(num uint64, rep *round.SharesReport) <-chan bool {
+	if rep == nil {
+		return nil
+	}
+	fate := make(chan bool, 1)
 	rl.mu.Lock()
 	st := rl.streams[num]
 	rl.mu.Unlock()
-	if st == nil || rep == nil {
-		return nil
+	if st == nil {
+		fate <- false // counted late by the close that took the stream
+		return fate
 	}
 	st.firstAt.CompareAndSwap(0, time.Now().UnixNano())
-	fate := make(chan bool, 1)
 	select {
 	case st.in <- streamReport{rep: *rep, fate: fate}:
 		select {
@@ -523,7 +532,10 @@ func (rl *Relay) runStreamSerial(ctx context.Context, st *Stream, k streamKnobs)
 		select {
 		case r := <-st.in:
 			rep := r.rep
-			tell([]chan<- bool{r.fate}, true) // the benchmark's stream: nobody waits
+			// The serial stream is BenchmarkSecAggStream's comparison only
+			// (Knobs.Serial, never a flag): it writes no chunk record and
+			// tells every fate at once, so it is not crash-safe.
+			tell([]chan<- bool{r.fate}, true)
 			st.received++
 			rl.Receipts.Received(st.num, wire.ReportReceipt(rep.Helper)) // GET /api/receipt
 			p, ok := st.h.Prepare(rep.Helper)

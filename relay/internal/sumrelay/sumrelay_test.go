@@ -113,6 +113,9 @@ type leader struct {
 	// answer by seq, sealed the first seq a resume found unfolded.
 	lostAt     uint32
 	lostBefore bool // lostAt's chunk is lost before it is folded
+	// recorded, if set, tells whether chunk seq of round num has its
+	// record: a chunk posted without one fails the test.
+	recorded func(num uint64, seq uint32) bool
 	replies    map[uint32][]byte
 	sealed     uint32
 
@@ -169,6 +172,9 @@ func (a *leader) Post(_ context.Context, num uint64, path string, body []byte, l
 		// aggregator does.
 		if a.turn == nil {
 			a.turn = sync.NewCond(&a.mu)
+		}
+		if a.recorded != nil && !a.recorded(c.Round, c.Seq) {
+			a.t.Errorf("chunk %d posted before its record was written", c.Seq)
 		}
 		for c.Seq > 1 && c.Seq > a.next {
 			a.turn.Wait()
