@@ -116,8 +116,8 @@ type leader struct {
 	// recorded, if set, tells whether chunk seq of round num has its
 	// record: a chunk posted without one fails the test.
 	recorded func(num uint64, seq uint32) bool
-	replies    map[uint32][]byte
-	sealed     uint32
+	replies  map[uint32][]byte
+	sealed   uint32
 
 	mu      sync.Mutex
 	turn    *sync.Cond // on mu: a chunk ahead of next waits for its predecessors
