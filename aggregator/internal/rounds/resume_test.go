@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -322,4 +323,30 @@ func TestResumeRefused(t *testing.T) {
 	r.finish(h, 4)
 	a, err = r.m.SecAggResumeIntake(resumeFrame(t, round, 1))
 	requirePrep(t, a, err, outcome.Obsolete, round, wire.BatchStatusInvalid)
+}
+
+// TestCloseRetriedAfterASuspendedLedger: the relay's close arrives while
+// the ledger's charges are suspended (an aggregator that just took over,
+// before its start check against the relay's anchor: seen in
+// TestReplicasFailover when both actives were killed at once). The close
+// is answered with an error, nothing charged, and the round's chunks stay:
+// the relay's identical close, sent again once the ledger is checked,
+// charges the round and it applies.
+func TestCloseRetriedAfterASuspendedLedger(t *testing.T) {
+	store := &memStore{}
+	r := newRig(t, store)
+	round := r.announce()
+	h, _ := r.chunksOf(round, r.reports(round, 6), 2)
+	r.ledger.Suspend(errors.New("not yet checked against the head the relay holds"))
+	if a, err := r.m.SecAggCloseIntake(h.close()); err == nil {
+		t.Fatalf("close with the ledger suspended: %+v, want an error (resent)", a.Answer)
+	}
+	if n := len(r.ledger.Releases()); n != 0 {
+		t.Fatalf("%d releases charged while suspended", n)
+	}
+	r.ledger.Resume()
+	r.finish(h, 6)
+	if n := len(r.ledger.Releases()); n != 1 {
+		t.Fatalf("%d releases, want 1", n)
+	}
 }

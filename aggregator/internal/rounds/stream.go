@@ -132,7 +132,21 @@ func (m *Machine) secaggCharge(fc *secaggFinish) (outcome.SecAggAnswer, error) {
 	release := func(n int) privacy.Release { return fc.rc.Proto.Spec.Release(r, n, 0) }
 	err := analysis.ChargeSecAgg(fc.leader, int(params.MinBatch), release, persist, charge)
 	fc.counts()
-	m.dropCollect("the round is closed")
+	if err != nil && !errors.Is(err, analysis.ErrBelowMinBatch) && !errors.Is(err, analysis.ErrTooManyRejected) &&
+		!errors.Is(err, ledger.ErrBudgetExhausted) && !errors.Is(err, ledger.ErrInvalidRelease) {
+		// A failure that may pass (the datastore, a ledger whose charges
+		// are suspended until its start check against the relay's anchor):
+		// nothing was charged and the answer is an error, so the relay
+		// sends its close again. The round's chunks are read back from
+		// their checkpoint (written before the charge, so it holds every
+		// chunk folded) for that close: dropping them would make it
+		// obsolete and lose the round.
+		m.sa.collect = nil
+		m.restoreCollect()
+		m.wakeChunks()
+	} else {
+		m.dropCollect("the round is closed")
+	}
 	if err != nil {
 		m.removePending()
 		switch {
