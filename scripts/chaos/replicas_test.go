@@ -194,35 +194,39 @@ func (w *watchLog) checkedSince(replica string, p replicas.Party, t time.Time) b
 	return !warned || ok && !checked.Before(unchecked)
 }
 
-// answeredShares is the active relay's /api/metrics secagg.answered
-// (reports in chunks the aggregator answered), through the relay's
-// frontend (-1: unreadable).
-func answeredShares(base string) float64 {
-	var m struct {
-		SecAgg struct {
-			Answered *float64 `json:"answered"`
-		} `json:"secagg"`
-	}
-	if getJSON(context.Background(), base+"/api/metrics", &m) != nil || m.SecAgg.Answered == nil {
-		return -1
-	}
-	return *m.SecAgg.Answered
-}
-
-// acceptedShares is the active relay's /api/metrics accepted.shares
-// (volunteers' reports accepted), through the relay's frontend (-1:
-// unreadable).
-func acceptedShares(base string) float64 {
-	var m struct {
-		Accepted map[string]float64 `json:"accepted"`
-	}
+// relayMetric is the active relay's /api/metrics field group.name (a
+// number: accepted.shares, the volunteers' reports accepted;
+// secagg.answered, the reports in chunks the aggregator answered), through
+// the relay's frontend (-1: unreadable).
+func relayMetric(base, group, name string) float64 {
+	var m map[string]json.RawMessage
 	if getJSON(context.Background(), base+"/api/metrics", &m) != nil {
 		return -1
 	}
-	if n, ok := m.Accepted["shares"]; ok {
-		return n
+	var fields map[string]json.RawMessage
+	var n float64
+	if json.Unmarshal(m[group], &fields) != nil || json.Unmarshal(fields[name], &n) != nil {
+		return -1
 	}
-	return -1
+	return n
+}
+
+// waitRise waits until read rises above its first readable value
+// (failing the test with what after within), calling guard at each look.
+func waitRise(t *testing.T, guard func(), read func() float64, within time.Duration, what string) {
+	t.Helper()
+	base := read()
+	for end := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		guard()
+		if n := read(); base >= 0 && n > base {
+			return
+		} else if base < 0 {
+			base = n
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s within %v", what, within)
+		}
+	}
 }
 
 // TestReplicasFailover (issue 26, deliverables 2 and 3) runs secure
@@ -469,34 +473,14 @@ func TestReplicasFailover(t *testing.T) {
 		}
 		// Mid-round: once the active relay has accepted a volunteer's
 		// report of the round being collected.
-		base := acceptedShares(d.RelayURL())
-		for end := time.Now().Add(2 * recoverWithin); ; time.Sleep(20 * time.Millisecond) {
-			guard()
-			if n := acceptedShares(d.RelayURL()); base >= 0 && n > base {
-				break
-			} else if base < 0 {
-				base = n
-			}
-			if time.Now().After(end) {
-				t.Fatalf("fault %d (%s): no report was accepted within %v", i+1, f.name, 2*recoverWithin)
-			}
-		}
+		waitRise(t, guard, func() float64 { return relayMetric(d.RelayURL(), "accepted", "shares") }, 2*recoverWithin,
+			fmt.Sprintf("fault %d (%s): no report was accepted", i+1, f.name))
 		// A relay killed once a chunk of the round was answered (its
 		// reports acknowledged): the standby must finish the round with
 		// them (docs/secagg.md, "A relay lost mid-round").
 		if slices.Contains(f.kill, replicas.Relay) {
-			base := answeredShares(d.RelayURL())
-			for end := time.Now().Add(2 * recoverWithin); ; time.Sleep(10 * time.Millisecond) {
-				guard()
-				if n := answeredShares(d.RelayURL()); base >= 0 && n > base {
-					break
-				} else if base < 0 {
-					base = n
-				}
-				if time.Now().After(end) {
-					t.Fatalf("fault %d (%s): no chunk was answered within %v", i+1, f.name, 2*recoverWithin)
-				}
-			}
+			waitRise(t, guard, func() float64 { return relayMetric(d.RelayURL(), "secagg", "answered") }, 2*recoverWithin,
+				fmt.Sprintf("fault %d (%s): no chunk was answered", i+1, f.name))
 		}
 		w := window{actives: map[replicas.Party]*replicas.Replica{}, killed: map[replicas.Party]*replicas.Replica{}}
 		for _, p := range []replicas.Party{replicas.Relay, replicas.Aggregator} {

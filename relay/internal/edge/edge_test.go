@@ -65,6 +65,23 @@ func newOwner(t *testing.T) *owner {
 	return ow
 }
 
+// startEdge runs an edge of ow (largeFrames: Config.LargeFrames, 0 for
+// the default) until the test ends, and returns its server.
+func startEdge(t *testing.T, ow *owner, largeFrames int) *httptest.Server {
+	t.Helper()
+	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler), LargeFrames: largeFrames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := httptest.NewServer(e.Handler())
+	t.Cleanup(es.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return es
+}
+
 // open opens a secure-summation round at the owner and offers it to the
 // edges.
 func (ow *owner) open(t *testing.T, num uint64) *round.Round {
@@ -140,16 +157,7 @@ func (v *volunteer) ack(t *testing.T, frame []byte) *wire.Ack {
 // owner's; the owner's routes refuse a wrong token.
 func TestEdgeHandsReportsToTheOwner(t *testing.T) {
 	ow := newOwner(t)
-	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	es := httptest.NewServer(e.Handler())
-	defer es.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { e.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	es := startEdge(t, ow, 0)
 
 	resp, err := http.Get(es.URL + "/api/round")
 	if err != nil {
@@ -252,16 +260,7 @@ func TestEdgeHandsReportsToTheOwner(t *testing.T) {
 // at once, rather than at the old round's deadline.
 func TestEdgeFollowsAnOwnerThatMovedOn(t *testing.T) {
 	ow := newOwner(t)
-	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	es := httptest.NewServer(e.Handler())
-	defer es.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { e.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	es := startEdge(t, ow, 0)
 	v := dial(t, es.URL)
 	for deadline := time.Now().Add(30 * time.Second); ow.o.Connections() < 1; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -298,16 +297,7 @@ func TestEdgeAckWaitsForTheOwnersFate(t *testing.T) {
 		fates <- f
 		return f
 	}
-	e, err := New(Config{Owner: ow.srv.URL, Token: "tok", Name: "e1", Logger: slog.New(slog.DiscardHandler), LargeFrames: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	es := httptest.NewServer(e.Handler())
-	defer es.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { e.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	es := startEdge(t, ow, 1)
 
 	a, b := dial(t, es.URL), dial(t, es.URL)
 	for deadline := time.Now().Add(30 * time.Second); ow.o.Connections() < 2; time.Sleep(20 * time.Millisecond) {
